@@ -1,0 +1,6 @@
+"""Stream/relation schemas, views and UDFs, optionally persisted in SQLite."""
+
+from sluice.catalog.catalog import Catalog, CatalogError
+from sluice.catalog.schema import Column, FunctionDef, Kind, Schema, SourceDef, ViewDef
+
+__all__ = ["Catalog", "CatalogError", "Column", "FunctionDef", "Kind", "Schema", "SourceDef", "ViewDef"]

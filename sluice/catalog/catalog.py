@@ -1,0 +1,193 @@
+"""The catalog: registered streams, relations, views and scalar UDFs.
+
+Optionally persisted in SQLite: every registration is stored as the CQL DDL that made it
+and replayed on open, so a catalog file is readable with any SQLite client.  UDFs are
+Python callables and are not persisted; register them again in each process.
+
+>>> cat = Catalog()
+>>> cat.register_stream("S", [("A", "integer"), ("D", "char(4)")]).schema.sql()
+'A integer, D char(4)'
+>>> cat.lookup("s").name
+'S'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from sluice.catalog.schema import Column, FunctionDef, Kind, Schema, SourceDef, ViewDef
+from sluice.cql.ast import TimeUnit
+from sluice.datatypes import DataType, parse_type_name
+from sluice.errors import SluiceError
+
+
+class CatalogError(SluiceError):
+    """A registration conflicts with what the catalog holds, or a name is unknown."""
+
+
+ColumnSpec = tuple[str, DataType | str]
+
+
+def _to_type(t: DataType | str) -> DataType:
+    if isinstance(t, DataType):
+        return t
+    text = t.strip().lower()
+    length = None
+    if "(" in text:
+        text, rest = text.split("(", 1)
+        length = int(rest.rstrip(")").strip())
+    try:
+        return parse_type_name(text.strip(), length)
+    except (KeyError, ValueError) as e:
+        raise CatalogError(f"unknown type {t!r}") from e
+
+
+class Catalog:
+    """Names → definitions.  ``time_unit`` is what one timestamp tick means (default: second)."""
+
+    def __init__(self, path: str | Path | None = None, time_unit: TimeUnit = TimeUnit.SECOND):
+        self.time_unit = time_unit
+        self._sources: dict[str, SourceDef] = {}
+        self._views: dict[str, ViewDef] = {}
+        self._functions: dict[str, FunctionDef] = {}
+        self._db: sqlite3.Connection | None = None
+        self._replaying = False
+        if path is not None:
+            self._open(Path(path))
+
+    # -- persistence ---------------------------------------------------------------------
+    def _open(self, path: Path) -> None:
+        self._db = sqlite3.connect(path)
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS catalog_objects ("
+            " seq INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT UNIQUE NOT NULL,"
+            " kind TEXT NOT NULL, ddl TEXT NOT NULL)"
+        )
+        self._db.execute("CREATE TABLE IF NOT EXISTS catalog_settings (key TEXT PRIMARY KEY, value TEXT)")
+        row = self._db.execute("SELECT value FROM catalog_settings WHERE key='time_unit'").fetchone()
+        if row is None:
+            self._db.execute("INSERT INTO catalog_settings VALUES ('time_unit', ?)", (self.time_unit.name,))
+        else:
+            self.time_unit = TimeUnit[row[0]]
+        self._db.commit()
+
+    def persisted_ddl(self) -> list[str]:
+        """The stored DDL, oldest first; ``sluice.plan.ddl.open_catalog`` replays it."""
+        if self._db is None:
+            return []
+        return [r[0] for r in self._db.execute("SELECT ddl FROM catalog_objects ORDER BY seq")]
+
+    @contextlib.contextmanager
+    def replaying(self) -> Iterator[None]:
+        """Within this block registrations are not written back to the database."""
+        self._replaying = True
+        try:
+            yield
+        finally:
+            self._replaying = False
+
+    def _persist(self, name: str, kind: str, ddl: str) -> None:
+        if self._db is not None and not self._replaying:
+            self._db.execute("INSERT INTO catalog_objects (name, kind, ddl) VALUES (?, ?, ?)", (name, kind, ddl))
+            self._db.commit()
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    # -- registration --------------------------------------------------------------------
+    def _check_free(self, name: str) -> None:
+        key = name.lower()
+        if key in self._sources or key in self._views:
+            raise CatalogError(f"{name!r} is already registered")
+
+    def register_source(self, name: str, kind: Kind, columns: Iterable[ColumnSpec]) -> SourceDef:
+        self._check_free(name)
+        cols = tuple(Column(n, _to_type(t)) for n, t in columns)
+        if not cols:
+            raise CatalogError(f"{kind.value} {name!r} needs at least one attribute")
+        seen: set[str] = set()
+        for c in cols:
+            if c.name.lower() in seen:
+                raise CatalogError(f"attribute {c.name!r} appears twice in {name!r}")
+            seen.add(c.name.lower())
+        d = SourceDef(name, kind, Schema(cols))
+        self._sources[name.lower()] = d
+        self._persist(name, kind.value, f"REGISTER {kind.value.upper()} {name} ({d.schema.sql()})")
+        return d
+
+    def register_stream(self, name: str, columns: Iterable[ColumnSpec]) -> SourceDef:
+        return self.register_source(name, Kind.STREAM, columns)
+
+    def register_relation(self, name: str, columns: Iterable[ColumnSpec]) -> SourceDef:
+        return self.register_source(name, Kind.RELATION, columns)
+
+    def add_view(self, view: ViewDef) -> ViewDef:
+        """Store an already-validated view (see ``sluice.plan.ddl.register_view``)."""
+        self._check_free(view.name)
+        self._views[view.name.lower()] = view
+        self._persist(view.name, "view", view.text)
+        return view
+
+    def register_function(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        return_type: DataType | str,
+        arg_types: Sequence[DataType | str] | None = None,
+        *,
+        strict: bool = True,
+    ) -> FunctionDef:
+        """Register a scalar UDF callable from CQL as ``name(args...)``."""
+        key = name.upper()
+        if key in self._functions:
+            raise CatalogError(f"function {name!r} is already registered")
+        d = FunctionDef(
+            key,
+            fn,
+            _to_type(return_type),
+            None if arg_types is None else tuple(_to_type(t) for t in arg_types),
+            strict,
+        )
+        self._functions[key] = d
+        return d
+
+    # -- lookup --------------------------------------------------------------------------
+    def lookup(self, name: str) -> SourceDef | ViewDef:
+        key = name.lower()
+        if key in self._sources:
+            return self._sources[key]
+        if key in self._views:
+            return self._views[key]
+        raise KeyError(name)
+
+    def function(self, name: str) -> FunctionDef | None:
+        return self._functions.get(name.upper())
+
+    def names(self) -> list[str]:
+        return [d.name for d in self._sources.values()] + [v.name for v in self._views.values()]
+
+    def suggest(self, name: str) -> str | None:
+        """The registered name closest to ``name``, for 'did you mean' hints."""
+        by_lower = {n.lower(): n for n in self.names()}
+        m = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.6)
+        return by_lower[m[0]] if m else None
+
+    @property
+    def sources(self) -> list[SourceDef]:
+        return list(self._sources.values())
+
+    @property
+    def views(self) -> list[ViewDef]:
+        return list(self._views.values())
+
+    def ticks(self, millis: int) -> int | None:
+        """A duration in ticks of the time unit, or None if it is not a whole number of ticks."""
+        q, r = divmod(millis, self.time_unit.millis)
+        return None if r else q

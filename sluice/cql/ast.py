@@ -1,0 +1,415 @@
+"""The CQL abstract syntax tree: small frozen, slotted records.
+
+Children are discovered from the fields (a field holding a :class:`Node` or a tuple of
+them), so one generic :func:`walk` and :meth:`Node.transform` serve every node
+(sqlglot ``Expr.arg_types``; Ibis ``Concrete``).  Spans do not take part in equality,
+so a printed-and-reparsed query compares equal to the original.
+
+>>> from sluice.cql.parser import parse_query
+>>> q = parse_query("SELECT a + 1 FROM S [Rows 2]")
+>>> sorted({type(n).__name__ for n in walk(q)})
+['Binary', 'ColumnName', 'Literal', 'Select', 'SelectItem', 'TableRef', 'Window']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from sluice.cql.errors import NO_SPAN, Span
+from sluice.datatypes import DataType
+
+N = TypeVar("N", bound="Node")
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """Base of all AST nodes."""
+
+    def children(self) -> Iterator[Node]:
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, Node):
+                yield v
+            elif isinstance(v, tuple):
+                for x in v:
+                    if isinstance(x, Node):
+                        yield x
+                    elif isinstance(x, tuple):  # CASE arms are (cond, result) pairs
+                        yield from (y for y in x if isinstance(y, Node))
+
+    def transform(self: N, fn: Callable[[Node], Node]) -> N:
+        """Rebuild bottom-up, applying ``fn`` to every node (children first)."""
+
+        def rec(v: Any) -> Any:
+            if isinstance(v, Node):
+                return v.transform(fn)
+            if isinstance(v, tuple):
+                return tuple(rec(x) for x in v)
+            return v
+
+        changes = {}
+        for f in dataclasses.fields(self):
+            old = getattr(self, f.name)
+            new = rec(old)
+            if new is not old:
+                changes[f.name] = new
+        node = dataclasses.replace(self, **changes) if changes else self
+        return fn(node)  # type: ignore[return-value]
+
+
+def walk(node: Node) -> Iterator[Node]:
+    """Every node of the tree, pre-order."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(list(n.children())))
+
+
+def _span() -> Any:
+    return field(default=NO_SPAN, compare=False, repr=False)
+
+
+# ----------------------------------------------------------------------------------------
+# Expressions
+
+
+class Expr(Node):
+    __slots__ = ()
+    if TYPE_CHECKING:
+        span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Literal(Expr):
+    """A constant: int, float, str, bool or None (NULL)."""
+
+    value: int | float | str | bool | None
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnName(Expr):
+    qualifier: str | None
+    name: str
+    span: Span = _span()
+
+    def sql(self) -> str:
+        return f"{self.qualifier}.{self.name}" if self.qualifier else self.name
+
+
+@dataclass(frozen=True, slots=True)
+class Star(Expr):
+    """``*`` or ``X.*`` in a select list."""
+
+    qualifier: str | None = None
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class Unary(Expr):
+    op: str  # '-', '+', 'NOT'
+    operand: Expr
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class Binary(Expr):
+    op: str  # + - * / % || = <> < <= > >= AND OR
+    left: Expr
+    right: Expr
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class FuncCall(Expr):
+    """A function or aggregate call; ``star`` for COUNT(*)."""
+
+    name: str  # upper-cased
+    args: tuple[Expr, ...]
+    distinct: bool = False
+    star: bool = False
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class IsNull(Expr):
+    operand: Expr
+    negated: bool = False
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class Like(Expr):
+    operand: Expr
+    pattern: Expr
+    negated: bool = False
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class Between(Expr):
+    operand: Expr
+    low: Expr
+    high: Expr
+    negated: bool = False
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class InList(Expr):
+    operand: Expr
+    items: tuple[Expr, ...]
+    negated: bool = False
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class InSubquery(Expr):
+    operand: Expr
+    query: Query
+    negated: bool = False
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class Exists(Expr):
+    query: Query
+    negated: bool = False
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class Quantified(Expr):
+    """``x op ALL (subquery)`` or ``x op ANY/SOME (subquery)``."""
+
+    op: str
+    operand: Expr
+    quantifier: str  # 'ALL' | 'ANY'
+    query: Query
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class ScalarSubquery(Expr):
+    query: Query
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class Case(Expr):
+    """``CASE [operand] WHEN a THEN b ... [ELSE c] END``."""
+
+    operand: Expr | None
+    whens: tuple[tuple[Expr, Expr], ...]
+    else_: Expr | None = None
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class CurrentTime(Expr):
+    """``CURRENT_TIME``: the instant τ at which the query is evaluated."""
+
+    span: Span = _span()
+
+
+# ----------------------------------------------------------------------------------------
+# Windows and FROM items
+
+
+class TimeUnit(enum.Enum):
+    MILLISECOND = 1
+    SECOND = 1000
+    MINUTE = 60_000
+    HOUR = 3_600_000
+    DAY = 86_400_000
+
+    @property
+    def millis(self) -> int:
+        return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class Duration(Node):
+    amount: int
+    unit: TimeUnit
+    span: Span = _span()
+
+    @property
+    def millis(self) -> int:
+        return self.amount * self.unit.millis
+
+    def sql(self) -> str:
+        name = self.unit.name.lower()
+        return f"{self.amount} {name}{'' if self.amount == 1 else 's'}"
+
+
+class WindowKind(enum.Enum):
+    ROWS = "Rows"  # rows=None means Rows Unbounded
+    RANGE = "Range"  # range=None means Range Unbounded
+    NOW = "Now"
+    PARTITION = "Partition"  # Partition By keys Rows N
+
+
+@dataclass(frozen=True, slots=True)
+class Window(Node):
+    """A window specification ``[ ... ]`` after a stream (seed §2, CQL window language)."""
+
+    kind: WindowKind
+    rows: int | None = None
+    range: Duration | None = None
+    slide: Duration | None = None
+    partition_by: tuple[ColumnName, ...] = ()
+    where: Expr | None = None
+    span: Span = _span()
+
+    @property
+    def unbounded(self) -> bool:
+        return (self.kind is WindowKind.ROWS and self.rows is None) or (
+            self.kind is WindowKind.RANGE and self.range is None
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Sample(Node):
+    percent: float
+    span: Span = _span()
+
+
+class FromItem(Node):
+    __slots__ = ()
+    if TYPE_CHECKING:
+        span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class TableRef(FromItem):
+    """A named stream, relation or view in FROM."""
+
+    name: str
+    alias: str | None = None
+    window: Window | None = None
+    sample: Sample | None = None
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class SubqueryRef(FromItem):
+    query: Query
+    alias: str | None = None
+    window: Window | None = None
+    sample: Sample | None = None
+    span: Span = _span()
+
+
+# ----------------------------------------------------------------------------------------
+# Queries
+
+
+class Query(Node):
+    __slots__ = ()
+    if TYPE_CHECKING:
+        span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class SelectItem(Node):
+    expr: Expr
+    alias: str | None = None
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class Select(Query):
+    """A query block.  ``stream_op`` records the select-list form ``SELECT Istream(a, b)``."""
+
+    items: tuple[SelectItem, ...]
+    from_: tuple[FromItem, ...]
+    where: Expr | None = None
+    group_by: tuple[Expr, ...] = ()
+    having: Expr | None = None
+    distinct: bool = False
+    window: Duration | None = None  # trailing ``WINDOW 1 min`` (Hammad §2.1)
+    stream_op: str | None = None  # 'ISTREAM' | 'DSTREAM' | 'RSTREAM'
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class SetOp(Query):
+    """UNION / EXCEPT / INTERSECT.  ``named`` is STREAM's ``A Union B`` form (bag semantics)."""
+
+    op: str  # 'UNION' | 'EXCEPT' | 'INTERSECT'
+    left: Query
+    right: Query
+    all: bool = False
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class TableQuery(Query):
+    """A bare name used as a set-operation operand (STREAM's ``A Union B``)."""
+
+    name: str
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class StreamOp(Query):
+    """``Istream(q)``, ``Dstream(q)``, ``Rstream(q)``: relation-to-stream (seed §2.2)."""
+
+    op: str  # 'ISTREAM' | 'DSTREAM' | 'RSTREAM'
+    query: Query
+    span: Span = _span()
+
+
+# ----------------------------------------------------------------------------------------
+# Statements
+
+
+class Statement(Node):
+    __slots__ = ()
+    if TYPE_CHECKING:
+        span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnDef(Node):
+    name: str
+    type: DataType
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterSource(Statement):
+    """``REGISTER STREAM|RELATION name (attr type, ...)``."""
+
+    kind: str  # 'STREAM' | 'RELATION'
+    name: str
+    columns: tuple[ColumnDef, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterView(Statement):
+    """``REGISTER VIEW name [(a, b)] AS query`` (also ``CREATE VIEW``)."""
+
+    name: str
+    query: Query
+    columns: tuple[str, ...] = ()
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class QueryStatement(Statement):
+    query: Query
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class Explain(Statement):
+    query: Query
+    span: Span = _span()

@@ -1,0 +1,110 @@
+"""Executing CQL statements against a catalog: DDL registers, queries bind, EXPLAIN renders.
+
+>>> from sluice.catalog import Catalog
+>>> cat = Catalog()
+>>> results = execute(cat, "register stream S (A integer); register view V as select A from S [Rows 2];")
+>>> cat.lookup("V").kind.value
+'relation'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from sluice.catalog import Catalog, CatalogError, Kind, Schema, ViewDef
+from sluice.catalog.schema import Column
+from sluice.cql import ast
+from sluice.cql.errors import BindError
+from sluice.cql.parser import parse_query, parse_script
+from sluice.cql.printer import to_cql
+from sluice.plan.binder import Binder, BoundQuery
+from sluice.plan.explain import explain
+
+
+def execute(catalog: Catalog, text: str) -> list[BoundQuery | str | None]:
+    """Run every statement in ``text``; returns a bound query, an EXPLAIN text, or None (DDL)."""
+    out: list[BoundQuery | str | None] = []
+    for stmt in parse_script(text):
+        src = text[stmt.span.start : stmt.span.end] if hasattr(stmt, "span") else to_cql(stmt)
+        out.append(execute_statement(catalog, stmt, text, src))
+    return out
+
+
+def execute_statement(catalog: Catalog, stmt: ast.Statement, source: str, stmt_text: str) -> BoundQuery | str | None:
+    if isinstance(stmt, ast.RegisterSource):
+        try:
+            catalog.register_source(
+                stmt.name,
+                Kind.STREAM if stmt.kind == "STREAM" else Kind.RELATION,
+                [(c.name, c.type) for c in stmt.columns],
+            )
+        except CatalogError as e:
+            raise BindError(str(e), stmt.span, source) from None
+        return None
+    if isinstance(stmt, ast.RegisterView):
+        register_view(catalog, stmt.name, stmt.query, stmt.columns, source=source, text=stmt_text)
+        return None
+    if isinstance(stmt, ast.Explain):
+        return explain(Binder(catalog, source).bind_top(stmt.query))
+    assert isinstance(stmt, ast.QueryStatement)
+    return BoundQuery(Binder(catalog, source).bind_top(stmt.query), stmt_text)
+
+
+def register_view(
+    catalog: Catalog,
+    name: str,
+    query: str | ast.Query,
+    columns: Sequence[str] = (),
+    *,
+    kind: Kind | None = None,
+    source: str | None = None,
+    text: str | None = None,
+) -> ViewDef:
+    """Validate and register a named view.  ``kind`` checks what the query yields (STREAM's
+    ``vtable : register stream ...``); ``columns`` renames its output columns.
+    """
+    if isinstance(query, str):
+        source = query
+        query = parse_query(query)
+    src = source if source is not None else to_cql(query)
+    node = Binder(catalog, src, context=name).bind_top(query)
+    span = query.span
+    if kind is not None and node.kind is not kind:
+        hint = (
+            "wrap the query in Istream(...), Dstream(...) or Rstream(...)"
+            if kind is Kind.STREAM
+            else "give its streams a window, or declare the view a stream"
+        )
+        raise BindError(
+            f"view {name} is declared a {kind.value}, but its query yields a {node.kind.value}",
+            span,
+            src,
+            hint=hint,
+        )
+    names = node.schema.names
+    if columns:
+        if len(columns) != len(names):
+            raise BindError(
+                f"view {name} names {len(columns)} column(s) but its query yields {len(names)}",
+                span,
+                src,
+            )
+        names = tuple(columns)
+    schema = Schema(tuple(Column(n, c.type) for n, c in zip(names, node.schema.columns, strict=True)))
+    body = to_cql(query)
+    ddl = f"REGISTER VIEW {name}" + (f" ({', '.join(columns)})" if columns else "") + f" AS {body}"
+    view = ViewDef(name, query, ddl if text is None else text, schema, node.kind, tuple(columns))
+    try:
+        return catalog.add_view(view)
+    except CatalogError as e:
+        raise BindError(str(e), span, src) from None
+
+
+def open_catalog(path: str | Path) -> Catalog:
+    """Open (or create) a catalog persisted in SQLite, replaying its stored DDL."""
+    cat = Catalog(path)
+    with cat.replaying():
+        for ddl in cat.persisted_ddl():
+            execute(cat, ddl)
+    return cat

@@ -1,0 +1,313 @@
+"""The logical algebra of CQL (seed §2.2, Figure 1): stream→relation windows, relational
+operators, relation→stream Istream/Dstream/Rstream.
+
+Each node is a frozen record with its ``kind`` (stream or relation) and output ``schema``;
+a stream is turned into a relation only by a :class:`Window`, and a relation into a stream
+only by a :class:`StreamOp`.  Relational operators take and give relations.
+
+>>> from sluice.catalog import Schema
+>>> from sluice.datatypes import INTEGER
+>>> s = Scan("S", Kind.STREAM, Schema.of(("A", INTEGER)))
+>>> w = Window(s, WindowSpec("ROWS", rows=2))
+>>> w.kind, w.schema.names
+(<Kind.RELATION: 'relation'>, ('A',))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from sluice.catalog.schema import Kind, Schema
+from sluice.errors import InternalError
+from sluice.plan.expr import AggCall, BExpr, walk_expr
+
+
+@dataclass(frozen=True, slots=True)
+class LogicalNode:
+    @property
+    def kind(self) -> Kind:
+        raise NotImplementedError
+
+    @property
+    def schema(self) -> Schema:
+        raise NotImplementedError
+
+    def inputs(self) -> tuple[LogicalNode, ...]:
+        return ()
+
+    def exprs(self) -> tuple[BExpr, ...]:
+        """The expressions this node evaluates (for analyses such as 'uses CURRENT_TIME')."""
+        return ()
+
+
+def walk_plan(node: LogicalNode, *, into_subqueries: bool = True) -> Iterator[LogicalNode]:
+    """Every node, pre-order; with ``into_subqueries`` also the plans inside subquery expressions."""
+    from sluice.plan.expr import Subquery
+
+    yield node
+    for e in node.exprs():
+        if into_subqueries:
+            for x in walk_expr(e):
+                if isinstance(x, Subquery):
+                    yield from walk_plan(x.plan)
+    for c in node.inputs():
+        yield from walk_plan(c, into_subqueries=into_subqueries)
+
+
+@dataclass(frozen=True, slots=True)
+class Scan(LogicalNode):
+    """A registered base stream or relation."""
+
+    name: str
+    source_kind: Kind
+    source_schema: Schema
+
+    @property
+    def kind(self) -> Kind:
+        return self.source_kind
+
+    @property
+    def schema(self) -> Schema:
+        return self.source_schema
+
+
+@dataclass(frozen=True, slots=True)
+class WindowSpec:
+    """A bound window: sizes in ticks.
+
+    kind: 'UNBOUNDED' | 'NOW' | 'RANGE' (``range`` ticks, optional ``slide``) | 'ROWS' (``rows``)
+    | 'PARTITION' (``rows`` per distinct value of the ``partition`` columns).
+    """
+
+    kind: str
+    rows: int | None = None
+    range: int | None = None
+    slide: int | None = None
+    partition: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        ok = {
+            "UNBOUNDED": self.rows is None and self.range is None,
+            "NOW": self.rows is None and self.range is None,
+            "RANGE": self.range is not None and self.range >= 0,
+            "ROWS": self.rows is not None and self.rows > 0,
+            "PARTITION": self.rows is not None and self.rows > 0 and bool(self.partition),
+        }.get(self.kind, False)
+        if not ok or (self.slide is not None and (self.kind != "RANGE" or self.slide <= 0)):
+            raise InternalError(f"malformed window {self!r}")
+
+    def describe(self, names: tuple[str, ...] = ()) -> str:
+        if self.kind == "UNBOUNDED":
+            return "Range Unbounded"
+        if self.kind == "NOW":
+            return "Now"
+        if self.kind == "RANGE":
+            s = f"Range {self.range} ticks"
+            return s + (f" Slide {self.slide} ticks" if self.slide else "")
+        if self.kind == "ROWS":
+            return f"Rows {self.rows}"
+        keys = ", ".join(names[i] if i < len(names) else f"#{i}" for i in self.partition)
+        return f"Partition By {keys} Rows {self.rows}"
+
+
+@dataclass(frozen=True, slots=True)
+class Window(LogicalNode):
+    """Stream → relation (seed §2.2)."""
+
+    input: LogicalNode
+    spec: WindowSpec
+
+    def __post_init__(self) -> None:
+        if self.input.kind is not Kind.STREAM:
+            raise InternalError("Window over a relation")
+
+    @property
+    def kind(self) -> Kind:
+        return Kind.RELATION
+
+    @property
+    def schema(self) -> Schema:
+        return self.input.schema
+
+    def inputs(self) -> tuple[LogicalNode, ...]:
+        return (self.input,)
+
+
+@dataclass(frozen=True, slots=True)
+class Sample(LogicalNode):
+    """Stream → stream keeping each element with probability ``fraction`` (seed §2).
+
+    The choice is a deterministic hash of (seed, ``salt``, τ, tuple, occurrence) so every
+    backend and the reference evaluator keep exactly the same elements.
+    """
+
+    input: LogicalNode
+    fraction: float
+    salt: int
+
+    @property
+    def kind(self) -> Kind:
+        return Kind.STREAM
+
+    @property
+    def schema(self) -> Schema:
+        return self.input.schema
+
+    def inputs(self) -> tuple[LogicalNode, ...]:
+        return (self.input,)
+
+
+@dataclass(frozen=True, slots=True)
+class Filter(LogicalNode):
+    """Keeps rows whose predicate is TRUE.  On a stream it is a window's ``Where`` filter."""
+
+    input: LogicalNode
+    predicate: BExpr
+
+    @property
+    def kind(self) -> Kind:
+        return self.input.kind
+
+    @property
+    def schema(self) -> Schema:
+        return self.input.schema
+
+    def inputs(self) -> tuple[LogicalNode, ...]:
+        return (self.input,)
+
+    def exprs(self) -> tuple[BExpr, ...]:
+        return (self.predicate,)
+
+
+@dataclass(frozen=True, slots=True)
+class Project(LogicalNode):
+    input: LogicalNode
+    columns: tuple[BExpr, ...]
+    out_schema: Schema
+
+    @property
+    def kind(self) -> Kind:
+        return self.input.kind
+
+    @property
+    def schema(self) -> Schema:
+        return self.out_schema
+
+    def inputs(self) -> tuple[LogicalNode, ...]:
+        return (self.input,)
+
+    def exprs(self) -> tuple[BExpr, ...]:
+        return self.columns
+
+
+@dataclass(frozen=True, slots=True)
+class Join(LogicalNode):
+    """Cross product of two relations; join conditions are a ``Filter`` above it."""
+
+    left: LogicalNode
+    right: LogicalNode
+
+    def __post_init__(self) -> None:
+        if Kind.STREAM in (self.left.kind, self.right.kind):
+            raise InternalError("Join over a stream")
+
+    @property
+    def kind(self) -> Kind:
+        return Kind.RELATION
+
+    @property
+    def schema(self) -> Schema:
+        return Schema(self.left.schema.columns + self.right.schema.columns)
+
+    def inputs(self) -> tuple[LogicalNode, ...]:
+        return (self.left, self.right)
+
+
+@dataclass(frozen=True, slots=True)
+class Aggregate(LogicalNode):
+    """Group by ``keys`` and compute ``aggs``; output = keys then aggregates.
+
+    Without keys the result has exactly one row, even over an empty input (SQL).
+    """
+
+    input: LogicalNode
+    keys: tuple[BExpr, ...]
+    aggs: tuple[AggCall, ...]
+    out_schema: Schema
+
+    @property
+    def kind(self) -> Kind:
+        return Kind.RELATION
+
+    @property
+    def schema(self) -> Schema:
+        return self.out_schema
+
+    def inputs(self) -> tuple[LogicalNode, ...]:
+        return (self.input,)
+
+    def exprs(self) -> tuple[BExpr, ...]:
+        return self.keys + tuple(a.arg for a in self.aggs if a.arg is not None)
+
+
+@dataclass(frozen=True, slots=True)
+class Distinct(LogicalNode):
+    input: LogicalNode
+
+    @property
+    def kind(self) -> Kind:
+        return Kind.RELATION
+
+    @property
+    def schema(self) -> Schema:
+        return self.input.schema
+
+    def inputs(self) -> tuple[LogicalNode, ...]:
+        return (self.input,)
+
+
+@dataclass(frozen=True, slots=True)
+class SetOp(LogicalNode):
+    """UNION / EXCEPT / INTERSECT of relations; ``all`` for bag semantics."""
+
+    op: str
+    all: bool
+    left: LogicalNode
+    right: LogicalNode
+    out_schema: Schema
+
+    @property
+    def kind(self) -> Kind:
+        return Kind.RELATION
+
+    @property
+    def schema(self) -> Schema:
+        return self.out_schema
+
+    def inputs(self) -> tuple[LogicalNode, ...]:
+        return (self.left, self.right)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamOp(LogicalNode):
+    """Relation → stream: ISTREAM, DSTREAM or RSTREAM (seed §2.2)."""
+
+    op: str
+    input: LogicalNode
+    implicit: bool = field(default=False, compare=False)  # added by CQL's default rule
+
+    def __post_init__(self) -> None:
+        if self.input.kind is not Kind.RELATION:
+            raise InternalError(f"{self.op} over a stream")
+
+    @property
+    def kind(self) -> Kind:
+        return Kind.STREAM
+
+    @property
+    def schema(self) -> Schema:
+        return self.input.schema
+
+    def inputs(self) -> tuple[LogicalNode, ...]:
+        return (self.input,)

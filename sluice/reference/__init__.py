@@ -1,0 +1,5 @@
+"""The reference evaluator: CQL by definition, the oracle for every backend and strategy."""
+
+from sluice.reference.evaluator import Element, evaluate, sort_key
+
+__all__ = ["Element", "evaluate", "sort_key"]

@@ -1,0 +1,510 @@
+"""The reference evaluator: any CQL query's answer computed *by definition* (seed §2.2).
+
+At every instant τ it rebuilds each window relation from the stream prefix up to τ,
+evaluates the relational part with plain SQL semantics, and turns relations into streams by
+differences: ``Istream(R)(τ) = R(τ) − R(τ−1)``, ``Dstream(R)(τ) = R(τ−1) − R(τ)`` (multiset
+differences, ``R(start−1) = ∅``), ``Rstream(R)(τ) = R(τ)`` at every tick.
+
+Definitions (DESIGN.md; issue "CQL front end and the reference evaluator"):
+
+* ``[Range T]`` holds the elements with timestamp in ``[τ−T, τ]``; ``[Now]`` is ``[Range 0]``;
+  ``[Range T Slide U]`` is ``[Range T]`` evaluated at ``⌊τ/U⌋·U``.
+* ``[Rows N]`` holds the N latest elements with timestamp ≤ τ, ties broken by arrival order;
+  ``[Partition By k Rows N]`` applies ``[Rows N]`` per distinct k.
+* A derived stream (from Istream/Dstream/Rstream) lists each instant's elements in a
+  canonical (sorted) order, which fixes ``Rows`` ties on derived streams.
+
+It is slow and obviously right: the oracle for tests, never the engine.  Relations only
+change at *change instants* (inputs, window expiries, slide boundaries), so it evaluates
+only those unless the query uses ``Rstream`` or ``CURRENT_TIME``; ``instants="all"``
+evaluates every tick (a test checks both agree).
+
+>>> from sluice.catalog import Catalog
+>>> from sluice.plan.binder import bind_query
+>>> cat = Catalog(); _ = cat.register_stream("S", [("A", "integer")])
+>>> q = bind_query(cat, "select * from S [Rows 1]")
+>>> evaluate(q, {"S": [(1, (10,)), (2, (20,))]})
+[Element(ts=1, sign='+', row=(10,)), Element(ts=2, sign='-', row=(10,)), Element(ts=2, sign='+', row=(20,))]
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from sluice.catalog.schema import Kind
+from sluice.errors import EvaluationError
+from sluice.plan import logical as L
+from sluice.plan.binder import BoundQuery
+from sluice.plan.expr import (
+    BExpr,
+    Call,
+    CaseWhen,
+    ColRef,
+    Const,
+    CurrentTime,
+    OuterRef,
+    Subquery,
+    UdfCall,
+    walk_expr,
+)
+from sluice.plan.semantics import coerce, sample_keep
+from sluice.reference.aggregates import aggregate_rows
+from sluice.reference.scalar import OPS
+
+Row = tuple[Any, ...]
+StreamData = Sequence[tuple[int, Row]]
+RelationData = Sequence[tuple[int, str, Row]]
+
+#: Refuse to evaluate more instants than this (the oracle is for small inputs).
+MAX_INSTANTS = 2_000_000
+
+
+class Element(NamedTuple):
+    """One output element: timestamp, sign ('+' insert, '-' delete) and the tuple."""
+
+    ts: int
+    sign: str
+    row: Row
+
+
+def sort_key(row: Row) -> tuple[Any, ...]:
+    """A total order on rows of one schema (NULLs last), used for canonical output."""
+    return tuple((v is None, v if v is not None else 0) for v in row)
+
+
+def evaluate(
+    query: BoundQuery | L.LogicalNode,
+    streams: Mapping[str, StreamData] | None = None,
+    relations: Mapping[str, RelationData] | None = None,
+    *,
+    start: int | None = None,
+    until: int | None = None,
+    seed: int = 0,
+    instants: str = "changes",
+) -> list[Element]:
+    """Compute the output elements of ``query`` over the given inputs, by definition.
+
+    ``streams`` maps a stream name to ``(ts, row)`` pairs in arrival order; ``relations``
+    maps a relation name to ``(ts, '+'|'-', row)`` updates.  Output covers instants
+    ``start..until`` (default: the first and last input timestamps).
+    """
+    plan = query.plan if isinstance(query, BoundQuery) else query
+    ev = Evaluator(plan, streams or {}, relations or {}, start=start, until=until, seed=seed, instants=instants)
+    return ev.output()
+
+
+@dataclass
+class _Ctx:
+    ts: int
+    env: tuple[Row, ...] = ()
+
+
+@dataclass
+class Evaluator:
+    plan: L.LogicalNode
+    streams: Mapping[str, StreamData]
+    relations: Mapping[str, RelationData]
+    start: int | None = None
+    until: int | None = None
+    seed: int = 0
+    instants: str = "changes"
+    _stream_cache: dict[int, list[tuple[int, Row]]] = field(default_factory=dict)
+    _rel_cache: dict[tuple[int, int], list[Row]] = field(default_factory=dict)
+    _correlated: dict[int, bool] = field(default_factory=dict)
+    _relation_states: dict[str, tuple[list[int], list[Counter[Row]]]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        stamps = [t for rows in self.streams.values() for t, _ in rows]
+        stamps += [t for ups in self.relations.values() for t, _, _ in ups]
+        lo = min(stamps) if stamps else 0
+        hi = max(stamps) if stamps else lo
+        self.start = lo if self.start is None else self.start
+        self.until = max(hi, self.start) if self.until is None else self.until
+        self._input_stamps = sorted(set(stamps))
+        self._check_inputs()
+        self._ticks = self._instants()
+
+    # -- inputs --------------------------------------------------------------------------
+    def _check_inputs(self) -> None:
+        """Rows must fit their schema; relation updates must be signed.  (A missing input is empty.)"""
+        for n in L.walk_plan(self.plan):
+            if not isinstance(n, L.Scan):
+                continue
+            width = len(n.schema)
+            if n.kind is Kind.STREAM:
+                for i, (t, row) in enumerate(self._input(self.streams, n.name)):
+                    if len(row) != width:
+                        raise EvaluationError(
+                            f"stream {n.name}, element {i + 1} (ts {t}): {len(row)} values for {width} attributes"
+                        )
+            else:
+                for i, (t, sign, row) in enumerate(self._input(self.relations, n.name)):
+                    if sign not in ("+", "-"):
+                        raise EvaluationError(
+                            f"relation {n.name}, update {i + 1} (ts {t}): sign {sign!r} is not + or -"
+                        )
+                    if len(row) != width:
+                        raise EvaluationError(
+                            f"relation {n.name}, update {i + 1} (ts {t}): {len(row)} values for {width} attributes"
+                        )
+
+    def _input(self, data: Mapping[str, Any], name: str) -> Any:
+        if name in data:
+            return data[name]
+        for k, v in data.items():
+            if k.lower() == name.lower():
+                return v
+        return []
+
+    # -- instants ------------------------------------------------------------------------
+    def _instants(self) -> list[int]:
+        assert self.start is not None and self.until is not None
+        span = self.until - self.start + 1
+        every_tick = self.instants == "all" or _needs_every_tick(self.plan)
+        if every_tick:
+            if span > MAX_INSTANTS:
+                raise EvaluationError(
+                    f"the reference evaluator would evaluate {span:,} instants "
+                    f"({self.start}..{self.until}); it is meant for small inputs"
+                )
+            return list(range(self.start, self.until + 1))
+        changes = set(self._input_stamps) | {self.start}
+        windows = [n.spec for n in L.walk_plan(self.plan) if isinstance(n, L.Window)]
+        rounds = 1 + sum(1 for n in L.walk_plan(self.plan) if isinstance(n, L.StreamOp | L.Window))
+        for _ in range(rounds):
+            new: set[int] = set()
+            for c in changes:
+                for w in windows:
+                    if w.kind == "NOW":
+                        new.add(c + 1)
+                    elif w.kind == "RANGE":
+                        assert w.range is not None
+                        expire = c + w.range + 1
+                        if w.slide:
+                            new.add(-(-c // w.slide) * w.slide)
+                            new.add(-(-expire // w.slide) * w.slide)
+                        else:
+                            new.add(expire)
+            grown = {t for t in new if t <= self.until} - changes
+            if not grown:
+                break
+            changes |= grown
+        return sorted(t for t in changes if self.start <= t <= self.until)
+
+    # -- output --------------------------------------------------------------------------
+    def output(self) -> list[Element]:
+        out: list[Element] = []
+        if self.plan.kind is Kind.STREAM:
+            for t, row in self.stream(self.plan):
+                if self.start is not None and self.until is not None and self.start <= t <= self.until:
+                    out.append(Element(t, "+", _coerce_row(row, self.plan)))
+            return out
+        prev: Counter[Row] = Counter()
+        for t in self._ticks:
+            cur = Counter(_coerce_row(r, self.plan) for r in self.relation(self.plan, _Ctx(t)))
+            gone, came = prev - cur, cur - prev
+            out.extend(Element(t, "-", r) for r in sorted(gone.elements(), key=sort_key))
+            out.extend(Element(t, "+", r) for r in sorted(came.elements(), key=sort_key))
+            prev = cur
+        return out
+
+    # -- streams -------------------------------------------------------------------------
+    def stream(self, node: L.LogicalNode) -> list[tuple[int, Row]]:
+        key = id(node)
+        if key not in self._stream_cache:
+            fn = _STREAMS.get(type(node))
+            if fn is None:
+                raise EvaluationError(f"{type(node).__name__} does not yield a stream")
+            self._stream_cache[key] = fn(self, node)
+        return self._stream_cache[key]
+
+    def _scan_stream(self, node: L.Scan) -> list[tuple[int, Row]]:
+        rows = [(int(t), tuple(r)) for t, r in self._input(self.streams, node.name)]
+        return sorted(rows, key=lambda e: e[0])  # stable: ties keep arrival order
+
+    def _sample(self, node: L.Sample) -> list[tuple[int, Row]]:
+        out, seen = [], Counter[tuple[int, Row]]()
+        for t, row in self.stream(node.input):
+            k = seen[(t, row)]
+            seen[(t, row)] += 1
+            if sample_keep(self.seed, node.salt, t, row, k, node.fraction):
+                out.append((t, row))
+        return out
+
+    def _filter_stream(self, node: L.Filter) -> list[tuple[int, Row]]:
+        return [(t, r) for t, r in self.stream(node.input) if self.eval(node.predicate, r, _Ctx(t)) is True]
+
+    def _stream_op(self, node: L.StreamOp) -> list[tuple[int, Row]]:
+        out: list[tuple[int, Row]] = []
+        prev: Counter[Row] = Counter()
+        for t in self._ticks:
+            rows = self.relation(node.input, _Ctx(t))
+            if node.op == "RSTREAM":
+                out.extend((t, r) for r in sorted(rows, key=sort_key))
+                continue
+            cur = Counter(rows)
+            diff = cur - prev if node.op == "ISTREAM" else prev - cur
+            out.extend((t, r) for r in sorted(diff.elements(), key=sort_key))
+            prev = cur
+        return out
+
+    # -- relations -----------------------------------------------------------------------
+    def relation(self, node: L.LogicalNode, ctx: _Ctx) -> list[Row]:
+        correlated = self._is_correlated(node)
+        key = (id(node), ctx.ts)
+        if not correlated and key in self._rel_cache:
+            return self._rel_cache[key]
+        fn = _RELATIONS.get(type(node))
+        if fn is None:
+            raise EvaluationError(f"{type(node).__name__} does not yield a relation")
+        rows = fn(self, node, ctx)
+        if not correlated:
+            if len(self._rel_cache) > 50_000:
+                self._rel_cache.clear()
+            self._rel_cache[key] = rows
+        return rows
+
+    def _is_correlated(self, node: L.LogicalNode) -> bool:
+        key = id(node)
+        if key not in self._correlated:
+            self._correlated[key] = any(
+                isinstance(x, OuterRef) for n in L.walk_plan(node) for e in n.exprs() for x in walk_expr(e)
+            )
+        return self._correlated[key]
+
+    def _scan_relation(self, node: L.Scan, ctx: _Ctx) -> list[Row]:
+        if node.kind is Kind.STREAM:
+            raise EvaluationError(f"stream {node.name} used as a relation without a window")
+        if node.name not in self._relation_states:
+            stamps: list[int] = []
+            states: list[Counter[Row]] = []
+            cur: Counter[Row] = Counter()
+            ups = sorted(self._input(self.relations, node.name), key=lambda u: u[0])
+            for t, grp in itertools.groupby(ups, key=lambda u: u[0]):
+                for _, sign, row in grp:
+                    row = tuple(row)
+                    if sign == "+":
+                        cur[row] += 1
+                    elif cur[row] > 0:
+                        cur[row] -= 1
+                    else:
+                        raise EvaluationError(f"relation {node.name}: deletion of {row!r} at {t}, which is not in it")
+                stamps.append(int(t))
+                states.append(+cur)
+            self._relation_states[node.name] = (stamps, states)
+        stamps, states = self._relation_states[node.name]
+        i = bisect.bisect_right(stamps, ctx.ts)
+        return list(states[i - 1].elements()) if i else []
+
+    def _window(self, node: L.Window, ctx: _Ctx) -> list[Row]:
+        s = self.stream(node.input)
+        w, tau = node.spec, ctx.ts
+        if w.kind == "RANGE" and w.slide:
+            tau = (tau // w.slide) * w.slide
+        upto = s[: bisect.bisect_right(s, tau, key=lambda e: e[0])]
+        if w.kind == "UNBOUNDED":
+            return [r for _, r in upto]
+        if w.kind == "NOW":
+            return [r for t, r in upto if t == tau]
+        if w.kind == "RANGE":
+            assert w.range is not None
+            return [r for t, r in upto if t >= tau - w.range]
+        assert w.rows is not None
+        if w.kind == "ROWS":
+            return [r for _, r in upto[-w.rows :]] if upto else []
+        parts: dict[Row, list[Row]] = {}
+        for _, r in upto:
+            parts.setdefault(tuple(r[i] for i in w.partition), []).append(r)
+        return [r for rows in parts.values() for r in rows[-w.rows :]]
+
+    def _filter(self, node: L.Filter, ctx: _Ctx) -> list[Row]:
+        if isinstance(node.input, L.Join):
+            return self._filtered_join(node, ctx)
+        return [r for r in self.relation(node.input, ctx) if self.eval(node.predicate, r, ctx) is True]
+
+    def _project(self, node: L.Project, ctx: _Ctx) -> list[Row]:
+        if node.input.kind is Kind.STREAM:
+            raise EvaluationError("Project over a stream")
+        cols = node.columns
+        return [tuple(self.eval(e, r, ctx) for e in cols) for r in self.relation(node.input, ctx)]
+
+    def _join(self, node: L.Join, ctx: _Ctx) -> list[Row]:
+        left = self.relation(node.left, ctx)
+        right = self.relation(node.right, ctx)
+        return [a + b for a in left for b in right]
+
+    def _filtered_join(self, node: L.Filter, ctx: _Ctx) -> list[Row]:
+        """σ_p(A × B × ...) by definition, applying each conjunct of p as soon as the columns
+        it reads are present and using equality conjuncts as hash lookups.  Each conjunct
+        must be TRUE for p to be TRUE, so applying them early is exact.
+        """
+        leaves: list[L.LogicalNode] = []
+        _flatten_join(node.input, leaves)
+        conjuncts = _conjuncts(node.predicate)
+        pending = [(c, _max_col(c)) for c in conjuncts]
+        acc: list[Row] = [()]
+        width = 0
+        for leaf in leaves:
+            rows = self.relation(leaf, ctx)
+            new_width = width + len(leaf.schema)
+            usable = [(c, m) for c, m in pending if m is not None and m < new_width]
+            pending = [p for p in pending if p not in usable]
+            key = next((k for k in (_equi_key(c, width, new_width) for c, _ in usable) if k), None)
+            if key is not None:
+                li, ri = key
+                index: dict[Any, list[Row]] = {}
+                for r in rows:
+                    if r[ri - width] is not None:
+                        index.setdefault(r[ri - width], []).append(r)
+                acc = [a + b for a in acc if a[li] is not None for b in index.get(a[li], ())]
+            else:
+                acc = [a + b for a in acc for b in rows]
+            for c, _ in usable:
+                acc = [r for r in acc if self.eval(c, r, ctx) is True]
+            width = new_width
+        for c, _ in pending:  # subqueries and column-free conjuncts
+            acc = [r for r in acc if self.eval(c, r, ctx) is True]
+        return acc
+
+    def _aggregate(self, node: L.Aggregate, ctx: _Ctx) -> list[Row]:
+        rows = self.relation(node.input, ctx)
+        return aggregate_rows(rows, node, lambda e, r: self.eval(e, r, ctx))
+
+    def _distinct(self, node: L.Distinct, ctx: _Ctx) -> list[Row]:
+        return list(dict.fromkeys(self.relation(node.input, ctx)))
+
+    def _set_op(self, node: L.SetOp, ctx: _Ctx) -> list[Row]:
+        types = node.schema.types
+        fix = lambda rows: [tuple(coerce(v, t) for v, t in zip(r, types, strict=True)) for r in rows]  # noqa: E731
+        a = Counter(fix(self.relation(node.left, ctx)))
+        b = Counter(fix(self.relation(node.right, ctx)))
+        if node.op == "UNION":
+            res = a + b if node.all else Counter(dict.fromkeys(a + b, 1))
+        elif node.op == "EXCEPT":
+            res = a - b if node.all else Counter({r: 1 for r in a if r not in b})
+        else:
+            res = a & b if node.all else Counter({r: 1 for r in a if r in b})
+        return list(res.elements())
+
+    def _relation_of_stream_node(self, node: L.LogicalNode, ctx: _Ctx) -> list[Row]:
+        raise EvaluationError(f"{type(node).__name__} yields a stream; a window must turn it into a relation")
+
+    # -- scalar expressions --------------------------------------------------------------
+    def eval(self, e: BExpr, row: Row, ctx: _Ctx) -> Any:
+        if isinstance(e, ColRef):
+            return row[e.index]
+        if isinstance(e, Const):
+            return e.value
+        if isinstance(e, Call):
+            return OPS[e.fn](*(self.eval(a, row, ctx) for a in e.args))
+        if isinstance(e, OuterRef):
+            return ctx.env[-e.depth][e.index]
+        if isinstance(e, CaseWhen):
+            for cond, res in e.whens:
+                if self.eval(cond, row, ctx) is True:
+                    return self.eval(res, row, ctx)
+            return self.eval(e.else_, row, ctx)
+        if isinstance(e, UdfCall):
+            args = [self.eval(a, row, ctx) for a in e.args]
+            if e.strict and any(a is None for a in args):
+                return None
+            return e.fn(*args)
+        if isinstance(e, CurrentTime):
+            return ctx.ts
+        if isinstance(e, Subquery):
+            return self._subquery(e, row, ctx)
+        raise EvaluationError(f"cannot evaluate {type(e).__name__}")
+
+    def _subquery(self, e: Subquery, row: Row, ctx: _Ctx) -> Any:
+        rows = self.relation(e.plan, _Ctx(ctx.ts, ctx.env + (row,)))
+        if e.kind == "EXISTS":
+            return (not rows) if e.negated else bool(rows)
+        if e.kind == "SCALAR":
+            if len(rows) > 1:
+                raise EvaluationError(f"a scalar subquery returned {len(rows)} rows at instant {ctx.ts}")
+            return rows[0][0] if rows else None
+        assert e.operand is not None
+        x = self.eval(e.operand, row, ctx)
+        cmp = OPS[e.op if e.kind == "QUANT" else "eq"]
+        results = [cmp(x, r[0]) for r in rows]
+        if e.kind == "QUANT" and e.quantifier == "ALL":
+            out = False if False in results else (None if None in results else True)
+        else:
+            out = True if True in results else (None if None in results else False)
+        return OPS["not"](out) if e.negated else out
+
+
+def _coerce_row(row: Row, node: L.LogicalNode) -> Row:
+    return tuple(coerce(v, t) for v, t in zip(row, node.schema.types, strict=True))
+
+
+def _needs_every_tick(plan: L.LogicalNode) -> bool:
+    for n in L.walk_plan(plan):
+        if isinstance(n, L.StreamOp) and n.op == "RSTREAM":
+            return True
+        if any(isinstance(x, CurrentTime) for e in n.exprs() for x in walk_expr(e)):
+            return True
+    return False
+
+
+def _flatten_join(node: L.LogicalNode, out: list[L.LogicalNode]) -> None:
+    if isinstance(node, L.Join):
+        _flatten_join(node.left, out)
+        _flatten_join(node.right, out)
+    else:
+        out.append(node)
+
+
+def _conjuncts(e: BExpr) -> list[BExpr]:
+    if isinstance(e, Call) and e.fn == "and":
+        return _conjuncts(e.args[0]) + _conjuncts(e.args[1])
+    return [e]
+
+
+def _max_col(e: BExpr) -> int | None:
+    """Highest column read by ``e``; None if it holds a subquery (apply it last)."""
+    m = -1
+    for x in walk_expr(e):
+        if isinstance(x, Subquery):
+            return None
+        if isinstance(x, ColRef):
+            m = max(m, x.index)
+    return m if m >= 0 else None
+
+
+def _equi_key(c: BExpr, width: int, new_width: int) -> tuple[int, int] | None:
+    """(left column, right column) if ``c`` is ``left = right`` across the new join input."""
+    if isinstance(c, Call) and c.fn == "eq":
+        a, b = c.args
+        if isinstance(a, ColRef) and isinstance(b, ColRef):
+            if a.index < width <= b.index < new_width:
+                return a.index, b.index
+            if b.index < width <= a.index < new_width:
+                return b.index, a.index
+    return None
+
+
+_STREAMS: dict[type, Callable[[Evaluator, Any], list[tuple[int, Row]]]] = {
+    L.Scan: Evaluator._scan_stream,
+    L.Sample: Evaluator._sample,
+    L.Filter: Evaluator._filter_stream,
+    L.StreamOp: Evaluator._stream_op,
+}
+
+_RELATIONS: dict[type, Callable[[Evaluator, Any, _Ctx], list[Row]]] = {
+    L.Scan: Evaluator._scan_relation,
+    L.Window: Evaluator._window,
+    L.Filter: Evaluator._filter,
+    L.Project: Evaluator._project,
+    L.Join: Evaluator._join,
+    L.Aggregate: Evaluator._aggregate,
+    L.Distinct: Evaluator._distinct,
+    L.SetOp: Evaluator._set_op,
+    L.StreamOp: Evaluator._relation_of_stream_node,
+    L.Sample: Evaluator._relation_of_stream_node,
+}

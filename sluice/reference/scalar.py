@@ -1,0 +1,150 @@
+"""Scalar SQL semantics for the reference evaluator, one plain function per operator.
+
+Three-valued logic: ``None`` is NULL/UNKNOWN.  Integer ``/`` truncates toward zero and
+``%`` takes the dividend's sign (C semantics, as in STREAM).  Division or modulo by zero
+yields NULL.  ``ROUND`` rounds half away from zero.
+
+>>> OPS["div"](7, -2), OPS["mod"](-7, 2), OPS["div"](7.0, 2)
+(-3, -1, 3.5)
+>>> OPS["and"](None, False), OPS["or"](None, False)
+(False, None)
+>>> OPS["like"]("http://cs.stanford.edu/x", "http://cs.stanford.edu/%")
+True
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import operator
+import re
+from collections.abc import Callable
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
+
+
+def _strict(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """NULL in, NULL out."""
+
+    @functools.wraps(fn)
+    def wrapped(*args: Any) -> Any:
+        if any(a is None for a in args):
+            return None
+        return fn(*args)
+
+    return wrapped
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+@_strict
+def _div(a: Any, b: Any) -> Any:
+    if b == 0:
+        return None
+    if _is_int(a) and _is_int(b):
+        q = abs(a) // abs(b)
+        return q if (a >= 0) == (b >= 0) else -q
+    return a / b
+
+
+@_strict
+def _mod(a: Any, b: Any) -> Any:
+    if b == 0:
+        return None
+    if _is_int(a) and _is_int(b):
+        r = abs(a) % abs(b)
+        return r if a >= 0 else -r
+    return math.fmod(a, b)
+
+
+def _and(a: Any, b: Any) -> Any:
+    if a is False or b is False:
+        return False
+    if a is None or b is None:
+        return None
+    return True
+
+
+def _or(a: Any, b: Any) -> Any:
+    if a is True or b is True:
+        return True
+    if a is None or b is None:
+        return None
+    return False
+
+
+@functools.lru_cache(maxsize=1024)
+def like_regex(pattern: str) -> re.Pattern[str]:
+    """SQL LIKE pattern → compiled regex: ``%`` any run, ``_`` one character."""
+    out = []
+    for ch in pattern:
+        if ch == "%":
+            out.append(".*")
+        elif ch == "_":
+            out.append(".")
+        else:
+            out.append(re.escape(ch))
+    return re.compile("".join(out), re.DOTALL)
+
+
+@_strict
+def _like(s: str, pattern: str) -> bool:
+    return like_regex(pattern).fullmatch(s) is not None
+
+
+@_strict
+def _round(x: Any, digits: int = 0) -> Any:
+    q = Decimal(repr(x)).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP)
+    return float(q) if isinstance(x, float) else int(q)
+
+
+@_strict
+def _floor(x: Any) -> Any:
+    return float(math.floor(x)) if isinstance(x, float) else x
+
+
+@_strict
+def _ceil(x: Any) -> Any:
+    return float(math.ceil(x)) if isinstance(x, float) else x
+
+
+def _coalesce(*args: Any) -> Any:
+    return next((a for a in args if a is not None), None)
+
+
+def _nullif(a: Any, b: Any) -> Any:
+    return None if a is not None and b is not None and a == b else a
+
+
+OPS: dict[str, Callable[..., Any]] = {
+    "add": _strict(operator.add),
+    "sub": _strict(operator.sub),
+    "mul": _strict(operator.mul),
+    "div": _div,
+    "mod": _mod,
+    "neg": _strict(operator.neg),
+    "concat": _strict(operator.add),
+    "eq": _strict(operator.eq),
+    "ne": _strict(operator.ne),
+    "lt": _strict(operator.lt),
+    "le": _strict(operator.le),
+    "gt": _strict(operator.gt),
+    "ge": _strict(operator.ge),
+    "and": _and,
+    "or": _or,
+    "not": _strict(operator.not_),
+    "is_null": lambda a: a is None,
+    "is_not_null": lambda a: a is not None,
+    "like": _like,
+    "abs": _strict(abs),
+    "floor": _floor,
+    "ceil": _ceil,
+    "round": _round,
+    "lower": _strict(str.lower),
+    "upper": _strict(str.upper),
+    "length": _strict(len),
+    "coalesce": _coalesce,
+    "nullif": _nullif,
+}
