@@ -239,6 +239,9 @@ class Evaluator:
     def _filter_stream(self, node: L.Filter) -> list[tuple[int, Row]]:
         return [(t, r) for t, r in self.stream(node.input) if self.eval(node.predicate, r, _Ctx(t)) is True]
 
+    def _project_stream(self, node: L.Project) -> list[tuple[int, Row]]:
+        return [(t, tuple(self.eval(e, r, _Ctx(t)) for e in node.columns)) for t, r in self.stream(node.input)]
+
     def _stream_op(self, node: L.StreamOp) -> list[tuple[int, Row]]:
         out: list[tuple[int, Row]] = []
         prev: Counter[Row] = Counter()
@@ -328,8 +331,6 @@ class Evaluator:
         return [r for r in self.relation(node.input, ctx) if self.eval(node.predicate, r, ctx) is True]
 
     def _project(self, node: L.Project, ctx: _Ctx) -> list[Row]:
-        if node.input.kind is Kind.STREAM:
-            raise EvaluationError("Project over a stream")
         cols = node.columns
         return [tuple(self.eval(e, r, ctx) for e in cols) for r in self.relation(node.input, ctx)]
 
@@ -493,6 +494,7 @@ _STREAMS: dict[type, Callable[[Evaluator, Any], list[tuple[int, Row]]]] = {
     L.Scan: Evaluator._scan_stream,
     L.Sample: Evaluator._sample,
     L.Filter: Evaluator._filter_stream,
+    L.Project: Evaluator._project_stream,
     L.StreamOp: Evaluator._stream_op,
 }
 
