@@ -288,6 +288,8 @@ class Parser:
                 distinct = True
             items = tuple(self.comma_list(self.select_item))
             self.expect(T.RPAREN, f"')' to close {stream_op.title()}(")
+            if not self.is_kw("FROM"):
+                self.fail("expected FROM", hint=f"{stream_op.title()}(...) must wrap the whole select list")
         else:
             items = tuple(self.comma_list(self.select_item))
         self.expect_kw("FROM")
