@@ -36,10 +36,7 @@ def test_golden(path, index) -> None:
         from sluice.reference.compare import diff_outputs
         from sluice.reference.evaluator import Element
 
-        got = [
-            Element(e.ts, e.sign, e.row)
-            for e in golden.parse_expected(g, golden.Case("query", "", actual, 0))
-        ]
+        got = [Element(e.ts, e.sign, e.row) for e in golden.parse_expected(g, golden.Case("query", "", actual, 0))]
         diffs = diff_outputs(golden.parse_expected(g, case), got)
         assert not diffs, f"{path.name}:{case.line}\n" + "\n".join(diffs)
     else:

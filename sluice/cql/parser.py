@@ -467,6 +467,13 @@ class Parser:
 
     def not_expr(self) -> ast.Expr:
         start = self.tok
+        if self.is_kw("NOT") and self.is_kw("EXISTS", tok=self.peek()) and self.peek(2).type is T.LPAREN:
+            self.advance()
+            self.advance()
+            self.advance()
+            q = self.query()
+            self.expect(T.RPAREN, "')' to close the subquery")
+            return ast.Exists(q, True, span=self.span_from(start))
         if self.accept_kw("NOT"):
             operand = self.not_expr()
             return ast.Unary("NOT", operand, span=self.span_from(start))
