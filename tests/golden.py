@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from sluice.catalog import Catalog
-from sluice.cql.errors import CQLError
-from sluice.cql.printer import to_cql
 from sluice.cql import ast
+from sluice.cql.errors import CQLError
 from sluice.cql.parser import parse_expression
+from sluice.cql.printer import to_cql
 from sluice.errors import SluiceError
 from sluice.plan import bind_query, execute
 from sluice.plan.explain import explain

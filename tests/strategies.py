@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from hypothesis import strategies as st
-
 from sluice.cql import ast
 from sluice.cql.tokens import RESERVED
 

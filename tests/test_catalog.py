@@ -5,7 +5,6 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-
 from sluice.catalog import Catalog, CatalogError, Kind
 from sluice.cql import BindError
 from sluice.plan import bind_query, execute, open_catalog, register_view

@@ -11,7 +11,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from sluice.catalog import Catalog, Kind
 from sluice.compat.stream_script import parse_output, parse_script, read_dat
 from sluice.cql import parse_statement

@@ -6,11 +6,11 @@ import re
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-
-import strategies as S
 from sluice.catalog import Catalog
 from sluice.cql import CQLError
 from sluice.plan import execute
+
+import strategies as S
 
 _DDL = """
 register stream S (A integer, B float, C char(4));

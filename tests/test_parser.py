@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import given, settings
-
-import golden
-import strategies as S
 from sluice.cql import ParseError, ast, parse_expression, parse_query, parse_script, parse_statement
 from sluice.cql.printer import to_cql
 from sluice.cql.tokens import T, tokenize
+
+import golden
+import strategies as S
 
 
 def _roundtrip(node: ast.Node, parse) -> None:

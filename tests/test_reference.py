@@ -7,7 +7,6 @@ from collections import Counter
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from sluice.catalog import Catalog
 from sluice.errors import EvaluationError
 from sluice.plan import bind_query, execute

@@ -12,7 +12,6 @@ from collections import Counter
 import duckdb
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from sluice.catalog import Catalog
 from sluice.plan import bind_query
 from sluice.reference import evaluate

@@ -1,4 +1,4 @@
-"""STREAM 0.6.0 scripts (``gen_client`` format) and ``.dat`` files, read unchanged.
+r"""STREAM 0.6.0 scripts (``gen_client`` format) and ``.dat`` files, read unchanged.
 
 Script commands, one per ``key : value`` line (``#`` comments, blank lines ignored)::
 
@@ -9,8 +9,8 @@ Script commands, one per ``key : value`` line (``#`` comments, blank lines ignor
 Data files: a first line of column types (``i`` integer, ``f`` float, ``b`` byte, ``cN``
 char(N)); then ``timestamp,values...`` lines; for relations the second column is the sign.
 
->>> cmds = parse_script("table : register stream S (A integer);\\nsource : d.dat\\n"
-...                     "query : select * from S;\\ndest : out")
+>>> cmds = parse_script("table : register stream S (A integer);\nsource : d.dat\n"
+...                     "query : select * from S;\ndest : out")
 >>> [(c.kind, c.target) for c in cmds]
 [('table', 'd.dat'), ('query', 'out')]
 >>> format_element(3, "+", (1, 2.5, "ab"))
@@ -111,7 +111,7 @@ def read_dat(path: str | Path, relation: bool) -> tuple[list[Any], list[str]]:
         except ValueError as e:
             errors.append(f"{p}:{lineno}: {e}")
             continue
-        ts = vals[0]
+        ts = int(vals[0])
         if last_ts is not None and ts < last_ts:
             errors.append(f"{p}:{lineno}: timestamp {ts} is earlier than {last_ts}")
             continue
