@@ -29,7 +29,7 @@ test-fast: venv
 	$(PY) -m pytest -q -m "not slow"
 
 bench: venv
-	@echo "benchmarks arrive with the embedded engine (see issues); nothing to run yet" && exit 1
+	$(PY) benchmarks/reference_vs_duckdb.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,9 +1,9 @@
 """The ``sluice`` command.
 
-    sluice check FILE.cql ...                 parse and bind every statement; EXPLAIN each query
-    sluice reference FILE.cql --stream S=s.csv --relation R=r.csv [--until N]
-                                              answer the file's queries by definition (the oracle)
-    sluice demo                               the seed paper's web-proxy queries on generated data
+sluice check FILE.cql ...                 parse and bind every statement; EXPLAIN each query
+sluice reference FILE.cql --stream S=s.csv --relation R=r.csv [--until N]
+                                          answer the file's queries by definition (the oracle)
+sluice demo                               the seed paper's web-proxy queries on generated data
 """
 
 from __future__ import annotations

@@ -109,8 +109,7 @@ def run(n: int = 600, seed: int = 7, show: int = 4) -> None:
         for line in explain(bq.plan).split("\n"):
             print(f"     {line}")
         print(
-            f"   result: a {bq.kind.value}; {len(out)} elements ({signs['+']} +, {signs['-']} -) "
-            f"computed in {dt:.2f} s"
+            f"   result: a {bq.kind.value}; {len(out)} elements ({signs['+']} +, {signs['-']} -) computed in {dt:.2f} s"
         )
         for e in out[:show]:
             print(f"     [{e.ts}] {e.sign} {e.row}")

@@ -117,6 +117,7 @@ class Evaluator:
     _rel_cache: dict[tuple[int, int], list[Row]] = field(default_factory=dict)
     _correlated: dict[int, bool] = field(default_factory=dict)
     _relation_states: dict[str, tuple[list[int], list[Counter[Row]]]] = field(default_factory=dict)
+    _memo: dict[tuple[BExpr, ...], dict[Any, Row]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         stamps = [t for rows in self.streams.values() for t, _ in rows]
@@ -328,11 +329,30 @@ class Evaluator:
     def _filter(self, node: L.Filter, ctx: _Ctx) -> list[Row]:
         if isinstance(node.input, L.Join):
             return self._filtered_join(node, ctx)
-        return [r for r in self.relation(node.input, ctx) if self.eval(node.predicate, r, ctx) is True]
+        pred = self._row_function((node.predicate,), ctx)
+        return [r for r in self.relation(node.input, ctx) if pred(r)[0] is True]
 
     def _project(self, node: L.Project, ctx: _Ctx) -> list[Row]:
-        cols = node.columns
-        return [tuple(self.eval(e, r, ctx) for e in cols) for r in self.relation(node.input, ctx)]
+        fn = self._row_function(node.columns, ctx)
+        return [fn(r) for r in self.relation(node.input, ctx)]
+
+    def _row_function(self, exprs: tuple[BExpr, ...], ctx: _Ctx) -> Callable[[Row], Row]:
+        """``row -> values of exprs``; memoised across instants when the expressions only read
+        the row (no CURRENT_TIME, subquery or outer reference), since a relation is re-read at
+        every instant.  The key includes the value types, as 1, 1.0 and True hash alike."""
+        if not all(_pure(e) for e in exprs):
+            return lambda r: tuple(self.eval(e, r, ctx) for e in exprs)
+        memo = self._memo.setdefault(exprs, {})
+        pure_ctx = _Ctx(0)
+
+        def fn(r: Row) -> Row:
+            key = (r, tuple(map(type, r)))
+            hit = memo.get(key)
+            if hit is None:
+                hit = memo[key] = tuple(self.eval(e, r, pure_ctx) for e in exprs)
+            return hit
+
+        return fn
 
     def _join(self, node: L.Join, ctx: _Ctx) -> list[Row]:
         left = self.relation(node.left, ctx)
@@ -442,6 +462,11 @@ class Evaluator:
 
 def _coerce_row(row: Row, node: L.LogicalNode) -> Row:
     return tuple(coerce(v, t) for v, t in zip(row, node.schema.types, strict=True))
+
+
+def _pure(e: BExpr) -> bool:
+    """Whether ``e``'s value depends on the row alone."""
+    return not any(isinstance(x, CurrentTime | Subquery | OuterRef) for x in walk_expr(e))
 
 
 def _needs_every_tick(plan: L.LogicalNode) -> bool:
