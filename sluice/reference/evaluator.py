@@ -339,7 +339,8 @@ class Evaluator:
     def _row_function(self, exprs: tuple[BExpr, ...], ctx: _Ctx) -> Callable[[Row], Row]:
         """``row -> values of exprs``; memoised across instants when the expressions only read
         the row (no CURRENT_TIME, subquery or outer reference), since a relation is re-read at
-        every instant.  The key includes the value types, as 1, 1.0 and True hash alike."""
+        every instant.  The key includes the value types, as 1, 1.0 and True hash alike.
+        """
         if not all(_pure(e) for e in exprs):
             return lambda r: tuple(self.eval(e, r, ctx) for e in exprs)
         memo = self._memo.setdefault(exprs, {})
