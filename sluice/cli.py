@@ -12,6 +12,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from sluice.catalog import Catalog, Kind, SourceDef
 from sluice.cql import CQLError
@@ -61,7 +62,8 @@ def _reference(args: argparse.Namespace) -> int:
     from sluice.reference import evaluate
 
     cat, results = _load([args.file])
-    streams, relations = {}, {}
+    streams: dict[str, Any] = {}
+    relations: dict[str, Any] = {}
     bad = 0
     for what, mapping, target in (("stream", args.stream, streams), ("relation", args.relation, relations)):
         for name, path in _pairs(mapping, what).items():
