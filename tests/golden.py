@@ -7,6 +7,8 @@ Blocks are separated by blank lines; ``#`` lines are comments::
 
     udf correlated                 a Python UDF from UDFS below, registered in the catalog
 
+    timeunit millisecond           what one tick means (default: second)
+
     stream S                       one element a line:  ts: v1, v2
     1: 1, 'x'
 
@@ -35,6 +37,7 @@ from typing import Any
 
 from sluice.catalog import Catalog
 from sluice.cql import ast
+from sluice.cql.ast import TimeUnit
 from sluice.cql.errors import CQLError
 from sluice.cql.parser import parse_expression
 from sluice.cql.printer import to_cql
@@ -76,12 +79,13 @@ class GoldenFile:
     lines: list[str]
     ddl: list[str] = field(default_factory=list)
     udfs: list[str] = field(default_factory=list)
+    time_unit: str = "SECOND"
     streams: dict[str, list[tuple[int, tuple[Any, ...]]]] = field(default_factory=dict)
     relations: dict[str, list[tuple[int, str, tuple[Any, ...]]]] = field(default_factory=dict)
     cases: list[Case] = field(default_factory=list)
 
     def catalog(self) -> Catalog:
-        cat = Catalog()
+        cat = Catalog(time_unit=TimeUnit[self.time_unit])
         for name in self.udfs:
             fn, ret, args = UDFS[name]
             cat.register_function(name, fn, ret, args)
@@ -150,6 +154,8 @@ def load(path: Path) -> GoldenFile:
         body = block[1:]
         if head[0] == "statement":
             g.ddl.append("\n".join(body))
+        elif head[0] == "timeunit":
+            g.time_unit = head[1].upper()
         elif head[0] == "udf":
             g.udfs.extend(head[1:])
         elif head[0] == "stream":
