@@ -52,9 +52,9 @@ from sluice.plan.expr import (
     UdfCall,
     walk_expr,
 )
+from sluice.plan.scalar import OPS
 from sluice.plan.semantics import coerce, sample_keep
 from sluice.reference.aggregates import aggregate_rows
-from sluice.reference.scalar import OPS
 
 Row = tuple[Any, ...]
 StreamData = Sequence[tuple[int, Row]]

@@ -1,4 +1,5 @@
-"""Scalar SQL semantics for the reference evaluator, one plain function per operator.
+"""Scalar SQL semantics, one plain function per operator: the definition every backend shares
+(the reference evaluator calls them; the engine uses them where no vectorised kernel is exact).
 
 Three-valued logic: ``None`` is NULL/UNKNOWN.  Integer ``/`` truncates toward zero and
 ``%`` takes the dividend's sign (C semantics, as in STREAM).  Division or modulo by zero

@@ -1,0 +1,1 @@
+"""Backends behind one engine interface: ``embedded`` (default, in-process)."""

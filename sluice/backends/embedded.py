@@ -1,0 +1,340 @@
+"""The embedded engine: registered CQL queries run continuously, in process, on one thread.
+
+>>> eng = EmbeddedEngine()
+>>> _ = eng.execute("REGISTER STREAM S (A integer)")
+>>> q = eng.register_query("select A from S [Rows 1]")
+>>> eng.push("S", [(1, 10), (2, 20)]); eng.close()
+>>> [tuple(e) for e in q.results()]
+[(1, '+', (10,)), (2, '-', (10,)), (2, '+', (20,))]
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from sluice.backends.rows import rows_to_batch, table_to_batch
+from sluice.catalog import Catalog, Kind, SourceDef
+from sluice.cql import ast
+from sluice.cql.ast import TimeUnit
+from sluice.cql.parser import parse_query, parse_script
+from sluice.cql.printer import to_cql
+from sluice.errors import SluiceError
+from sluice.plan import BoundQuery, register_view
+from sluice.plan.binder import Binder
+from sluice.plan.ddl import execute_statement
+from sluice.reference.evaluator import Element
+from sluice.runtime.batch import NEG_INF, to_elements
+from sluice.runtime.operators.base import ExecContext, Operator
+from sluice.runtime.operators.sources import Source
+from sluice.runtime.operators.streams import Output
+from sluice.runtime.planner import Planner
+from sluice.runtime.queue import Queue
+from sluice.runtime.stats import OperatorStats, QueueStats, SourceStats
+from sluice.scheduling import Strategy, make_strategy
+
+
+class UnknownNameError(SluiceError):
+    """Data was pushed to, or a heartbeat given for, a name that is not a registered stream/relation."""
+
+
+@dataclass(frozen=True, slots=True)
+class EngineStats:
+    queue_bytes: int
+    synopsis_bytes: int
+    peak_queue_bytes: int
+    sources: tuple[SourceStats, ...]
+    operators: tuple[OperatorStats, ...]
+    queues: tuple[QueueStats, ...]
+    scheduler: str
+    steps: int
+
+    @property
+    def memory_bytes(self) -> int:
+        return self.queue_bytes + self.synopsis_bytes
+
+
+@dataclass
+class Query:
+    """A registered continuous query: its plan, its output so far, its subscribers."""
+
+    name: str
+    bound: BoundQuery
+    output: Output | None = None
+    batches: list[pa.Table] = field(default_factory=list)
+    subscribers: list[Callable[[list[Element]], None]] = field(default_factory=list)
+    active: bool = True
+    weight: float = 1.0
+
+    @property
+    def kind(self) -> Kind:
+        return self.bound.kind
+
+    @property
+    def schema(self) -> Any:
+        return self.bound.schema
+
+    def _deliver(self, b: pa.Table) -> None:
+        self.batches.append(b)
+        if self.subscribers:
+            els = [Element(*e) for e in to_elements(b)]
+            for fn in self.subscribers:
+                fn(els)
+
+    def subscribe(self, fn: Callable[[list[Element]], None]) -> None:
+        """Call ``fn(elements)`` with every batch of output as its instants complete."""
+        self.subscribers.append(fn)
+
+    def arrow(self) -> pa.Table:
+        """Output so far as one Arrow table (``__ts``, ``__sign``, then the columns by name)."""
+        from sluice.runtime.batch import concat
+
+        t = concat(self.batches, list(self.bound.schema.types))
+        return t.rename_columns(["ts", "sign", *self.bound.schema.names])
+
+    def results(self) -> list[Element]:
+        """Output so far: ``(ts, sign, row)`` elements, per instant deletions before insertions."""
+        out: list[Element] = []
+        for b in self.batches:
+            out.extend(Element(*e) for e in to_elements(b))
+        return out
+
+    def __iter__(self) -> Iterator[Element]:
+        return iter(self.results())
+
+    @property
+    def count(self) -> int:
+        return sum(b.num_rows for b in self.batches)
+
+
+class EmbeddedEngine:
+    """Register streams, relations, views and queries; push data; read answers."""
+
+    def __init__(
+        self,
+        catalog: Catalog | None = None,
+        *,
+        time_unit: TimeUnit = TimeUnit.SECOND,
+        slack: int = 0,
+        sharing: bool = True,
+        scheduler: str | Strategy = "round-robin",
+        budget: int = 65536,
+        seed: int = 0,
+        start: int | None = None,
+    ) -> None:
+        self.catalog = catalog if catalog is not None else Catalog(time_unit=time_unit)
+        self.slack = slack
+        self.ctx = ExecContext(start=start, seed=seed)
+        self.sources: dict[str, Source] = {}
+        self.planner = Planner(self.sources, self.ctx, sharing=sharing)
+        self.queries: dict[str, Query] = {}
+        self.strategy = make_strategy(scheduler, budget=budget) if isinstance(scheduler, str) else scheduler
+        self._steps = 0
+        self._units: list[Operator] = []
+        for d in self.catalog.sources:
+            self._add_source(d)
+
+    # -- registration --------------------------------------------------------------------
+    def _add_source(self, d: SourceDef) -> None:
+        self.sources[d.name.lower()] = Source(d.name, d.schema, self.ctx, self.slack, d.kind is Kind.RELATION)
+
+    def register_stream(self, name: str, columns: Sequence[tuple[str, Any]]) -> None:
+        self._add_source(self.catalog.register_stream(name, columns))
+
+    def register_relation(self, name: str, columns: Sequence[tuple[str, Any]]) -> None:
+        self._add_source(self.catalog.register_relation(name, columns))
+
+    def register_view(self, name: str, query: str, columns: Sequence[str] = (), kind: Kind | None = None) -> None:
+        register_view(self.catalog, name, query, columns, kind=kind)
+
+    def register_function(self, name: str, fn: Callable[..., Any], return_type: Any, arg_types: Any = None) -> None:
+        self.catalog.register_function(name, fn, return_type, arg_types)
+
+    def register_query(self, query: str | ast.Query, name: str | None = None) -> Query:
+        """Bind, plan and start a continuous query; its answer accumulates in the returned handle."""
+        text = query if isinstance(query, str) else to_cql(query)
+        q_ast = parse_query(query) if isinstance(query, str) else query
+        plan = Binder(self.catalog, text).bind_top(q_ast)
+        return self._start_query(BoundQuery(plan, text), name)
+
+    def _start_query(self, bq: BoundQuery, name: str | None) -> Query:
+        name = name or f"q{len(self.queries) + 1}"
+        if name in self.queries:
+            raise SluiceError(f"a query named {name!r} is already registered")
+        q = Query(name, bq)
+        n_before = len(self.planner.operators)
+        top = self.planner.build(bq.plan, name)
+        out = Output(
+            name=f"output:{name}",
+            schema=bq.schema,
+            readers=[top.output.reader()],
+            output=Queue(f"q:output:{name}", bq.schema.types),
+            ctx=self.ctx,
+        ).setup(bq.kind is Kind.STREAM, q._deliver)
+        out.queries.add(name)
+        q.output = out
+        self._units.extend(self.planner.operators[n_before:])
+        self._units.append(out)
+        self.queries[name] = q
+        return q
+
+    def execute(self, text: str) -> list[Query | str | None]:
+        """Run CQL statements: DDL registers, a query starts running, EXPLAIN returns text."""
+        out: list[Query | str | None] = []
+        for stmt in parse_script(text):
+            src = text[stmt.span.start : stmt.span.end]
+            if isinstance(stmt, ast.QueryStatement):
+                plan = Binder(self.catalog, text).bind_top(stmt.query)
+                out.append(self._start_query(BoundQuery(plan, src), None))
+                continue
+            if isinstance(stmt, ast.Explain):
+                plan = Binder(self.catalog, text).bind_top(stmt.query)
+                out.append(self.explain_plan(plan))
+                continue
+            before = {d.name for d in self.catalog.sources}
+            execute_statement(self.catalog, stmt, text, src)
+            for d in self.catalog.sources:
+                if d.name not in before:
+                    self._add_source(d)
+            out.append(None)
+        return out
+
+    # -- input ---------------------------------------------------------------------------
+    def _source(self, name: str) -> Source:
+        src = self.sources.get(name.lower())
+        if src is None:
+            known = ", ".join(sorted(s.name for s in self.sources.values())) or "none"
+            raise UnknownNameError(f"no stream or relation named {name!r} (registered: {known})")
+        return src
+
+    def push(self, name: str, rows: Any, *, ts_column: str = "ts", sign_column: str = "sign") -> None:
+        """Push rows to a stream or relation.
+
+        Rows are tuples ``(ts, v1, …)`` (relations: ``(ts, '+'|'-', v1, …)``), dicts with a ``ts``
+        key (and ``sign``), an Arrow table or a pandas frame with a ``ts`` column.  Rows that do
+        not fit are rejected, counted and described in ``statistics()``; the rest are accepted.
+        """
+        src = self._source(name)
+        if isinstance(rows, pa.Table) or type(rows).__name__ == "DataFrame":
+            try:
+                batch = table_to_batch(rows, src.schema, src.relation, ts_column, sign_column)
+            except (ValueError, pa.ArrowInvalid, pa.ArrowTypeError) as e:
+                raise SluiceError(f"{src.name}: {e}") from None
+        else:
+            batch, errors = rows_to_batch(rows, src.schema, src.relation, src.name, ts_column, sign_column)
+            for msg in errors:
+                src.reject("malformed", msg)
+        src.push(batch)
+
+    def push_batch(self, name: str, batch: pa.Table) -> None:
+        """Push an already-typed batch (``__ts``, ``__sign``, ``c0…``): the fast path."""
+        self._source(name).push(batch)
+
+    def heartbeat(self, ts: int, name: str | None = None) -> None:
+        """No element with timestamp ≤ ``ts`` will arrive (on ``name``, or on every source)."""
+        for src in [self._source(name)] if name else self.sources.values():
+            src.heartbeat(ts)
+
+    def close(self, until: int | None = None) -> None:
+        """End of input: complete every instant up to ``until`` (default: the last timestamp pushed)."""
+        last = max((s.max_seen for s in self.sources.values()), default=NEG_INF)
+        if until is None:
+            until = last
+        for s in self.sources.values():
+            s.close(until)
+        self.run()
+
+    # -- execution -----------------------------------------------------------------------
+    def _fix_start(self) -> None:
+        if self.ctx.start is None:
+            firsts = [int(b.column(0).to_numpy().min()) for s in self.sources.values() for b in s._pending if b.num_rows]
+            beats = [s.complete_upto() for s in self.sources.values() if s.complete_upto() > NEG_INF]
+            cands = firsts or beats
+            if cands:
+                self.ctx.start = min(cands)
+
+    def run(self, max_steps: int | None = None) -> int:
+        """Run the scheduler until no operator has work; returns the number of steps taken."""
+        self._fix_start()
+        units = list(self.sources.values()) + self._units
+        steps = 0
+        while max_steps is None or steps < max_steps:
+            ready = [u for u in units if u.has_work()]
+            if not ready:
+                break
+            u = self.strategy.choose(ready)
+            u.run(self.strategy.budget(u))
+            steps += 1
+        self._steps += steps
+        return steps
+
+    # -- inspection ----------------------------------------------------------------------
+    def _queues(self) -> list[Queue]:
+        return [u.output for u in list(self.sources.values()) + self._units]
+
+    def statistics(self) -> EngineStats:
+        ops = list(self.sources.values()) + self._units
+        qs = self._queues()
+        return EngineStats(
+            queue_bytes=sum(q.nbytes for q in qs),
+            synopsis_bytes=sum(o.state_bytes() for o in ops),
+            peak_queue_bytes=sum(q.peak_nbytes for q in qs),
+            sources=tuple(s.source_statistics() for s in self.sources.values()),
+            operators=tuple(o.statistics() for o in ops),
+            queues=tuple(
+                QueueStats(q.name, q.length, q.nbytes, q.peak_nbytes, q.enqueued, q.readers, q.watermark) for q in qs
+            ),
+            scheduler=self.strategy.name,
+            steps=self._steps,
+        )
+
+    def rejected(self) -> list[str]:
+        """Messages for rejected input (first 100 per source)."""
+        return [m for s in self.sources.values() for m in s.messages]
+
+    def explain_plan(self, plan: Any) -> str:
+        from sluice.plan.explain import explain
+
+        return explain(plan)
+
+    def explain(self, query: str | Query | None = None) -> str:
+        """The operator DAG of one query (or all): operators, queues, synopses, what is shared."""
+        qs = [query if isinstance(query, Query) else self.queries[query]] if query else list(self.queries.values())
+        lines: list[str] = []
+        for q in qs:
+            lines.append(f"query {q.name}: {' '.join(q.bound.text.split())}  -> {q.kind.value}")
+            assert q.output is not None
+            self._explain_op(q.output, "", "", lines, q.name)
+        return "\n".join(lines)
+
+    def _producer(self, queue: Queue) -> Operator:
+        for u in list(self.sources.values()) + self._units:
+            if u.output is queue:
+                return u
+        raise KeyError(queue.name)
+
+    def _explain_op(self, op: Operator, prefix: str, child_prefix: str, lines: list[str], qname: str) -> None:
+        shared = sorted(op.queries - {qname})
+        bits = [op.kind]
+        if op.detail:
+            bits.append(f"[{op.detail}]")
+        bits.append(f"queue {op.output.name} ({op.output.length} held, {op.output.readers} reader(s))")
+        if op.stateful:
+            bits.append(f"synopsis {op.state_bytes()} B")
+        if shared:
+            bits.append(f"shared with {', '.join(shared)}")
+        lines.append(prefix + " ".join(bits))
+        ins = [self._producer(q) for q in op.inputs()]
+        for i, c in enumerate(ins):
+            last = i == len(ins) - 1
+            self._explain_op(c, child_prefix + ("└─ " if last else "├─ "), child_prefix + ("   " if last else "│  "), lines, qname)
+
+
+def run_once(engine: EmbeddedEngine) -> float:
+    t0 = time.perf_counter()
+    engine.run()
+    return time.perf_counter() - t0

@@ -1,0 +1,1 @@
+"""The embedded runtime: columnar batches, queues, synopses, operators (seed §3)."""

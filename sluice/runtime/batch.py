@@ -1,0 +1,178 @@
+"""Columnar batches of elements ``(ts, sign, attrs…)`` as Arrow tables.
+
+A batch is a ``pyarrow.Table`` whose first two columns are ``__ts`` (int64, non-decreasing) and
+``__sign`` (int8, +1 insert / −1 delete), followed by the attributes, named by position
+(``c0, c1, …``) so that duplicate output names (``S1.A, S2.A``) never clash.
+
+>>> from sluice.datatypes import INTEGER, VARCHAR
+>>> b = from_rows([(1, (5, "x")), (2, (6, None))], [INTEGER, VARCHAR])
+>>> b.num_rows, b.column_names
+(2, ['__ts', '__sign', 'c0', 'c1'])
+>>> to_elements(b)
+[(1, '+', (5, 'x')), (2, '+', (6, None))]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sluice.datatypes import DataType, TypeKind
+
+TS = "__ts"
+SIGN = "__sign"
+META = 2  # columns before the attributes
+NEG_INF = -(2**62)
+POS_INF = 2**62
+
+_ARROW = {
+    TypeKind.INTEGER: pa.int64(),
+    TypeKind.BIGINT: pa.int64(),
+    TypeKind.TIMESTAMP: pa.int64(),
+    TypeKind.FLOAT: pa.float64(),
+    TypeKind.CHAR: pa.string(),
+    TypeKind.VARCHAR: pa.string(),
+    TypeKind.BYTE: pa.string(),
+    TypeKind.BOOLEAN: pa.bool_(),
+    TypeKind.NULL: pa.null(),
+}
+
+
+def arrow_type(t: DataType) -> pa.DataType:
+    return _ARROW[t.kind]
+
+
+def names(n: int) -> list[str]:
+    return [TS, SIGN] + [f"c{i}" for i in range(n)]
+
+
+def arrow_schema(types: Sequence[DataType]) -> pa.Schema:
+    fields = [pa.field(TS, pa.int64()), pa.field(SIGN, pa.int8())]
+    fields += [pa.field(f"c{i}", arrow_type(t)) for i, t in enumerate(types)]
+    return pa.schema(fields)
+
+
+def empty(types: Sequence[DataType]) -> pa.Table:
+    return arrow_schema(types).empty_table()
+
+
+def make(ts: Any, sign: Any, cols: Sequence[Any], types: Sequence[DataType]) -> pa.Table:
+    """A batch from a timestamp array, a sign array (or scalar ±1) and attribute arrays."""
+    ts_arr = pa.array(np.asarray(ts, dtype=np.int64))
+    n = len(ts_arr)
+    if isinstance(sign, int):
+        sign_arr = pa.array(np.full(n, sign, dtype=np.int8))
+    else:
+        sign_arr = pa.array(np.asarray(sign, dtype=np.int8))
+    arrays = [ts_arr, sign_arr]
+    for c, t in zip(cols, types, strict=True):
+        arrays.append(column(c, t, n))
+    return pa.Table.from_arrays(arrays, schema=arrow_schema(types))
+
+
+def column(c: Any, t: DataType, n: int) -> pa.Array | pa.ChunkedArray:
+    """``c`` (array, chunked array, scalar or Python value) as an Arrow column of length n."""
+    at = arrow_type(t)
+    if isinstance(c, pa.ChunkedArray | pa.Array):
+        return c if c.type == at else c.cast(at)
+    if isinstance(c, pa.Scalar):
+        c = c.as_py()
+    if c is None:
+        return pa.nulls(n, at)
+    return pa.array(np.full(n, c, dtype=object) if isinstance(c, str) else [c] * n, at)
+
+
+def from_rows(rows: Iterable[tuple[int, Sequence[Any]]], types: Sequence[DataType], sign: int = 1) -> pa.Table:
+    rows = list(rows)
+    ts = [t for t, _ in rows]
+    cols = [pa.array([r[i] for _, r in rows], arrow_type(t)) for i, t in enumerate(types)]
+    return make(ts, sign, cols, types)
+
+
+def from_signed_rows(rows: Iterable[tuple[int, int, Sequence[Any]]], types: Sequence[DataType]) -> pa.Table:
+    rows = list(rows)
+    cols = [pa.array([r[i] for _, _, r in rows], arrow_type(t)) for i, t in enumerate(types)]
+    return make([t for t, _, _ in rows], [s for _, s, _ in rows], cols, types)
+
+
+def attrs(b: pa.Table) -> list[pa.ChunkedArray]:
+    return b.columns[META:]
+
+
+def with_attrs(b: pa.Table, cols: Sequence[Any], types: Sequence[DataType]) -> pa.Table:
+    n = b.num_rows
+    arrays = [b.column(0), b.column(1)] + [column(c, t, n) for c, t in zip(cols, types, strict=True)]
+    return pa.Table.from_arrays(arrays, schema=arrow_schema(types))
+
+
+def concat(batches: Sequence[pa.Table], types: Sequence[DataType]) -> pa.Table:
+    bs = [b for b in batches if b.num_rows]
+    if not bs:
+        return empty(types)
+    if len(bs) == 1:
+        return bs[0]
+    return pa.concat_tables(bs)
+
+
+def ts_of(b: pa.Table) -> np.ndarray:
+    return b.column(0).to_numpy()
+
+
+def sign_of(b: pa.Table) -> np.ndarray:
+    return b.column(1).to_numpy()
+
+
+def sort_by_ts(b: pa.Table) -> pa.Table:
+    """Stable sort on the timestamp (elements of one instant keep their order)."""
+    if b.num_rows < 2:
+        return b
+    ts = ts_of(b)
+    if np.all(ts[1:] >= ts[:-1]):
+        return b
+    return b.take(pa.array(np.argsort(ts, kind="stable")))
+
+
+def canonical(b: pa.Table) -> pa.Table:
+    """Sort by (ts, attributes) with NULLs last: the canonical order of a derived stream."""
+    if b.num_rows < 2:
+        return b
+    keys = [(TS, "ascending", "at_end")] + [(n, "ascending", "at_end") for n in b.column_names[META:]]
+    return b.sort_by(keys)
+
+
+def to_elements(b: pa.Table) -> list[tuple[int, str, tuple[Any, ...]]]:
+    ts = b.column(0).to_pylist()
+    sg = b.column(1).to_pylist()
+    cols = [c.to_pylist() for c in attrs(b)]
+    rows = list(zip(*cols, strict=True)) if cols else [()] * len(ts)
+    return [(t, "+" if s > 0 else "-", tuple(r)) for t, s, r in zip(ts, sg, rows, strict=True)]
+
+
+def net(b: pa.Table, types: Sequence[DataType], keep_ts: bool = True) -> pa.Table:
+    """Sum the signs of equal (ts, tuple) elements and expand the net counts back into elements.
+
+    Transient pairs (an insertion and a deletion of one tuple at one instant) vanish.
+    """
+    if b.num_rows == 0:
+        return b
+    keys = ([TS] if keep_ts else []) + b.column_names[META:]
+    if not keys:
+        total = int(pc.sum(b.column(1)).as_py() or 0)
+        return b.slice(0, 0) if total == 0 else b
+    g = b.group_by(keys, use_threads=False).aggregate([(SIGN, "sum")])
+    w = g.column(f"{SIGN}_sum").to_numpy().astype(np.int64)
+    nz = w != 0
+    if not nz.any():
+        return b.slice(0, 0)
+    g = g.filter(pa.array(nz))
+    w = w[nz]
+    reps = np.abs(w)
+    idx = np.repeat(np.arange(len(w)), reps)
+    out_sign = np.repeat(np.sign(w).astype(np.int8), reps)
+    cols = [g.column(k).take(pa.array(idx)) for k in b.column_names[META:]]
+    ts = g.column(TS).take(pa.array(idx)) if keep_ts else pa.array(np.zeros(len(idx), np.int64))
+    return make(ts.to_numpy() if keep_ts else ts, out_sign, cols, types)

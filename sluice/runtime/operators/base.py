@@ -1,0 +1,125 @@
+"""The operator protocol (STYLE §6): ``name``, ``schema``, ``inputs``, ``run(budget)``,
+``statistics()``, capability flags with safe defaults.  EXPLAIN renders from this alone.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+from sluice.catalog import Schema
+from sluice.datatypes import DataType
+from sluice.runtime.batch import NEG_INF
+from sluice.runtime.queue import Queue, Reader, count_upto
+from sluice.runtime.stats import OperatorStats
+
+
+@dataclass
+class ExecContext:
+    """What every operator of one engine shares: the first instant, and the sampling seed."""
+
+    start: int | None = None
+    seed: int = 0
+
+
+@dataclass
+class Operator:
+    """Base of physical operators: reads input queues, writes one output queue."""
+
+    name: str
+    schema: Schema
+    readers: list[Reader]
+    output: Queue
+    ctx: ExecContext
+    detail: str = ""
+    stateful: bool = False
+    insert_only: bool = False  # its output never holds a deletion
+    _in: int = 0
+    _out: int = 0
+    _runs: int = 0
+    _seconds: float = 0.0
+    _wm_out: int = NEG_INF
+    queries: set[str] = field(default_factory=set)
+
+    @property
+    def types(self) -> list[DataType]:
+        return list(self.schema.types)
+
+    @property
+    def kind(self) -> str:
+        return type(self).__name__
+
+    def has_work(self) -> bool:
+        return any(r.available() for r in self.readers) or self._input_watermark() > self._wm_out
+
+    def _input_watermark(self) -> int:
+        """What the unread input allows this operator to assume complete."""
+        return min((r.watermark() for r in self.readers), default=NEG_INF)
+
+    def _arrival_bound(self) -> int:
+        """Every input element with ``ts ≤`` this has arrived (read or not)."""
+        return min((r.queue.watermark for r in self.readers), default=NEG_INF)
+
+    def read_aligned(self, budget: int) -> list[pa.Table]:
+        """Read a timestamp *prefix* of every input: all elements with ``ts ≤ cut`` and none after,
+        where ``cut`` ≤ the arrival bound keeps the read near ``budget`` elements (whole instants).
+        Multi-input operators rely on it: whatever they hold is older than what they read next.
+        """
+        bound = self._arrival_bound()
+        counts = [count_upto(r, bound) for r in self.readers]
+        if sum(counts) > budget:
+            stamps = np.sort(np.concatenate([r.peek_ts(min(c, budget)) for r, c in zip(self.readers, counts, strict=True)]))
+            cut = int(stamps[min(budget, len(stamps)) - 1])
+            counts = [count_upto(r, cut) for r in self.readers]
+        return [r.read(c) for r, c in zip(self.readers, counts, strict=True)]
+
+    def run(self, budget: int) -> int:
+        """Process up to about ``budget`` input elements; return how many were processed."""
+        t0 = time.perf_counter()
+        n = self._run(budget)
+        self._seconds += time.perf_counter() - t0
+        self._runs += 1
+        self._in += n
+        return n
+
+    def _run(self, budget: int) -> int:
+        raise NotImplementedError
+
+    def emit(self, b: pa.Table) -> None:
+        self._out += b.num_rows
+        self.output.append(b)
+
+    def advance(self, wm: int) -> None:
+        if wm > self._wm_out:
+            self._wm_out = wm
+            self.output.advance(wm)
+
+    def state_bytes(self) -> int:
+        return 0
+
+    def statistics(self) -> OperatorStats:
+        return OperatorStats(self.name, self.kind, self._in, self._out, self._runs, self._seconds, self.state_bytes())
+
+    def inputs(self) -> Sequence[Queue]:
+        return [r.queue for r in self.readers]
+
+
+class Unary(Operator):
+    """A one-input operator that handles each available batch, then forwards the watermark."""
+
+    def _run(self, budget: int) -> int:
+        r = self.readers[0]
+        b = r.read(budget)
+        if b.num_rows:
+            self.process(b)
+        self.progress(r.watermark())
+        return b.num_rows
+
+    def process(self, b: pa.Table) -> None:
+        raise NotImplementedError
+
+    def progress(self, wm: int) -> None:
+        self.advance(wm)

@@ -1,0 +1,125 @@
+"""Symmetric join of two relations given as signed deltas (seed §3: one synopsis per input).
+
+A join is bilinear: each pair (l, r) of signed elements contributes ``sign_l · sign_r`` at
+``max(ts_l, ts_r)``.  Each run processes only elements with ``ts ≤ min(watermarks)``, so every
+element already in a synopsis is older than every new one, and the output of a run is
+``ΔL ⋈ R`` (at ΔL's stamps) + ``L ⋈ ΔR`` (at ΔR's) + ``ΔL ⋈ ΔR`` (at the later stamp).
+Equality conjuncts become hash-join keys (Arrow's hash join); the rest of the condition filters
+the joined rows.  Without keys the pairs are a cross product (nested loop).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from sluice.datatypes import DataType
+from sluice.plan.expr import BExpr
+from sluice.runtime.batch import META, NEG_INF, concat, make, sort_by_ts, ts_of
+from sluice.runtime.operators.base import Operator
+from sluice.runtime.queue import count_upto
+from sluice.runtime.vexpr import compile_expr, predicate_mask
+from sluice.runtime.weights import W, WeightedState
+
+
+class Join(Operator):
+    def setup(
+        self,
+        left_types: Sequence[DataType],
+        right_types: Sequence[DataType],
+        keys: Sequence[tuple[int, int]],
+        residual: BExpr | None,
+    ) -> Join:
+        self.stateful = True
+        self.lt, self.rt = list(left_types), list(right_types)
+        self.keys = list(keys)
+        self.residual = compile_expr(residual) if residual is not None else None
+        self.left = WeightedState(self.lt)
+        self.right = WeightedState(self.rt)
+        return self
+
+    def has_work(self) -> bool:
+        bound = self._arrival_bound()
+        return any(count_upto(r, bound) for r in self.readers) or min(bound, self._input_watermark()) > self._wm_out
+
+    def _run(self, budget: int) -> int:
+        bound = self._arrival_bound()
+        dl, dr = self.read_aligned(budget)
+        parts = []
+        if dl.num_rows:
+            parts.append(self._pairs(dl, self.right.table, delta_left=True))
+        if dr.num_rows:
+            parts.append(self._pairs(self.left.table, dr, delta_left=False))
+        if dl.num_rows and dr.num_rows:
+            parts.append(self._delta_pairs(dl, dr))
+        self.left.add(dl)
+        self.right.add(dr)
+        out = [p for p in parts if p is not None and p.num_rows]
+        if out:
+            self.emit(sort_by_ts(concat(out, self.types)))
+        done = min(bound, self._input_watermark())
+        if done > NEG_INF:
+            self.advance(done)
+        return dl.num_rows + dr.num_rows
+
+    # -- pairing -------------------------------------------------------------------------
+    def _match(self, left: pa.Table, right: pa.Table, loff: int, roff: int) -> tuple[np.ndarray, np.ndarray]:
+        """Index pairs (i, j) of rows whose key columns are equal (all pairs without keys)."""
+        nl, nr = left.num_rows, right.num_rows
+        if not nl or not nr:
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        if not self.keys:
+            return np.repeat(np.arange(nl), nr), np.tile(np.arange(nr), nl)
+        lcols, rcols = [], []
+        for k, (li, ri) in enumerate(self.keys):
+            a, b = left.column(loff + li), right.column(roff + ri)
+            if a.type != b.type:
+                a, b = a.cast(pa.float64()), b.cast(pa.float64())
+            lcols.append((f"k{k}", a))
+            rcols.append((f"k{k}", b))
+        lt = pa.table(dict(lcols) | {"__i": pa.array(np.arange(nl))})
+        rt = pa.table(dict(rcols) | {"__j": pa.array(np.arange(nr))})
+        names = [n for n, _ in lcols]
+        j = lt.join(rt, names, join_type="inner", use_threads=False)
+        return j.column("__i").to_numpy(), j.column("__j").to_numpy()
+
+    def _build(self, left: pa.Table, right: pa.Table, i: np.ndarray, j: np.ndarray, loff: int, roff: int,
+               ts: np.ndarray, w: np.ndarray) -> pa.Table | None:
+        if len(i) == 0:
+            return None
+        cols = [left.column(loff + c).take(pa.array(i)) for c in range(len(self.lt))]
+        cols += [right.column(roff + c).take(pa.array(j)) for c in range(len(self.rt))]
+        b = make(ts, np.sign(w).astype(np.int8), cols, self.types)
+        if self.residual is not None:
+            mask = predicate_mask(self.residual, b)
+            b = b.filter(mask)
+            w = w[np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool)]
+        reps = np.abs(w)
+        if np.all(reps == 1):
+            return b
+        return b.take(pa.array(np.repeat(np.arange(len(w)), reps)))
+
+    def _pairs(self, left: pa.Table, right: pa.Table, delta_left: bool) -> pa.Table | None:
+        if delta_left:  # left: signed elements; right: weighted synopsis
+            i, j = self._match(left, right, META, 0)
+            ts = ts_of(left)[i]
+            w = left.column(1).to_numpy()[i].astype(np.int64) * right.column(W).to_numpy()[j]
+            return self._build(left, right, i, j, META, 0, ts, w)
+        i, j = self._match(left, right, 0, META)
+        ts = ts_of(right)[j]
+        w = left.column(W).to_numpy()[i] * right.column(1).to_numpy()[j].astype(np.int64)
+        return self._build(left, right, i, j, 0, META, ts, w)
+
+    def _delta_pairs(self, dl: pa.Table, dr: pa.Table) -> pa.Table | None:
+        i, j = self._match(dl, dr, META, META)
+        ts = np.maximum(ts_of(dl)[i], ts_of(dr)[j])
+        w = dl.column(1).to_numpy()[i].astype(np.int64) * dr.column(1).to_numpy()[j].astype(np.int64)
+        return self._build(dl, dr, i, j, META, META, ts, w)
+
+    def state_bytes(self) -> int:
+        return self.left.nbytes + self.right.nbytes
+
+
+__all__ = ["Join", "pc"]

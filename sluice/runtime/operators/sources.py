@@ -1,0 +1,146 @@
+"""Stream and relation sources: where pushed elements enter a plan.
+
+A stream source accepts elements up to ``slack`` ticks out of order.  Having seen timestamp M,
+it knows every instant ≤ M − slack − 1 is complete (an automatic heartbeat); an explicit
+heartbeat(τ) says the same of τ.  An element stamped at or before a complete instant is *late*:
+it is rejected and counted with its reason, never silently dropped.  Released elements leave
+in timestamp order; ties keep arrival order (which ``[Rows N]`` depends on).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from sluice.catalog import Schema
+from sluice.runtime.batch import META, NEG_INF, concat, sort_by_ts, to_elements, ts_of
+from sluice.runtime.operators.base import ExecContext, Operator
+from sluice.runtime.queue import Queue
+from sluice.runtime.stats import SourceStats
+
+MAX_MESSAGES = 100
+
+
+class Source(Operator):
+    def __init__(self, name: str, schema: Schema, ctx: ExecContext, slack: int = 0, relation: bool = False) -> None:
+        super().__init__(name=name, schema=schema, readers=[], output=Queue(name, schema.types), ctx=ctx)
+        self.slack = slack
+        self.relation = relation
+        self.insert_only = not relation
+        self._pending: list[pa.Table] = []
+        self._buffered = 0
+        self.max_seen = NEG_INF
+        self.heartbeat_ts = NEG_INF
+        self.accepted = 0
+        self.rejected: Counter[str] = Counter()
+        self.messages: list[str] = []
+        self._contents: Counter[tuple[Any, ...]] = Counter()  # relations: what is in it now
+
+    @property
+    def kind(self) -> str:
+        return "RelationSource" if self.relation else "StreamSource"
+
+    def reject(self, reason: str, message: str, n: int = 1) -> None:
+        self.rejected[reason] += n
+        if len(self.messages) < MAX_MESSAGES:
+            self.messages.append(message)
+
+    def complete_upto(self) -> int:
+        """Every instant ≤ this is complete on this source."""
+        auto = self.max_seen - self.slack - 1 if self.max_seen > NEG_INF else NEG_INF
+        return max(self.heartbeat_ts, auto)
+
+    def push(self, batch: pa.Table, where: str = "") -> None:
+        """Accept a typed batch (``__ts``, ``__sign``, attributes); late elements are rejected."""
+        if batch.num_rows == 0:
+            return
+        done = self.complete_upto()
+        ts = ts_of(batch)
+        late = ts <= done
+        if late.any():
+            idx = np.flatnonzero(late)
+            for i in idx[:5]:
+                self.reject(
+                    "late",
+                    f"{self.name}{where}: element at ts {int(ts[i])} arrived after instant {done} was complete "
+                    f"(slack {self.slack})",
+                    1,
+                )
+            if len(idx) > 5:
+                self.rejected["late"] += len(idx) - 5
+            batch = batch.filter(pa.array(~late))
+            ts = ts[~late]
+        if batch.num_rows == 0:
+            return
+        self.max_seen = max(self.max_seen, int(ts.max()))
+        self._pending.append(batch)
+        self._buffered += batch.num_rows
+        self.accepted += batch.num_rows
+
+    def heartbeat(self, ts: int) -> None:
+        self.heartbeat_ts = max(self.heartbeat_ts, ts)
+
+    def close(self, until: int | None = None) -> None:
+        """End of input: every instant up to ``until`` (default: the last timestamp seen) completes."""
+        last = self.max_seen if until is None else max(until, self.max_seen)
+        self.heartbeat(last)
+
+    def has_work(self) -> bool:
+        return self._buffered > 0 and self._releasable() or self.complete_upto() > self._wm_out
+
+    def _releasable(self) -> bool:
+        done = self.complete_upto()
+        return any(int(ts_of(b).min()) <= done for b in self._pending)
+
+    def _run(self, budget: int) -> int:
+        done = self.complete_upto()
+        n = 0
+        if self._pending:
+            allb = sort_by_ts(concat(self._pending, self.types))
+            ts = ts_of(allb)
+            k = int(np.searchsorted(ts, done, side="right"))
+            out, rest = allb.slice(0, k), allb.slice(k)
+            self._pending = [rest] if rest.num_rows else []
+            self._buffered = rest.num_rows
+            if out.num_rows:
+                if self.ctx.start is None:
+                    self.ctx.start = int(ts[0])
+                if self.relation:
+                    out = self._check_deletions(out)
+                self.emit(out)
+                n = out.num_rows
+        if self.ctx.start is None and done > NEG_INF:
+            self.ctx.start = done
+        self.advance(done)
+        return n
+
+    def _check_deletions(self, b: pa.Table) -> pa.Table:
+        """A relation may only delete what it holds; a bad deletion is rejected with its row."""
+        keep = np.ones(b.num_rows, dtype=bool)
+        for i, (t, sign, row) in enumerate(to_elements(b)):
+            if sign == "+":
+                self._contents[row] += 1
+            elif self._contents[row] > 0:
+                self._contents[row] -= 1
+            else:
+                keep[i] = False
+                self.reject("absent deletion", f"{self.name}: deletion of {row!r} at {t}, which is not in it")
+        return b if keep.all() else b.filter(pa.array(keep))
+
+    def source_statistics(self) -> SourceStats:
+        return SourceStats(
+            self.name,
+            self.accepted - sum(self.rejected[r] for r in ("absent deletion",)),
+            sum(self.rejected.values()),
+            tuple(sorted(self.rejected.items())),
+            self.complete_upto(),
+            self._buffered,
+        )
+
+    def state_bytes(self) -> int:
+        return sum(b.nbytes for b in self._pending)
+
+
+__all__ = ["Source", "META"]

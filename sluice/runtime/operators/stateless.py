@@ -1,0 +1,66 @@
+"""Stateless operators: selection, projection, sampling (vectorised; sample hashes per element)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pyarrow as pa
+from sluice.plan.expr import BExpr
+from sluice.plan.semantics import sample_keep
+from sluice.runtime.batch import attrs, to_elements, with_attrs
+from sluice.runtime.operators.base import Unary
+from sluice.runtime.vexpr import compile_expr, predicate_mask
+
+
+class Select(Unary):
+    """σ: keeps elements whose predicate is TRUE.  On a stream (a window's Where), CURRENT_TIME
+    is the element's own timestamp.
+    """
+
+    def setup(self, predicate: BExpr, on_stream: bool) -> Select:
+        self._pred = compile_expr(predicate)
+        self._on_stream = on_stream
+        return self
+
+    def process(self, b: pa.Table) -> None:
+        mask = predicate_mask(self._pred, b, None)
+        self.emit(b.filter(mask))
+
+
+class Project(Unary):
+    def setup(self, columns: tuple[BExpr, ...]) -> Project:
+        self._fns = [compile_expr(c) for c in columns]
+        return self
+
+    def process(self, b: pa.Table) -> None:
+        cols = [f(b, None) for f in self._fns]
+        self.emit(with_attrs(b, cols, self.types))
+
+
+class Sample(Unary):
+    """Sample(p) with the shared deterministic hash (``sluice.plan.semantics.sample_keep``)."""
+
+    def setup(self, fraction: float, salt: int) -> Sample:
+        self._fraction = fraction
+        self._salt = salt
+        self._seen: Counter[tuple[int, tuple[object, ...]]] = Counter()
+        self._seen_ts: int | None = None
+        return self
+
+    def process(self, b: pa.Table) -> None:
+        if self._fraction >= 1.0:
+            self.emit(b)
+            return
+        keep = np.zeros(b.num_rows, dtype=bool)
+        for i, (t, _, row) in enumerate(to_elements(b)):
+            if t != self._seen_ts:  # copy numbers restart every instant
+                self._seen.clear()
+                self._seen_ts = t
+            k = self._seen[(t, row)]
+            self._seen[(t, row)] += 1
+            keep[i] = sample_keep(self.ctx.seed, self._salt, t, row, k, self._fraction)
+        self.emit(b.filter(pa.array(keep)))
+
+
+__all__ = ["Project", "Sample", "Select", "attrs"]

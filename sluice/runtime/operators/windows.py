@@ -1,0 +1,149 @@
+"""Stream → relation windows (seed §2), emitting the relation's changes as signed elements.
+
+Time-based windows map each element to an insertion time ``a`` and a deletion time ``d``:
+``[Range T]`` gives ``a = ts, d = ts + T + 1``; ``[Now]`` is ``T = 0``; with ``Slide U`` the
+window is as of ``⌊τ/U⌋·U``, so ``a = ⌈ts/U⌉·U`` and ``d = ⌊(ts+T)/U⌋·U + U`` (an element with
+``a ≥ d`` is never visible).  Both times grow with ``ts``, so pending insertions and deletions
+are two FIFOs, released merged in time order up to ``max(watermark, last input ts)`` — every
+deletion due by then is already known.
+
+``[Rows N]`` deletes element i when element i+N arrives, at that element's timestamp.
+``[Partition By k Rows N]`` does that per key (per element: the arrival order is the semantics).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from sluice.plan.logical import WindowSpec
+from sluice.runtime.batch import META, NEG_INF, concat, from_signed_rows, make, to_elements, ts_of
+from sluice.runtime.operators.base import Unary
+
+
+class TimeWindow(Unary):
+    def setup(self, spec: WindowSpec) -> TimeWindow:
+        self.spec = spec
+        self.insert_only = spec.kind == "UNBOUNDED"
+        self.stateful = spec.kind != "UNBOUNDED"
+        self._ins: list[tuple[np.ndarray, pa.Table]] = []
+        self._del: list[tuple[np.ndarray, pa.Table]] = []
+        self._last_ts = NEG_INF
+        return self
+
+    def process(self, b: pa.Table) -> None:
+        ts = ts_of(b)
+        self._last_ts = max(self._last_ts, int(ts[-1]))
+        s = self.spec
+        if s.kind == "UNBOUNDED":
+            self.emit(b)
+            return
+        T = 0 if s.kind == "NOW" else int(s.range or 0)
+        U = s.slide or 1
+        a = -(-ts // U) * U
+        d = ((ts + T) // U) * U + U
+        visible = a < d
+        if not visible.all():
+            b, a, d = b.filter(pa.array(visible)), a[visible], d[visible]
+        if b.num_rows:
+            self._ins.append((a, b))
+            neg = b.set_column(1, "__sign", pa.array(np.full(b.num_rows, -1, dtype=np.int8)))
+            self._del.append((d, neg))
+        self._release(max(self._last_ts, self.readers[0].watermark()))
+
+    def progress(self, wm: int) -> None:
+        if self.spec.kind != "UNBOUNDED":
+            self._release(max(self._last_ts, wm))
+        self.advance(wm)
+
+    def _take(self, fifo: list[tuple[np.ndarray, pa.Table]], bound: int) -> list[tuple[np.ndarray, pa.Table]]:
+        out = []
+        while fifo:
+            times, b = fifo[0]
+            k = int(np.searchsorted(times, bound, side="right"))
+            if k == 0:
+                break
+            out.append((times[:k], b.slice(0, k)))
+            if k == len(times):
+                fifo.pop(0)
+            else:
+                fifo[0] = (times[k:], b.slice(k))
+                break
+        return out
+
+    def _release(self, bound: int) -> None:
+        parts = self._take(self._del, bound) + self._take(self._ins, bound)
+        if not parts:
+            return
+        times = np.concatenate([t for t, _ in parts])
+        b = concat([p for _, p in parts], self.types)
+        b = b.set_column(0, "__ts", pa.array(times.astype(np.int64)))
+        order = np.argsort(times, kind="stable")  # deletions first within an instant
+        self.emit(b.take(pa.array(order)))
+
+    def state_bytes(self) -> int:
+        return sum(b.nbytes for _, b in self._ins) + sum(b.nbytes for _, b in self._del)
+
+
+class RowsWindow(Unary):
+    def setup(self, rows: int) -> RowsWindow:
+        self.n = rows
+        self.stateful = True
+        self._state = make([], 1, [[] for _ in self.types], self.types)
+        return self
+
+    def process(self, b: pa.Table) -> None:
+        n, k = self.n, self._state.num_rows
+        combined = concat([self._state, b], self.types) if k else b
+        total = combined.num_rows
+        new_pos = np.arange(k, total)
+        new_ts = ts_of(b)
+        gone = new_pos - n
+        has_del = gone >= 0
+        # interleave: for each new element, the deletion it causes, then its insertion
+        idx = np.empty(len(new_pos) + int(has_del.sum()), dtype=np.int64)
+        ts = np.empty_like(idx)
+        sign = np.empty(len(idx), dtype=np.int8)
+        slots = np.arange(len(new_pos)) + np.cumsum(has_del)
+        idx[slots] = new_pos
+        ts[slots] = new_ts
+        sign[slots] = 1
+        del_slots = slots[has_del] - 1
+        idx[del_slots] = gone[has_del]
+        ts[del_slots] = new_ts[has_del]
+        sign[del_slots] = -1
+        out = combined.take(pa.array(idx))
+        out = out.set_column(0, "__ts", pa.array(ts)).set_column(1, "__sign", pa.array(sign))
+        self.emit(out)
+        self._state = combined.slice(max(0, total - n))
+
+    def state_bytes(self) -> int:
+        return self._state.nbytes
+
+
+class PartitionWindow(Unary):
+    def setup(self, rows: int, keys: tuple[int, ...]) -> PartitionWindow:
+        self.n = rows
+        self.keys = keys
+        self.stateful = True
+        self._parts: dict[tuple[Any, ...], deque[tuple[Any, ...]]] = {}
+        return self
+
+    def process(self, b: pa.Table) -> None:
+        out: list[tuple[int, int, tuple[Any, ...]]] = []
+        for t, _, row in to_elements(b):
+            key = tuple(row[i] for i in self.keys)
+            q = self._parts.setdefault(key, deque())
+            q.append(row)
+            if len(q) > self.n:
+                out.append((t, -1, q.popleft()))
+            out.append((t, 1, row))
+        self.emit(from_signed_rows(out, self.types))
+
+    def state_bytes(self) -> int:
+        return sum(len(q) for q in self._parts.values()) * 8 * max(1, len(self.types))
+
+
+__all__ = ["META", "PartitionWindow", "RowsWindow", "TimeWindow"]

@@ -1,0 +1,260 @@
+"""Physical planning: logical plan → a DAG of operators joined by shared queues.
+
+Sharing (seed §3.2) is exact common-subexpression elimination: logical nodes are frozen
+records with structural equality, so a second query whose subplan *equals* an existing one
+reuses that operator and reads its output queue through a cursor of its own.  ``sharing=False``
+builds private operators for every query (sources are always shared: they are where data enters).
+
+Fusion: a Filter over a Join becomes one join operator whose equality conjuncts are hash keys;
+conjuncts that read only one side of a nested join are pushed into that join.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from sluice.catalog import Kind
+from sluice.errors import InternalError
+from sluice.plan import logical as L
+from sluice.plan.expr import BExpr, Call, ColRef, CurrentTime, walk_expr
+from sluice.runtime.operators.aggregate import Aggregate, Distinct
+from sluice.runtime.operators.base import ExecContext, Operator
+from sluice.runtime.operators.join import Join
+from sluice.runtime.operators.relational import SetOp
+from sluice.runtime.operators.sources import Source
+from sluice.runtime.operators.stateless import Project, Sample, Select
+from sluice.runtime.operators.streams import IDstream, Rstream
+from sluice.runtime.operators.windows import PartitionWindow, RowsWindow, TimeWindow
+from sluice.runtime.queue import Queue
+from sluice.runtime.vexpr import UnsupportedError
+
+
+class Planner:
+    def __init__(self, sources: dict[str, Source], ctx: ExecContext, sharing: bool = True) -> None:
+        self.sources = sources
+        self.ctx = ctx
+        self.sharing = sharing
+        self.operators: list[Operator] = []  # in creation order = a topological order
+        self._memo: dict[Any, Operator] = {}
+        self._count = 0
+        self._query = ""
+        self._dispatch: dict[type, Callable[[Any], Operator]] = {
+            L.Scan: self._scan,
+            L.Window: self._window,
+            L.Sample: self._sample,
+            L.Filter: self._filter,
+            L.Project: self._project,
+            L.Join: lambda n: self._join(n, []),
+            L.Aggregate: self._aggregate,
+            L.Distinct: self._distinct,
+            L.SetOp: self._set_op,
+            L.StreamOp: self._stream_op,
+        }
+
+    def build(self, plan: L.LogicalNode, query: str) -> Operator:
+        self._query = query
+        self._private: dict[int, Operator] = {}
+        return self._op(plan)
+
+    def _op(self, node: L.LogicalNode) -> Operator:
+        key: Any = node if self.sharing else (self._query, id(node))
+        memo = self._memo
+        if key in memo:
+            op = memo[key]
+            op.queries.add(self._query)
+            return op
+        fn = self._dispatch.get(type(node))
+        if fn is None:
+            raise InternalError(f"no physical operator for {type(node).__name__}")
+        op = fn(node)
+        op.queries.add(self._query)
+        if not isinstance(op, Source):
+            memo[key] = op
+        return op
+
+    def _new(self, cls: type, node: L.LogicalNode, inputs: list[Operator], detail: str = "") -> Any:
+        self._count += 1
+        name = f"{cls.__name__.lower()}#{self._count}"
+        op = cls(
+            name=name,
+            schema=node.schema,
+            readers=[i.output.reader() for i in inputs],
+            output=Queue(f"q:{name}", node.schema.types),
+            ctx=self.ctx,
+            detail=detail,
+        )
+        self.operators.append(op)
+        return op
+
+    # -- nodes ---------------------------------------------------------------------------
+    def _scan(self, n: L.Scan) -> Operator:
+        src = self.sources.get(n.name.lower())
+        if src is None:
+            raise InternalError(f"no source for {n.name}")
+        return src
+
+    def _window(self, n: L.Window) -> Operator:
+        child = self._op(n.input)
+        s = n.spec
+        detail = s.describe(n.input.schema.names)
+        if s.kind == "ROWS":
+            assert s.rows is not None
+            return self._new(RowsWindow, n, [child], detail).setup(s.rows)
+        if s.kind == "PARTITION":
+            assert s.rows is not None
+            return self._new(PartitionWindow, n, [child], detail).setup(s.rows, s.partition)
+        op = self._new(TimeWindow, n, [child], detail).setup(s)
+        op.insert_only = s.kind == "UNBOUNDED" and child.insert_only
+        return op
+
+    def _sample(self, n: L.Sample) -> Operator:
+        child = self._op(n.input)
+        op = self._new(Sample, n, [child], f"{n.fraction * 100:g}%").setup(n.fraction, n.salt)
+        op.insert_only = child.insert_only
+        return op
+
+    def _filter(self, n: L.Filter) -> Operator:
+        if isinstance(n.input, L.Join):
+            return self._join(n.input, _conjuncts(n.predicate))
+        child = self._op(n.input)
+        on_stream = n.input.kind is Kind.STREAM
+        if not on_stream:
+            _no_current_time(n.predicate)
+        op = self._new(Select, n, [child], _render(n.predicate, n.input)).setup(n.predicate, on_stream)
+        op.insert_only = child.insert_only
+        return op
+
+    def _project(self, n: L.Project) -> Operator:
+        child = self._op(n.input)
+        if n.input.kind is Kind.RELATION:
+            for c in n.columns:
+                _no_current_time(c)
+        from sluice.plan.expr import render
+
+        detail = ", ".join(render(c, n.input.schema.names) for c in n.columns)
+        op = self._new(Project, n, [child], detail).setup(n.columns)
+        op.insert_only = child.insert_only
+        return op
+
+    def _join(self, n: L.Join, conjuncts: list[BExpr]) -> Operator:
+        lw = len(n.left.schema)
+        keys: list[tuple[int, int]] = []
+        here: list[BExpr] = []
+        down_left: list[BExpr] = []
+        down_right: list[BExpr] = []
+        for c in conjuncts:
+            cols = [x.index for x in walk_expr(c) if isinstance(x, ColRef)]
+            if cols and max(cols) < lw and isinstance(n.left, L.Join):
+                down_left.append(c)
+            elif cols and min(cols) >= lw and isinstance(n.right, L.Join):
+                down_right.append(_shift(c, -lw))
+            else:
+                key = _equi(c, lw)
+                if key is not None and not keys_contains(keys, key):
+                    keys.append(key)
+                else:
+                    here.append(c)
+        left = self._join(n.left, down_left) if isinstance(n.left, L.Join) and down_left else self._op(n.left)
+        right = self._join(n.right, down_right) if isinstance(n.right, L.Join) and down_right else self._op(n.right)
+        residual = _and(here)
+        for c in here:
+            _no_current_time(c)
+        detail = ", ".join(f"{n.schema.names[a]} = {n.schema.names[lw + b]}" for a, b in keys) or "nested loop"
+        if residual is not None:
+            detail += f"; filter {_render(residual, n)}"
+        op = self._new(Join, n, [left, right], detail).setup(
+            left.schema.types, right.schema.types, keys, residual
+        )
+        op.insert_only = left.insert_only and right.insert_only
+        return op
+
+    def _aggregate(self, n: L.Aggregate) -> Operator:
+        child = self._op(n.input)
+        for e in n.exprs():
+            _no_current_time(e)
+        from sluice.plan.expr import render
+
+        names = n.input.schema.names
+        detail = ", ".join(a.render(names) for a in n.aggs)
+        if n.keys:
+            detail = "by " + ", ".join(render(k, names) for k in n.keys) + ": " + detail
+        return self._new(Aggregate, n, [child], detail).setup(n.keys, n.aggs)
+
+    def _distinct(self, n: L.Distinct) -> Operator:
+        child = self._op(n.input)
+        op = self._new(Distinct, n, [child]).setup()
+        op.insert_only = child.insert_only
+        return op
+
+    def _set_op(self, n: L.SetOp) -> Operator:
+        left, right = self._op(n.left), self._op(n.right)
+        op = self._new(SetOp, n, [left, right], f"{n.op}{' ALL' if n.all else ''}").setup(n.op, n.all)
+        op.insert_only = left.insert_only and right.insert_only and n.op != "EXCEPT"
+        return op
+
+    def _stream_op(self, n: L.StreamOp) -> Operator:
+        child = self._op(n.input)
+        if n.op == "RSTREAM":
+            return self._new(Rstream, n, [child]).setup()
+        passthrough = n.op == "ISTREAM" and child.insert_only
+        detail = "insert-only input: pass-through" if passthrough else ""
+        return self._new(IDstream, n, [child], detail).setup(n.op, passthrough)
+
+
+def keys_contains(keys: list[tuple[int, int]], key: tuple[int, int]) -> bool:
+    return key in keys
+
+
+def _conjuncts(e: BExpr) -> list[BExpr]:
+    if isinstance(e, Call) and e.fn == "and":
+        return _conjuncts(e.args[0]) + _conjuncts(e.args[1])
+    return [e]
+
+
+def _and(cs: list[BExpr]) -> BExpr | None:
+    out: BExpr | None = None
+    for c in cs:
+        out = c if out is None else Call("and", (out, c), c.type)
+    return out
+
+
+def _equi(c: BExpr, lw: int) -> tuple[int, int] | None:
+    if isinstance(c, Call) and c.fn == "eq":
+        a, b = c.args
+        if isinstance(a, ColRef) and isinstance(b, ColRef):
+            if a.index < lw <= b.index:
+                return a.index, b.index - lw
+            if b.index < lw <= a.index:
+                return b.index, a.index - lw
+    return None
+
+
+def _shift(e: BExpr, by: int) -> BExpr:
+    if isinstance(e, ColRef):
+        return dataclasses.replace(e, index=e.index + by)
+    changes = {}
+    for f in dataclasses.fields(e):  # type: ignore[arg-type]
+        v = getattr(e, f.name)
+        if isinstance(v, BExpr):
+            changes[f.name] = _shift(v, by)
+        elif isinstance(v, tuple) and v and all(isinstance(x, BExpr) for x in v):
+            changes[f.name] = tuple(_shift(x, by) for x in v)
+        elif isinstance(v, tuple) and v and all(isinstance(x, tuple) for x in v):
+            changes[f.name] = tuple(tuple(_shift(y, by) for y in x) for x in v)
+    return dataclasses.replace(e, **changes) if changes else e  # type: ignore[type-var]
+
+
+def _no_current_time(e: BExpr) -> None:
+    if any(isinstance(x, CurrentTime) for x in walk_expr(e)):
+        raise UnsupportedError(
+            "the embedded engine runs CURRENT_TIME only in a window's Where (on the stream); "
+            "over a relation it changes every row at every instant — use the reference evaluator"
+        )
+
+
+def _render(e: BExpr, node: L.LogicalNode) -> str:
+    from sluice.plan.expr import render
+
+    return render(e, node.schema.names)

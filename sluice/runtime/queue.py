@@ -1,0 +1,158 @@
+"""Inter-operator queues that several readers share (seed §3.2).
+
+A queue holds batches in timestamp order and a *watermark*: every element with ``ts ≤
+watermark`` has been enqueued.  Each reader has its own cursor; a prefix that every reader has
+consumed is discarded, so a shared queue holds only what its slowest reader still needs.
+
+>>> from sluice.datatypes import INTEGER
+>>> from sluice.runtime.batch import from_rows
+>>> q = Queue("q", [INTEGER]); a, b = q.reader(), q.reader()
+>>> q.append(from_rows([(1, (1,)), (2, (2,))], [INTEGER])); q.advance(2)
+>>> a.read(1).num_rows, a.watermark(), b.available()
+(1, 1, 2)
+>>> _ = a.read(); _ = b.read(); q.nbytes
+0
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from sluice.datatypes import DataType
+from sluice.errors import InternalError
+from sluice.runtime.batch import NEG_INF, concat, ts_of
+
+
+class Queue:
+    def __init__(self, name: str, types: Sequence[DataType]) -> None:
+        self.name = name
+        self.types = list(types)
+        self._batches: deque[pa.Table] = deque()
+        self._base = 0  # global index of the first held element
+        self._end = 0  # global index one past the last element
+        self.watermark = NEG_INF
+        self._readers: list[Reader] = []
+        self.nbytes = 0
+        self.peak_nbytes = 0
+        self.enqueued = 0
+
+    def reader(self) -> Reader:
+        r = Reader(self, self._base)
+        self._readers.append(r)
+        return r
+
+    @property
+    def readers(self) -> int:
+        return len(self._readers)
+
+    @property
+    def length(self) -> int:
+        """Elements held (not yet read by every reader)."""
+        return self._end - self._base
+
+    def append(self, batch: pa.Table) -> None:
+        if batch.num_rows == 0:
+            return
+        self._batches.append(batch)
+        self._end += batch.num_rows
+        self.enqueued += batch.num_rows
+        self.nbytes += batch.nbytes
+        self.peak_nbytes = max(self.peak_nbytes, self.nbytes)
+        if not self._readers:  # nobody reads: nothing to keep
+            self._discard(self._end)
+
+    def advance(self, watermark: int) -> None:
+        if watermark > self.watermark:
+            self.watermark = watermark
+
+    def _slice(self, start: int, n: int) -> list[pa.Table]:
+        out = []
+        pos = self._base
+        for b in self._batches:
+            lo, hi = pos, pos + b.num_rows
+            if hi > start and lo < start + n:
+                a = max(start, lo) - lo
+                z = min(start + n, hi) - lo
+                out.append(b.slice(a, z - a))
+            pos = hi
+            if pos >= start + n:
+                break
+        return out
+
+    def _discard(self, upto: int) -> None:
+        while self._batches and self._base + self._batches[0].num_rows <= upto:
+            b = self._batches.popleft()
+            self._base += b.num_rows
+            self.nbytes -= b.nbytes
+        if self._batches and upto > self._base:
+            k = upto - self._base
+            b = self._batches[0]
+            rest = b.slice(k)
+            self.nbytes -= b.nbytes - rest.nbytes
+            self._batches[0] = rest
+            self._base = upto
+
+    def _collect(self) -> None:
+        low = min((r.cursor for r in self._readers), default=self._end)
+        if low > self._base:
+            self._discard(low)
+
+    def next_ts(self, cursor: int) -> int | None:
+        if cursor >= self._end:
+            return None
+        b = self._slice(cursor, 1)
+        return int(ts_of(b[0])[0])
+
+
+class Reader:
+    """One reader's cursor into a :class:`Queue`."""
+
+    def __init__(self, queue: Queue, cursor: int) -> None:
+        self.queue = queue
+        self.cursor = cursor
+
+    def available(self) -> int:
+        return self.queue._end - self.cursor
+
+    def read(self, max_elements: int | None = None) -> pa.Table:
+        q = self.queue
+        n = self.available() if max_elements is None else min(max_elements, self.available())
+        if self.cursor < q._base:
+            raise InternalError(f"reader of {q.name} fell behind the discarded prefix")
+        parts = q._slice(self.cursor, n)
+        self.cursor += n
+        q._collect()
+        return concat(parts, q.types)
+
+    def peek_ts(self, n: int) -> Any:
+        """Timestamps of the next ``n`` unread elements (not consumed)."""
+        import numpy as np
+
+        parts = self.queue._slice(self.cursor, n)
+        return np.concatenate([ts_of(p) for p in parts]) if parts else np.empty(0, np.int64)
+
+    def watermark(self) -> int:
+        """What this reader may assume: no unread element has ``ts ≤`` this."""
+        nxt = self.queue.next_ts(self.cursor)
+        if nxt is None:
+            return self.queue.watermark
+        return min(self.queue.watermark, nxt - 1)
+
+
+def count_upto(reader: Reader, bound: int) -> int:
+    """How many unread elements of ``reader`` have ``ts ≤ bound``."""
+    import numpy as np
+
+    q = reader.queue
+    total = 0
+    for part in q._slice(reader.cursor, reader.available()):
+        ts = ts_of(part)
+        k = int(np.searchsorted(ts, bound, side="right"))
+        total += k
+        if k < len(ts):
+            break
+    return total

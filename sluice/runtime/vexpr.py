@@ -1,0 +1,175 @@
+"""Bound expressions compiled to vectorised functions over a batch (Arrow compute kernels).
+
+A kernel is used only where its semantics equal CQL's exactly (three-valued logic, NULL
+propagation, truncating integer '/').  Everything else — ROUND, '%', LIKE with a non-constant
+pattern, UDFs — runs row by row through the shared scalar definitions in
+``sluice.plan.scalar``: slower, never different.
+
+>>> from sluice.datatypes import INTEGER, BOOLEAN
+>>> from sluice.plan.expr import Call, ColRef, Const
+>>> from sluice.runtime.batch import from_rows
+>>> b = from_rows([(1, (7,)), (1, (-7,)), (1, (None,))], [INTEGER])
+>>> f = compile_expr(Call("div", (ColRef(0, INTEGER), Const(2, INTEGER)), INTEGER))
+>>> f(b, 0).to_pylist()
+[3, -3, None]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sluice.errors import InternalError, SluiceError
+from sluice.plan.expr import BExpr, Call, CaseWhen, ColRef, Const, CurrentTime, OuterRef, Subquery, UdfCall
+from sluice.plan.scalar import OPS
+from sluice.runtime.batch import META, arrow_type
+
+# (batch, instant) -> Arrow array or scalar.  ``instant`` is None where CURRENT_TIME means the
+# element's own timestamp (filters on streams).
+VFn = Callable[[pa.Table, int | None], Any]
+
+
+class UnsupportedError(SluiceError):
+    """The embedded engine cannot run this (yet); the message says what and suggests a way round."""
+
+
+_KERNELS: dict[str, Callable[..., Any]] = {
+    # checked: an int64 overflow raises instead of wrapping round silently
+    "add": pc.add_checked,
+    "sub": pc.subtract_checked,
+    "mul": pc.multiply_checked,
+    "neg": pc.negate_checked,
+    "eq": pc.equal,
+    "ne": pc.not_equal,
+    "lt": pc.less,
+    "le": pc.less_equal,
+    "gt": pc.greater,
+    "ge": pc.greater_equal,
+    "and": pc.and_kleene,
+    "or": pc.or_kleene,
+    "not": pc.invert,
+    "is_null": pc.is_null,
+    "is_not_null": pc.is_valid,
+    "abs": pc.abs_checked,
+    "length": pc.utf8_length,  # code points, as Python's len
+}
+
+
+def compile_expr(e: BExpr) -> VFn:
+    """Compile ``e`` to ``fn(batch, instant) -> array | scalar``."""
+    if isinstance(e, ColRef):
+        i = e.index + META
+        return lambda b, now: b.column(i)
+    if isinstance(e, Const):
+        s = pa.scalar(e.value, arrow_type(e.type)) if e.value is not None else pa.scalar(None, arrow_type(e.type))
+        return lambda b, now: s
+    if isinstance(e, CurrentTime):
+        return lambda b, now: b.column(0) if now is None else pa.scalar(now, pa.int64())
+    if isinstance(e, Call):
+        return _call(e)
+    if isinstance(e, CaseWhen):
+        conds = [compile_expr(c) for c, _ in e.whens]
+        results = [compile_expr(r) for _, r in e.whens] + [compile_expr(e.else_)]
+        at = arrow_type(e.type)
+
+        def case(b: pa.Table, now: int | None) -> Any:
+            n = b.num_rows
+            cs = [_full(c(b, now), n, pa.bool_()) for c in conds]
+            rs = [_full(r(b, now), n, at) for r in results]
+            return pc.case_when(pc.make_struct(*cs), *rs)
+
+        return case
+    if isinstance(e, UdfCall):
+        args = [compile_expr(a) for a in e.args]
+        fn, strict = e.fn, e.strict
+
+        def udf(*vals: Any) -> Any:
+            if strict and any(v is None for v in vals):
+                return None
+            return fn(*vals)
+
+        return _rowwise(udf, args, e)
+    if isinstance(e, Subquery | OuterRef):
+        raise UnsupportedError(
+            "the embedded engine does not run subqueries in expressions (IN, EXISTS, ALL/ANY, scalar) yet; "
+            "rewrite with a join, or use the reference evaluator (sluice reference)"
+        )
+    raise InternalError(f"cannot compile {type(e).__name__}")
+
+
+def _full(v: Any, n: int, at: pa.DataType) -> Any:
+    if isinstance(v, pa.Scalar):
+        return pa.array([v.as_py()] * n, at) if v.is_valid else pa.nulls(n, at)
+    return v.cast(at) if v.type != at else v
+
+
+def _call(e: Call) -> VFn:
+    args = [compile_expr(a) for a in e.args]
+    if e.fn in _KERNELS:
+        k = _KERNELS[e.fn]
+        if len(args) == 1:
+            a0 = args[0]
+            return lambda b, now: k(a0(b, now))
+        a0, a1 = args
+        return lambda b, now: k(a0(b, now), a1(b, now))
+    if e.fn == "div" and e.type.is_integer:
+        a0, a1 = args
+
+        def div(b: pa.Table, now: int | None) -> Any:
+            d = a1(b, now)
+            d = pc.if_else(pc.equal(d, 0), pa.scalar(None, d.type), d)  # x / 0 is NULL
+            return pc.divide(a0(b, now), d)  # Arrow truncates toward zero, as CQL does
+
+        return div
+    if e.fn == "div":
+        a0, a1 = args
+
+        def fdiv(b: pa.Table, now: int | None) -> Any:
+            x = pc.cast(a0(b, now), pa.float64())
+            d = pc.cast(a1(b, now), pa.float64())
+            d = pc.if_else(pc.equal(d, 0), pa.scalar(None, pa.float64()), d)
+            return pc.divide(x, d)
+
+        return fdiv
+    if e.fn == "concat":
+        a0, a1 = args
+        return lambda b, now: pc.binary_join_element_wise(a0(b, now), a1(b, now), "")
+    if e.fn == "like" and isinstance(e.args[1], Const) and isinstance(e.args[1].value, str):
+        # Arrow's LIKE treats '\' as an escape; CQL's does not.
+        pattern = e.args[1].value.replace("\\", "\\\\")
+        a0 = args[0]
+        return lambda b, now: pc.match_like(a0(b, now), pattern)
+    if e.fn == "coalesce":
+        return lambda b, now: pc.coalesce(*[_full(a(b, now), b.num_rows, arrow_type(e.type)) for a in args])
+    if e.fn in OPS:
+        return _rowwise(OPS[e.fn], args, e)
+    raise InternalError(f"no kernel for {e.fn}")
+
+
+def _rowwise(fn: Callable[..., Any], args: list[VFn], e: BExpr) -> VFn:
+    at = arrow_type(e.type)
+
+    def run(b: pa.Table, now: int | None) -> Any:
+        n = b.num_rows
+        cols = []
+        for a in args:
+            v = a(b, now)
+            cols.append([v.as_py()] * n if isinstance(v, pa.Scalar) else v.to_pylist())
+        out = [fn(*vals) for vals in zip(*cols, strict=True)] if cols else [fn() for _ in range(n)]
+        if e.type.kind.value == "float":
+            out = [float(v) if v is not None else None for v in out]
+        return pa.array(out, at)
+
+    return run
+
+
+def predicate_mask(fn: VFn, b: pa.Table, now: int | None = None) -> pa.Array:
+    """TRUE rows of a predicate (NULL and FALSE both drop the row)."""
+    v = fn(b, now)
+    if isinstance(v, pa.Scalar):
+        return pa.array(np.full(b.num_rows, bool(v.as_py()), dtype=bool))
+    return pc.fill_null(v, False)

@@ -1,0 +1,47 @@
+"""Run golden-file cases (and other inputs) on the embedded engine."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sluice.backends.embedded import EmbeddedEngine
+from sluice.reference import Element
+
+
+def run_engine(
+    catalog: Any,
+    query: str,
+    streams: dict[str, list[Any]],
+    relations: dict[str, list[Any]],
+    *,
+    start: int | None = None,
+    until: int | None = None,
+    sharing: bool = True,
+    budget: int = 65536,
+    seed: int = 0,
+    chunk: int | None = None,
+    extra_queries: tuple[str, ...] = (),
+) -> list[Element]:
+    """The engine's output for ``query`` over the inputs (pushed in ``chunk``-sized pieces, run between)."""
+    stamps = [t for rows in streams.values() for t, _ in rows] + [t for ups in relations.values() for t, _, _ in ups]
+    eng = EmbeddedEngine(catalog, sharing=sharing, budget=budget, seed=seed, start=start if start is not None else (min(stamps) if stamps else 0))
+    for extra in extra_queries:
+        eng.register_query(extra)
+    q = eng.register_query(query)
+    feeds: list[tuple[int, str, tuple[Any, ...]]] = []
+    for name, rows in streams.items():
+        feeds += [(t, name, (t, *r)) for t, r in rows]
+    for name, ups in relations.items():
+        feeds += [(t, name, (t, s, *r)) for t, s, r in ups]
+    feeds.sort(key=lambda f: f[0])
+    step = chunk or len(feeds) or 1
+    for i in range(0, len(feeds), step):
+        by_name: dict[str, list[Any]] = {}
+        for _, name, row in feeds[i : i + step]:
+            by_name.setdefault(name, []).append(row)
+        for name, rows in by_name.items():
+            eng.push(name, rows)
+        eng.run()
+    eng.close(until)
+    assert not eng.rejected(), eng.rejected()
+    return q.results()
