@@ -24,7 +24,13 @@ def run_engine(
 ) -> list[Element]:
     """The engine's output for ``query`` over the inputs (pushed in ``chunk``-sized pieces, run between)."""
     stamps = [t for rows in streams.values() for t, _ in rows] + [t for ups in relations.values() for t, _, _ in ups]
-    eng = EmbeddedEngine(catalog, sharing=sharing, budget=budget, seed=seed, start=start if start is not None else (min(stamps) if stamps else 0))
+    eng = EmbeddedEngine(
+        catalog,
+        sharing=sharing,
+        budget=budget,
+        seed=seed,
+        start=start if start is not None else (min(stamps) if stamps else 0),
+    )
     for extra in extra_queries:
         eng.register_query(extra)
     q = eng.register_query(query)

@@ -36,9 +36,13 @@ def _cases():
             for mode in MODES:
                 marks = []
                 gap = None
-                if "subquer" in path.stem and ("in (" in case.query.lower() or "exists" in case.query.lower()
-                                               or "any (" in case.query.lower() or "all (" in case.query.lower()
-                                               or "(select max" in case.query.lower()):
+                if "subquer" in path.stem and (
+                    "in (" in case.query.lower()
+                    or "exists" in case.query.lower()
+                    or "any (" in case.query.lower()
+                    or "all (" in case.query.lower()
+                    or "(select max" in case.query.lower()
+                ):
                     gap = GAPS["subqueries"]
                 if "CURRENT_TIME" in case.query:
                     gap = GAPS["select_project:CURRENT_TIME"]
@@ -55,8 +59,13 @@ def test_engine_golden(path, index, mode) -> None:
     if opts.get("extra_queries") == ("__SAME__",):
         opts["extra_queries"] = (case.query,)
     got = run_engine(
-        g.catalog(), case.query, g.streams, g.relations,
-        start=case.options.get("start"), until=case.options.get("until"), **opts,
+        g.catalog(),
+        case.query,
+        g.streams,
+        g.relations,
+        start=case.options.get("start"),
+        until=case.options.get("until"),
+        **opts,
     )
     diffs = diff_outputs(golden.parse_expected(g, case), got)
     assert not diffs, f"{path.name}:{case.line} [{mode}]\n" + "\n".join(diffs)

@@ -251,7 +251,9 @@ class EmbeddedEngine:
     # -- execution -----------------------------------------------------------------------
     def _fix_start(self) -> None:
         if self.ctx.start is None:
-            firsts = [int(b.column(0).to_numpy().min()) for s in self.sources.values() for b in s._pending if b.num_rows]
+            firsts = [
+                int(b.column(0).to_numpy().min()) for s in self.sources.values() for b in s._pending if b.num_rows
+            ]
             beats = [s.complete_upto() for s in self.sources.values() if s.complete_upto() > NEG_INF]
             cands = firsts or beats
             if cands:
@@ -331,7 +333,9 @@ class EmbeddedEngine:
         ins = [self._producer(q) for q in op.inputs()]
         for i, c in enumerate(ins):
             last = i == len(ins) - 1
-            self._explain_op(c, child_prefix + ("└─ " if last else "├─ "), child_prefix + ("   " if last else "│  "), lines, qname)
+            self._explain_op(
+                c, child_prefix + ("└─ " if last else "├─ "), child_prefix + ("   " if last else "│  "), lines, qname
+            )
 
 
 def run_once(engine: EmbeddedEngine) -> float:

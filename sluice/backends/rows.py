@@ -58,13 +58,20 @@ def rows_to_batch(
                 ts = r[ts_key]
                 sign = r.get(sign_key, "+")
                 vals = [r.get(c.name, r.get(c.name.lower())) for c in schema.columns]
-                extra = set(r) - {ts_key, sign_key} - {c.name for c in schema.columns} - {c.name.lower() for c in schema.columns}
+                extra = (
+                    set(r)
+                    - {ts_key, sign_key}
+                    - {c.name for c in schema.columns}
+                    - {c.name.lower() for c in schema.columns}
+                )
                 if extra:
                     raise ValueError(f"unknown attribute(s) {', '.join(sorted(map(str, extra)))}")
             else:
                 r = tuple(r)
                 if len(r) != len(types) + lead:
-                    raise ValueError(f"{len(r)} values, expected {len(types) + lead} (ts{', sign' if relation else ''}, attributes)")
+                    raise ValueError(
+                        f"{len(r)} values, expected {len(types) + lead} (ts{', sign' if relation else ''}, attributes)"
+                    )
                 ts, sign, vals = r[0], (r[1] if relation else "+"), list(r[lead:])
             if isinstance(ts, bool) or not isinstance(ts, int | np.integer):
                 raise ValueError(f"timestamp {ts!r} is not an integer")

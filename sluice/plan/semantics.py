@@ -26,6 +26,13 @@ def sample_keep(seed: int, salt: int, ts: int, row: tuple[Any, ...], k: int, fra
     return int.from_bytes(digest, "big") < int(fraction * 2**64)
 
 
+def sort_key(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The canonical order of rows of one schema (NULLs last): how a derived stream lists one
+    instant's elements, and how outputs are printed.
+    """
+    return tuple((v is None, v if v is not None else 0) for v in row)
+
+
 def coerce(value: Any, t: DataType) -> Any:
     """A value as its column type holds it (an integer in a float column is a float)."""
     if value is None:

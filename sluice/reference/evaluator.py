@@ -53,7 +53,7 @@ from sluice.plan.expr import (
     walk_expr,
 )
 from sluice.plan.scalar import OPS
-from sluice.plan.semantics import coerce, sample_keep
+from sluice.plan.semantics import coerce, sample_keep, sort_key
 from sluice.reference.aggregates import aggregate_rows
 
 Row = tuple[Any, ...]
@@ -70,11 +70,6 @@ class Element(NamedTuple):
     ts: int
     sign: str
     row: Row
-
-
-def sort_key(row: Row) -> tuple[Any, ...]:
-    """A total order on rows of one schema (NULLs last), used for canonical output."""
-    return tuple((v is None, v if v is not None else 0) for v in row)
 
 
 def evaluate(

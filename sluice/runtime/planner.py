@@ -164,9 +164,7 @@ class Planner:
         detail = ", ".join(f"{n.schema.names[a]} = {n.schema.names[lw + b]}" for a, b in keys) or "nested loop"
         if residual is not None:
             detail += f"; filter {_render(residual, n)}"
-        op = self._new(Join, n, [left, right], detail).setup(
-            left.schema.types, right.schema.types, keys, residual
-        )
+        op = self._new(Join, n, [left, right], detail).setup(left.schema.types, right.schema.types, keys, residual)
         op.insert_only = left.insert_only and right.insert_only
         return op
 
@@ -234,7 +232,7 @@ def _equi(c: BExpr, lw: int) -> tuple[int, int] | None:
 def _shift(e: BExpr, by: int) -> BExpr:
     if isinstance(e, ColRef):
         return dataclasses.replace(e, index=e.index + by)
-    changes = {}
+    changes: dict[str, Any] = {}
     for f in dataclasses.fields(e):  # type: ignore[arg-type]
         v = getattr(e, f.name)
         if isinstance(v, BExpr):

@@ -49,14 +49,16 @@ class RoundRobin:
     def choose(self, ready: Sequence[Any]) -> Any:
         if not ready:
             return None
-        for i, u in enumerate(ready):
+        for u in ready:
             self._order.setdefault(id(u), len(self._order))
         if self._last is None:
             pick = ready[0]
         else:
             last = self._order.get(id(self._last), -1)
             after = [u for u in ready if self._order[id(u)] > last]
-            pick = min(after, key=lambda u: self._order[id(u)]) if after else min(ready, key=lambda u: self._order[id(u)])
+            pick = (
+                min(after, key=lambda u: self._order[id(u)]) if after else min(ready, key=lambda u: self._order[id(u)])
+            )
         self._last = pick
         return pick
 
@@ -69,6 +71,6 @@ STRATEGIES = {"round-robin": RoundRobin}
 
 def make_strategy(name: str, **kwargs: Any) -> Strategy:
     try:
-        return STRATEGIES[name](**kwargs)  # type: ignore[no-any-return]
+        return STRATEGIES[name](**kwargs)
     except KeyError:
         raise ValueError(f"unknown scheduler {name!r}; known: {', '.join(sorted(STRATEGIES))}") from None

@@ -45,6 +45,9 @@ class _Group:
     nonnull: list[int] = field(default_factory=list)  # per aggregate: non-null values
     sums: list[int] = field(default_factory=list)  # per aggregate: integer sum
     values: list[Counter[Any]] = field(default_factory=list)  # per value-level aggregate
+    lo: list[Any] = field(default_factory=list)  # cached MIN per aggregate (None: recompute)
+    hi: list[Any] = field(default_factory=list)  # cached MAX per aggregate
+    row: tuple[Any, ...] | None = None  # the row last emitted for this group
 
 
 class Aggregate(Unary):
@@ -60,7 +63,7 @@ class Aggregate(Unary):
 
     def _new(self) -> _Group:
         n = len(self.aggs)
-        return _Group(0, [0] * n, [0] * n, [Counter() for _ in range(n)])
+        return _Group(0, [0] * n, [0] * n, [Counter() for _ in range(n)], [None] * n, [None] * n)
 
     def _row(self, key: tuple[Any, ...], g: _Group) -> tuple[Any, ...]:
         vals: list[Any] = []
@@ -74,15 +77,19 @@ class Aggregate(Unary):
                     vals.append(g.nonnull[i])
                 continue
             if _value_level(a):
-                present = [v for v, c in g.values[i].items() if c > 0]
-                if not present:
+                counts = g.values[i]
+                if not counts:
                     vals.append(None)
                 elif a.fn == "MIN":
-                    vals.append(coerce(min(present), a.type))
+                    if g.lo[i] is None:
+                        g.lo[i] = min(counts)
+                    vals.append(coerce(g.lo[i], a.type))
                 elif a.fn == "MAX":
-                    vals.append(coerce(max(present), a.type))
+                    if g.hi[i] is None:
+                        g.hi[i] = max(counts)
+                    vals.append(coerce(g.hi[i], a.type))
                 else:
-                    items = [(v, 1 if a.distinct else g.values[i][v]) for v in present]
+                    items = [(v, 1 if a.distinct else c) for v, c in counts.items()]
                     vals.append(self._sum_avg(a, items))
                 continue
             if g.nonnull[i] == 0:
@@ -110,8 +117,9 @@ class Aggregate(Unary):
         if not self._started and self.ctx.start is not None:
             self._started = True
             if self.nkeys == 0:
-                self.groups[()] = self._new()
-                out.append((self.ctx.start, 1, self._row((), self.groups[()])))
+                g = self.groups[()] = self._new()
+                g.row = self._row((), g)
+                out.append((self.ctx.start, 1, g.row))
 
     def process(self, b: pa.Table) -> None:
         out: list[tuple[int, int, tuple[Any, ...]]] = []
@@ -151,7 +159,7 @@ class Aggregate(Unary):
             grp = self.groups.get(key)
             if grp is None:
                 grp = self.groups[key] = self._new()
-            old = self._row(key, grp) if self._visible(grp) else None
+            old = grp.row
             row = changes.get((ts, key))
             if row is not None:
                 grp.count += row["s_sum"]
@@ -161,11 +169,22 @@ class Aggregate(Unary):
                         grp.sums[i] += row[f"v{i}_sum"]
             for i, x, c in value_changes.get((ts, key), ()):
                 if x is not None:
-                    grp.values[i][x] += c
+                    counts = grp.values[i]
+                    counts[x] += c
                     grp.nonnull[i] += c
-                    if grp.values[i][x] == 0:
-                        del grp.values[i][x]
+                    if counts[x] == 0:
+                        del counts[x]
+                        if x == grp.lo[i]:
+                            grp.lo[i] = None
+                        if x == grp.hi[i]:
+                            grp.hi[i] = None
+                    elif c > 0:
+                        if grp.lo[i] is not None and x < grp.lo[i]:
+                            grp.lo[i] = x
+                        if grp.hi[i] is not None and x > grp.hi[i]:
+                            grp.hi[i] = x
             new = self._row(key, grp) if self._visible(grp) else None
+            grp.row = new
             if old != new:
                 if old is not None:
                     out.append((ts, -1, old))

@@ -71,7 +71,9 @@ class Operator:
         bound = self._arrival_bound()
         counts = [count_upto(r, bound) for r in self.readers]
         if sum(counts) > budget:
-            stamps = np.sort(np.concatenate([r.peek_ts(min(c, budget)) for r, c in zip(self.readers, counts, strict=True)]))
+            stamps = np.sort(
+                np.concatenate([r.peek_ts(min(c, budget)) for r, c in zip(self.readers, counts, strict=True)])
+            )
             cut = int(stamps[min(budget, len(stamps)) - 1])
             counts = [count_upto(r, cut) for r in self.readers]
         return [r.read(c) for r, c in zip(self.readers, counts, strict=True)]

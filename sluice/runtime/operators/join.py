@@ -85,8 +85,17 @@ class Join(Operator):
         j = lt.join(rt, names, join_type="inner", use_threads=False)
         return j.column("__i").to_numpy(), j.column("__j").to_numpy()
 
-    def _build(self, left: pa.Table, right: pa.Table, i: np.ndarray, j: np.ndarray, loff: int, roff: int,
-               ts: np.ndarray, w: np.ndarray) -> pa.Table | None:
+    def _build(
+        self,
+        left: pa.Table,
+        right: pa.Table,
+        i: np.ndarray,
+        j: np.ndarray,
+        loff: int,
+        roff: int,
+        ts: np.ndarray,
+        w: np.ndarray,
+    ) -> pa.Table | None:
         if len(i) == 0:
             return None
         cols = [left.column(loff + c).take(pa.array(i)) for c in range(len(self.lt))]

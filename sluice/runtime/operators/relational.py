@@ -20,12 +20,12 @@ from sluice.runtime.batch import NEG_INF, TS, concat, from_signed_rows, sort_by_
 from sluice.runtime.operators.base import Operator
 from sluice.runtime.queue import count_upto
 
-_F: dict[tuple[str, bool], Callable[[int, int], int]] = {
-    ("UNION", False): lambda l, r: 1 if l + r > 0 else 0,
-    ("EXCEPT", True): lambda l, r: max(0, l - r),
-    ("EXCEPT", False): lambda l, r: 1 if l > 0 and r <= 0 else 0,
-    ("INTERSECT", True): lambda l, r: min(l, r),
-    ("INTERSECT", False): lambda l, r: 1 if l > 0 and r > 0 else 0,
+_F: dict[tuple[str, bool], Callable[[int, int], int]] = {  # (left count, right count) -> output count
+    ("UNION", False): lambda a, b: 1 if a + b > 0 else 0,
+    ("EXCEPT", True): lambda a, b: max(0, a - b),
+    ("EXCEPT", False): lambda a, b: 1 if a > 0 and b <= 0 else 0,
+    ("INTERSECT", True): lambda a, b: min(a, b),
+    ("INTERSECT", False): lambda a, b: 1 if a > 0 and b > 0 else 0,
 }
 
 

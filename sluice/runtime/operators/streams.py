@@ -9,13 +9,15 @@ derived stream (which a later ``[Rows N]`` depends on).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from sluice.runtime.batch import NEG_INF, canonical, concat, make, net, sort_by_ts, ts_of
+from sluice.plan.semantics import sort_key
+from sluice.runtime.batch import NEG_INF, canonical, concat, from_signed_rows, net, sort_by_ts, to_elements, ts_of
 from sluice.runtime.operators.base import Unary
-from sluice.runtime.weights import W, WeightedState
 
 
 class _Completing(Unary):
@@ -70,7 +72,7 @@ class IDstream(_Completing):
 class Rstream(_Completing):
     def setup(self) -> Rstream:
         self.insert_only = True
-        self.state = WeightedState(self.types)
+        self.state: Counter[tuple[Any, ...]] = Counter()
         self._tick: int | None = None  # last tick emitted
         self.setup_buffer()
         return self
@@ -82,28 +84,29 @@ class Rstream(_Completing):
             self.advance(wm)
             return
         tick = start if self._tick is None else self._tick + 1
-        pts = ts_of(done) if done is not None else np.empty(0, np.int64)
+        changes = to_elements(done) if done is not None else []
         pos = 0
-        out = []
+        out: list[tuple[int, int, tuple[Any, ...]]] = []
         while tick <= wm:
-            k = int(np.searchsorted(pts, tick, side="right"))
-            if k > pos:
-                assert done is not None
-                self.state.add(done.slice(pos, k - pos))
-                pos = k
-            rel = self.state.consolidated()
-            if rel.num_rows:
-                w = rel.column(W).to_numpy()
-                idx = np.repeat(np.arange(rel.num_rows), w)
-                cols = [rel.column(i).take(pa.array(idx)) for i in range(len(self.types))]
-                out.append(canonical(make(np.full(len(idx), tick), 1, cols, self.types)))
+            while pos < len(changes) and changes[pos][0] <= tick:
+                _, sign, row = changes[pos]
+                self.state[row] += 1 if sign == "+" else -1
+                if self.state[row] == 0:
+                    del self.state[row]
+                pos += 1
+            if self.state:
+                for row, n in sorted(self.state.items(), key=lambda kv: sort_key(kv[0])):
+                    out.extend([(tick, 1, row)] * n)
                 tick += 1
             else:  # R is empty until its next change: skip the empty ticks
-                tick = max(tick + 1, int(pts[pos]) if pos < len(pts) else wm + 1)
+                tick = max(tick + 1, changes[pos][0] if pos < len(changes) else wm + 1)
         self._tick = wm
         if out:
-            self.emit(concat(out, self.types))
+            self.emit(from_signed_rows(out, self.types))
         self.advance(wm)
+
+    def state_bytes(self) -> int:
+        return super().state_bytes() + 64 * len(self.state)
 
 
 class Output(_Completing):
