@@ -29,6 +29,7 @@ test-fast: venv
 	$(PY) -m pytest -q -m "not slow"
 
 bench: venv
+	$(PY) benchmarks/engine_throughput.py
 	$(PY) benchmarks/reference_vs_duckdb.py
 
 clean:

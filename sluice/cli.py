@@ -89,6 +89,64 @@ def _reference(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run(args: argparse.Namespace) -> int:
+    from sluice.backends.embedded import EmbeddedEngine, Query
+    from sluice.compat.stream_script import format_element
+    from sluice.io.sources import read_source
+
+    eng = EmbeddedEngine(slack=args.slack, scheduler=args.scheduler, seed=args.seed)
+    text = Path(args.file).read_text()
+    try:
+        results = eng.execute(text)
+    except CQLError as e:
+        raise SluiceError(f"{args.file}:{e.render()}") from None
+    queries = [r for r in results if isinstance(r, Query)]
+    if not queries:
+        raise SluiceError(f"{args.file} registers no query")
+    for name, path in _pairs(args.source, "source").items():
+        src = eng._source(name)
+        try:
+            rows, errors = read_source(path, src.schema, src.relation)
+        except (OSError, ValueError) as e:
+            raise SluiceError(str(e)) from None
+        for msg in errors:
+            src.reject("malformed", msg)
+        eng.push(name, rows)
+        eng.run()
+    eng.close(args.until)
+    out_dir = Path(args.out) if args.out else None
+    for q in queries:
+        lines = (format_element(e.ts, e.sign, e.row) for e in q.results())
+        if out_dir is not None:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            dest = out_dir / f"{q.name}.out"
+            dest.write_text("".join(line + "\n" for line in lines))
+            print(f"{q.name}: {q.count} elements -> {dest}", file=sys.stderr)
+        else:
+            print(f"# {q.name}: {' '.join(q.bound.text.split())}")
+            for line in lines:
+                print(line)
+    stats = eng.statistics()
+    for s in stats.sources:
+        if s.rejected:
+            reasons = ", ".join(f"{n} {r}" for r, n in s.rejected_reasons)
+            print(f"{s.name}: {s.accepted} accepted, {s.rejected} rejected ({reasons})", file=sys.stderr)
+    for m in eng.rejected()[:20]:
+        print(f"rejected: {m}", file=sys.stderr)
+    return 0
+
+
+def _script(args: argparse.Namespace) -> int:
+    from sluice.compat.runner import run_script
+
+    run = run_script(args.file, base=args.base, out_dir=args.out)
+    for msg in run.rejected:
+        print(f"rejected: {msg}", file=sys.stderr)
+    for dest, q in run.outputs.items():
+        print(f"{q.name}: {q.count} elements -> {dest}")
+    return 0
+
+
 def _demo(args: argparse.Namespace) -> int:
     from sluice.demo import run
 
@@ -99,6 +157,20 @@ def _demo(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="sluice", description="Sluice: continuous CQL queries, exact answers.")
     sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("run", help="run a CQL file's queries on the embedded engine over file sources")
+    p.add_argument("file")
+    p.add_argument("--source", action="append", default=[], metavar="NAME=PATH", help=".csv, .jsonl or .parquet")
+    p.add_argument("--out", help="write each query's output to DIR/NAME.out instead of printing it")
+    p.add_argument("--until", type=int, default=None, help="complete instants up to this timestamp")
+    p.add_argument("--slack", type=int, default=0, help="accept elements up to this many ticks out of order")
+    p.add_argument("--scheduler", default="round-robin")
+    p.add_argument("--seed", type=int, default=0, help="seed of Sample()")
+    p.set_defaults(fn=_run)
+    p = sub.add_parser("script", help="run a STREAM 0.6.0 script file unchanged")
+    p.add_argument("file")
+    p.add_argument("--base", default=None, help="directory the script's paths are relative to (default: .)")
+    p.add_argument("--out", default=None, help="write outputs into this directory instead of the dest paths")
+    p.set_defaults(fn=_script)
     p = sub.add_parser("check", help="parse and bind CQL files; print each query's plan")
     p.add_argument("files", nargs="+")
     p.set_defaults(fn=_check)
@@ -111,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0, help="seed of Sample()")
     p.set_defaults(fn=_reference)
     p = sub.add_parser("demo", help="the seed paper's web-proxy queries over a generated bursty stream")
-    p.add_argument("--requests", type=int, default=600)
+    p.add_argument("--requests", type=int, default=3000)
     p.add_argument("--seed", type=int, default=7)
     p.set_defaults(fn=_demo)
     args = parser.parse_args(argv)

@@ -29,8 +29,10 @@ def run_script(
     """Execute ``script``; data paths are relative to ``base`` (default: the current directory).
     Each ``dest`` is written under ``out_dir`` if given (by file name), else at its own path.
     """
-    script = Path(script)
     root = Path(base) if base is not None else Path.cwd()
+    script = Path(script)
+    if not script.exists() and (root / script).exists():
+        script = root / script
     eng = EmbeddedEngine(**engine_options)  # type: ignore[arg-type]
     outputs: dict[Path, Query] = {}
     rejected: list[str] = []
