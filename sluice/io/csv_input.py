@@ -26,9 +26,15 @@ def parse_value(text: str, t: DataType) -> Any:
     if text == "" or text.upper() == "NULL":
         return None
     if t.is_integer or t.kind is TypeKind.TIMESTAMP:
-        return int(text)
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(f"{text!r} is not an integer") from None
     if t.kind is TypeKind.FLOAT:
-        return float(text)
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError(f"{text!r} is not a number") from None
     if t.kind is TypeKind.BOOLEAN:
         low = text.strip().lower()
         if low in ("true", "t", "1", "yes"):

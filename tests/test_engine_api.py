@@ -1,0 +1,139 @@
+"""The embedded engine as a user meets it: inputs, rejections, time, subscriptions, EXPLAIN, statistics."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+from sluice.backends.embedded import EmbeddedEngine, UnknownNameError
+from sluice.cli import main
+from sluice.reference import Element
+
+
+def _engine(**kw) -> EmbeddedEngine:
+    eng = EmbeddedEngine(**kw)
+    eng.execute("register stream S (A integer, B varchar(3)); register relation R (A integer)")
+    return eng
+
+
+def test_push_tuples_dicts_arrow_and_pandas_give_the_same_answer() -> None:
+    outs = []
+    for feed in ("tuples", "dicts", "arrow", "pandas"):
+        eng = _engine()
+        q = eng.register_query("select * from S")
+        rows = [(1, 1, "a"), (2, 2, None)]
+        if feed == "tuples":
+            eng.push("S", rows)
+        elif feed == "dicts":
+            eng.push("S", [{"ts": t, "A": a, "B": b} for t, a, b in rows])
+        elif feed == "arrow":
+            eng.push("S", pa.table({"ts": [1, 2], "A": [1, 2], "B": ["a", None]}))
+        else:
+            eng.push("S", pd.DataFrame({"ts": [1, 2], "a": [1, 2], "b": ["a", None]}))
+        eng.close()
+        outs.append(q.results())
+    assert all(o == [Element(1, "+", (1, "a")), Element(2, "+", (2, None))] for o in outs)
+
+
+def test_bad_rows_are_rejected_with_reasons_and_the_rest_processed() -> None:
+    eng = _engine()
+    q = eng.register_query("select A from S")
+    eng.push("S", [(1, 1, "ok"), (2, "x", "no"), (3, 3), (4, 4, "long!"), {"ts": 5, "A": 5, "Z": 1}, (6, 6, "ok")])
+    eng.close()
+    assert [e.row for e in q.results()] == [(1,), (6,)]
+    (s,) = [x for x in eng.statistics().sources if x.name == "S"]
+    assert s.accepted == 2 and s.rejected == 4 and dict(s.rejected_reasons) == {"malformed": 4}
+    msgs = eng.rejected()
+    assert "S, row 2: 'x' is not an integer" in msgs[0]
+    assert "row 3: 3 values, expected 3" in msgs[1] or "values" in msgs[1]
+    assert "longer than varchar(3)" in msgs[2]
+    assert "unknown attribute(s) Z" in msgs[3]
+
+
+def test_slack_accepts_out_of_order_and_late_elements_are_counted() -> None:
+    eng = _engine(slack=2)
+    q = eng.register_query("select A from S [Rows 1]")
+    eng.push("S", [(5, 5, "a"), (4, 4, "b"), (3, 3, "c")])  # within 2 ticks of 5
+    eng.run()
+    eng.push("S", [(8, 8, "d")])
+    eng.run()  # instants <= 5 complete now
+    eng.push("S", [(2, 2, "old")])
+    eng.close()
+    assert [(e.ts, e.sign, e.row) for e in q.results()] == [
+        (3, "+", (3,)),
+        (4, "-", (3,)),
+        (4, "+", (4,)),
+        (5, "-", (4,)),
+        (5, "+", (5,)),
+        (8, "-", (5,)),
+        (8, "+", (8,)),
+    ]
+    (s,) = [x for x in eng.statistics().sources if x.name == "S"]
+    assert dict(s.rejected_reasons) == {"late": 1}
+    assert "element at ts 2 arrived after instant 5 was complete (slack 2)" in eng.rejected()[0]
+
+
+def test_heartbeats_complete_instants_and_subscribers_see_them() -> None:
+    eng = _engine()
+    seen: list[Element] = []
+    q = eng.register_query("select count(*) from S [Range 1 Second]")
+    q.subscribe(seen.extend)
+    eng.push("S", [(1, 1, "a")])
+    eng.run()
+    assert seen == []  # instant 1 may still get elements
+    eng.heartbeat(1)
+    eng.run()
+    assert seen == [Element(1, "+", (1,))]
+    eng.heartbeat(3)  # the window empties at 3 without any new element
+    eng.run()
+    assert seen[-2:] == [Element(3, "-", (1,)), Element(3, "+", (0,))]
+
+
+def test_deleting_an_absent_relation_tuple_is_rejected() -> None:
+    eng = _engine()
+    q = eng.register_query("select * from R")
+    eng.push("R", [(1, "+", 1), (2, "-", 7), (3, "-", 1)])
+    eng.close()
+    assert [(e.ts, e.sign, e.row) for e in q.results()] == [(1, "+", (1,)), (3, "-", (1,))]
+    assert "deletion of (7,) at 2, which is not in it" in eng.rejected()[0]
+
+
+def test_sharing_reuses_operators_and_explain_says_so() -> None:
+    eng = _engine()
+    a = eng.register_query("select A, count(*) from S [Range 5 Seconds] group by A")
+    b = eng.register_query("select B, count(*) from S [Range 5 Seconds] group by B")
+    text = eng.explain(b)
+    assert "TimeWindow [Range 5 ticks]" in text and "shared with q1" in text
+    private = _engine(sharing=False)
+    private.register_query(a.bound.text)
+    assert "shared with" not in private.explain("q1").split("StreamSource")[0]
+    assert len(eng._units) < 2 * len(private._units) + 2
+
+
+def test_statistics_report_memory_and_operator_counts() -> None:
+    eng = _engine()
+    eng.register_query("select A from S [Rows 2] where A > 1")
+    eng.push("S", [(t, t, "x") for t in range(10)])
+    eng.close()
+    st = eng.statistics()
+    ops = {o.kind: o for o in st.operators}
+    assert ops["RowsWindow"].tuples_in == 10 and ops["RowsWindow"].state_bytes > 0
+    sel = ops["Select"]
+    # 10 insertions + 8 deletions in; A > 1 keeps insertions of 2..9 and deletions of 2..7
+    assert sel.tuples_in == 18 and sel.tuples_out == 14 and 0 < sel.selectivity < 1
+    assert st.memory_bytes == st.queue_bytes + st.synopsis_bytes and st.steps > 0
+
+
+def test_unknown_stream_is_a_clear_error() -> None:
+    eng = _engine()
+    with pytest.raises(UnknownNameError, match=r"no stream or relation named 'T' \(registered: R, S\)"):
+        eng.push("T", [(1, 1)])
+
+
+def test_cli_run_prints_results_and_reports_rejections(tmp_path, capsys) -> None:
+    (tmp_path / "q.cql").write_text("REGISTER STREAM S (A integer);\nselect A from S [Rows 1];\n")
+    (tmp_path / "s.csv").write_text("ts,A\n1,1\n2,x\n3,3\n")
+    assert main(["run", str(tmp_path / "q.cql"), "--source", f"S={tmp_path / 's.csv'}"]) == 0
+    out, err = capsys.readouterr()
+    assert "[1]:+:1\n[3]:-:1\n[3]:+:3" in out
+    assert "s.csv:3: 'x' is not an integer" in err and "1 rejected" in err
