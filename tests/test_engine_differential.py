@@ -69,8 +69,10 @@ def queries(draw: st.DrawFn) -> str:
     w = draw(windows)
     p = draw(preds)
     where = f" where {q(p)}" if p else ""
-    shape = draw(st.integers(0, 9))
+    shape = draw(st.integers(0, 11))
     if shape == 0:
+        if draw(st.booleans()):
+            return f"select K, CURRENT_TIME - V from S {w}{where}"
         return f"select K, V * 2 from S {w}{where}"
     if shape == 1:
         return f"select {'distinct ' if draw(st.booleans()) else ''}K from S {w}{where}"
@@ -97,7 +99,37 @@ def queries(draw: st.DrawFn) -> str:
         inner = f"select K, V from S {w}{where}"
         outer_w = draw(st.sampled_from(["[Rows 2]", "[Range 1 Second]", "[Now]"]))
         return f"select count(*), max(T.V) from Istream({inner}) {outer_w} T"
-    return f"select X.V, Y.V from S {w} X, S [Rows 2] Y where X.K = Y.K and X.V <= Y.V"
+    if shape == 9:
+        return f"select X.V, Y.V from S {w} X, S [Rows 2] Y where X.K = Y.K and X.V <= Y.V"
+    if shape == 10:
+        sub = draw(
+            st.sampled_from(
+                [
+                    "S.V in (select W from S2 {w2})",
+                    "S.V not in (select W from S2 {w2})",
+                    "exists (select * from S2 {w2} where S2.K = S.K)",
+                    "not exists (select * from S2 {w2} where S2.K = S.K and S2.W > S.V)",
+                    "S.V > all (select W from S2 {w2} where S2.K = S.K)",
+                    "S.V <= any (select W - 1 from S2 {w2})",
+                    "S.K in (select K from R)",
+                    "exists (select * from R where R.K < S.K)",
+                ]
+            )
+        )
+        w2 = draw(windows.filter(lambda x: "V" not in x))
+        extra = f" and {q(p, 'S')}" if p and draw(st.booleans()) else ""
+        return f"select S.K, S.V from S {w} where {sub.format(w2=w2)}{extra}"
+    sel = draw(
+        st.sampled_from(
+            [
+                "(select max(W) from S2 [Rows 2])",
+                "exists (select * from R where R.K = S.K)",
+                "(select count(*) from R where R.K = S.K)",
+                "S.V in (select W from S2 [Now])",
+            ]
+        )
+    )
+    return f"select S.K, {sel} from S {w}"
 
 
 values = st.one_of(st.none(), st.integers(-3, 3))

@@ -15,10 +15,7 @@ import golden
 from engine_runner import run_engine
 
 # Constructs the embedded engine does not run yet; each gap is named (strict: a fix must remove it).
-GAPS = {
-    "subqueries": "subqueries in expressions (IN/EXISTS/ALL/ANY/scalar) are not in the engine yet",
-    "select_project:CURRENT_TIME": "CURRENT_TIME over a relation is not in the engine yet",
-}
+GAPS: dict[str, str] = {}
 
 MODES = {
     "bulk": {},
@@ -36,16 +33,6 @@ def _cases():
             for mode in MODES:
                 marks = []
                 gap = None
-                if "subquer" in path.stem and (
-                    "in (" in case.query.lower()
-                    or "exists" in case.query.lower()
-                    or "any (" in case.query.lower()
-                    or "all (" in case.query.lower()
-                    or "(select max" in case.query.lower()
-                ):
-                    gap = GAPS["subqueries"]
-                if "CURRENT_TIME" in case.query:
-                    gap = GAPS["select_project:CURRENT_TIME"]
                 if gap:
                     marks.append(pytest.mark.xfail(raises=UnsupportedError, strict=True, reason=gap))
                 yield pytest.param(path, i, mode, id=f"{path.stem}:{case.line}:{mode}", marks=marks)

@@ -39,6 +39,7 @@ from typing import Any, NamedTuple
 from sluice.catalog.schema import Kind
 from sluice.errors import EvaluationError
 from sluice.plan import logical as L
+from sluice.plan.aggregates import aggregate_rows
 from sluice.plan.binder import BoundQuery
 from sluice.plan.expr import (
     BExpr,
@@ -54,7 +55,6 @@ from sluice.plan.expr import (
 )
 from sluice.plan.scalar import OPS
 from sluice.plan.semantics import coerce, sample_keep, sort_key
-from sluice.reference.aggregates import aggregate_rows
 
 Row = tuple[Any, ...]
 StreamData = Sequence[tuple[int, Row]]

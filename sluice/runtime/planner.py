@@ -116,27 +116,69 @@ class Planner:
         return op
 
     def _filter(self, n: L.Filter) -> Operator:
-        if isinstance(n.input, L.Join):
-            return self._join(n.input, _conjuncts(n.predicate))
-        child = self._op(n.input)
+        conj = _conjuncts(n.predicate)
+        with_sub = [c for c in conj if _has_subquery(c)]
+        if with_sub:
+            plain = [c for c in conj if not _has_subquery(c)]
+            if plain:
+                pred = _and(plain)
+                assert pred is not None
+                base = self._op(L.Filter(n.input, pred))
+            else:
+                base = self._op(n.input)
+            sub_pred = _and(with_sub)
+            assert sub_pred is not None
+            return self._subquery_map(n, base, (sub_pred,), True)
         on_stream = n.input.kind is Kind.STREAM
-        if not on_stream:
-            _no_current_time(n.predicate)
+        if not on_stream and _uses_current_time(n.predicate):
+            return self._ticking(n, (n.predicate,), True)
+        if isinstance(n.input, L.Join):
+            return self._join(n.input, conj)
+        child = self._op(n.input)
         op = self._new(Select, n, [child], _render(n.predicate, n.input)).setup(n.predicate, on_stream)
         op.insert_only = child.insert_only
         return op
 
     def _project(self, n: L.Project) -> Operator:
+        if any(_has_subquery(c) for c in n.columns):
+            return self._subquery_map(n, self._op(n.input), n.columns, False)
+        if n.input.kind is Kind.RELATION and any(_uses_current_time(c) for c in n.columns):
+            return self._ticking(n, n.columns, False)
         child = self._op(n.input)
-        if n.input.kind is Kind.RELATION:
-            for c in n.columns:
-                _no_current_time(c)
         from sluice.plan.expr import render
 
         detail = ", ".join(render(c, n.input.schema.names) for c in n.columns)
         op = self._new(Project, n, [child], detail).setup(n.columns)
         op.insert_only = child.insert_only
         return op
+
+    def _ticking(self, n: L.LogicalNode, exprs: tuple[BExpr, ...], is_filter: bool) -> Operator:
+        from sluice.plan.expr import render
+        from sluice.runtime.operators.ticking import TickingMap
+
+        child = self._op(n.inputs()[0])
+        names = n.inputs()[0].schema.names
+        detail = ("filter " if is_filter else "") + ", ".join(render(e, names) for e in exprs) + "; every tick"
+        return self._new(TickingMap, n, [child], detail).setup(exprs, is_filter)
+
+    def _subquery_map(self, n: L.LogicalNode, child: Operator, exprs: tuple[BExpr, ...], is_filter: bool) -> Operator:
+        from sluice.plan.expr import Subquery, render
+        from sluice.runtime.operators.subquery import SubqueryMap, SubquerySpec
+
+        for e in exprs:
+            _no_current_time(e)
+        specs: list[SubquerySpec] = []
+        inputs = [child]
+        for sub in (x for e in exprs for x in walk_expr(e) if isinstance(x, Subquery)):
+            chain, base = _split_correlated(sub.plan)
+            keys: tuple[tuple[int, int], ...] = ()
+            if chain and isinstance(chain[0], L.Filter):
+                keys = tuple(k for k in (_corr_key(c) for c in _conjuncts(chain[0].predicate)) if k is not None)
+            inputs.append(self._op(base))
+            specs.append(SubquerySpec(sub, tuple(chain), keys))
+        names = n.inputs()[0].schema.names
+        detail = ("filter " if is_filter else "") + ", ".join(render(e, names) for e in exprs)
+        return self._new(SubqueryMap, n, inputs, detail).setup(exprs, is_filter, specs)
 
     def _join(self, n: L.Join, conjuncts: list[BExpr]) -> Operator:
         lw = len(n.left.schema)
@@ -244,11 +286,68 @@ def _shift(e: BExpr, by: int) -> BExpr:
     return dataclasses.replace(e, **changes) if changes else e  # type: ignore[type-var]
 
 
+def _has_subquery(e: BExpr) -> bool:
+    from sluice.plan.expr import Subquery
+
+    return any(isinstance(x, Subquery) for x in walk_expr(e))
+
+
+def _has_outer(node: L.LogicalNode) -> bool:
+    from sluice.plan.expr import OuterRef
+
+    return any(isinstance(x, OuterRef) for m in L.walk_plan(node) for e in m.exprs() for x in walk_expr(e))
+
+
+def _split_correlated(plan: L.LogicalNode) -> tuple[list[L.LogicalNode], L.LogicalNode]:
+    """(Filter/Project/Aggregate/Distinct chain reading the outer row, lowest first; the
+    uncorrelated input under it).
+    """
+    from sluice.plan.expr import OuterRef
+
+    chain: list[L.LogicalNode] = []
+    node = plan
+    while _has_outer(node):
+        if not isinstance(node, L.Filter | L.Project | L.Aggregate | L.Distinct):
+            raise UnsupportedError(
+                "the embedded engine runs a correlated subquery only when the outer columns are read above "
+                f"its windows, joins and set operations, not under {type(node).__name__.lower()}; "
+                "rewrite it as a join, or use the reference evaluator"
+            )
+        for e in node.exprs():
+            for x in walk_expr(e):
+                if _has_subquery(x) or (isinstance(x, OuterRef) and x.depth != 1):
+                    raise UnsupportedError(
+                        "the embedded engine does not run subqueries nested inside subqueries yet; "
+                        "use the reference evaluator"
+                    )
+        chain.append(node)
+        node = node.inputs()[0]
+    chain.reverse()
+    return chain, node
+
+
+def _corr_key(c: BExpr) -> tuple[int, int] | None:
+    """(inner column, outer column) for a conjunct ``inner = outer`` of a correlated WHERE."""
+    from sluice.plan.expr import OuterRef
+
+    if isinstance(c, Call) and c.fn == "eq":
+        a, b = c.args
+        if isinstance(a, ColRef) and isinstance(b, OuterRef) and b.depth == 1:
+            return a.index, b.index
+        if isinstance(b, ColRef) and isinstance(a, OuterRef) and a.depth == 1:
+            return b.index, a.index
+    return None
+
+
+def _uses_current_time(e: BExpr) -> bool:
+    return any(isinstance(x, CurrentTime) for x in walk_expr(e))
+
+
 def _no_current_time(e: BExpr) -> None:
-    if any(isinstance(x, CurrentTime) for x in walk_expr(e)):
+    if _uses_current_time(e):
         raise UnsupportedError(
-            "the embedded engine runs CURRENT_TIME only in a window's Where (on the stream); "
-            "over a relation it changes every row at every instant — use the reference evaluator"
+            "the embedded engine runs CURRENT_TIME in a window's Where, a WHERE or a select list, but not "
+            "in join conditions, grouping, aggregates or together with a subquery; use the reference evaluator"
         )
 
 

@@ -1,4 +1,5 @@
-"""GROUP BY and aggregates by definition (SQL): NULLs are ignored by every aggregate but
+"""GROUP BY and aggregates by definition (SQL), shared by the reference evaluator and the engine's
+per-row subquery evaluation: NULLs are ignored by every aggregate but
 COUNT(*); SUM/AVG/MIN/MAX of no values is NULL; without GROUP BY there is exactly one
 output row, even over an empty input (``COUNT(*) = 0``).
 

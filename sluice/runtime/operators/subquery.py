@@ -1,0 +1,142 @@
+"""Filters and projections whose expressions hold subqueries (IN, EXISTS, ALL/ANY, scalar).
+
+Inputs: the outer relation (deltas) and, per subquery, the deltas of its *uncorrelated part* X.
+A subquery plan is ``chain(X)`` where ``chain`` is a stack of Filter/Project/Aggregate/Distinct
+nodes that may read the outer row (the planner splits it so), evaluated per outer row with the
+shared SQL definitions (``sluice.plan.scalar``, ``sluice.plan.aggregates``).  For an outer row r the subquery's rows are
+``chain({x ∈ X(τ)}, r)``; equality conjuncts ``X.i = outer.j`` of the lowest Filter index X by key.
+
+Everything is per element and in timestamp order across inputs (aligned reads): an outer delta
+is mapped with the current subquery states; a change to X at key k re-maps the outer rows with
+key k (all rows when there is no key) and emits what changed, old value out, new value in.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from sluice.plan import logical as L
+from sluice.plan.aggregates import aggregate_rows
+from sluice.plan.expr import BExpr, Subquery
+from sluice.runtime.batch import NEG_INF, from_signed_rows, to_elements
+from sluice.runtime.operators.base import Operator
+from sluice.runtime.rowexpr import Row, eval_row, fold_subquery
+
+
+@dataclass
+class SubquerySpec:
+    """How to answer one Subquery node: X's operator input index, the chain above X (bottom-up),
+    and equality keys (X column, outer column) taken from the lowest Filter.
+    """
+
+    node: Subquery
+    chain: tuple[L.LogicalNode, ...]  # Filter / Project / Aggregate / Distinct nodes, lowest first
+    keys: tuple[tuple[int, int], ...]
+
+
+class SubqueryMap(Operator):
+    def setup(self, exprs: tuple[BExpr, ...], is_filter: bool, specs: list[SubquerySpec]) -> SubqueryMap:
+        self.stateful = True
+        self.exprs = exprs
+        self.is_filter = is_filter
+        self.specs = specs
+        self.by_node = {id(s.node): i for i, s in enumerate(specs)}
+        self.outer: Counter[Row] = Counter()
+        self.outer_by_key: list[dict[tuple[Any, ...], Counter[Row]]] = [{} for _ in specs]
+        self.inner: list[dict[tuple[Any, ...], Counter[Row]]] = [{} for _ in specs]
+        return self
+
+    def has_work(self) -> bool:
+        from sluice.runtime.queue import count_upto
+
+        bound = self._arrival_bound()
+        return any(count_upto(r, bound) for r in self.readers) or min(bound, self._input_watermark()) > self._wm_out
+
+    # -- evaluation ----------------------------------------------------------------------
+    def _okey(self, i: int, row: Row) -> tuple[Any, ...]:
+        return tuple(row[j] for _, j in self.specs[i].keys)
+
+    def _answer(self, e: Subquery, row: Row, env: tuple[Row, ...]) -> Any:
+        i = self.by_node[id(e)]
+        spec = self.specs[i]
+        key = self._okey(i, row)
+        bucket = self.inner[i].get(key) if None not in key else None
+        outer_env = env + (row,)
+        rows: list[tuple[Row, int]] = list((bucket or {}).items())
+        for node in spec.chain:
+            ev = lambda e, r: eval_row(e, r, outer_env, self._answer)  # noqa: E731
+            if isinstance(node, L.Filter):
+                rows = [(r, n) for r, n in rows if ev(node.predicate, r) is True]
+            elif isinstance(node, L.Project):
+                rows = [(tuple(ev(c, r) for c in node.columns), n) for r, n in rows]
+            elif isinstance(node, L.Distinct):
+                rows = [(r, 1) for r in dict.fromkeys(r for r, n in rows if n > 0)]
+            else:
+                assert isinstance(node, L.Aggregate)
+                expanded = [r for r, n in rows for _ in range(n)]
+                rows = [(r, 1) for r in aggregate_rows(expanded, node, ev)]
+        x_val = eval_row(e.operand, row, env, self._answer) if e.operand is not None else None
+        return fold_subquery(e, x_val, rows)
+
+    def _map(self, row: Row) -> Row | None:
+        if self.is_filter:
+            return row if eval_row(self.exprs[0], row, (), self._answer) is True else None
+        return tuple(eval_row(c, row, (), self._answer) for c in self.exprs)
+
+    # -- running -------------------------------------------------------------------------
+    def _run(self, budget: int) -> int:
+        parts = self.read_aligned(budget)
+        events: list[tuple[int, int, int, Row]] = []  # (ts, input, sign, row)
+        for k, b in enumerate(parts):
+            events += [(t, k, 1 if s == "+" else -1, r) for t, s, r in to_elements(b)]
+        events.sort(key=lambda e: e[0])  # stable: within an instant, input order
+        out: list[tuple[int, int, Row]] = []
+        for ts, k, sign, row in events:
+            if k == 0:
+                self._outer_delta(ts, sign, row, out)
+            else:
+                self._inner_delta(k - 1, ts, sign, row, out)
+        if out:
+            self.emit(from_signed_rows(out, self.types))
+        done = min(self._arrival_bound(), self._input_watermark())
+        if done > NEG_INF:
+            self.advance(done)
+        return sum(p.num_rows for p in parts)
+
+    def _outer_delta(self, ts: int, sign: int, row: Row, out: list[tuple[int, int, Row]]) -> None:
+        self.outer[row] += sign
+        if self.outer[row] == 0:
+            del self.outer[row]
+        for i in range(len(self.specs)):
+            c = self.outer_by_key[i].setdefault(self._okey(i, row), Counter())
+            c[row] += sign
+            if c[row] == 0:
+                del c[row]
+        mapped = self._map(row)
+        if mapped is not None:
+            out.append((ts, sign, mapped))
+
+    def _inner_delta(self, i: int, ts: int, sign: int, x: Row, out: list[tuple[int, int, Row]]) -> None:
+        spec = self.specs[i]
+        key = tuple(x[xi] for xi, _ in spec.keys)
+        if None in key:  # a NULL key equals no outer row
+            return
+        affected = self.outer_by_key[i].get(key) if spec.keys else self.outer
+        rows = [(r, n) for r, n in (affected or {}).items() if n > 0]
+        before = [(self._map(r), n) for r, n in rows]
+        bucket = self.inner[i].setdefault(key, Counter())
+        bucket[x] += sign
+        if bucket[x] == 0:
+            del bucket[x]
+        for (r, n), (old, _) in zip(rows, before, strict=True):
+            new = self._map(r)
+            if old != new:
+                if old is not None:
+                    out.extend([(ts, -1, old)] * n)
+                if new is not None:
+                    out.extend([(ts, 1, new)] * n)
+
+    def state_bytes(self) -> int:
+        return 64 * (len(self.outer) + sum(sum(len(c) for c in d.values()) for d in self.inner))

@@ -1,0 +1,68 @@
+"""Row-at-a-time evaluation of bound expressions, for the operators whose semantics are per row
+(subqueries).  It uses the shared scalar definitions (``sluice.plan.scalar``); a subquery is
+answered by a callback the operator supplies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sluice.errors import InternalError
+from sluice.plan.expr import BExpr, Call, CaseWhen, ColRef, Const, CurrentTime, OuterRef, Subquery, UdfCall
+from sluice.plan.scalar import OPS
+
+Row = tuple[Any, ...]
+SubqueryFn = Callable[[Subquery, Row, tuple[Row, ...]], Any]
+
+
+def eval_row(e: BExpr, row: Row, env: tuple[Row, ...], sub: SubqueryFn, now: int | None = None) -> Any:
+    """``e`` on ``row``; ``env`` holds the enclosing rows (innermost last) for OuterRef; ``now`` is
+    the instant CURRENT_TIME stands for.
+    """
+    if isinstance(e, ColRef):
+        return row[e.index]
+    if isinstance(e, Const):
+        return e.value
+    if isinstance(e, Call):
+        return OPS[e.fn](*(eval_row(a, row, env, sub, now) for a in e.args))
+    if isinstance(e, OuterRef):
+        return env[-e.depth][e.index]
+    if isinstance(e, CaseWhen):
+        for cond, res in e.whens:
+            if eval_row(cond, row, env, sub, now) is True:
+                return eval_row(res, row, env, sub, now)
+        return eval_row(e.else_, row, env, sub, now)
+    if isinstance(e, UdfCall):
+        args = [eval_row(a, row, env, sub, now) for a in e.args]
+        if e.strict and any(a is None for a in args):
+            return None
+        return e.fn(*args)
+    if isinstance(e, Subquery):
+        return sub(e, row, env)
+    if isinstance(e, CurrentTime):
+        if now is None:
+            raise InternalError("CURRENT_TIME without an instant")
+        return now
+    raise InternalError(f"cannot evaluate {type(e).__name__} row by row")
+
+
+def fold_subquery(e: Subquery, x: Any, values: list[tuple[Row, int]]) -> Any:
+    """EXISTS / IN / ALL / ANY / scalar over the subquery's rows (with multiplicities), in 3VL."""
+    from sluice.errors import EvaluationError
+
+    if e.kind == "EXISTS":
+        nonempty = any(n > 0 for _, n in values)
+        return (not nonempty) if e.negated else nonempty
+    if e.kind == "SCALAR":
+        total = sum(n for _, n in values)
+        if total > 1:
+            raise EvaluationError(f"a scalar subquery returned {total} rows")
+        return values[0][0][0] if total else None
+    cmp = OPS[e.op if e.kind == "QUANT" else "eq"]
+    results = {cmp(x, r[0]) for r, n in values if n > 0}
+    if e.kind == "QUANT" and e.quantifier == "ALL":
+        out = False if False in results else (None if None in results else True)
+    else:
+        out = True if True in results else (None if None in results else False)
+    return OPS["not"](out) if e.negated else out
