@@ -137,3 +137,22 @@ def test_cli_run_prints_results_and_reports_rejections(tmp_path, capsys) -> None
     out, err = capsys.readouterr()
     assert "[1]:+:1\n[3]:-:1\n[3]:+:3" in out
     assert "s.csv:3: 'x' is not an integer" in err and "1 rejected" in err
+
+
+def test_a_stream_may_count_time_in_a_coarser_unit_than_the_tick() -> None:
+    from sluice.cql.ast import TimeUnit
+
+    eng = EmbeddedEngine(time_unit=TimeUnit.MILLISECOND)
+    eng.execute("register stream Fast (A integer); register stream Slow (B integer) UNIT second")
+    q = eng.register_query("select A, B from Fast [Range 500 Milliseconds], Slow [Now] where A = B")
+    eng.push("Slow", [(2, 7)])  # second 2 = tick 2000
+    eng.push("Fast", [(1600, 7), (2000, 7), (2600, 7)])
+    eng.close(2999)
+    assert [(e.ts, e.sign, e.row) for e in q.results()] == [
+        (2000, "+", (7, 7)),
+        (2000, "+", (7, 7)),
+        (2001, "-", (7, 7)),
+        (2001, "-", (7, 7)),
+    ]
+    with pytest.raises(Exception, match="finer than the catalog's tick"):
+        EmbeddedEngine().execute("register stream T (A integer) UNIT millisecond")

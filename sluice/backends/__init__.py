@@ -1,1 +1,26 @@
-"""Backends behind one engine interface: ``embedded`` (default, in-process)."""
+"""Backends behind one engine interface (``sluice.backends.base.Engine``).
+
+>>> eng = Sluice()                      # the embedded engine, the default
+>>> type(eng).__name__
+'EmbeddedEngine'
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sluice.errors import SluiceError
+
+
+def Sluice(backend: str = "embedded", **options: Any) -> Any:  # noqa: N802 - reads as a class
+    """An engine: ``backend="embedded"`` (in process; options as ``EmbeddedEngine``)."""
+    if backend == "embedded":
+        from sluice.backends.embedded import EmbeddedEngine
+
+        return EmbeddedEngine(**options)
+    if backend == "spark":
+        raise SluiceError("the spark backend is not part of this version yet; use backend='embedded'")
+    raise SluiceError(f"unknown backend {backend!r}; known: embedded")
+
+
+__all__ = ["Sluice"]

@@ -35,6 +35,7 @@ from sluice.runtime.operators.streams import Output
 from sluice.runtime.planner import Planner
 from sluice.runtime.queue import Queue
 from sluice.runtime.stats import OperatorStats, QueueStats, SourceStats
+from sluice.runtime.synopsis import SynopsisStats
 from sluice.scheduling import Strategy, make_strategy
 
 
@@ -52,6 +53,7 @@ class EngineStats:
     queues: tuple[QueueStats, ...]
     scheduler: str
     steps: int
+    synopses: tuple[tuple[str, SynopsisStats], ...] = ()
 
     @property
     def memory_bytes(self) -> int:
@@ -140,13 +142,16 @@ class EmbeddedEngine:
 
     # -- registration --------------------------------------------------------------------
     def _add_source(self, d: SourceDef) -> None:
-        self.sources[d.name.lower()] = Source(d.name, d.schema, self.ctx, self.slack, d.kind is Kind.RELATION)
+        src = Source(d.name, d.schema, self.ctx, self.slack, d.kind is Kind.RELATION)
+        src.scale = self.catalog.scale(d)
+        self.sources[d.name.lower()] = src
 
-    def register_stream(self, name: str, columns: Sequence[tuple[str, Any]]) -> None:
-        self._add_source(self.catalog.register_stream(name, columns))
+    def register_stream(self, name: str, columns: Sequence[tuple[str, Any]], unit: TimeUnit | None = None) -> None:
+        """A stream; ``unit`` says what its timestamps count if not the catalog's tick (coarser only)."""
+        self._add_source(self.catalog.register_stream(name, columns, unit))
 
-    def register_relation(self, name: str, columns: Sequence[tuple[str, Any]]) -> None:
-        self._add_source(self.catalog.register_relation(name, columns))
+    def register_relation(self, name: str, columns: Sequence[tuple[str, Any]], unit: TimeUnit | None = None) -> None:
+        self._add_source(self.catalog.register_relation(name, columns, unit))
 
     def register_view(self, name: str, query: str, columns: Sequence[str] = (), kind: Kind | None = None) -> None:
         register_view(self.catalog, name, query, columns, kind=kind)
@@ -292,6 +297,7 @@ class EmbeddedEngine:
             ),
             scheduler=self.strategy.name,
             steps=self._steps,
+            synopses=tuple((o.name, syn.statistics()) for o in ops for syn in o.synopses()),
         )
 
     def rejected(self) -> list[str]:

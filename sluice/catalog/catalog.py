@@ -107,8 +107,15 @@ class Catalog:
         if key in self._sources or key in self._views:
             raise CatalogError(f"{name!r} is already registered")
 
-    def register_source(self, name: str, kind: Kind, columns: Iterable[ColumnSpec]) -> SourceDef:
+    def register_source(
+        self, name: str, kind: Kind, columns: Iterable[ColumnSpec], unit: TimeUnit | None = None
+    ) -> SourceDef:
         self._check_free(name)
+        if unit is not None and unit.millis % self.time_unit.millis:
+            raise CatalogError(
+                f"{name} counts time in {unit.name.lower()}s, finer than the catalog's tick "
+                f"({self.time_unit.name.lower()}); open the catalog with time_unit={unit.name}"
+            )
         cols = tuple(Column(n, _to_type(t)) for n, t in columns)
         if not cols:
             raise CatalogError(f"{kind.value} {name!r} needs at least one attribute")
@@ -117,16 +124,21 @@ class Catalog:
             if c.name.lower() in seen:
                 raise CatalogError(f"attribute {c.name!r} appears twice in {name!r}")
             seen.add(c.name.lower())
-        d = SourceDef(name, kind, Schema(cols))
+        d = SourceDef(name, kind, Schema(cols), unit)
         self._sources[name.lower()] = d
-        self._persist(name, kind.value, f"REGISTER {kind.value.upper()} {name} ({d.schema.sql()})")
+        suffix = f" UNIT {unit.name.lower()}" if unit is not None else ""
+        self._persist(name, kind.value, f"REGISTER {kind.value.upper()} {name} ({d.schema.sql()}){suffix}")
         return d
 
-    def register_stream(self, name: str, columns: Iterable[ColumnSpec]) -> SourceDef:
-        return self.register_source(name, Kind.STREAM, columns)
+    def register_stream(self, name: str, columns: Iterable[ColumnSpec], unit: TimeUnit | None = None) -> SourceDef:
+        return self.register_source(name, Kind.STREAM, columns, unit)
 
-    def register_relation(self, name: str, columns: Iterable[ColumnSpec]) -> SourceDef:
-        return self.register_source(name, Kind.RELATION, columns)
+    def register_relation(self, name: str, columns: Iterable[ColumnSpec], unit: TimeUnit | None = None) -> SourceDef:
+        return self.register_source(name, Kind.RELATION, columns, unit)
+
+    def scale(self, d: SourceDef) -> int:
+        """Ticks per timestamp unit of ``d`` (1 unless it declared a coarser unit)."""
+        return 1 if d.unit is None else d.unit.millis // self.time_unit.millis
 
     def add_view(self, view: ViewDef) -> ViewDef:
         """Store an already-validated view (see ``sluice.plan.ddl.register_view``)."""

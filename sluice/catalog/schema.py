@@ -68,6 +68,7 @@ class SourceDef:
     name: str
     kind: Kind
     schema: Schema
+    unit: ast.TimeUnit | None = None  # what its timestamps count, if not the catalog's tick
 
 
 @dataclass(frozen=True, slots=True)

@@ -390,6 +390,7 @@ class RegisterSource(Statement):
     kind: str  # 'STREAM' | 'RELATION'
     name: str
     columns: tuple[ColumnDef, ...]
+    unit: TimeUnit | None = None  # what one of its timestamps counts (default: the catalog's tick)
     span: Span = _span()
 
 

@@ -185,7 +185,14 @@ class Parser:
         self.expect(T.LPAREN, "'(' before the attribute list")
         cols = tuple(self.comma_list(self.column_def))
         self.expect(T.RPAREN, "')' or ',' in the attribute list")
-        return ast.RegisterSource(kind, name, cols, span=self.span_from(start))
+        unit = None
+        if self.accept_kw("UNIT"):
+            t = self.tok
+            if t.type is not T.IDENT or t.upper not in _UNITS:
+                self.fail("expected a time unit", hint="units: millisecond, second, minute, hour, day")
+            self.advance()
+            unit = _UNITS[t.upper]
+        return ast.RegisterSource(kind, name, cols, unit, span=self.span_from(start))
 
     def column_def(self) -> ast.ColumnDef:
         name_tok = self.ident("an attribute name")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -99,8 +100,12 @@ class Operator:
             self._wm_out = wm
             self.output.advance(wm)
 
+    def synopses(self) -> list[Any]:
+        """The synopses this operator keeps (seed §3)."""
+        return []
+
     def state_bytes(self) -> int:
-        return 0
+        return sum(s.nbytes for s in self.synopses())
 
     def statistics(self) -> OperatorStats:
         return OperatorStats(self.name, self.kind, self._in, self._out, self._runs, self._seconds, self.state_bytes())

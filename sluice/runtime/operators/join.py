@@ -11,6 +11,7 @@ the joined rows.  Without keys the pairs are a cross product (nested loop).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -20,8 +21,8 @@ from sluice.plan.expr import BExpr
 from sluice.runtime.batch import META, NEG_INF, concat, make, sort_by_ts, ts_of
 from sluice.runtime.operators.base import Operator
 from sluice.runtime.queue import count_upto
+from sluice.runtime.synopsis import RelationSynopsis, W
 from sluice.runtime.vexpr import compile_expr, predicate_mask
-from sluice.runtime.weights import W, WeightedState
 
 
 class Join(Operator):
@@ -36,8 +37,8 @@ class Join(Operator):
         self.lt, self.rt = list(left_types), list(right_types)
         self.keys = list(keys)
         self.residual = compile_expr(residual) if residual is not None else None
-        self.left = WeightedState(self.lt)
-        self.right = WeightedState(self.rt)
+        self.left = RelationSynopsis(self.lt)
+        self.right = RelationSynopsis(self.rt)
         return self
 
     def has_work(self) -> bool:
@@ -127,8 +128,8 @@ class Join(Operator):
         w = dl.column(1).to_numpy()[i].astype(np.int64) * dr.column(1).to_numpy()[j].astype(np.int64)
         return self._build(dl, dr, i, j, META, META, ts, w)
 
-    def state_bytes(self) -> int:
-        return self.left.nbytes + self.right.nbytes
+    def synopses(self) -> list[Any]:
+        return [self.left, self.right]
 
 
 __all__ = ["Join", "pc"]

@@ -27,6 +27,7 @@ class Source(Operator):
     def __init__(self, name: str, schema: Schema, ctx: ExecContext, slack: int = 0, relation: bool = False) -> None:
         super().__init__(name=name, schema=schema, readers=[], output=Queue(name, schema.types), ctx=ctx)
         self.slack = slack
+        self.scale = 1  # ticks per unit of the timestamps pushed here
         self.relation = relation
         self.insert_only = not relation
         self._pending: list[pa.Table] = []
@@ -56,6 +57,8 @@ class Source(Operator):
         """Accept a typed batch (``__ts``, ``__sign``, attributes); late elements are rejected."""
         if batch.num_rows == 0:
             return
+        if self.scale != 1:
+            batch = batch.set_column(0, "__ts", pa.array(ts_of(batch) * self.scale))
         done = self.complete_upto()
         ts = ts_of(batch)
         late = ts <= done
@@ -79,13 +82,15 @@ class Source(Operator):
         self._buffered += batch.num_rows
         self.accepted += batch.num_rows
 
-    def heartbeat(self, ts: int) -> None:
-        self.heartbeat_ts = max(self.heartbeat_ts, ts)
+    def heartbeat(self, ts: int, scaled: bool = False) -> None:
+        """Instants up to ``ts`` (in this source's unit; in ticks if ``scaled``) are complete."""
+        tick = ts if scaled else (ts + 1) * self.scale - 1
+        self.heartbeat_ts = max(self.heartbeat_ts, tick)
 
     def close(self, until: int | None = None) -> None:
         """End of input: every instant up to ``until`` (default: the last timestamp seen) completes."""
         last = self.max_seen if until is None else max(until, self.max_seen)
-        self.heartbeat(last)
+        self.heartbeat(last, scaled=True)
 
     def has_work(self) -> bool:
         return self._buffered > 0 and self._releasable() or self.complete_upto() > self._wm_out

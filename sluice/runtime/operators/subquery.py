@@ -23,6 +23,7 @@ from sluice.plan.expr import BExpr, Subquery
 from sluice.runtime.batch import NEG_INF, from_signed_rows, to_elements
 from sluice.runtime.operators.base import Operator
 from sluice.runtime.rowexpr import Row, eval_row, fold_subquery
+from sluice.runtime.synopsis import HashSynopsis
 
 
 @dataclass
@@ -45,7 +46,7 @@ class SubqueryMap(Operator):
         self.by_node = {id(s.node): i for i, s in enumerate(specs)}
         self.outer: Counter[Row] = Counter()
         self.outer_by_key: list[dict[tuple[Any, ...], Counter[Row]]] = [{} for _ in specs]
-        self.inner: list[dict[tuple[Any, ...], Counter[Row]]] = [{} for _ in specs]
+        self.inner = [HashSynopsis() for _ in specs]
         return self
 
     def has_work(self) -> bool:
@@ -62,7 +63,7 @@ class SubqueryMap(Operator):
         i = self.by_node[id(e)]
         spec = self.specs[i]
         key = self._okey(i, row)
-        bucket = self.inner[i].get(key) if None not in key else None
+        bucket = self.inner[i].query(key) if None not in key else None
         outer_env = env + (row,)
         rows: list[tuple[Row, int]] = list((bucket or {}).items())
         for node in spec.chain:
@@ -126,10 +127,7 @@ class SubqueryMap(Operator):
         affected = self.outer_by_key[i].get(key) if spec.keys else self.outer
         rows = [(r, n) for r, n in (affected or {}).items() if n > 0]
         before = [(self._map(r), n) for r, n in rows]
-        bucket = self.inner[i].setdefault(key, Counter())
-        bucket[x] += sign
-        if bucket[x] == 0:
-            del bucket[x]
+        self.inner[i].insert(key, x, sign)
         for (r, n), (old, _) in zip(rows, before, strict=True):
             new = self._map(r)
             if old != new:
@@ -138,5 +136,8 @@ class SubqueryMap(Operator):
                 if new is not None:
                     out.extend([(ts, 1, new)] * n)
 
+    def synopses(self) -> list[Any]:
+        return list(self.inner)
+
     def state_bytes(self) -> int:
-        return 64 * (len(self.outer) + sum(sum(len(c) for c in d.values()) for d in self.inner))
+        return 64 * len(self.outer) + super().state_bytes()

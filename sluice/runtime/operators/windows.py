@@ -19,8 +19,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 from sluice.plan.logical import WindowSpec
-from sluice.runtime.batch import META, NEG_INF, concat, from_signed_rows, make, to_elements, ts_of
+from sluice.runtime.batch import META, NEG_INF, concat, from_signed_rows, to_elements, ts_of
 from sluice.runtime.operators.base import Unary
+from sluice.runtime.synopsis import WindowSynopsis
 
 
 class TimeWindow(Unary):
@@ -28,8 +29,8 @@ class TimeWindow(Unary):
         self.spec = spec
         self.insert_only = spec.kind == "UNBOUNDED"
         self.stateful = spec.kind != "UNBOUNDED"
-        self._ins: list[tuple[np.ndarray, pa.Table]] = []
-        self._del: list[tuple[np.ndarray, pa.Table]] = []
+        self._ins = WindowSynopsis(self.types)  # admitted, visible from their insert time (Slide)
+        self.window = WindowSynopsis(self.types)  # the window's contents, each with its leave time
         self._last_ts = NEG_INF
         return self
 
@@ -48,9 +49,9 @@ class TimeWindow(Unary):
         if not visible.all():
             b, a, d = b.filter(pa.array(visible)), a[visible], d[visible]
         if b.num_rows:
-            self._ins.append((a, b))
+            self._ins.insert(a, b)
             neg = b.set_column(1, "__sign", pa.array(np.full(b.num_rows, -1, dtype=np.int8)))
-            self._del.append((d, neg))
+            self.window.insert(d, neg)
         self._release(max(self._last_ts, self.readers[0].watermark()))
 
     def progress(self, wm: int) -> None:
@@ -58,23 +59,8 @@ class TimeWindow(Unary):
             self._release(max(self._last_ts, wm))
         self.advance(wm)
 
-    def _take(self, fifo: list[tuple[np.ndarray, pa.Table]], bound: int) -> list[tuple[np.ndarray, pa.Table]]:
-        out = []
-        while fifo:
-            times, b = fifo[0]
-            k = int(np.searchsorted(times, bound, side="right"))
-            if k == 0:
-                break
-            out.append((times[:k], b.slice(0, k)))
-            if k == len(times):
-                fifo.pop(0)
-            else:
-                fifo[0] = (times[k:], b.slice(k))
-                break
-        return out
-
     def _release(self, bound: int) -> None:
-        parts = self._take(self._del, bound) + self._take(self._ins, bound)
+        parts = [p for p in (self.window.expire(bound), self._ins.expire(bound)) if p[1].num_rows]
         if not parts:
             return
         times = np.concatenate([t for t, _ in parts])
@@ -83,20 +69,20 @@ class TimeWindow(Unary):
         order = np.argsort(times, kind="stable")  # deletions first within an instant
         self.emit(b.take(pa.array(order)))
 
-    def state_bytes(self) -> int:
-        return sum(b.nbytes for _, b in self._ins) + sum(b.nbytes for _, b in self._del)
+    def synopses(self) -> list[Any]:
+        return [self.window, self._ins]
 
 
 class RowsWindow(Unary):
     def setup(self, rows: int) -> RowsWindow:
         self.n = rows
         self.stateful = True
-        self._state = make([], 1, [[] for _ in self.types], self.types)
+        self.window = WindowSynopsis(self.types)  # the last N elements
         return self
 
     def process(self, b: pa.Table) -> None:
-        n, k = self.n, self._state.num_rows
-        combined = concat([self._state, b], self.types) if k else b
+        n, k = self.n, len(self.window)
+        combined = concat([self.window.query(), b], self.types) if k else b
         total = combined.num_rows
         new_pos = np.arange(k, total)
         new_ts = ts_of(b)
@@ -117,10 +103,12 @@ class RowsWindow(Unary):
         out = combined.take(pa.array(idx))
         out = out.set_column(0, "__ts", pa.array(ts)).set_column(1, "__sign", pa.array(sign))
         self.emit(out)
-        self._state = combined.slice(max(0, total - n))
+        self.window.insert(ts_of(b), b)
+        if len(self.window) > n:
+            self.window.delete(len(self.window) - n)
 
-    def state_bytes(self) -> int:
-        return self._state.nbytes
+    def synopses(self) -> list[Any]:
+        return [self.window]
 
 
 class PartitionWindow(Unary):
