@@ -1,0 +1,227 @@
+"""Virtual-time simulator of the Chain model (Chain §3, §6; Jiang §5), sharing the strategy code.
+
+Tuples are fluid memory units moving along operator paths.  Each queue holds batches
+``[arrival time, amount, tuple id]`` (amount in input-tuple units, so a batch at operator i occupies
+``amount · S_{i−1}`` memory).  Time advances in unit slots: arrivals of slot k enter at time k,
+memory is recorded, then the strategy spends the slot: it picks a unit, which runs until the slot
+ends, its queue empties, or its quantum (if any) is used; then it picks again (work-conserving).
+A unit is an operator, a path, or a segment (a contiguous run of a path's operators); inside a
+path or segment the oldest batch is pushed through first (Jiang's bottom-up internal scheduling).
+
+>>> from sluice.scheduling.model import Op, Path
+>>> from sluice.scheduling.strategies import make
+>>> p = Path("p", (Op("o1", 1.0, 0.2), Op("o2", 5.0, 1.0)))
+>>> r = simulate([p], {"p": [0] + [1] * 7}, make("chain"), horizon=16)
+>>> [round(m, 2) for m in r.memory[1:8]], round(r.memory[15], 2)
+([1.0, 1.2, 1.4, 1.6, 1.8, 2.0, 2.2], 0.0)
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sluice.scheduling.model import Path
+
+EPS = 1e-12
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """Operators ``first..last`` of path number ``path``."""
+
+    path: int
+    first: int
+    last: int
+    label: str = field(default="", compare=False)
+
+
+@dataclass
+class SimResult:
+    memory: list[float]  # total queue memory at the start of each slot (after its arrivals)
+    output: list[float]  # input-tuple units that left the system during each slot
+    latencies: list[tuple[float, float, int]]  # (latency, amount, path) of every output fragment
+    decisions: int
+    completions: dict[int, tuple[float, float, int]] = field(default_factory=dict)  # id: (arrival, done, path)
+
+    @property
+    def peak(self) -> float:
+        return max(self.memory, default=0.0)
+
+    def mean_latency(self) -> float:
+        """Mean tuple latency (arrival to completion)."""
+        return self.total_latency() / len(self.completions) if self.completions else 0.0
+
+    def total_latency(self) -> float:
+        """Σ over input tuples of (time its last part left − its arrival): Jiang's tuple latency."""
+        return sum(done - arr for arr, done, _ in self.completions.values())
+
+    def fluid_latency(self) -> float:
+        """Σ latency × amount over output fragments (what leaves early counts early)."""
+        return sum(lat * a for lat, a, _ in self.latencies)
+
+
+class Simulator:
+    def __init__(self, paths: Sequence[Path], strategy: Any) -> None:
+        self.paths = list(paths)
+        self.strategy = strategy
+        self.sizes = [p.sizes() for p in self.paths]
+        self.unit_costs = [p.unit_costs() for p in self.paths]
+        self.queues: list[list[deque[list[float]]]] = [[deque() for _ in p.ops] for p in self.paths]
+        self.now = 0.0
+        self.by_name = {op.name: (pi, i) for pi, p in enumerate(self.paths) for i, op in enumerate(p.ops)}
+        self.latencies: list[tuple[float, float, int]] = []
+        self.completions: dict[int, tuple[float, float, int]] = {}
+        self._next_id = 0
+        self.out_slot = 0.0
+        self.decisions = 0
+        strategy.prepare(self.paths)
+
+    # -- views the strategies read -------------------------------------------------------
+    def memory(self) -> float:
+        return float(
+            sum(self.sizes[pi][i] * b[1] for pi, qs in enumerate(self.queues) for i, q in enumerate(qs) for b in q)
+        )
+
+    def unit_memory(self, u: Unit) -> float:
+        return sum(self.sizes[u.path][i] * b[1] for i in range(u.first, u.last + 1) for b in self.queues[u.path][i])
+
+    def oldest(self, u: Unit) -> float:
+        """Arrival time of the oldest batch in the unit's queues (inf if none)."""
+        heads = [self.queues[u.path][i][0][0] for i in range(u.first, u.last + 1) if self.queues[u.path][i]]
+        return min(heads, default=float("inf"))
+
+    def _blocked(self, pi: int, i: int) -> bool:
+        partner = self.paths[pi].ops[i].partner
+        if partner is None or partner not in self.by_name:
+            return False
+        qi, qj = self.by_name[partner]
+        if self.queues[qi][qj]:
+            return False
+        return any(self.queues[qi][k] for k in range(qj))  # the other side may still deliver
+
+    def ready(self, units: Sequence[Unit]) -> list[Unit]:
+        out = []
+        for u in units:
+            for i in range(u.first, u.last + 1):
+                if self.queues[u.path][i] and not self._blocked(u.path, i):
+                    out.append(u)
+                    break
+        return out
+
+    # -- running -------------------------------------------------------------------------
+    def run_unit(self, u: Unit, budget: float) -> float:
+        """Run ``u`` for up to ``budget`` time, oldest tuple first, until a tuple leaves the unit
+        (then the strategy chooses again, as both papers decide at every such event).
+        """
+        used = 0.0
+        qs = self.queues[u.path]
+        m = len(self.paths[u.path].ops)
+        while budget - used > EPS:
+            best = None
+            for i in range(u.first, u.last + 1):
+                if qs[i] and not self._blocked(u.path, i):
+                    key = (qs[i][0][0], -i)
+                    if best is None or key < best[0]:
+                        best = (key, i)
+            if best is None:
+                break
+            i = best[1]
+            arrival, amount, tid = qs[i][0]
+            cost = self.unit_costs[u.path][i]
+            need = amount * cost
+            if need <= budget - used + EPS:
+                done, used = amount, used + need
+                qs[i].popleft()
+            else:
+                done = (budget - used) / cost
+                qs[i][0][1] -= done
+                used = budget
+            t_end = self.now + used
+            if i + 1 < m:
+                _insert(qs[i + 1], arrival, done, tid)
+            else:
+                self.latencies.append((t_end - arrival, done, u.path))
+                self.completions[int(tid)] = (arrival, t_end, u.path)
+                self.out_slot += done
+            if i == u.last and done >= amount - EPS:
+                break  # a whole tuple left the unit
+        return used
+
+    def step(self, units_of: Any) -> None:
+        """Spend one time unit."""
+        remaining = 1.0
+        while remaining > EPS:
+            units = units_of(self.strategy.granularity)
+            ready = self.ready(units)
+            if not ready:
+                break
+            u = self.strategy.choose(ready, self)
+            self.decisions += 1
+            quantum = self.strategy.quantum(u)
+            used = self.run_unit(u, min(remaining, quantum) if quantum else remaining)
+            self.strategy.charge(u, used, self)
+            self.now += used
+            remaining -= used
+            if used <= EPS:
+                break
+        self.now = float(round(self.now + remaining)) if remaining > EPS else self.now
+
+
+def _insert(q: deque[list[float]], arrival: float, amount: float, tid: float) -> None:
+    """Keep a queue ordered by arrival; the parts of one tuple (same id) stay one batch."""
+    if q and q[-1][2] == tid:
+        q[-1][1] += amount
+        return
+    if not q or q[-1][0] <= arrival:
+        q.append([arrival, amount, tid])
+        return
+    items = list(q)
+    items.append([arrival, amount, tid])
+    items.sort(key=lambda b: b[0])
+    q.clear()
+    q.extend(items)
+
+
+def units_for(paths: Sequence[Path], granularity: str, strategy: Any) -> list[Unit]:
+    if granularity == "operator":
+        return [Unit(pi, i, i, p.ops[i].name) for pi, p in enumerate(paths) for i in range(len(p.ops))]
+    if granularity == "path":
+        return [Unit(pi, 0, len(p.ops) - 1, p.name) for pi, p in enumerate(paths)]
+    return [Unit(pi, a, b, f"{p.name}[{a}..{b}]") for pi, p in enumerate(paths) for a, b in strategy.segments_of(p)]
+
+
+def simulate(
+    paths: Sequence[Path], arrivals: Mapping[str, Sequence[float]], strategy: Any, horizon: int | None = None
+) -> SimResult:
+    """Run ``strategy`` over ``paths``; ``arrivals[path][k]`` input-tuple units arrive at time k."""
+    sim = Simulator(paths, strategy)
+    if horizon is None:
+        horizon = max((len(a) for a in arrivals.values()), default=0)
+    cache: dict[str, list[Unit]] = {}
+
+    def units_of(g: str) -> list[Unit]:
+        if g not in cache:
+            cache[g] = units_for(paths, g, strategy)
+        return cache[g]
+
+    memory: list[float] = []
+    output: list[float] = []
+    for k in range(horizon):
+        sim.now = float(k)
+        for pi, p in enumerate(paths):
+            a = arrivals.get(p.name, ())
+            if k < len(a) and a[k] > 0:
+                # a "tuple" is one memory unit (Chain §3): arrivals enter as unit tuples
+                left = float(a[k])
+                while left > EPS:
+                    sim.queues[pi][0].append([float(k), min(1.0, left), float(sim._next_id)])
+                    sim._next_id += 1
+                    left -= 1.0
+        memory.append(sim.memory())
+        sim.out_slot = 0.0
+        sim.step(units_of)
+        output.append(sim.out_slot)
+    return SimResult(memory, output, sim.latencies, sim.decisions, sim.completions)

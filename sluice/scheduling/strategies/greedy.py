@@ -1,0 +1,17 @@
+"""Greedy (Chain §4.3): each operator on its own, static priority (1 − s)/t — the fraction of its
+input it eliminates per unit time — blind to its position in the path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sluice.scheduling.model import greedy_priority
+from sluice.scheduling.strategies.base import Strategy
+
+
+class Greedy(Strategy):
+    name = "greedy"
+
+    def priority(self, unit: Any, view: Any) -> float:
+        return greedy_priority(self.paths[unit.path], unit.first)
