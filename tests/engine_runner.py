@@ -21,6 +21,7 @@ def run_engine(
     seed: int = 0,
     chunk: int | None = None,
     extra_queries: tuple[str, ...] = (),
+    scheduler: str = "round-robin",
 ) -> list[Element]:
     """The engine's output for ``query`` over the inputs (pushed in ``chunk``-sized pieces, run between)."""
     stamps = [t for rows in streams.values() for t, _ in rows] + [t for ups in relations.values() for t, _, _ in ups]

@@ -27,6 +27,21 @@ def _catalog() -> Catalog:
 
 CAT = _catalog()
 
+# Every strategy, and the modifiers: scheduling may change when results appear, never what they are.
+SCHEDULERS = [
+    "round-robin",
+    "fifo",
+    "greedy",
+    "chain",
+    "path-capacity",
+    "segment",
+    "simplified-segment",
+    "chain+oldest-first",
+    "greedy+dynamic",
+    "fifo+exhaustive",
+    "path-capacity+limited",
+]
+
 windows = st.sampled_from(
     [
         "",
@@ -163,8 +178,9 @@ def relation_updates(draw: st.DrawFn) -> list[tuple[int, str, tuple[int, str]]]:
     relation_updates(),
     st.sampled_from([(None, 65536), (1, 1), (3, 2)]),
     st.booleans(),
+    st.sampled_from(SCHEDULERS),
 )
-def test_engine_equals_reference(query, s_rows, s2_rows, r_ups, feed, sharing) -> None:
+def test_engine_equals_reference(query, s_rows, s2_rows, r_ups, feed, sharing, scheduler) -> None:
     streams = {"S": [(t, (k, v)) for t, k, v in s_rows], "S2": [(t, (k, v)) for t, k, v in s2_rows]}
     relations = {"R": r_ups}
     bq = bind_query(CAT, query)
@@ -185,6 +201,7 @@ def test_engine_equals_reference(query, s_rows, s2_rows, r_ups, feed, sharing) -
         budget=budget,
         sharing=sharing,
         extra_queries=extra,
+        scheduler=scheduler,
     )
     diffs = diff_outputs(expected, got)
-    assert not diffs, f"{query}\n" + "\n".join(diffs[:10])
+    assert not diffs, f"{query} [{scheduler}]\n" + "\n".join(diffs[:10])

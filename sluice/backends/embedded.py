@@ -36,7 +36,8 @@ from sluice.runtime.planner import Planner
 from sluice.runtime.queue import Queue
 from sluice.runtime.stats import OperatorStats, QueueStats, SourceStats
 from sluice.runtime.synopsis import SynopsisStats
-from sluice.scheduling import Strategy, make_strategy
+from sluice.runtime.units import EngineUnit, EngineView, OnlineStats, make_units, model_paths, operator_paths
+from sluice.scheduling.strategies import make
 
 
 class UnknownNameError(SluiceError):
@@ -123,7 +124,7 @@ class EmbeddedEngine:
         time_unit: TimeUnit = TimeUnit.SECOND,
         slack: int = 0,
         sharing: bool = True,
-        scheduler: str | Strategy = "round-robin",
+        scheduler: str | Any = "round-robin",
         budget: int = 65536,
         seed: int = 0,
         start: int | None = None,
@@ -134,9 +135,15 @@ class EmbeddedEngine:
         self.sources: dict[str, Source] = {}
         self.planner = Planner(self.sources, self.ctx, sharing=sharing)
         self.queries: dict[str, Query] = {}
-        self.strategy = make_strategy(scheduler, budget=budget) if isinstance(scheduler, str) else scheduler
+        self._budget = budget
         self._steps = 0
         self._units: list[Operator] = []
+        self.stats_window = OnlineStats()
+        self.view = EngineView(self)
+        self._sched_units: list[EngineUnit] | None = None
+        self._since_prepare = 0
+        self.reprepare_every = 200  # decisions between priority recomputations
+        self.set_scheduler(scheduler)
         for d in self.catalog.sources:
             self._add_source(d)
 
@@ -253,6 +260,31 @@ class EmbeddedEngine:
             s.close(until)
         self.run()
 
+    # -- scheduling ----------------------------------------------------------------------
+    def set_scheduler(self, scheduler: str | Any, **options: Any) -> None:
+        """Choose the scheduling strategy (also while running): a name from
+        ``sluice.scheduling.strategies.STRATEGIES`` (with ``+oldest-first``, ``+dynamic``,
+        ``+exhaustive``, ``+limited`` modifiers) or a strategy object.
+        """
+        if isinstance(scheduler, str):
+            scheduler = make(scheduler, budget=self._budget, **options)
+        self.strategy = scheduler
+        self._sched_units = None
+
+    def _prepare(self) -> list[EngineUnit]:
+        inner = [u for u in self._units if u.kind != "Output"]
+        paths = operator_paths(list(self.sources.values()), self._units)
+        self.stats_window.observe(inner)
+        self.strategy.prepare(model_paths(paths, self.stats_window))
+        units = make_units(paths, self.strategy.granularity, self.strategy)
+        covered = {id(o) for u in units for o in u.ops}
+        # operators on no path to an output (none today) still get run
+        units += [EngineUnit((o,), -1, 0, 0, o.name) for o in inner if id(o) not in covered]
+        self._sched_units = units
+        self._granularity = self.strategy.granularity
+        self._since_prepare = 0
+        return units
+
     # -- execution -----------------------------------------------------------------------
     def _fix_start(self) -> None:
         if self.ctx.start is None:
@@ -265,17 +297,40 @@ class EmbeddedEngine:
                 self.ctx.start = min(cands)
 
     def run(self, max_steps: int | None = None) -> int:
-        """Run the scheduler until no operator has work; returns the number of steps taken."""
+        """Run until no operator has work; returns the number of scheduling decisions.
+
+        Sources release what is due and outputs take what is ready at every step (the root
+        consumes at once, Jiang §2.1); the strategy picks among the other units.
+        """
         self._fix_start()
-        units = list(self.sources.values()) + self._units
+        sources = list(self.sources.values())
+        outputs = [u for u in self._units if u.kind == "Output"]
         steps = 0
         while max_steps is None or steps < max_steps:
-            ready = [u for u in units if u.has_work()]
-            if not ready:
+            for s in sources:
+                if s.has_work():
+                    s.run(self._budget)
+            if (
+                self._sched_units is None
+                or self._since_prepare >= self.reprepare_every
+                or (self._granularity != self.strategy.granularity)
+            ):
+                self._prepare()
+            assert self._sched_units is not None
+            ready = [u for u in self._sched_units if u.has_work()]
+            if ready:
+                u = self.strategy.choose(ready, self.view)
+                u.run(self.strategy.budget(u))
+                self.strategy.charge(u, 1.0, self.view)
+                self._since_prepare += 1
+                steps += 1
+            done_out = False
+            for o in outputs:
+                if o.has_work():
+                    o.run(self._budget)
+                    done_out = True
+            if not ready and not done_out and not any(s.has_work() for s in sources):
                 break
-            u = self.strategy.choose(ready)
-            u.run(self.strategy.budget(u))
-            steps += 1
         self._steps += steps
         return steps
 

@@ -1,5 +1,10 @@
-"""Scheduling strategies: which unit of work runs next, and for how long."""
+"""Scheduling: which unit of work runs next, and for how long (Chain; Jiang).
 
-from sluice.scheduling.strategy import RoundRobin, Strategy, make_strategy
+``strategies`` holds every strategy behind one protocol; ``model`` the progress charts and
+capacities they use; ``simulator`` the virtual-time model that shares the strategy code;
+``bound`` the optimal-memory LP and the lower-envelope bound.
+"""
 
-__all__ = ["RoundRobin", "Strategy", "make_strategy"]
+from sluice.scheduling.strategies import STRATEGIES, Strategy, make
+
+__all__ = ["STRATEGIES", "Strategy", "make"]

@@ -1,0 +1,141 @@
+"""Scheduling units of the real engine, and the view strategies read (the simulator's interface).
+
+Operator paths run from each source through its readers to each query output (Chain §2,
+Jiang §2); an operator shared by several queries lies on several paths.  A unit is a run of one
+path's operators: one operator, a segment, or the whole path.  Running a unit runs its
+operators bottom-up.  Per-operator (cost, selectivity) come from the last ``window`` runs.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sluice.runtime.operators.base import Operator
+from sluice.scheduling.model import Op, Path
+
+DEFAULT_COST = 1e-6  # seconds per tuple before anything was measured
+MIN_COST = 1e-9
+
+
+@dataclass(frozen=True, eq=False)
+class EngineUnit:
+    ops: tuple[Operator, ...]
+    path: int
+    first: int
+    last: int
+    name: str = ""
+
+    def has_work(self) -> bool:
+        return any(op.has_work() for op in self.ops)
+
+    def run(self, budget: int) -> int:
+        return sum(op.run(budget) for op in self.ops)
+
+
+@dataclass
+class OnlineStats:
+    """Selectivity and cost per tuple of each operator over a sliding window of its recent runs."""
+
+    window: int = 50
+    runs: dict[str, deque[tuple[int, int, float]]] = field(default_factory=dict)
+    _last: dict[str, tuple[int, int, float]] = field(default_factory=dict)
+
+    def observe(self, ops: Sequence[Operator]) -> None:
+        for op in ops:
+            s = op.statistics()
+            prev = self._last.get(op.name, (0, 0, 0.0))
+            delta = (s.tuples_in - prev[0], s.tuples_out - prev[1], s.seconds - prev[2])
+            self._last[op.name] = (s.tuples_in, s.tuples_out, s.seconds)
+            if delta[0] > 0:
+                self.runs.setdefault(op.name, deque(maxlen=self.window)).append(delta)
+
+    def estimate(self, op: Operator) -> tuple[float, float]:
+        runs = self.runs.get(op.name)
+        if not runs:
+            return DEFAULT_COST, 1.0
+        tin = sum(r[0] for r in runs)
+        tout = sum(r[1] for r in runs)
+        secs = sum(r[2] for r in runs)
+        return max(secs / tin, MIN_COST), tout / tin
+
+
+def operator_paths(sources: Sequence[Operator], units: Sequence[Operator]) -> list[list[Operator]]:
+    """Every path from a source to an output through the operator DAG (outputs excluded)."""
+    readers: dict[int, list[Operator]] = {}
+    for op in units:
+        for q in op.inputs():
+            readers.setdefault(id(q), []).append(op)
+    out: list[list[Operator]] = []
+
+    def walk(op: Operator, acc: list[Operator]) -> None:
+        nxt = [r for r in readers.get(id(op.output), [])]
+        inner = [r for r in nxt if r.kind != "Output"]
+        if not inner:
+            if acc:
+                out.append(acc)
+            return
+        for r in inner:
+            walk(r, acc + [r])
+
+    for s in sources:
+        walk(s, [])
+    return out
+
+
+def model_paths(paths: Sequence[Sequence[Operator]], stats: OnlineStats) -> list[Path]:
+    model = []
+    for k, ops in enumerate(paths):
+        model.append(Path(f"path{k}", tuple(Op(op.name, *stats.estimate(op)) for op in ops)))
+    return model
+
+
+def make_units(paths: Sequence[Sequence[Operator]], granularity: str, strategy: Any) -> list[EngineUnit]:
+    units: list[EngineUnit] = []
+    seen: dict[tuple[int, ...], EngineUnit] = {}
+    model = getattr(strategy, "paths", [])
+    for pi, ops in enumerate(paths):
+        if granularity == "operator":
+            ranges = [(i, i) for i in range(len(ops))]
+        elif granularity == "path":
+            ranges = [(0, len(ops) - 1)]
+        else:
+            ranges = strategy.segments_of(model[pi])
+        for a, b in ranges:
+            key = tuple(id(o) for o in ops[a : b + 1])
+            if key in seen:  # a shared operator (or segment) is one unit, scheduled once
+                continue
+            u = EngineUnit(tuple(ops[a : b + 1]), pi, a, b, "/".join(o.name for o in ops[a : b + 1]))
+            seen[key] = u
+            units.append(u)
+    return units
+
+
+class EngineView:
+    """What strategies read about the engine (the same names the simulator offers)."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+
+    @property
+    def now(self) -> float:
+        return float(max((s.max_seen for s in self.engine.sources.values()), default=0))
+
+    def oldest(self, u: EngineUnit) -> float:
+        stamps = [r.queue.next_ts(r.cursor) for op in u.ops for r in op.readers]
+        vals = [s for s in stamps if s is not None]
+        return float(min(vals)) if vals else float("inf")
+
+    def unit_memory(self, u: EngineUnit) -> float:
+        total = 0.0
+        for op in u.ops:
+            for r in op.readers:
+                q = r.queue
+                if q.length:
+                    total += q.nbytes * r.available() / q.length
+        return total
+
+    def memory(self) -> float:
+        return float(sum(q.nbytes for q in self.engine._queues()))
