@@ -9,6 +9,7 @@ sluice demo                               the seed paper's web-proxy queries on 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -147,6 +148,26 @@ def _script(args: argparse.Namespace) -> int:
     return 0
 
 
+def _experiment(args: argparse.Namespace) -> int:
+    from sluice.experiments.scheduling import EXPERIMENTS, run
+
+    names = EXPERIMENTS if args.name == "all" else [args.name]
+    if args.name == "list":
+        print("\n".join(EXPERIMENTS))
+        return 0
+    for n in names:
+        if n not in EXPERIMENTS:
+            raise SluiceError(f"unknown experiment {n!r}; known: {', '.join(EXPERIMENTS)}, all, list")
+        summary = run(n, args.out, args.slots, args.seed)
+        print(
+            json.dumps(
+                summary.get("peak_ratio_to_chain") or summary.get("latency_ratio_to_path_capacity") or summary, indent=1
+            )
+        )
+        print(f"{n}: wrote {args.out}/{n}.csv, .png and .json", file=sys.stderr)
+    return 0
+
+
 def _demo(args: argparse.Namespace) -> int:
     from sluice.demo import run
 
@@ -182,6 +203,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--until", type=int, default=None)
     p.add_argument("--seed", type=int, default=0, help="seed of Sample()")
     p.set_defaults(fn=_reference)
+    p = sub.add_parser("experiment", help="reproduce a scheduling paper's experiment (CSV, PNG, JSON)")
+    p.add_argument("name", help="an experiment name, 'all', or 'list'")
+    p.add_argument("--out", default="out/experiments")
+    p.add_argument("--slots", type=int, default=None, help="simulated time units")
+    p.add_argument("--seed", type=int, default=1)
+    p.set_defaults(fn=_experiment)
     p = sub.add_parser("demo", help="the seed paper's web-proxy queries over a generated bursty stream")
     p.add_argument("--requests", type=int, default=3000)
     p.add_argument("--seed", type=int, default=7)

@@ -271,6 +271,13 @@ class EmbeddedEngine:
         self.strategy = scheduler
         self._sched_units = None
 
+    def set_estimates(self, estimates: dict[str, tuple[float, float]]) -> None:
+        """Static (seconds per tuple, selectivity) per operator name (see ``explain``), used by the
+        strategies instead of measured statistics for those operators.
+        """
+        self.stats_window.static.update(estimates)
+        self._sched_units = None
+
     def _prepare(self) -> list[EngineUnit]:
         inner = [u for u in self._units if u.kind != "Output"]
         paths = operator_paths(list(self.sources.values()), self._units)

@@ -41,6 +41,7 @@ class OnlineStats:
 
     window: int = 50
     runs: dict[str, deque[tuple[int, int, float]]] = field(default_factory=dict)
+    static: dict[str, tuple[float, float]] = field(default_factory=dict)  # supplied (cost, selectivity)
     _last: dict[str, tuple[int, int, float]] = field(default_factory=dict)
 
     def observe(self, ops: Sequence[Operator]) -> None:
@@ -53,6 +54,8 @@ class OnlineStats:
                 self.runs.setdefault(op.name, deque(maxlen=self.window)).append(delta)
 
     def estimate(self, op: Operator) -> tuple[float, float]:
+        if op.name in self.static:
+            return self.static[op.name]
         runs = self.runs.get(op.name)
         if not runs:
             return DEFAULT_COST, 1.0

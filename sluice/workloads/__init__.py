@@ -1,0 +1,1 @@
+"""Workload generators: bursty arrivals (Pareto ON/OFF), trace replay."""
