@@ -4,9 +4,13 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench venv clean
+.PHONY: demo test test-all test-fast lint bench venv clean java
 
 venv: $(STAMP)
+
+# Spark needs a JVM: install Debian's Java 17 if there is none.
+java:
+	@command -v java >/dev/null 2>&1 || { echo "installing openjdk-17-jre-headless"; apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless; }
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -m venv --help >/dev/null 2>&1 || { echo "installing python3-venv"; apt-get update -qq && apt-get install -y -qq python3-venv; }
@@ -22,11 +26,14 @@ lint: venv
 	$(PY) -m ruff check sluice tests
 	$(PY) -m mypy
 
-test: lint
+test: lint java
+	$(PY) -m pytest -q -m "not slow"
+
+test-all: lint java
 	$(PY) -m pytest -q
 
 test-fast: venv
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow and not spark"
 
 bench: venv
 	$(PY) benchmarks/engine_throughput.py

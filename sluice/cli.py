@@ -95,6 +95,8 @@ def _run(args: argparse.Namespace) -> int:
     from sluice.compat.stream_script import format_element
     from sluice.io.sources import read_source
 
+    if args.backend == "spark":
+        return _run_spark(args)
     eng = EmbeddedEngine(slack=args.slack, scheduler=args.scheduler, seed=args.seed)
     text = Path(args.file).read_text()
     try:
@@ -134,6 +136,38 @@ def _run(args: argparse.Namespace) -> int:
             print(f"{s.name}: {s.accepted} accepted, {s.rejected} rejected ({reasons})", file=sys.stderr)
     for m in eng.rejected()[:20]:
         print(f"rejected: {m}", file=sys.stderr)
+    return 0
+
+
+def _run_spark(args: argparse.Namespace) -> int:
+    from sluice.backends.spark.engine import SparkEngine
+    from sluice.compat.stream_script import format_element
+    from sluice.io.sources import read_source
+
+    eng = SparkEngine(master=args.master, seed=args.seed)
+    text = Path(args.file).read_text()
+    try:
+        results = eng.execute(text)
+    except CQLError as e:
+        raise SluiceError(f"{args.file}:{e.render()}") from None
+    queries = [r for r in results if r is not None and not isinstance(r, str)]
+    if not queries:
+        raise SluiceError(f"{args.file} registers no query")
+    for name, path in _pairs(args.source, "source").items():
+        d = eng._source(name)
+        try:
+            rows, errors = read_source(path, d.schema, d.kind.value == "relation")
+        except (OSError, ValueError) as e:
+            raise SluiceError(str(e)) from None
+        for msg in errors:
+            print(f"rejected: {msg}", file=sys.stderr)
+        eng.push(name, rows)
+    eng.close(args.until)
+    for q in queries:
+        print(f"# {q.name} ({eng.explain(q).splitlines()[0]}): {' '.join(q.bound.text.split())}")
+        for el in eng.results(q):
+            print(format_element(el.ts, el.sign, el.row))
+    eng.stop()
     return 0
 
 
@@ -186,6 +220,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--slack", type=int, default=0, help="accept elements up to this many ticks out of order")
     p.add_argument("--scheduler", default="round-robin")
     p.add_argument("--seed", type=int, default=0, help="seed of Sample()")
+    p.add_argument("--backend", choices=["embedded", "spark"], default="embedded")
+    p.add_argument("--master", default="local[2]", help="Spark master URL (with --backend spark)")
     p.set_defaults(fn=_run)
     p = sub.add_parser("script", help="run a STREAM 0.6.0 script file unchanged")
     p.add_argument("file")

@@ -13,14 +13,18 @@ from sluice.errors import SluiceError
 
 
 def Sluice(backend: str = "embedded", **options: Any) -> Any:  # noqa: N802 - reads as a class
-    """An engine: ``backend="embedded"`` (in process; options as ``EmbeddedEngine``)."""
+    """An engine: ``backend="embedded"`` (in process; options as ``EmbeddedEngine``) or
+    ``backend="spark"`` (``master="local[2]"`` or a cluster URL; options as ``SparkEngine``).
+    """
     if backend == "embedded":
         from sluice.backends.embedded import EmbeddedEngine
 
         return EmbeddedEngine(**options)
     if backend == "spark":
-        raise SluiceError("the spark backend is not part of this version yet; use backend='embedded'")
-    raise SluiceError(f"unknown backend {backend!r}; known: embedded")
+        from sluice.backends.spark.engine import SparkEngine
+
+        return SparkEngine(**options)
+    raise SluiceError(f"unknown backend {backend!r}; known: embedded, spark")
 
 
 __all__ = ["Sluice"]

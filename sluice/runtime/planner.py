@@ -46,12 +46,15 @@ class Planner:
             L.Sample: self._sample,
             L.Filter: self._filter,
             L.Project: self._project,
-            L.Join: lambda n: self._join(n, []),
+            L.Join: self._bare_join,
             L.Aggregate: self._aggregate,
             L.Distinct: self._distinct,
             L.SetOp: self._set_op,
             L.StreamOp: self._stream_op,
         }
+
+    def _bare_join(self, n: L.Join) -> Operator:
+        return self._join(n, [])
 
     def build(self, plan: L.LogicalNode, query: str) -> Operator:
         self._query = query

@@ -59,8 +59,34 @@ _KERNELS: dict[str, Callable[..., Any]] = {
 }
 
 
+class CompiledExpr:
+    """A compiled expression that pickles as its bound expression and recompiles when restored,
+    so an engine's state can be snapshotted (the Spark backend keeps it in the state store).
+    """
+
+    __slots__ = ("expr", "_fn")
+
+    def __init__(self, expr: BExpr) -> None:
+        self.expr = expr
+        self._fn: VFn = _compile(expr)
+
+    def __call__(self, b: pa.Table, now: int | None) -> Any:
+        return self._fn(b, now)
+
+    def __getstate__(self) -> BExpr:
+        return self.expr
+
+    def __setstate__(self, expr: BExpr) -> None:
+        self.expr = expr
+        self._fn = _compile(expr)
+
+
 def compile_expr(e: BExpr) -> VFn:
-    """Compile ``e`` to ``fn(batch, instant) -> array | scalar``."""
+    """Compile ``e`` to ``fn(batch, instant) -> array | scalar`` (picklable)."""
+    return CompiledExpr(e)
+
+
+def _compile(e: BExpr) -> VFn:
     if isinstance(e, ColRef):
         i = e.index + META
         return lambda b, now: b.column(i)
@@ -72,8 +98,8 @@ def compile_expr(e: BExpr) -> VFn:
     if isinstance(e, Call):
         return _call(e)
     if isinstance(e, CaseWhen):
-        conds = [compile_expr(c) for c, _ in e.whens]
-        results = [compile_expr(r) for _, r in e.whens] + [compile_expr(e.else_)]
+        conds = [_compile(c) for c, _ in e.whens]
+        results = [_compile(r) for _, r in e.whens] + [_compile(e.else_)]
         at = arrow_type(e.type)
 
         def case(b: pa.Table, now: int | None) -> Any:
@@ -84,7 +110,7 @@ def compile_expr(e: BExpr) -> VFn:
 
         return case
     if isinstance(e, UdfCall):
-        args = [compile_expr(a) for a in e.args]
+        args = [_compile(a) for a in e.args]
         fn, strict = e.fn, e.strict
 
         def udf(*vals: Any) -> Any:
@@ -108,7 +134,7 @@ def _full(v: Any, n: int, at: pa.DataType) -> Any:
 
 
 def _call(e: Call) -> VFn:
-    args = [compile_expr(a) for a in e.args]
+    args = [_compile(a) for a in e.args]
     if e.fn in _KERNELS:
         k = _KERNELS[e.fn]
         if len(args) == 1:

@@ -43,7 +43,10 @@ class SubqueryMap(Operator):
         self.exprs = exprs
         self.is_filter = is_filter
         self.specs = specs
-        self.by_node = {id(s.node): i for i, s in enumerate(specs)}
+        # keyed by the node itself (structural), not id(): ids do not survive a snapshot
+        self.by_node: dict[Subquery, int] = {}
+        for i, spec in enumerate(specs):
+            self.by_node.setdefault(spec.node, i)
         self.outer: Counter[Row] = Counter()
         self.outer_by_key: list[dict[tuple[Any, ...], Counter[Row]]] = [{} for _ in specs]
         self.inner = [HashSynopsis() for _ in specs]
@@ -60,7 +63,7 @@ class SubqueryMap(Operator):
         return tuple(row[j] for _, j in self.specs[i].keys)
 
     def _answer(self, e: Subquery, row: Row, env: tuple[Row, ...]) -> Any:
-        i = self.by_node[id(e)]
+        i = self.by_node[e]
         spec = self.specs[i]
         key = self._okey(i, row)
         bucket = self.inner[i].query(key) if None not in key else None

@@ -1,0 +1,1 @@
+"""The Spark backend: registered CQL queries on Spark Structured Streaming through PySpark."""

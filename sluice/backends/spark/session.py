@@ -1,0 +1,43 @@
+"""One SparkSession per process, configured for Sluice's stateful processors.
+
+``transformWithStateInPandas`` needs pandas, pyarrow and protobuf on the workers, the RocksDB
+state-store provider, and ``PYSPARK_PYTHON`` pointing at this interpreter.  Starting a session
+takes seconds, so it is created once and reused.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from typing import Any
+
+_SESSION: Any = None
+
+
+def java_available() -> bool:
+    return shutil.which("java") is not None
+
+
+def get_session(master: str = "local[2]", app: str = "sluice") -> Any:
+    global _SESSION
+    if _SESSION is not None:
+        return _SESSION
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    _SESSION = (
+        SparkSession.builder.master(master)
+        .appName(app)
+        .config("spark.sql.shuffle.partitions", "2")
+        .config(
+            "spark.sql.streaming.stateStore.providerClass",
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+        )
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
+        .getOrCreate()
+    )
+    _SESSION.sparkContext.setLogLevel("ERROR")
+    return _SESSION

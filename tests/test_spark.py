@@ -1,0 +1,182 @@
+"""The Spark backend against the same evidence as the embedded engine (one shared SparkSession).
+
+A representative subset runs in ``make test``; ``make test-all`` adds the cases marked slow.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sluice.backends.embedded import EmbeddedEngine
+from sluice.backends.spark.engine import SparkEngine
+from sluice.compat.stream_script import parse_output, parse_script, read_dat
+from sluice.cql import parse_statement
+from sluice.cql.ast import RegisterSource
+from sluice.reference import evaluate
+from sluice.reference.compare import diff_outputs
+
+import golden
+
+pytestmark = pytest.mark.spark
+
+FAST_GOLDEN = {"aggregates", "streamops"}
+
+
+def _plain_cases(g: golden.GoldenFile) -> list[golden.Case]:
+    # Cases with start=/until= options need an engine-level start/until; the rest run as pushed.
+    return [c for c in g.cases if c.kind == "query" and not c.options]
+
+
+def _golden_params():
+    for path in golden.all_files():
+        if not _plain_cases(golden.load(path)):
+            continue
+        marks = [] if path.stem in FAST_GOLDEN else [pytest.mark.slow]
+        yield pytest.param(path, id=path.stem, marks=marks)
+
+
+@pytest.mark.parametrize("path", list(_golden_params()))
+def test_golden_file_on_spark(spark, path, tmp_path) -> None:
+    g = golden.load(path)
+    cases = _plain_cases(g)
+    eng = SparkEngine(spark=spark, workdir=tmp_path, time_unit=g.catalog().time_unit)
+    for name in g.udfs:
+        fn, ret, args = golden.UDFS[name]
+        eng.catalog.register_function(name, fn, ret, args)
+    for text in g.ddl:
+        eng.execute(text)
+    handles = [(c, eng.register_query(c.query)) for c in cases]
+    for name, rows in g.streams.items():
+        eng.push(name, [(t, *r) for t, r in rows])
+    for name, ups in g.relations.items():
+        eng.push(name, [(t, s, *r) for t, s, r in ups])
+    eng.close()
+    for case, q in handles:
+        diffs = diff_outputs(golden.parse_expected(g, case), eng.results(q))
+        assert not diffs, f"{path.name}:{case.line}\n" + "\n".join(diffs[:10])
+    eng.stop()
+
+
+BASE = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "stream-0.6.0"
+
+
+def _value(text: str):
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return text
+
+
+@pytest.mark.skipif(not BASE.exists(), reason="../shared/conformance is not beside this checkout")
+@pytest.mark.parametrize(
+    "n", [pytest.param(n, marks=[] if n in (1, 5, 7) else [pytest.mark.slow]) for n in range(1, 11)]
+)
+def test_stream_script_on_spark(spark, n: int, tmp_path) -> None:
+    eng = SparkEngine(spark=spark, workdir=tmp_path)
+    dest = None
+    feeds: list[tuple[str, list]] = []
+    for cmd in parse_script((BASE / "test" / "scripts" / f"test{n}").read_text()):
+        if cmd.kind == "table":
+            stmt = parse_statement(cmd.text)
+            assert isinstance(stmt, RegisterSource)
+            eng.execute(cmd.text)
+            rel = stmt.kind == "RELATION"
+            data, errors = read_dat(BASE / cmd.target, rel)
+            assert not errors
+            pending = [(t, s, *r) for t, s, r in data] if rel else [(t, *r) for t, r in data]
+            feeds.append((stmt.name, pending))
+        elif cmd.kind == "vquery":
+            vt = parse_statement(cmd.target)
+            eng.execute(f"REGISTER VIEW {vt.name} ({', '.join(c.name for c in vt.columns)}) AS {cmd.text}")
+        else:
+            q = eng.register_query(cmd.text)
+            dest = Path(cmd.target).name
+    for name, rows in feeds:
+        eng.push(name, rows)
+    eng.close()
+    got: Counter = Counter()
+    for e in eng.results(q):
+        got[(e.ts, tuple(round(v, 4) if isinstance(v, float) else v for v in e.row))] += 1 if e.sign == "+" else -1
+    exp: Counter = Counter()
+    for ts, sign, vals in parse_output((BASE / "test" / "sample-out" / dest).read_text().splitlines()):
+        row = tuple(round(v, 4) if isinstance(v, float) else v for v in map(_value, vals))
+        exp[(ts, row)] += 1 if sign == "+" else -1
+    got, exp = +got, +exp
+    missing = exp - got
+    extra = got - exp
+    assert not missing, sorted(missing.items())[:3]
+    if extra:  # only the prototype's Rstream omission of the last instant (suite README)
+        last = max(ts for ts, _ in got)
+        assert "rstream" in q.bound.text.lower() and all(ts == last for ts, _ in extra)
+    eng.stop()
+
+
+def test_restart_from_checkpoint_loses_and_repeats_nothing(spark, tmp_path) -> None:
+    """Stop a file-to-file query part-way, resume from its checkpoint: same output as one run."""
+    ddl = "register stream S (K integer, V integer)"
+    query = "select K, count(*), sum(V) from S [Range 3 Seconds] group by K"
+    rows = [(t, t % 3, t * 7 % 11) for t in range(40)]
+    out = tmp_path / "out"
+    a = SparkEngine(spark=spark, workdir=tmp_path / "w")
+    a.execute(ddl)
+    a.register_query(query, name="agg", sink="parquet", path=out)
+    a.push("S", rows[:20])
+    a.heartbeat(18)
+    a.run()
+    a.stop()  # the query stops here; its checkpoint and state stay on disk
+    b = SparkEngine(spark=spark, workdir=tmp_path / "w")
+    b.execute(ddl)
+    qb = b.register_query(query, name="agg", sink="parquet", path=out)
+    b.push("S", rows[20:])
+    b.close()
+    resumed = b.results(qb)
+    b.stop()
+    ref = EmbeddedEngine()
+    ref.execute(ddl)
+    rq = ref.register_query(query)
+    ref.push("S", rows)
+    ref.close()
+    assert not diff_outputs(rq.results(), resumed)
+    assert len(resumed) == len(rq.results())
+
+
+DDL = "register stream S (K integer, V integer); register relation R (K integer, N varchar(4))"
+QUERIES = st.sampled_from(
+    [
+        "select K, count(*), max(V) from S [Range 2 Seconds] where V > 0 group by K",
+        "select * from S [Partition By K Rows 1]",
+        "Dstream(select K, V from S [Rows 2])",
+        "select S.V, R.N from S [Now], R where S.K = R.K",
+        "select distinct K from S where V is not null",
+    ]
+)
+ROWS = st.lists(st.tuples(st.integers(0, 6), st.integers(0, 2), st.one_of(st.none(), st.integers(-2, 2))), max_size=10)
+
+
+@settings(max_examples=3, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(QUERIES, ROWS)
+def test_spark_equals_reference_sample(spark, tmp_path_factory, query, rows) -> None:
+    eng = SparkEngine(spark=spark, workdir=tmp_path_factory.mktemp("diff"))
+    eng.execute(DDL)
+    q = eng.register_query(query)
+    rows = sorted(rows, key=lambda r: r[0])
+    ups = [(0, "+", 1, "a"), (3, "+", 2, "b"), (5, "-", 1, "a")]
+    eng.push("R", ups)
+    eng.push("S", rows)
+    eng.close()
+    stamps = [r[0] for r in rows] + [u[0] for u in ups]
+    expected = evaluate(
+        q.bound,
+        {"S": [(t, (k, v)) for t, k, v in rows]},
+        {"R": [(t, s, (k, n)) for t, s, k, n in ups]},
+        start=min(stamps),
+        until=max(stamps),
+    )
+    assert not diff_outputs(expected, eng.results(q)), query
+    eng.stop()
