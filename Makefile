@@ -38,6 +38,7 @@ test-fast: venv
 bench: venv
 	$(PY) benchmarks/engine_throughput.py
 	$(PY) benchmarks/reference_vs_duckdb.py
+	$(PY) benchmarks/spark_throughput.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

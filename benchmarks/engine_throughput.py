@@ -24,7 +24,6 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pyarrow as pa
-
 from sluice.backends.embedded import EmbeddedEngine
 from sluice.datatypes import FLOAT, INTEGER
 from sluice.runtime.batch import make

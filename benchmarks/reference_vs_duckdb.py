@@ -22,7 +22,6 @@ from pathlib import Path
 
 import duckdb
 import numpy as np
-
 from sluice.catalog import Catalog
 from sluice.plan import bind_query, execute
 from sluice.plan.explain import explain

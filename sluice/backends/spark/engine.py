@@ -19,6 +19,7 @@ import json
 import tempfile
 import time
 import uuid
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,15 +45,42 @@ from sluice.runtime.batch import to_elements
 EVENT_COLUMNS = ["ekey", "seq", "kind", "src", "ts", "sign", "row"]
 
 
+BUCKETS = 8  # partition keys are hash buckets: equal key values always share one
+
+
+def _row_partitionable(plan: L.LogicalNode) -> bool:
+    """Every operator distributes over a disjoint union of input elements: per-element windows,
+    σ, π, Sample, Rstream, and Istream over an insert-only input (where it is the identity).
+    """
+    for n in L.walk_plan(plan):
+        if isinstance(n, L.Window) and n.spec.kind not in ("UNBOUNDED", "NOW", "RANGE"):
+            return False
+        if isinstance(n, L.Aggregate | L.Join | L.SetOp | L.Distinct):
+            return False
+        if isinstance(n, L.StreamOp):
+            if n.op == "DSTREAM":
+                return False
+            if n.op == "ISTREAM" and any(
+                isinstance(m, L.Window) and m.spec.kind != "UNBOUNDED" for m in L.walk_plan(n.input)
+            ):
+                return False
+        if any(isinstance(x, Subquery) for e in n.exprs() for x in walk_expr(e)):
+            return False
+    return True
+
+
 def partitioning(plan: L.LogicalNode) -> tuple[str, tuple[int, ...]] | None:
     """(stream, attribute positions) to partition by, or None (run on one key).
 
     Partitionable: one stream, no relation, no join, no [Rows N] (a global order), no aggregate
-    without GROUP BY, no subquery; and a GROUP BY of stream columns or a Partition By to key on.
+    without GROUP BY, no subquery; and a GROUP BY of stream columns or a Partition By to key on —
+    or, for a plan of per-element operators only, the whole element.
     """
     scans = [n for n in L.walk_plan(plan) if isinstance(n, L.Scan)]
     if len({s.name for s in scans}) != 1 or scans[0].kind is not Kind.STREAM:
         return None
+    if _row_partitionable(plan):
+        return (scans[0].name, tuple(range(len(scans[0].schema))))
     keys: tuple[int, ...] | None = None
     for n in L.walk_plan(plan):
         if isinstance(n, L.Join | L.SetOp):
@@ -112,7 +140,8 @@ class SparkQuery:
         stream, cols = self.key
         d = catalog.lookup(stream)
         names = [d.schema.names[c] for c in cols]
-        return f"partitioned by {stream}.{', '.join(names)}"
+        what = "whole elements" if len(names) == len(d.schema.names) else f"{stream}.{', '.join(names)}"
+        return f"partitioned by {what} into {BUCKETS} hash buckets"
 
 
 class SparkEngine:
@@ -200,7 +229,7 @@ class SparkEngine:
                 if q.key is None:
                     key = "0"
                 elif q.key[0].lower() == d.name.lower():
-                    key = json.dumps([row[i] for i in q.key[1]])
+                    key = str(zlib.crc32(json.dumps([row[i] for i in q.key[1]]).encode()) % BUCKETS)
                 else:
                     continue
                 q.keys.add(key)
