@@ -187,7 +187,16 @@ def _experiment(args: argparse.Namespace) -> int:
 
     names = EXPERIMENTS if args.name == "all" else [args.name]
     if args.name == "list":
-        print("\n".join(EXPERIMENTS))
+        print("\n".join(EXPERIMENTS + ["sweep (with --on-spark)"]))
+        return 0
+    if args.name == "sweep" or args.on_spark:
+        if not args.on_spark:
+            raise SluiceError("the sweep runs on Spark: add --on-spark")
+        from sluice.experiments.sweep import sweep
+
+        df = sweep(args.out, seeds=args.seeds, slots=args.slots or 2000, master=args.master)
+        print(df.groupby(["workload", "strategy"])["peak_memory"].mean().unstack("strategy").round(3).to_string())
+        print(f"sweep: {len(df)} runs -> {args.out}/sweep.parquet, sweep.json, sweep.png", file=sys.stderr)
         return 0
     for n in names:
         if n not in EXPERIMENTS:
@@ -244,6 +253,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", default="out/experiments")
     p.add_argument("--slots", type=int, default=None, help="simulated time units")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--on-spark", action="store_true", help="fan the strategy × workload × seed grid out on Spark")
+    p.add_argument("--seeds", type=int, default=4, help="seeds per cell of the Spark sweep")
+    p.add_argument("--master", default="local[2]")
     p.set_defaults(fn=_experiment)
     p = sub.add_parser("demo", help="the seed paper's web-proxy queries over a generated bursty stream")
     p.add_argument("--requests", type=int, default=3000)

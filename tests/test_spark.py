@@ -180,3 +180,26 @@ def test_spark_equals_reference_sample(spark, tmp_path_factory, query, rows) -> 
     )
     assert not diff_outputs(expected, eng.results(q)), query
     eng.stop()
+
+
+def test_json_file_sink(spark, tmp_path) -> None:
+    eng = SparkEngine(spark=spark, workdir=tmp_path)
+    eng.execute("register stream S (A integer, B varchar(4))")
+    q = eng.register_query("select * from S [Rows 1]", sink="json", path=tmp_path / "json-out")
+    eng.push("S", [(1, 1, "x"), (2, 2, None)])
+    eng.close()
+    assert [tuple(e) for e in eng.results(q)] == [(1, "+", (1, "x")), (2, "-", (1, "x")), (2, "+", (2, None))]
+    assert list((tmp_path / "json-out").glob("*.json"))
+    eng.stop()
+
+
+def test_experiment_sweep_on_spark(spark, tmp_path) -> None:
+    from sluice.experiments.sweep import STRATEGY_NAMES, WORKLOADS, run_cell, sweep
+
+    df = sweep(tmp_path, seeds=1, slots=200, spark=spark)
+    assert len(df) == len(WORKLOADS) * len(STRATEGY_NAMES)
+    assert (tmp_path / "sweep.png").stat().st_size > 0
+    back = spark.read.parquet(str(tmp_path / "sweep.parquet")).toPandas()
+    assert len(back) == len(df)
+    row = df[(df.workload == "chain-two-ops") & (df.strategy == "fifo")].iloc[0]
+    assert row.peak_memory == pytest.approx(run_cell(("chain-two-ops", "fifo", 1, 200))["peak_memory"])

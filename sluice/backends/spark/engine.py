@@ -43,6 +43,7 @@ from sluice.reference.evaluator import Element
 from sluice.runtime.batch import to_elements
 
 EVENT_COLUMNS = ["ekey", "seq", "kind", "src", "ts", "sign", "row"]
+SINKS = ("memory", "parquet", "json", "console")
 
 
 BUCKETS = 8  # partition keys are hash buckets: equal key values always share one
@@ -196,9 +197,9 @@ class SparkEngine:
             raise SluiceError(f"a query named {name!r} is already registered")
         d = self.workdir / name / "events"
         d.mkdir(parents=True, exist_ok=True)
-        if sink not in ("memory", "parquet"):
-            raise SluiceError("sink must be 'memory' or 'parquet'")
-        out_path = Path(path) if path else (self.workdir / name / "out" if sink == "parquet" else None)
+        if sink not in SINKS:
+            raise SluiceError(f"sink must be one of {', '.join(SINKS)}")
+        out_path = Path(path) if path else (self.workdir / name / "out" if sink in ("parquet", "json") else None)
         q = SparkQuery(name, bq, partitioning(bq.plan), d, sink, out_path)
         self.queries[name] = q
         return q
@@ -294,9 +295,11 @@ class SparkEngine:
         if q.sink == "memory":
             q.table = f"sluice_{q.name}_{uuid.uuid4().hex[:8]}"
             q.stream = w.format("memory").queryName(q.table).start()
-        else:
+        elif q.sink == "console":
+            q.stream = w.format("console").option("truncate", "false").start()
+        else:  # files, exactly once through the checkpoint
             assert q.out_path is not None
-            q.stream = w.format("parquet").option("path", str(q.out_path)).start()
+            q.stream = w.format(q.sink).option("path", str(q.out_path)).start()
 
     def run(self) -> None:
         """Hand Spark every event pushed so far and wait until each query has processed them."""
@@ -317,10 +320,20 @@ class SparkEngine:
     def results(self, query: str | SparkQuery) -> list[Element]:
         """The query's output so far, netted per instant (deletions before insertions)."""
         q = query if isinstance(query, SparkQuery) else self.queries[query]
+        if q.sink == "console":
+            raise SluiceError(f"query {q.name} writes to the console; use sink='memory', 'parquet' or 'json'")
         if q.sink == "memory":
             if not q.table:
                 return []
             pdf = self.spark.sql(f"select * from {q.table}").toPandas()
+        elif q.sink == "json":
+            assert q.out_path is not None
+            files = list(q.out_path.glob("*.json"))
+            pdf = (
+                self.spark.read.schema("ts long, sign int, row string").json(str(q.out_path)).toPandas()
+                if files
+                else pd.DataFrame(columns=["ts", "sign", "row"])
+            )
         else:
             assert q.out_path is not None
             files = list(q.out_path.glob("*.parquet"))
