@@ -97,7 +97,11 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.backend == "spark":
         return _run_spark(args)
-    eng = EmbeddedEngine(slack=args.slack, scheduler=args.scheduler, seed=args.seed)
+    from sluice.cql.ast import TimeUnit
+
+    eng = EmbeddedEngine(
+        slack=args.slack, scheduler=args.scheduler, seed=args.seed, time_unit=TimeUnit[args.time_unit.upper()]
+    )
     text = Path(args.file).read_text()
     try:
         results = eng.execute(text)
@@ -211,6 +215,17 @@ def _experiment(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gen(args: argparse.Namespace) -> int:
+    from sluice.workloads.nexmark import write
+
+    if args.kind != "nexmark":
+        raise SluiceError(f"unknown generator {args.kind!r}; known: nexmark")
+    counts = write(args.out, args.events, rate=args.rate)
+    for name, n in counts.items():
+        print(f"{name}: {n} rows -> {args.out}/{name}.parquet")
+    return 0
+
+
 def _demo(args: argparse.Namespace) -> int:
     from sluice.demo import run
 
@@ -229,6 +244,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--slack", type=int, default=0, help="accept elements up to this many ticks out of order")
     p.add_argument("--scheduler", default="round-robin")
     p.add_argument("--seed", type=int, default=0, help="seed of Sample()")
+    p.add_argument(
+        "--time-unit",
+        default="second",
+        choices=[u.name.lower() for u in __import__("sluice.cql.ast", fromlist=["TimeUnit"]).TimeUnit],
+        help="what one timestamp tick is (NEXMark: millisecond)",
+    )
     p.add_argument("--backend", choices=["embedded", "spark"], default="embedded")
     p.add_argument("--master", default="local[2]", help="Spark master URL (with --backend spark)")
     p.set_defaults(fn=_run)
@@ -257,6 +278,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=4, help="seeds per cell of the Spark sweep")
     p.add_argument("--master", default="local[2]")
     p.set_defaults(fn=_experiment)
+    p = sub.add_parser("gen", help="generate a workload (nexmark) as Parquet files")
+    p.add_argument("kind", help="nexmark")
+    p.add_argument("--events", type=int, default=100_000)
+    p.add_argument("--rate", type=int, default=10_000, help="events per second of event time")
+    p.add_argument("--out", default="out/nexmark")
+    p.set_defaults(fn=_gen)
     p = sub.add_parser("demo", help="the seed paper's web-proxy queries over a generated bursty stream")
     p.add_argument("--requests", type=int, default=3000)
     p.add_argument("--seed", type=int, default=7)

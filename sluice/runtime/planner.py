@@ -134,7 +134,18 @@ class Planner:
             return self._subquery_map(n, base, (sub_pred,), True)
         on_stream = n.input.kind is Kind.STREAM
         if not on_stream and _uses_current_time(n.predicate):
-            return self._ticking(n, (n.predicate,), True)
+            # only the conjuncts that read CURRENT_TIME re-evaluate every tick; the rest (join
+            # keys included) are planned underneath as usual
+            timed = [c for c in conj if _uses_current_time(c)]
+            plain = [c for c in conj if not _uses_current_time(c)]
+            timed_pred = _and(timed)
+            assert timed_pred is not None
+            base_node = n.input
+            if plain:
+                plain_pred = _and(plain)
+                assert plain_pred is not None
+                base_node = L.Filter(n.input, plain_pred)
+            return self._ticking(n, (timed_pred,), True, self._op(base_node))
         if isinstance(n.input, L.Join):
             return self._join(n.input, conj)
         child = self._op(n.input)
@@ -155,11 +166,13 @@ class Planner:
         op.insert_only = child.insert_only
         return op
 
-    def _ticking(self, n: L.LogicalNode, exprs: tuple[BExpr, ...], is_filter: bool) -> Operator:
+    def _ticking(
+        self, n: L.LogicalNode, exprs: tuple[BExpr, ...], is_filter: bool, child: Operator | None = None
+    ) -> Operator:
         from sluice.plan.expr import render
         from sluice.runtime.operators.ticking import TickingMap
 
-        child = self._op(n.inputs()[0])
+        child = child or self._op(n.inputs()[0])
         names = n.inputs()[0].schema.names
         detail = ("filter " if is_filter else "") + ", ".join(render(e, names) for e in exprs) + "; every tick"
         return self._new(TickingMap, n, [child], detail).setup(exprs, is_filter)
