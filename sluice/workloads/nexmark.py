@@ -322,8 +322,10 @@ def write(out: str, events: int, rate: int = 10_000, first: int = 0) -> dict[str
     o.mkdir(parents=True, exist_ok=True)
     counts = {}
     for name, rs in rows.items():
-        cols = list(zip(*rs, strict=True)) if rs else [[] for _ in range(len(COLUMNS[name]) + 1)]
-        table = pa.table({"ts": list(cols[0]), **{c: list(v) for c, v in zip(COLUMNS[name], cols[1:], strict=True)}})
+        cols: list[list[object]] = [list(c) for c in zip(*rs, strict=True)] if rs else []
+        if not cols:
+            cols = [[] for _ in range(len(COLUMNS[name]) + 1)]
+        table = pa.table({"ts": cols[0], **{c: v for c, v in zip(COLUMNS[name], cols[1:], strict=True)}})
         pq.write_table(table, o / f"{name}.parquet")
         counts[name] = len(rs)
     return counts
