@@ -12,24 +12,15 @@ from pathlib import Path
 
 import pytest
 from sluice.compat.runner import run_script
-from sluice.compat.stream_script import parse_output
+from sluice.compat.stream_script import parse_output, parse_value
 
 BASE = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "stream-0.6.0"
-
-
-def _value(text: str):
-    for conv in (int, float):
-        try:
-            return conv(text)
-        except ValueError:
-            pass
-    return text
 
 
 def _netted(lines) -> dict:
     c: Counter = Counter()
     for ts, sign, vals in parse_output(lines):
-        c[(ts, tuple(round(v, 4) if isinstance(v, float) else v for v in map(_value, vals)))] += (
+        c[(ts, tuple(round(v, 4) if isinstance(v, float) else v for v in map(parse_value, vals)))] += (
             1 if sign == "+" else -1
         )
     return {k: v for k, v in c.items() if v}

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from sluice.catalog import Catalog, Kind
-from sluice.compat.stream_script import parse_output, parse_script, read_dat
+from sluice.compat.stream_script import parse_output, parse_script, parse_value, read_dat
 from sluice.cql import parse_statement
 from sluice.cql.ast import RegisterSource
 from sluice.plan import bind_query, execute, register_view
@@ -20,15 +20,6 @@ from sluice.reference import evaluate
 
 BASE = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "stream-0.6.0"
 CUT = 600
-
-
-def _value(text: str):
-    for conv in (int, float):
-        try:
-            return conv(text)
-        except ValueError:
-            pass
-    return text
 
 
 def _netted(items) -> dict:
@@ -66,7 +57,7 @@ def test_stream_script_prefix(n: int) -> None:
     got = _netted((e.ts, e.sign, e.row) for e in out)
     expected_file = BASE / "test" / "sample-out" / Path(dest).name
     expected = _netted(
-        (ts, sign, tuple(_value(v) for v in vals))
+        (ts, sign, tuple(parse_value(v) for v in vals))
         for ts, sign, vals in parse_output(expected_file.read_text().splitlines())
         if ts <= CUT
     )

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sluice.backends.embedded import EmbeddedEngine
 from sluice.backends.spark.engine import SparkEngine
-from sluice.compat.stream_script import parse_output, parse_script, read_dat
+from sluice.compat.stream_script import parse_output, parse_script, parse_value, read_dat
 from sluice.cql import parse_statement
 from sluice.cql.ast import RegisterSource
 from sluice.reference import evaluate
@@ -64,15 +64,6 @@ def test_golden_file_on_spark(spark, path, tmp_path) -> None:
 BASE = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "stream-0.6.0"
 
 
-def _value(text: str):
-    for conv in (int, float):
-        try:
-            return conv(text)
-        except ValueError:
-            pass
-    return text
-
-
 @pytest.mark.skipif(not BASE.exists(), reason="../shared/conformance is not beside this checkout")
 @pytest.mark.parametrize(
     "n", [pytest.param(n, marks=[] if n in (1, 5, 7) else [pytest.mark.slow]) for n in range(1, 11)]
@@ -105,7 +96,7 @@ def test_stream_script_on_spark(spark, n: int, tmp_path) -> None:
         got[(e.ts, tuple(round(v, 4) if isinstance(v, float) else v for v in e.row))] += 1 if e.sign == "+" else -1
     exp: Counter = Counter()
     for ts, sign, vals in parse_output((BASE / "test" / "sample-out" / dest).read_text().splitlines()):
-        row = tuple(round(v, 4) if isinstance(v, float) else v for v in map(_value, vals))
+        row = tuple(round(v, 4) if isinstance(v, float) else v for v in map(parse_value, vals))
         exp[(ts, row)] += 1 if sign == "+" else -1
     got, exp = +got, +exp
     missing = exp - got

@@ -151,3 +151,13 @@ def parse_output(lines: Iterable[str]) -> Iterator[tuple[int, str, tuple[str, ..
         head, _, rest = line.partition("]:")
         sign, _, vals = rest.partition(":")
         yield int(head.lstrip("[")), sign, tuple(v.strip() for v in vals.split(","))
+
+
+def parse_value(text: str) -> Any:
+    """A value as STREAM printed it: an integer, a number, or text."""
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return text

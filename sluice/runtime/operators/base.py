@@ -64,6 +64,11 @@ class Operator:
         """Every input element with ``ts ≤`` this has arrived (read or not)."""
         return min((r.queue.watermark for r in self.readers), default=NEG_INF)
 
+    def aligned_has_work(self) -> bool:
+        """``has_work`` of an operator that reads its inputs with :meth:`read_aligned`."""
+        bound = self._arrival_bound()
+        return any(count_upto(r, bound) for r in self.readers) or min(bound, self._input_watermark()) > self._wm_out
+
     def read_aligned(self, budget: int) -> list[pa.Table]:
         """Read a timestamp *prefix* of every input: all elements with ``ts ≤ cut`` and none after,
         where ``cut`` ≤ the arrival bound keeps the read near ``budget`` elements (whole instants).

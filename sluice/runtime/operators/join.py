@@ -20,7 +20,6 @@ from sluice.datatypes import DataType
 from sluice.plan.expr import BExpr
 from sluice.runtime.batch import META, NEG_INF, concat, make, sort_by_ts, ts_of
 from sluice.runtime.operators.base import Operator
-from sluice.runtime.queue import count_upto
 from sluice.runtime.synopsis import RelationSynopsis, W
 from sluice.runtime.vexpr import compile_expr, predicate_mask
 
@@ -42,8 +41,7 @@ class Join(Operator):
         return self
 
     def has_work(self) -> bool:
-        bound = self._arrival_bound()
-        return any(count_upto(r, bound) for r in self.readers) or min(bound, self._input_watermark()) > self._wm_out
+        return self.aligned_has_work()
 
     def _run(self, budget: int) -> int:
         bound = self._arrival_bound()

@@ -18,7 +18,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sluice.runtime.batch import NEG_INF, TS, concat, from_signed_rows, sort_by_ts
 from sluice.runtime.operators.base import Operator
-from sluice.runtime.queue import count_upto
 
 _F: dict[tuple[str, bool], Callable[[int, int], int]] = {  # (left count, right count) -> output count
     ("UNION", False): lambda a, b: 1 if a + b > 0 else 0,
@@ -38,8 +37,7 @@ class SetOp(Operator):
         return self
 
     def has_work(self) -> bool:
-        bound = self._arrival_bound()
-        return any(count_upto(r, bound) for r in self.readers) or min(bound, self._input_watermark()) > self._wm_out
+        return self.aligned_has_work()
 
     def _run(self, budget: int) -> int:
         bound = self._arrival_bound()

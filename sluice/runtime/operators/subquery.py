@@ -53,10 +53,7 @@ class SubqueryMap(Operator):
         return self
 
     def has_work(self) -> bool:
-        from sluice.runtime.queue import count_upto
-
-        bound = self._arrival_bound()
-        return any(count_upto(r, bound) for r in self.readers) or min(bound, self._input_watermark()) > self._wm_out
+        return self.aligned_has_work()
 
     # -- evaluation ----------------------------------------------------------------------
     def _okey(self, i: int, row: Row) -> tuple[Any, ...]:
