@@ -156,3 +156,14 @@ def test_a_stream_may_count_time_in_a_coarser_unit_than_the_tick() -> None:
     ]
     with pytest.raises(Exception, match="finer than the catalog's tick"):
         EmbeddedEngine().execute("register stream T (A integer) UNIT millisecond")
+
+
+def test_rows_window_over_a_derived_stream_reads_it_in_canonical_order() -> None:
+    """Found by the differential test: Istream over an insert-only input was a pass-through, which
+    kept arrival order; a derived stream lists each instant in canonical order (NULLs last)."""
+    eng = EmbeddedEngine()
+    eng.execute("register stream S (K integer, V integer)")
+    q = eng.register_query("select count(*), max(T.V) from Istream(select K, V from S) [Rows 2] T")
+    eng.push("S", [(0, 0, None), (0, 0, None), (0, 0, 0)])
+    eng.close()
+    assert [tuple(e) for e in q.results()] == [(0, "+", (2, None))]

@@ -170,7 +170,7 @@ def relation_updates(draw: st.DrawFn) -> list[tuple[int, str, tuple[int, str]]]:
     return ups
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(
     queries(),
     stream_rows,

@@ -58,11 +58,13 @@ class Planner:
 
     def build(self, plan: L.LogicalNode, query: str) -> Operator:
         self._query = query
-        self._private: dict[int, Operator] = {}
+        self._ordered = _order_sensitive_streams(plan)
         return self._op(plan)
 
     def _op(self, node: L.LogicalNode) -> Operator:
         key: Any = node if self.sharing else (self._query, id(node))
+        if isinstance(node, L.StreamOp):  # a canonical-order Istream is a different operator
+            key = (key, node in self._ordered)
         memo = self._memo
         if key in memo:
             op = memo[key]
@@ -254,9 +256,25 @@ class Planner:
         child = self._op(n.input)
         if n.op == "RSTREAM":
             return self._new(Rstream, n, [child]).setup()
-        passthrough = n.op == "ISTREAM" and child.insert_only
+        # Over an insert-only input Istream is the identity — unless a [Rows N] / Partition By
+        # window reads this stream: then each instant must come out in canonical order (the
+        # definition of a derived stream), which needs the instant complete.
+        passthrough = n.op == "ISTREAM" and child.insert_only and n not in self._ordered
         detail = "insert-only input: pass-through" if passthrough else ""
         return self._new(IDstream, n, [child], detail).setup(n.op, passthrough)
+
+
+def _order_sensitive_streams(plan: L.LogicalNode) -> set[L.LogicalNode]:
+    """StreamOp nodes whose output order within an instant a Rows / Partition By window reads."""
+    out: set[L.LogicalNode] = set()
+    for n in L.walk_plan(plan):
+        if isinstance(n, L.Window) and n.spec.kind in ("ROWS", "PARTITION"):
+            m = n.input
+            while isinstance(m, L.Filter | L.Sample | L.Project) and m.kind is Kind.STREAM:
+                m = m.inputs()[0]
+            if isinstance(m, L.StreamOp):
+                out.add(m)
+    return out
 
 
 def keys_contains(keys: list[tuple[int, int]], key: tuple[int, int]) -> bool:
