@@ -39,6 +39,7 @@ bench: venv
 	$(PY) benchmarks/engine_throughput.py
 	$(PY) benchmarks/reference_vs_duckdb.py
 	$(PY) benchmarks/spark_throughput.py
+	$(PY) -m sluice bench --queries q0,q1,q2,q3,q5,q7 --events 100000
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

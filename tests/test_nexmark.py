@@ -70,3 +70,14 @@ def test_generator_shape() -> None:
     assert [e.id for e in events if type(e).__name__ == "Person"][:3] == [1000, 1001, 1002]
     assert events[-1].date_time == (4999 * 100) // 1000  # base + n·(10⁶/rate) µs, in ms
     assert events == list(NexmarkGenerator(rate=10_000).events(5000))  # deterministic
+
+
+def test_bench_checks_answers_against_duckdb(tmp_path) -> None:
+    from sluice.experiments.bench import bench, table
+
+    doc = bench(["q0", "q2", "q3", "q7"], events=3000, batch=1000, out=tmp_path / "nx.json")
+    assert (tmp_path / "nx.json").exists()
+    res = doc["results"]
+    assert all(res[q]["duckdb"]["answer_equal"] for q in ("q0", "q2", "q3"))
+    assert res["q7"]["duckdb"] is None and res["q0"]["embedded"]["events_per_s"] > 0
+    assert "| q3 |" in table(doc)
