@@ -112,15 +112,10 @@ def parse_values(text: str, where: str) -> tuple[Any, ...]:
 
 
 def format_value(v: Any) -> str:
-    if v is None:
-        return "NULL"
-    if isinstance(v, bool):
-        return "TRUE" if v else "FALSE"
-    if isinstance(v, str):
-        return "'" + v.replace("'", "''") + "'"
-    if isinstance(v, float):
-        return repr(v) if math.isfinite(v) else str(v)
-    return str(v)
+    """A value as a CQL literal (the printer's spelling); non-finite floats as Python writes them."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    return to_cql(ast.Literal(v))
 
 
 def format_element(e: Element) -> str:
