@@ -49,6 +49,11 @@ SINKS = ("memory", "parquet", "json", "console")
 BUCKETS = 8  # partition keys are hash buckets: equal key values always share one
 
 
+def bucket(values: list[Any]) -> str:
+    """The partition key of an element: a stable hash bucket of its key values."""
+    return str(zlib.crc32(json.dumps(values).encode()) % BUCKETS)
+
+
 def _row_partitionable(plan: L.LogicalNode) -> bool:
     """Every operator distributes over a disjoint union of input elements: per-element windows,
     σ, π, Sample, Rstream, and Istream over an insert-only input (where it is the identity).
@@ -172,6 +177,7 @@ class SparkEngine:
         self._min_ts: int | None = None
         self._files = 0
         self.rejected: list[str] = []
+        self.directories: dict[str, tuple[str, str, dict[str, str]]] = {}  # source -> (path, format, options)
 
     # -- registration --------------------------------------------------------------------
     def execute(self, text: str) -> list[Any]:
@@ -205,6 +211,18 @@ class SparkEngine:
         return q
 
     # -- input ---------------------------------------------------------------------------
+    def attach_directory(self, name: str, path: str | Path, fmt: str = "csv", **options: str) -> None:
+        """Read a stream or relation from files appearing in ``path`` (``csv``, ``json`` or
+        ``parquet``), picked up by Spark as they arrive.  Files have a ``ts`` column (and ``sign``,
+        ``+``/``-``, for a relation) and the attributes by name; CSV files have a header.
+        """
+        d = self._source(name)
+        if fmt not in ("csv", "json", "parquet"):
+            raise SluiceError(f"format must be csv, json or parquet, not {fmt!r}")
+        if any(q.stream is not None for q in self.queries.values()):
+            raise SluiceError("attach directories before the first run()")
+        self.directories[d.name] = (str(path), fmt, {k: str(v) for k, v in options.items()})
+
     def _source(self, name: str) -> SourceDef:
         try:
             d = self.catalog.lookup(name)
@@ -230,15 +248,16 @@ class SparkEngine:
                 if q.key is None:
                     key = "0"
                 elif q.key[0].lower() == d.name.lower():
-                    key = str(zlib.crc32(json.dumps([row[i] for i in q.key[1]]).encode()) % BUCKETS)
+                    key = bucket([row[i] for i in q.key[1]])
                 else:
                     continue
                 q.keys.add(key)
                 self._event(q, key, "d", d.name, t, 1 if sign == "+" else -1, json.dumps(list(row)))
 
     def _marker(self, kind: str, ts: int) -> None:
+        # keys are hash buckets, so every key a query can have is known: tell them all
         for q in self.queries.values():
-            for key in q.keys | ({"0"} if q.key is None else set()):
+            for key in ["0"] if q.key is None else [str(b) for b in range(BUCKETS)]:
                 self._event(q, key, kind, "", ts, 0, "")
 
     def heartbeat(self, ts: int) -> None:
@@ -287,6 +306,10 @@ class SparkEngine:
         start = self.start if self.start is not None else (self._min_ts or 0)
         proc = SluiceProcessor("\n".join(self.ddl), q.bound.text, start, self.catalog.time_unit.name, self.seed)
         events = self.spark.readStream.schema(schema).parquet(str(q.dir))
+        for src, (path, fmt, options) in self.directories.items():
+            if src.lower() not in {n.name.lower() for n in L.walk_plan(q.bound.plan) if isinstance(n, L.Scan)}:
+                continue
+            events = events.unionByName(self._file_events(q, src, path, fmt, options, schema))
         out = events.groupBy("ekey").transformWithStateInPandas(
             statefulProcessor=proc, outputStructType=output_schema(), outputMode="Append", timeMode="None"
         )
@@ -300,6 +323,52 @@ class SparkEngine:
         else:  # files, exactly once through the checkpoint
             assert q.out_path is not None
             q.stream = w.format(q.sink).option("path", str(q.out_path)).start()
+
+    def _file_events(self, q: SparkQuery, src: str, path: str, fmt: str, options: dict[str, str], schema: Any) -> Any:
+        """Rows of files in ``path`` as events for ``q`` (the same keys as pushed rows)."""
+        from pyspark.sql.types import StructField, StructType
+
+        from sluice.backends.spark.types import spark_type
+
+        d = self._source(src)
+        relation = d.kind is Kind.RELATION
+        from pyspark.sql.types import LongType, StringType
+
+        fields = [StructField("ts", LongType())]
+        if relation:
+            fields.append(StructField("sign", StringType()))
+        fields += [StructField(c.name, spark_type(c.type)) for c in d.schema.columns]
+        reader = self.spark.readStream.schema(StructType(fields))
+        if fmt == "csv":
+            reader = reader.option("header", "true")
+        for k, v in options.items():
+            reader = reader.option(k, v)
+        raw = reader.format(fmt).load(path)
+        names = list(d.schema.names)
+        key_cols = None if q.key is None else [names[i] for i in q.key[1]] if q.key[0].lower() == src.lower() else None
+        scale = self.catalog.scale(d)
+
+        def to_events(frames: Any) -> Any:
+            import json as _json
+
+            for pdf in frames:
+                rows = pdf[names].astype(object).where(pdf[names].notna(), None).values.tolist()
+                yield pd.DataFrame(
+                    {
+                        "ekey": [
+                            "0" if key_cols is None else bucket([r[names.index(c)] for c in key_cols]) for r in rows
+                        ],
+                        # before the pushed events and markers of the same micro-batch, in file order
+                        "seq": [-1] * len(rows),
+                        "kind": ["d"] * len(rows),
+                        "src": [src] * len(rows),
+                        "ts": (pdf["ts"].astype("int64") * scale).tolist(),
+                        "sign": ([1 if s == "+" else -1 for s in pdf["sign"]] if relation else [1] * len(rows)),
+                        "row": [_json.dumps(r) for r in rows],
+                    }
+                )
+
+        return raw.mapInPandas(to_events, schema)
 
     def run(self) -> None:
         """Hand Spark every event pushed so far and wait until each query has processed them."""
