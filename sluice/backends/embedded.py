@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -404,9 +403,3 @@ class EmbeddedEngine:
             self._explain_op(
                 c, child_prefix + ("└─ " if last else "├─ "), child_prefix + ("   " if last else "│  "), lines, qname
             )
-
-
-def run_once(engine: EmbeddedEngine) -> float:
-    t0 = time.perf_counter()
-    engine.run()
-    return time.perf_counter() - t0

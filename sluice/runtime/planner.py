@@ -151,7 +151,7 @@ class Planner:
         if isinstance(n.input, L.Join):
             return self._join(n.input, conj)
         child = self._op(n.input)
-        op = self._new(Select, n, [child], _render(n.predicate, n.input)).setup(n.predicate, on_stream)
+        op = self._new(Select, n, [child], _render(n.predicate, n.input)).setup(n.predicate)
         op.insert_only = child.insert_only
         return op
 
@@ -212,7 +212,7 @@ class Planner:
                 down_right.append(_shift(c, -lw))
             else:
                 key = _equi(c, lw)
-                if key is not None and not keys_contains(keys, key):
+                if key is not None and key not in keys:
                     keys.append(key)
                 else:
                     here.append(c)
@@ -275,10 +275,6 @@ def _order_sensitive_streams(plan: L.LogicalNode) -> set[L.LogicalNode]:
             if isinstance(m, L.StreamOp):
                 out.add(m)
     return out
-
-
-def keys_contains(keys: list[tuple[int, int]], key: tuple[int, int]) -> bool:
-    return key in keys
 
 
 def _conjuncts(e: BExpr) -> list[BExpr]:

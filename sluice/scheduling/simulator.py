@@ -167,7 +167,6 @@ class Simulator:
             remaining -= used
             if used <= EPS:
                 break
-        self.now = float(round(self.now + remaining)) if remaining > EPS else self.now
 
 
 def _insert(q: deque[list[float]], arrival: float, amount: float, tid: float) -> None:

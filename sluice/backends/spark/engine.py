@@ -21,7 +21,7 @@ import time
 import uuid
 import zlib
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -132,7 +132,6 @@ class SparkQuery:
     dir: Path
     sink: str
     out_path: Path | None
-    keys: set[str] = field(default_factory=set)
     stream: Any = None
     table: str = ""
 
@@ -251,7 +250,6 @@ class SparkEngine:
                     key = bucket([row[i] for i in q.key[1]])
                 else:
                     continue
-                q.keys.add(key)
                 self._event(q, key, "d", d.name, t, 1 if sign == "+" else -1, json.dumps(list(row)))
 
     def _marker(self, kind: str, ts: int) -> None:

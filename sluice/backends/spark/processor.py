@@ -22,8 +22,6 @@ try:  # pyspark is an optional dependency of the embedded-only install
 except ImportError:  # pragma: no cover - exercised only without pyspark
     StatefulProcessor = object  # type: ignore[misc,assignment]
 
-OUTPUT_FIELDS = [("ts", "long"), ("sign", "int"), ("row", "string")]
-
 
 def output_schema() -> Any:
     return StructType(

@@ -12,12 +12,10 @@ exactly one row, from the engine's first instant (``COUNT(*) = 0`` over nothing)
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from sluice.plan.expr import AggCall, BExpr
@@ -246,6 +244,3 @@ class Distinct(Unary):
 
     def state_bytes(self) -> int:
         return 48 * len(self.counts)
-
-
-__all__ = ["Aggregate", "Distinct", "Sequence", "np"]

@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from sluice.datatypes import DataType
 from sluice.plan.expr import BExpr
 from sluice.runtime.batch import META, NEG_INF, concat, make, sort_by_ts, ts_of
@@ -128,6 +127,3 @@ class Join(Operator):
 
     def synopses(self) -> list[Any]:
         return [self.left, self.right]
-
-
-__all__ = ["Join", "pc"]

@@ -13,7 +13,6 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from sluice.runtime.batch import NEG_INF, TS, concat, from_signed_rows, sort_by_ts
@@ -81,6 +80,3 @@ class SetOp(Operator):
 
     def state_bytes(self) -> int:
         return 48 * (len(self.counts[0]) + len(self.counts[1]))
-
-
-__all__ = ["SetOp", "np"]

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 from sluice.catalog import Schema
-from sluice.runtime.batch import META, NEG_INF, concat, sort_by_ts, to_elements, ts_of
+from sluice.runtime.batch import NEG_INF, concat, sort_by_ts, to_elements, ts_of
 from sluice.runtime.operators.base import ExecContext, Operator
 from sluice.runtime.queue import Queue
 from sluice.runtime.stats import SourceStats
@@ -131,13 +131,14 @@ class Source(Operator):
                 self._contents[row] -= 1
             else:
                 keep[i] = False
+                self.accepted -= 1  # it was counted when pushed
                 self.reject("absent deletion", f"{self.name}: deletion of {row!r} at {t}, which is not in it")
         return b if keep.all() else b.filter(pa.array(keep))
 
     def source_statistics(self) -> SourceStats:
         return SourceStats(
             self.name,
-            self.accepted - sum(self.rejected[r] for r in ("absent deletion",)),
+            self.accepted,
             sum(self.rejected.values()),
             tuple(sorted(self.rejected.items())),
             self.complete_upto(),
@@ -146,6 +147,3 @@ class Source(Operator):
 
     def state_bytes(self) -> int:
         return sum(b.nbytes for b in self._pending)
-
-
-__all__ = ["Source", "META"]

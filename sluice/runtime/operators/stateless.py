@@ -8,19 +8,18 @@ import numpy as np
 import pyarrow as pa
 from sluice.plan.expr import BExpr
 from sluice.plan.semantics import sample_keep
-from sluice.runtime.batch import attrs, to_elements, with_attrs
+from sluice.runtime.batch import to_elements, with_attrs
 from sluice.runtime.operators.base import Unary
 from sluice.runtime.vexpr import compile_expr, predicate_mask
 
 
 class Select(Unary):
-    """σ: keeps elements whose predicate is TRUE.  On a stream (a window's Where), CURRENT_TIME
-    is the element's own timestamp.
+    """σ: keeps elements whose predicate is TRUE.  CURRENT_TIME reads the element's own timestamp,
+    its meaning on a stream (a window's Where); over a relation the planner uses ``TickingMap``.
     """
 
-    def setup(self, predicate: BExpr, on_stream: bool) -> Select:
+    def setup(self, predicate: BExpr) -> Select:
         self._pred = compile_expr(predicate)
-        self._on_stream = on_stream
         return self
 
     def process(self, b: pa.Table) -> None:
@@ -61,6 +60,3 @@ class Sample(Unary):
             self._seen[(t, row)] += 1
             keep[i] = sample_keep(self.ctx.seed, self._salt, t, row, k, self._fraction)
         self.emit(b.filter(pa.array(keep)))
-
-
-__all__ = ["Project", "Sample", "Select", "attrs"]

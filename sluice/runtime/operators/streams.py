@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 from sluice.plan.semantics import sort_key
-from sluice.runtime.batch import NEG_INF, canonical, concat, from_signed_rows, net, sort_by_ts, to_elements, ts_of
+from sluice.runtime.batch import canonical, concat, from_signed_rows, net, to_elements, ts_of
 from sluice.runtime.operators.base import Unary
 
 
@@ -142,6 +142,3 @@ class Output(_Completing):
 
     def flush(self) -> None:
         self.progress(2**62)
-
-
-__all__ = ["IDstream", "NEG_INF", "Output", "Rstream", "sort_by_ts"]

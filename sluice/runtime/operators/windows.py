@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 from sluice.plan.logical import WindowSpec
-from sluice.runtime.batch import META, NEG_INF, concat, from_signed_rows, to_elements, ts_of
+from sluice.runtime.batch import NEG_INF, concat, from_signed_rows, to_elements, ts_of
 from sluice.runtime.operators.base import Unary
 from sluice.runtime.synopsis import WindowSynopsis
 
@@ -132,6 +132,3 @@ class PartitionWindow(Unary):
 
     def state_bytes(self) -> int:
         return sum(len(q) for q in self._parts.values()) * 8 * max(1, len(self.types))
-
-
-__all__ = ["META", "PartitionWindow", "RowsWindow", "TimeWindow"]
