@@ -152,6 +152,22 @@ def to_elements(b: pa.Table) -> list[tuple[int, str, tuple[Any, ...]]]:
     return [(t, "+" if s > 0 else "-", tuple(r)) for t, s, r in zip(ts, sg, rows, strict=True)]
 
 
+def signed_counts(b: pa.Table) -> list[tuple[int, tuple[Any, ...], int]]:
+    """``(instant, tuple, net sign)`` for every distinct (instant, tuple) of a batch, by instant:
+    one Arrow group-by, for operators that keep per-tuple counts.
+    """
+    if b.num_rows == 0:
+        return []
+    names = b.column_names[META:]
+    t = pa.table({TS: b.column(0), "s": pc.cast(b.column(1), pa.int64()), **{k: b.column(k) for k in names}})
+    g = t.group_by([TS] + names, use_threads=False).aggregate([("s", "sum")])
+    cols = [g.column(k).to_pylist() for k in names]
+    rows = list(zip(*cols, strict=True)) if cols else [()] * g.num_rows
+    out = list(zip(g.column(TS).to_pylist(), rows, g.column("s_sum").to_pylist(), strict=True))
+    out.sort(key=lambda r: r[0])
+    return out
+
+
 def net(b: pa.Table, types: Sequence[DataType], keep_ts: bool = True) -> pa.Table:
     """Sum the signs of equal (ts, tuple) elements and expand the net counts back into elements.
 

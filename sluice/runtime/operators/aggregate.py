@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sluice.plan.expr import AggCall, BExpr
 from sluice.plan.semantics import coerce
-from sluice.runtime.batch import TS, from_signed_rows
+from sluice.runtime.batch import TS, from_signed_rows, signed_counts
 from sluice.runtime.operators.base import Unary
 from sluice.runtime.vexpr import compile_expr
 
@@ -222,23 +222,18 @@ class Distinct(Unary):
         return self
 
     def process(self, b: pa.Table) -> None:
-        names = b.column_names[2:]
-        t = pa.table({TS: b.column(0), "s": pc.cast(b.column(1), pa.int64()), **{k: b.column(k) for k in names}})
-        g = t.group_by([TS] + names, use_threads=False).aggregate([("s", "sum")])
-        rows = sorted(g.to_pylist(), key=lambda r: r[TS])
         out = []
-        for r in rows:
-            row = tuple(r[k] for k in names)
+        for ts, row, delta in signed_counts(b):
             before = self.counts[row]
-            after = before + r["s_sum"]
+            after = before + delta
             if after:
                 self.counts[row] = after
             else:
                 del self.counts[row]
             if before <= 0 < after:
-                out.append((r[TS], 1, row))
+                out.append((ts, 1, row))
             elif after <= 0 < before:
-                out.append((r[TS], -1, row))
+                out.append((ts, -1, row))
         if out:
             self.emit(from_signed_rows(out, self.types))
 

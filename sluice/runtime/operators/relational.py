@@ -14,8 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
-from sluice.runtime.batch import NEG_INF, TS, concat, from_signed_rows, sort_by_ts
+from sluice.runtime.batch import NEG_INF, concat, from_signed_rows, signed_counts, sort_by_ts
 from sluice.runtime.operators.base import Operator
 
 _F: dict[tuple[str, bool], Callable[[int, int], int]] = {  # (left count, right count) -> output count
@@ -57,12 +56,8 @@ class SetOp(Operator):
         f = _F[(self.op, self.all)]
         changes: dict[tuple[int, tuple[Any, ...]], list[int]] = {}
         for side, b in enumerate(parts):
-            if not b.num_rows:
-                continue
-            names = b.column_names[2:]
-            t = pa.table({TS: b.column(0), "s": pc.cast(b.column(1), pa.int64()), **{k: b.column(k) for k in names}})
-            for r in t.group_by([TS] + names, use_threads=False).aggregate([("s", "sum")]).to_pylist():
-                changes.setdefault((r[TS], tuple(r[k] for k in names)), [0, 0])[side] += r["s_sum"]
+            for ts, row, delta in signed_counts(b):
+                changes.setdefault((ts, row), [0, 0])[side] += delta
         out = []
         left, right = self.counts
         for (ts, row), (dl, dr) in sorted(changes.items(), key=lambda kv: kv[0][0]):
