@@ -91,87 +91,70 @@ def _reference(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from sluice.backends.embedded import EmbeddedEngine, Query
+    from sluice.catalog import Kind
     from sluice.compat.stream_script import format_element
+    from sluice.cql.ast import TimeUnit
     from sluice.io.sources import read_source
 
-    if args.backend == "spark":
-        return _run_spark(args)
-    from sluice.cql.ast import TimeUnit
+    unit = TimeUnit[args.time_unit.upper()]
+    spark = args.backend == "spark"
+    eng: Any
+    if spark:
+        from sluice.backends.spark.engine import SparkEngine
 
-    eng = EmbeddedEngine(
-        slack=args.slack, scheduler=args.scheduler, seed=args.seed, time_unit=TimeUnit[args.time_unit.upper()]
-    )
-    text = Path(args.file).read_text()
+        eng = SparkEngine(master=args.master, seed=args.seed, time_unit=unit)
+    else:
+        from sluice.backends.embedded import EmbeddedEngine
+
+        eng = EmbeddedEngine(slack=args.slack, scheduler=args.scheduler, seed=args.seed, time_unit=unit)
     try:
-        results = eng.execute(text)
+        results = eng.execute(Path(args.file).read_text())
     except CQLError as e:
         raise SluiceError(f"{args.file}:{e.render()}") from None
-    queries = [r for r in results if isinstance(r, Query)]
+    queries = [r for r in results if hasattr(r, "bound")]
     if not queries:
         raise SluiceError(f"{args.file} registers no query")
     for name, path in _pairs(args.source, "source").items():
-        src = eng._source(name)
         try:
-            rows, errors = read_source(path, src.schema, src.relation)
+            d = eng.catalog.lookup(name)
+        except KeyError:
+            raise SluiceError(f"--source {name}: no such stream or relation in {args.file}") from None
+        try:
+            rows, errors = read_source(path, d.schema, d.kind is Kind.RELATION)
         except (OSError, ValueError) as e:
             raise SluiceError(str(e)) from None
         for msg in errors:
-            src.reject("malformed", msg)
+            if spark:
+                print(f"rejected: {msg}", file=sys.stderr)
+            else:
+                eng.sources[name.lower()].reject("malformed", msg)
         eng.push(name, rows)
-        eng.run()
+        if not spark:
+            eng.run()
     eng.close(args.until)
     out_dir = Path(args.out) if args.out else None
     for q in queries:
-        lines = (format_element(e.ts, e.sign, e.row) for e in q.results())
+        elements = eng.results(q) if spark else q.results()
+        lines = [format_element(e.ts, e.sign, e.row) for e in elements]
         if out_dir is not None:
             out_dir.mkdir(parents=True, exist_ok=True)
             dest = out_dir / f"{q.name}.out"
             dest.write_text("".join(line + "\n" for line in lines))
-            print(f"{q.name}: {q.count} elements -> {dest}", file=sys.stderr)
+            print(f"{q.name}: {len(lines)} elements -> {dest}", file=sys.stderr)
         else:
-            print(f"# {q.name}: {' '.join(q.bound.text.split())}")
+            where = f" ({eng.explain(q).splitlines()[0]})" if spark else ""
+            print(f"# {q.name}{where}: {' '.join(q.bound.text.split())}")
             for line in lines:
                 print(line)
-    stats = eng.statistics()
-    for s in stats.sources:
-        if s.rejected:
-            reasons = ", ".join(f"{n} {r}" for r, n in s.rejected_reasons)
-            print(f"{s.name}: {s.accepted} accepted, {s.rejected} rejected ({reasons})", file=sys.stderr)
+    if spark:
+        eng.stop()
+        return 0
+    for st in eng.statistics().sources:
+        if st.rejected:
+            reasons = ", ".join(f"{n} {r}" for r, n in st.rejected_reasons)
+            print(f"{st.name}: {st.accepted} accepted, {st.rejected} rejected ({reasons})", file=sys.stderr)
     for m in eng.rejected()[:20]:
         print(f"rejected: {m}", file=sys.stderr)
-    return 0
-
-
-def _run_spark(args: argparse.Namespace) -> int:
-    from sluice.backends.spark.engine import SparkEngine
-    from sluice.compat.stream_script import format_element
-    from sluice.io.sources import read_source
-
-    eng = SparkEngine(master=args.master, seed=args.seed)
-    text = Path(args.file).read_text()
-    try:
-        results = eng.execute(text)
-    except CQLError as e:
-        raise SluiceError(f"{args.file}:{e.render()}") from None
-    queries = [r for r in results if r is not None and not isinstance(r, str)]
-    if not queries:
-        raise SluiceError(f"{args.file} registers no query")
-    for name, path in _pairs(args.source, "source").items():
-        d = eng._source(name)
-        try:
-            rows, errors = read_source(path, d.schema, d.kind.value == "relation")
-        except (OSError, ValueError) as e:
-            raise SluiceError(str(e)) from None
-        for msg in errors:
-            print(f"rejected: {msg}", file=sys.stderr)
-        eng.push(name, rows)
-    eng.close(args.until)
-    for q in queries:
-        print(f"# {q.name} ({eng.explain(q).splitlines()[0]}): {' '.join(q.bound.text.split())}")
-        for el in eng.results(q):
-            print(format_element(el.ts, el.sign, el.row))
-    eng.stop()
     return 0
 
 
