@@ -15,17 +15,15 @@ only a checked run is reported.  Writes JSON to benchmarks/results/engine_throug
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import time
 from collections import Counter
-from pathlib import Path
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 from sluice.backends.embedded import EmbeddedEngine
 from sluice.datatypes import FLOAT, INTEGER
+from sluice.experiments.results import write_results
 from sluice.runtime.batch import make
 
 QUERIES = {
@@ -122,15 +120,7 @@ def main() -> None:
             f"{name:16s} {r['tuples_per_s']:>12,} tuples/s  ({r['seconds']} s, {r['output_elements']:,} out; "
             f"DuckDB final answer {r['duckdb_final_answer_s']} s)"
         )
-    doc = {
-        "benchmark": "engine_throughput",
-        "machine": {"python": platform.python_version(), "cpu": platform.processor() or platform.machine()},
-        "tuples": args.tuples,
-        "batch": args.batch,
-        "results": results,
-    }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")
+    write_results(args.out, "engine_throughput", tuples=args.tuples, batch=args.batch, results=results)
     print(f"wrote {args.out}")
 
 

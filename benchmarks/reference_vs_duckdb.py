@@ -14,15 +14,13 @@ The reference evaluator is the oracle, not the engine: these numbers are a basel
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import time
 from collections import Counter
-from pathlib import Path
 
 import duckdb
 import numpy as np
 from sluice.catalog import Catalog
+from sluice.experiments.results import write_results
 from sluice.plan import bind_query, execute
 from sluice.plan.explain import explain
 from sluice.reference import evaluate
@@ -93,13 +91,7 @@ def main() -> None:
             "final_answer_equal": True,
         }
         print(f"{name:18s} parse+bind {parse_rate:8.0f}/s  reference {ref_s:7.3f} s  duckdb(final) {duck_s:7.4f} s")
-    doc = {
-        "benchmark": "reference_vs_duckdb",
-        "machine": {"python": platform.python_version(), "cpu": platform.processor() or platform.machine()},
-        "results": results,
-    }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")
+    write_results(args.out, "reference_vs_duckdb", results=results)
     print(f"wrote {args.out}")
 
 

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
+from sluice.experiments.results import write_results
 
 QUERIES = {
     "select_project": "select A, B * 2 as B2 from S where K < 50",
@@ -101,13 +100,7 @@ def main() -> None:
                 f"{m:9s} {name:22s} spark {q['spark_events_per_s']:>9,} ev/s  embedded "
                 f"{q['embedded_events_per_s']:>11,} ev/s  ({q['partitioning']})"
             )
-    doc = {
-        "benchmark": "spark_throughput",
-        "machine": {"python": platform.python_version(), "cpu": platform.processor() or platform.machine()},
-        "runs": runs,
-    }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")
+    write_results(args.out, "spark_throughput", runs=runs)
     print(f"wrote {args.out}")
 
 

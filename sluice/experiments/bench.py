@@ -10,8 +10,6 @@ and here they are timed on the engine alone.
 
 from __future__ import annotations
 
-import json
-import platform
 import time
 from collections import Counter
 from pathlib import Path
@@ -19,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from sluice.experiments.results import write_results
 from sluice.workloads.nexmark import DDL, NexmarkGenerator, as_rows, categories
 
 QUERY_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "nexmark"
@@ -136,16 +135,7 @@ def bench(
     out: str | Path = "benchmarks/results/nexmark.json",
 ) -> dict[str, Any]:
     results = {q: run_query(q, events, batch, rate) for q in queries}
-    doc = {
-        "benchmark": "nexmark",
-        "machine": {"python": platform.python_version(), "cpu": platform.processor() or platform.machine()},
-        "events": events,
-        "batch": batch,
-        "rate": rate,
-        "results": results,
-    }
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(out).write_text(json.dumps(doc, indent=2) + "\n")
+    doc = write_results(out, "nexmark", events=events, batch=batch, rate=rate, results=results)
     return doc
 
 
