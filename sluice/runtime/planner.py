@@ -122,38 +122,27 @@ class Planner:
 
     def _filter(self, n: L.Filter) -> Operator:
         conj = _conjuncts(n.predicate)
-        with_sub = [c for c in conj if _has_subquery(c)]
-        if with_sub:
-            plain = [c for c in conj if not _has_subquery(c)]
-            if plain:
-                pred = _and(plain)
-                assert pred is not None
-                base = self._op(L.Filter(n.input, pred))
-            else:
-                base = self._op(n.input)
-            sub_pred = _and(with_sub)
-            assert sub_pred is not None
-            return self._subquery_map(n, base, (sub_pred,), True)
-        on_stream = n.input.kind is Kind.STREAM
-        if not on_stream and _uses_current_time(n.predicate):
-            # only the conjuncts that read CURRENT_TIME re-evaluate every tick; the rest (join
-            # keys included) are planned underneath as usual
-            timed = [c for c in conj if _uses_current_time(c)]
-            plain = [c for c in conj if not _uses_current_time(c)]
-            timed_pred = _and(timed)
-            assert timed_pred is not None
-            base_node = n.input
-            if plain:
-                plain_pred = _and(plain)
-                assert plain_pred is not None
-                base_node = L.Filter(n.input, plain_pred)
-            return self._ticking(n, (timed_pred,), True, self._op(base_node))
+        # Conjuncts with subqueries, and (over a relation) conjuncts reading CURRENT_TIME, need a
+        # row-at-a-time operator; the rest — join keys included — are planned underneath as usual.
+        if any(_has_subquery(c) for c in conj):
+            base, special = self._split_filter(n, conj, _has_subquery)
+            return self._subquery_map(n, base, (special,), True)
+        if n.input.kind is Kind.RELATION and any(_uses_current_time(c) for c in conj):
+            base, special = self._split_filter(n, conj, _uses_current_time)
+            return self._ticking(n, (special,), True, base)
         if isinstance(n.input, L.Join):
             return self._join(n.input, conj)
         child = self._op(n.input)
         op = self._new(Select, n, [child], _render(n.predicate, n.input)).setup(n.predicate)
         op.insert_only = child.insert_only
         return op
+
+    def _split_filter(self, n: L.Filter, conj: list[BExpr], special: Callable[[BExpr], bool]) -> tuple[Operator, BExpr]:
+        """(the operator for the ordinary conjuncts over the input, the AND of the special ones)."""
+        plain = _and([c for c in conj if not special(c)])
+        rest = _and([c for c in conj if special(c)])
+        assert rest is not None
+        return self._op(L.Filter(n.input, plain) if plain is not None else n.input), rest
 
     def _project(self, n: L.Project) -> Operator:
         if any(_has_subquery(c) for c in n.columns):
