@@ -2,151 +2,105 @@
 
 Each registered query becomes one Structured Streaming query:
 
-    Parquet event files ──readStream──> groupBy(ekey).transformWithStateInPandas(SluiceProcessor)
-                        ──writeStream──> memory table ("back into Python") or Parquet (exactly once)
+    source event files (Parquet, typed columns) ─┐
+    user directories (CSV / JSON / Parquet)  ────┼─ σ pushed down (Spark expressions)
+    rate source, socket                      ────┘  ekey = pmod(hash(key columns), 8)  (Spark)
+        ──> groupBy(ekey).transformWithStateInPandas(SluiceProcessor)   (RocksDB state)
+        ──> memory table ("back into Python") / Parquet / JSON (exactly once) / console
 
-``push`` writes the rows as *events* (``d`` data, ``h`` heartbeat, ``e`` end of input) into the
-query's input directory; ``run`` hands Spark what is there.  The partition key comes from the plan
-(``partitioning``): a GROUP BY or Partition By column of a single stream when every stateful
-operator is keyed by it; otherwise the query runs on one key and EXPLAIN says so.  Heartbeats and
-end of input are delivered to every key, so instants complete exactly as in the embedded engine.
-The processor runs the embedded engine's own operators, snapshotted in the RocksDB state store.
+``push`` appends typed Arrow batches (after the driver's lateness check — the same rule as the
+embedded engine's sources, so a partitioned query rejects exactly what the embedded one would);
+``heartbeat`` and ``close`` append markers that reach every partition key; ``run`` hands Spark
+what is there.  What Spark computes natively — the partition key of every element, the
+selections that can run before any stateful operator, the fan-out of replicated relations and
+markers — is decided by ``sluice.backends.spark.compile``; everything stateful runs in the
+processor, which holds the embedded engine's own operators (``docs/design/007``).
 """
 
 from __future__ import annotations
 
-import json
 import tempfile
 import time
 import uuid
-import zlib
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
-from sluice.backends.rows import rows_to_batch
+from sluice.backends.rows import rows_to_batch, table_to_batch
+from sluice.backends.spark.compile import BUCKETS, Partitioning, partitioning, pushdown, to_column
 from sluice.catalog import Catalog, Kind, SourceDef
 from sluice.cql import ast
 from sluice.cql.ast import TimeUnit
 from sluice.cql.parser import parse_script
 from sluice.cql.printer import to_cql
+from sluice.datatypes import DataType
 from sluice.errors import SluiceError
 from sluice.plan import BoundQuery, bind_query
 from sluice.plan import logical as L
 from sluice.plan.ddl import execute_statement
 from sluice.plan.explain import explain as explain_plan
-from sluice.plan.expr import ColRef, Subquery, walk_expr
+from sluice.plan.expr import render
+from sluice.plan.semantics import sort_key
 from sluice.reference.evaluator import Element
-from sluice.runtime.batch import to_elements
+from sluice.runtime.batch import arrow_schema, to_elements, ts_of
+from sluice.runtime.operators.base import ExecContext
+from sluice.runtime.operators.sources import Source
 
-EVENT_COLUMNS = ["ekey", "seq", "kind", "src", "ts", "sign", "row"]
 SINKS = ("memory", "parquet", "json", "console")
 
 
-BUCKETS = 8  # partition keys are hash buckets: equal key values always share one
-
-
-def bucket(values: list[Any]) -> str:
-    """The partition key of an element: a stable hash bucket of its key values."""
-    return str(zlib.crc32(json.dumps(values).encode()) % BUCKETS)
-
-
-def _row_partitionable(plan: L.LogicalNode) -> bool:
-    """Every operator distributes over a disjoint union of input elements: per-element windows,
-    σ, π, Sample, Rstream, and Istream over an insert-only input (where it is the identity).
+def needs_flag(t: DataType) -> bool:
+    """Nullable non-string columns travel as (value, is-null flag): pandas would turn a null into
+    NaN and round large integers on the way into the processor.
     """
-    for n in L.walk_plan(plan):
-        if isinstance(n, L.Window) and n.spec.kind not in ("UNBOUNDED", "NOW", "RANGE"):
-            return False
-        if isinstance(n, L.Aggregate | L.Join | L.SetOp | L.Distinct):
-            return False
-        if isinstance(n, L.StreamOp):
-            if n.op == "DSTREAM":
-                return False
-            if n.op == "ISTREAM" and any(
-                isinstance(m, L.Window) and m.spec.kind != "UNBOUNDED" for m in L.walk_plan(n.input)
-            ):
-                return False
-        if any(isinstance(x, Subquery) for e in n.exprs() for x in walk_expr(e)):
-            return False
-    return True
+    return not t.is_string
 
 
-def partitioning(plan: L.LogicalNode) -> tuple[str, tuple[int, ...]] | None:
-    """(stream, attribute positions) to partition by, or None (run on one key).
+def zero(t: DataType) -> Any:
+    from sluice.datatypes import TypeKind
 
-    Partitionable: one stream, no relation, no join, no [Rows N] (a global order), no aggregate
-    without GROUP BY, no subquery; and a GROUP BY of stream columns or a Partition By to key on —
-    or, for a plan of per-element operators only, the whole element.
-    """
-    scans = [n for n in L.walk_plan(plan) if isinstance(n, L.Scan)]
-    if len({s.name for s in scans}) != 1 or scans[0].kind is not Kind.STREAM:
-        return None
-    if _row_partitionable(plan):
-        return (scans[0].name, tuple(range(len(scans[0].schema))))
-    keys: tuple[int, ...] | None = None
-    for n in L.walk_plan(plan):
-        if isinstance(n, L.Join | L.SetOp):
-            return None
-        if any(isinstance(x, Subquery) for e in n.exprs() for x in walk_expr(e)):
-            return None
-        if isinstance(n, L.Window) and n.spec.kind == "ROWS":
-            return None
-        if isinstance(n, L.Window) and n.spec.kind == "PARTITION":
-            k = _trace(n.input, n.spec.partition)
-            if k is None:
-                return None
-            keys = k if keys is None else tuple(sorted(set(keys) & set(k))) or None
-            if keys is None:
-                return None
-        if isinstance(n, L.Aggregate):
-            if not n.keys or not all(isinstance(k, ColRef) for k in n.keys):
-                return None
-            k = _trace(n.input, tuple(k.index for k in n.keys if isinstance(k, ColRef)))
-            if k is None:
-                return None
-            keys = k if keys is None else tuple(sorted(set(keys) & set(k))) or None
-            if keys is None:
-                return None
-    return (scans[0].name, keys) if keys else None
-
-
-def _trace(node: L.LogicalNode, cols: tuple[int, ...]) -> tuple[int, ...] | None:
-    """Positions of ``cols`` in the scanned stream, through layout-preserving nodes only."""
-    while not isinstance(node, L.Scan):
-        if isinstance(node, L.Filter | L.Window | L.Sample):
-            node = node.inputs()[0]
-        else:
-            return None
-    return tuple(sorted(set(cols)))
+    return {TypeKind.FLOAT: 0.0, TypeKind.BOOLEAN: False}.get(t.kind, 0)
 
 
 @dataclass
 class SparkQuery:
     name: str
     bound: BoundQuery
-    key: tuple[str, tuple[int, ...]] | None
-    dir: Path
+    part: Partitioning | None
+    sources: list[str]  # catalog names of the sources the plan reads, in event-column order
+    seq_from: int  # events pushed before the query was registered are not its input
     sink: str
     out_path: Path | None
     stream: Any = None
     table: str = ""
+    notes: list[str] = field(default_factory=list)
 
     @property
     def kind(self) -> Kind:
         return self.bound.kind
 
     def partition_note(self, catalog: Catalog) -> str:
-        if self.key is None:
-            return "runs on one key: the plan is not partitionable (see sluice.backends.spark.engine.partitioning)"
-        stream, cols = self.key
-        d = catalog.lookup(stream)
-        names = [d.schema.names[c] for c in cols]
-        what = "whole elements" if len(names) == len(d.schema.names) else f"{stream}.{', '.join(names)}"
-        return f"partitioned by {what} into {BUCKETS} hash buckets"
+        if self.part is None:
+            return (
+                "runs on one key: no partitioning keeps its answer exact "
+                "(see sluice.backends.spark.compile.partitioning)"
+            )
+        how = []
+        for src in self.sources:
+            cols = self.part.keys.get(src.lower())
+            if cols is not None:
+                names = catalog.lookup(src).schema.names
+                what = "whole elements" if len(cols) == len(names) else ", ".join(names[c] for c in cols)
+                how.append(f"{src} by {what}")
+        replicated = [s for s in self.sources if s.lower() not in self.part.keys]
+        rep = f"; replicated to every key: {', '.join(replicated)}" if replicated else ""
+        return f"partitioned into {BUCKETS} hash buckets: {'; '.join(how)}{rep}"
 
 
 class SparkEngine:
@@ -160,6 +114,7 @@ class SparkEngine:
         time_unit: TimeUnit = TimeUnit.SECOND,
         seed: int = 0,
         start: int | None = None,
+        slack: int = 0,
         spark: Any = None,
     ) -> None:
         from sluice.backends.spark.session import get_session
@@ -168,15 +123,19 @@ class SparkEngine:
         self.catalog = Catalog(time_unit=time_unit)
         self.seed = seed
         self.start = start
+        self.slack = slack
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="sluice-spark-"))
         self.ddl: list[str] = []
         self.queries: dict[str, SparkQuery] = {}
-        self._events: dict[str, list[tuple[Any, ...]]] = {}
+        self._batches: dict[str, list[pa.Table]] = {}  # source -> pending event batches
+        self._markers: list[tuple[int, str, int]] = []
         self._seq = 0
         self._min_ts: int | None = None
-        self._files = 0
+        self._last_ts: int | None = None
+        self._admit: dict[str, Source] = {}  # the driver's lateness check, per source
         self.rejected: list[str] = []
-        self.directories: dict[str, tuple[str, str, dict[str, str]]] = {}  # source -> (path, format, options)
+        # source -> (kind, options): "directory" (path, format, options), "rate", "socket"
+        self.external: dict[str, tuple[str, dict[str, Any]]] = {}
 
     # -- registration --------------------------------------------------------------------
     def execute(self, text: str) -> list[Any]:
@@ -200,28 +159,18 @@ class SparkEngine:
         name = name or f"q{len(self.queries) + 1}"
         if name in self.queries:
             raise SluiceError(f"a query named {name!r} is already registered")
-        d = self.workdir / name / "events"
-        d.mkdir(parents=True, exist_ok=True)
         if sink not in SINKS:
             raise SluiceError(f"sink must be one of {', '.join(SINKS)}")
         out_path = Path(path) if path else (self.workdir / name / "out" if sink in ("parquet", "json") else None)
-        q = SparkQuery(name, bq, partitioning(bq.plan), d, sink, out_path)
+        sources: list[str] = []
+        for n in L.walk_plan(bq.plan):
+            if isinstance(n, L.Scan) and n.name.lower() not in {s.lower() for s in sources}:
+                sources.append(self._source(n.name).name)
+        q = SparkQuery(name, bq, partitioning(bq.plan), sources, self._seq, sink, out_path)
         self.queries[name] = q
         return q
 
     # -- input ---------------------------------------------------------------------------
-    def attach_directory(self, name: str, path: str | Path, fmt: str = "csv", **options: str) -> None:
-        """Read a stream or relation from files appearing in ``path`` (``csv``, ``json`` or
-        ``parquet``), picked up by Spark as they arrive.  Files have a ``ts`` column (and ``sign``,
-        ``+``/``-``, for a relation) and the attributes by name; CSV files have a header.
-        """
-        d = self._source(name)
-        if fmt not in ("csv", "json", "parquet"):
-            raise SluiceError(f"format must be csv, json or parquet, not {fmt!r}")
-        if any(q.stream is not None for q in self.queries.values()):
-            raise SluiceError("attach directories before the first run()")
-        self.directories[d.name] = (str(path), fmt, {k: str(v) for k, v in options.items()})
-
     def _source(self, name: str) -> SourceDef:
         try:
             d = self.catalog.lookup(name)
@@ -231,32 +180,88 @@ class SparkEngine:
             raise SluiceError(f"{name} is a view; push to its streams")
         return d
 
-    def _event(self, q: SparkQuery, key: str, kind: str, src: str, ts: int, sign: int, row: str) -> None:
-        self._seq += 1
-        self._events.setdefault(q.name, []).append((key, self._seq, kind, src, ts, sign, row))
-
-    def push(self, name: str, rows: Any) -> None:
+    def _attach(self, name: str, kind: str, options: dict[str, Any]) -> None:
         d = self._source(name)
-        batch, errors = rows_to_batch(rows, d.schema, d.kind is Kind.RELATION, d.name)
-        self.rejected += errors
+        if any(q.stream is not None for q in self.queries.values()):
+            raise SluiceError(f"attach sources before the first run() ({d.name})")
+        self.external[d.name.lower()] = (kind, options)
+
+    def attach_directory(self, name: str, path: str | Path, fmt: str = "csv", **options: str) -> None:
+        """Read a stream or relation from files appearing in ``path`` (``csv``, ``json`` or
+        ``parquet``), picked up by Spark as they arrive.  Files have a ``ts`` column (and ``sign``,
+        ``+``/``-``, for a relation) and the attributes by name; CSV files have a header.
+        """
+        if fmt not in ("csv", "json", "parquet"):
+            raise SluiceError(f"format must be csv, json or parquet, not {fmt!r}")
+        self._attach(name, "directory", {"path": str(path), "format": fmt, "options": options})
+
+    def attach_rate(self, name: str, rows_per_second: int, columns: dict[str, str] | None = None) -> None:
+        """Spark's ``rate`` source as a stream for load: ``ts`` is the generated timestamp in the
+        engine's time unit, ``value`` (0, 1, 2, …) feeds every integer attribute unless ``columns``
+        gives a Spark SQL expression over ``value`` per attribute.
+        """
+        d = self._source(name)
+        if d.kind is not Kind.STREAM:
+            raise SluiceError(f"{d.name} is a relation; a rate source feeds a stream")
+        self._attach(name, "rate", {"rows_per_second": rows_per_second, "columns": columns or {}})
+
+    def attach_socket(self, name: str, host: str, port: int) -> None:
+        """Lines ``ts,v1,v2,…`` (relations: ``ts,sign,v1,…``) from a TCP socket (Spark's ``socket``
+        source: for demos and tests, it is not fault tolerant).
+        """
+        self._attach(name, "socket", {"host": host, "port": int(port)})
+
+    def push(self, name: str, rows: Any, *, ts_column: str = "ts", sign_column: str = "sign") -> None:
+        """Push rows: tuples ``(ts, v1, …)`` / ``(ts, '+'|'-', v1, …)``, dicts, an Arrow table or a pandas frame."""
+        d = self._source(name)
+        relation = d.kind is Kind.RELATION
+        if isinstance(rows, pa.Table) or type(rows).__name__ == "DataFrame":
+            try:
+                batch = table_to_batch(rows, d.schema, relation, ts_column, sign_column)
+            except (ValueError, pa.ArrowInvalid, pa.ArrowTypeError) as e:
+                raise SluiceError(f"{d.name}: {e}") from None
+        else:
+            batch, errors = rows_to_batch(rows, d.schema, relation, d.name, ts_column, sign_column)
+            self.rejected += errors
+        batch = self._admitted(d, batch)
+        if batch.num_rows == 0:
+            return
+        n = batch.num_rows
+        seq = pa.array(np.arange(self._seq + 1, self._seq + 1 + n, dtype=np.int64))
+        self._seq += n
         scale = self.catalog.scale(d)
-        for ts, sign, row in to_elements(batch):
-            t = ts * scale
-            self._min_ts = t if self._min_ts is None else min(self._min_ts, t)
-            for q in self.queries.values():
-                if q.key is None:
-                    key = "0"
-                elif q.key[0].lower() == d.name.lower():
-                    key = bucket([row[i] for i in q.key[1]])
-                else:
-                    continue
-                self._event(q, key, "d", d.name, t, 1 if sign == "+" else -1, json.dumps(list(row)))
+        ts = ts_of(batch)
+        self._min_ts = int(ts.min()) * scale if self._min_ts is None else min(self._min_ts, int(ts.min()) * scale)
+        self._last_ts = int(ts.max()) * scale if self._last_ts is None else max(self._last_ts, int(ts.max()) * scale)
+        cols = {"seq": seq, "ts": batch.column(0), "sign": batch.column(1).cast(pa.int32())}
+        cols.update({f"c{j}": batch.column(2 + j) for j in range(len(d.schema))})
+        self._batches.setdefault(d.name.lower(), []).append(pa.table(cols))
+
+    def _admitted(self, d: SourceDef, batch: pa.Table) -> pa.Table:
+        """The elements the embedded engine would accept (late ones are rejected here, with reasons),
+        with timestamps as pushed.
+        """
+        key = d.name.lower()
+        if key not in self._admit:
+            src = Source(d.name, d.schema, ExecContext(), self.slack, d.kind is Kind.RELATION)
+            src.scale = self.catalog.scale(d)
+            self._admit[key] = src
+        src = self._admit[key]
+        seen = len(src.messages), sum(src.rejected.values())
+        src.push(batch)
+        out = src._pending.pop() if src._pending else batch.slice(0, 0)
+        src._pending.clear()
+        src._buffered = 0
+        self.rejected += src.messages[seen[0] :]
+        if src.scale != 1 and out.num_rows:
+            out = out.set_column(0, "__ts", pa.array(ts_of(out) // src.scale))
+        return out
 
     def _marker(self, kind: str, ts: int) -> None:
-        # keys are hash buckets, so every key a query can have is known: tell them all
-        for q in self.queries.values():
-            for key in ["0"] if q.key is None else [str(b) for b in range(BUCKETS)]:
-                self._event(q, key, kind, "", ts, 0, "")
+        self._seq += 1
+        self._markers.append((self._seq, kind, ts))
+        for src in self._admit.values():
+            src.heartbeat(ts)
 
     def heartbeat(self, ts: int) -> None:
         """No element stamped ≤ ts will still arrive (every source)."""
@@ -264,52 +269,192 @@ class SparkEngine:
 
     def close(self, until: int | None = None) -> None:
         """End of input: complete every instant up to ``until`` (default: the last timestamp pushed)."""
-        last = max((e[4] for evs in self._events.values() for e in evs if e[2] == "d"), default=None)
-        self._marker("e", until if until is not None else (last if last is not None else 0))
+        self._marker("e", until if until is not None else (self._last_ts if self._last_ts is not None else 0))
         self.run()
 
     # -- running -------------------------------------------------------------------------
-    def _flush(self) -> None:
-        for name, evs in self._events.items():
-            if not evs:
-                continue
-            q = self.queries[name]
-            df = pd.DataFrame(evs, columns=EVENT_COLUMNS)
-            df["ts"] = df["ts"].astype("int64")
-            df["sign"] = df["sign"].astype("int32")
-            self._files += 1
-            # unique across engines on one workdir (a restarted engine keeps adding files)
-            stem = f"part-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
-            tmp = q.dir / f".{stem}.parquet"
-            df.to_parquet(tmp, index=False)
-            tmp.rename(q.dir / f"{stem}.parquet")  # appear atomically
-            evs.clear()
+    def _write(self, directory: Path, table: pa.Table) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        # unique across engines on one workdir (a restarted engine keeps adding files)
+        stem = f"part-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
+        tmp = directory / f".{stem}.parquet"
+        pq.write_table(table, tmp)
+        tmp.rename(directory / f"{stem}.parquet")  # appears atomically
 
-    def _start(self, q: SparkQuery) -> None:
+    def _flush(self) -> None:
+        # data before markers: a micro-batch that sees a marker has seen the data before it
+        for src, batches in self._batches.items():
+            if batches:
+                self._write(self.workdir / "sources" / src, pa.concat_tables(batches))
+                batches.clear()
+        if self._markers:
+            seq, kind, ts = zip(*self._markers, strict=True)
+            self._write(
+                self.workdir / "markers",
+                pa.table({"seq": pa.array(seq, pa.int64()), "kind": pa.array(kind), "ts": pa.array(ts, pa.int64())}),
+            )
+            self._markers.clear()
+
+    def _source_frame(self, name: str) -> Any:
+        """One source's elements as a streaming frame ``seq, ts, sign, c0…`` (typed)."""
+        from pyspark.sql.types import IntegerType, LongType, StructField, StructType
+
+        from sluice.backends.spark.types import spark_type
+
+        d = self._source(name)
+        fields = [StructField("seq", LongType()), StructField("ts", LongType()), StructField("sign", IntegerType())]
+        fields += [StructField(f"c{j}", spark_type(c.type)) for j, c in enumerate(d.schema.columns)]
+        directory = self.workdir / "sources" / d.name.lower()
+        directory.mkdir(parents=True, exist_ok=True)
+        frame = self.spark.readStream.schema(StructType(fields)).parquet(str(directory))
+        ext = self.external.get(d.name.lower())
+        if ext is not None:
+            frame = frame.unionByName(self._external_frame(d, *ext))
+        return frame
+
+    def _external_frame(self, d: SourceDef, kind: str, opts: dict[str, Any]) -> Any:
+        """Rows of an attached source as ``seq, ts, sign, c0…``; ``seq`` -1 puts them before the
+        pushed events and markers of the same micro-batch, in the order Spark reads them.
+        """
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+        from sluice.backends.spark.types import spark_type
+
+        relation = d.kind is Kind.RELATION
+        names = list(d.schema.names)
+        types = [spark_type(t) for t in d.schema.types]
+        if kind == "directory":
+            fields = [StructField("ts", LongType())]
+            if relation:
+                fields.append(StructField("sign", StringType()))
+            fields += [StructField(n, t) for n, t in zip(names, types, strict=True)]
+            reader = self.spark.readStream.schema(StructType(fields))
+            if opts["format"] == "csv":
+                reader = reader.option("header", "true")
+            for k, v in opts["options"].items():
+                reader = reader.option(k, v)
+            raw = reader.format(opts["format"]).load(opts["path"])
+            sign = F.when(F.col("sign") == "-", -1).otherwise(1) if relation else F.lit(1)
+            values = [F.col(n) for n in names]
+        elif kind == "rate":
+            unit_ms = self.catalog.time_unit.millis
+            raw = self.spark.readStream.format("rate").option("rowsPerSecond", opts["rows_per_second"]).load()
+            raw = raw.withColumn("ts", F.floor(F.unix_millis(F.col("timestamp")) / unit_ms).cast("long"))
+            sign = F.lit(1)
+            values = [F.expr(opts["columns"][n]) if n in opts["columns"] else F.col("value") for n in names]
+        else:  # socket: "ts,[sign,]v1,…" per line
+            raw = (
+                self.spark.readStream.format("socket").option("host", opts["host"]).option("port", opts["port"]).load()
+            )
+            parts = F.split(F.col("value"), ",")
+            lead = 2 if relation else 1
+            raw = raw.withColumn("ts", F.trim(parts.getItem(0)).cast("long"))
+            sign = F.when(F.trim(parts.getItem(1)) == "-", -1).otherwise(1) if relation else F.lit(1)
+            values = [F.trim(parts.getItem(lead + j)) for j in range(len(names))]
+        cols = [F.lit(-1).cast("long").alias("seq"), F.col("ts"), sign.cast("int").alias("sign")]
+        cols += [v.cast(t).alias(f"c{j}") for j, (v, t) in enumerate(zip(values, types, strict=True))]
+        return raw.select(*cols)
+
+    def _input(self, q: SparkQuery) -> Any:
+        """The query's events, keyed: ``ekey, seq, kind, src, ts, sign`` and per source ``i`` its
+        columns ``s{i}c{j}`` (with ``s{i}n{j}`` is-null flags).
+        """
+        from pyspark.sql import functions as F
         from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
+        from sluice.backends.spark.types import spark_type
+
+        defs = [self._source(s) for s in q.sources]
+        pushed = pushdown(q.bound.plan)
+        all_keys = F.explode(F.array(*[F.lit(str(b)) for b in range(BUCKETS)]))
+
+        def values(active: int | None) -> list[Any]:
+            out = []
+            for i, d in enumerate(defs):
+                for j, t in enumerate(d.schema.types):
+                    st = spark_type(t)
+                    v = F.col(f"c{j}") if i == active else F.lit(None).cast(st)
+                    if needs_flag(t):
+                        out.append(F.coalesce(v, F.lit(zero(t)).cast(st)).alias(f"s{i}c{j}"))
+                        out.append((v.isNull() if i == active else F.lit(True)).alias(f"s{i}n{j}"))
+                    else:
+                        out.append(v.alias(f"s{i}c{j}"))
+            return out
+
+        frames = []
+        for i, d in enumerate(defs):
+            frame = self._source_frame(d.name).where((F.col("seq") > q.seq_from) | (F.col("seq") < 0))
+            preds = [to_column(p, lambda j: F.col(f"c{j}")) for p in pushed.get(d.name.lower(), [])]
+            for p in preds:
+                if p is not None:
+                    frame = frame.where(p)
+            if q.part is None:
+                ekey = F.lit("0")
+            elif d.name.lower() in q.part.keys:
+                cols = [F.col(f"c{j}") for j in q.part.keys[d.name.lower()]]
+                ekey = F.pmod(F.hash(*cols), F.lit(BUCKETS)).cast("string")
+            else:
+                ekey = all_keys
+            frames.append(
+                frame.select(
+                    ekey.alias("ekey"),
+                    "seq",
+                    F.lit("d").alias("kind"),
+                    F.lit(d.name).alias("src"),
+                    "ts",
+                    "sign",
+                    *values(i),
+                )
+            )
+        mdir = self.workdir / "markers"
+        mdir.mkdir(parents=True, exist_ok=True)
+        schema = StructType(
+            [StructField("seq", LongType()), StructField("kind", StringType()), StructField("ts", LongType())]
+        )
+        markers = self.spark.readStream.schema(schema).parquet(str(mdir)).where(F.col("seq") > q.seq_from)
+        frames.append(
+            markers.select(
+                (F.lit("0") if q.part is None else all_keys).alias("ekey"),
+                "seq",
+                "kind",
+                F.lit("").alias("src"),
+                "ts",
+                F.lit(0).cast(IntegerType()).alias("sign"),
+                *values(None),
+            )
+        )
+        out = frames[0]
+        for f in frames[1:]:
+            out = out.unionByName(f)
+        return out
+
+    def _start(self, q: SparkQuery) -> None:
         from sluice.backends.spark.processor import SluiceProcessor, output_schema
 
-        schema = StructType(
-            [
-                StructField("ekey", StringType()),
-                StructField("seq", LongType()),
-                StructField("kind", StringType()),
-                StructField("src", StringType()),
-                StructField("ts", LongType()),
-                StructField("sign", IntegerType()),
-                StructField("row", StringType()),
-            ]
+        start = self.start if self.start is not None else self._min_ts
+        if start is None and any(k == "rate" for k, _ in self.external.values()):
+            start = time.time_ns() // 1_000_000 // self.catalog.time_unit.millis  # the rate source starts now
+        start = start or 0
+        proc = SluiceProcessor(
+            "\n".join(self.ddl),
+            q.bound.text,
+            start,
+            self.catalog.time_unit.name,
+            self.seed,
+            self.slack,
+            [(d.name, list(d.schema.types)) for d in map(self._source, q.sources)],
+            list(q.bound.plan.schema.types),
         )
-        start = self.start if self.start is not None else (self._min_ts or 0)
-        proc = SluiceProcessor("\n".join(self.ddl), q.bound.text, start, self.catalog.time_unit.name, self.seed)
-        events = self.spark.readStream.schema(schema).parquet(str(q.dir))
-        for src, (path, fmt, options) in self.directories.items():
-            if src.lower() not in {n.name.lower() for n in L.walk_plan(q.bound.plan) if isinstance(n, L.Scan)}:
-                continue
-            events = events.unionByName(self._file_events(q, src, path, fmt, options, schema))
-        out = events.groupBy("ekey").transformWithStateInPandas(
-            statefulProcessor=proc, outputStructType=output_schema(), outputMode="Append", timeMode="None"
+        out = (
+            self._input(q)
+            .groupBy("ekey")
+            .transformWithStateInPandas(
+                statefulProcessor=proc,
+                outputStructType=output_schema(q.bound.plan.schema.types),
+                outputMode="Append",
+                timeMode="None",
+            )
         )
         checkpoint = str(self.workdir / q.name / "checkpoint")
         w = out.writeStream.option("checkpointLocation", checkpoint).outputMode("append")
@@ -321,52 +466,6 @@ class SparkEngine:
         else:  # files, exactly once through the checkpoint
             assert q.out_path is not None
             q.stream = w.format(q.sink).option("path", str(q.out_path)).start()
-
-    def _file_events(self, q: SparkQuery, src: str, path: str, fmt: str, options: dict[str, str], schema: Any) -> Any:
-        """Rows of files in ``path`` as events for ``q`` (the same keys as pushed rows)."""
-        from pyspark.sql.types import StructField, StructType
-
-        from sluice.backends.spark.types import spark_type
-
-        d = self._source(src)
-        relation = d.kind is Kind.RELATION
-        from pyspark.sql.types import LongType, StringType
-
-        fields = [StructField("ts", LongType())]
-        if relation:
-            fields.append(StructField("sign", StringType()))
-        fields += [StructField(c.name, spark_type(c.type)) for c in d.schema.columns]
-        reader = self.spark.readStream.schema(StructType(fields))
-        if fmt == "csv":
-            reader = reader.option("header", "true")
-        for k, v in options.items():
-            reader = reader.option(k, v)
-        raw = reader.format(fmt).load(path)
-        names = list(d.schema.names)
-        key_cols = None if q.key is None else [names[i] for i in q.key[1]] if q.key[0].lower() == src.lower() else None
-        scale = self.catalog.scale(d)
-
-        def to_events(frames: Any) -> Any:
-            import json as _json
-
-            for pdf in frames:
-                rows = pdf[names].astype(object).where(pdf[names].notna(), None).values.tolist()
-                yield pd.DataFrame(
-                    {
-                        "ekey": [
-                            "0" if key_cols is None else bucket([r[names.index(c)] for c in key_cols]) for r in rows
-                        ],
-                        # before the pushed events and markers of the same micro-batch, in file order
-                        "seq": [-1] * len(rows),
-                        "kind": ["d"] * len(rows),
-                        "src": [src] * len(rows),
-                        "ts": (pdf["ts"].astype("int64") * scale).tolist(),
-                        "sign": ([1 if s == "+" else -1 for s in pdf["sign"]] if relation else [1] * len(rows)),
-                        "row": [_json.dumps(r) for r in rows],
-                    }
-                )
-
-        return raw.mapInPandas(to_events, schema)
 
     def run(self) -> None:
         """Hand Spark every event pushed so far and wait until each query has processed them."""
@@ -384,42 +483,57 @@ class SparkEngine:
                 q.stream = None
 
     # -- output --------------------------------------------------------------------------
-    def results(self, query: str | SparkQuery) -> list[Element]:
-        """The query's output so far, netted per instant (deletions before insertions)."""
-        q = query if isinstance(query, SparkQuery) else self.queries[query]
+    def _output(self, q: SparkQuery) -> pa.Table | None:
+        from sluice.backends.spark.processor import output_schema
+
         if q.sink == "console":
             raise SluiceError(f"query {q.name} writes to the console; use sink='memory', 'parquet' or 'json'")
         if q.sink == "memory":
-            if not q.table:
-                return []
-            pdf = self.spark.sql(f"select * from {q.table}").toPandas()
-        elif q.sink == "json":
-            assert q.out_path is not None
-            files = list(q.out_path.glob("*.json"))
-            pdf = (
-                self.spark.read.schema("ts long, sign int, row string").json(str(q.out_path)).toPandas()
-                if files
-                else pd.DataFrame(columns=["ts", "sign", "row"])
-            )
-        else:
-            assert q.out_path is not None
-            files = list(q.out_path.glob("*.parquet"))
-            pdf = (
-                self.spark.read.parquet(str(q.out_path)).toPandas()
-                if files
-                else pd.DataFrame(columns=["ts", "sign", "row"])
-            )
-        c: Counter[tuple[int, tuple[Any, ...]]] = Counter()
-        for ts, sign, row in zip(pdf["ts"], pdf["sign"], pdf["row"], strict=True):
-            c[(int(ts), tuple(json.loads(row)))] += int(sign)
-        from sluice.plan.semantics import sort_key
+            return self.spark.sql(f"select * from {q.table}").toArrow() if q.table else None
+        assert q.out_path is not None
+        if not list(q.out_path.glob(f"*.{q.sink}")):
+            return None
+        reader = self.spark.read.schema(output_schema(q.bound.plan.schema.types))
+        return (reader.json if q.sink == "json" else reader.parquet)(str(q.out_path)).toArrow()
 
+    def results(self, query: str | SparkQuery) -> list[Element]:
+        """The query's output so far, netted per instant (deletions before insertions)."""
+        q = query if isinstance(query, SparkQuery) else self.queries[query]
+        t = self._output(q)
+        if t is None or t.num_rows == 0:
+            return []
+        signs = t.column("sign")
+        q.notes = [n for n in t.filter(pc.equal(signs, 0)).column("note").to_pylist() if n]
+        t = t.filter(pc.not_equal(signs, 0))
+        types = list(q.bound.plan.schema.types)
+        b = pa.Table.from_arrays(
+            [t.column("ts"), t.column("sign").cast(pa.int8())] + [t.column(f"c{j}") for j in range(len(types))],
+            schema=arrow_schema(types),
+        )
+        c: Counter[tuple[int, tuple[Any, ...]]] = Counter()
+        for ts, sign, row in to_elements(b):
+            c[(ts, row)] += 1 if sign == "+" else -1
         out = []
         for (ts, row), n in sorted(c.items(), key=lambda kv: (kv[0][0], kv[1] > 0, sort_key(kv[0][1]))):
             out += [Element(ts, "+" if n > 0 else "-", row)] * abs(n)
         return out
 
+    def statistics(self) -> dict[str, Any]:
+        """Rejections (the driver's and each query's processors'), per query."""
+        return {
+            "rejected": list(self.rejected),
+            "queries": {n: {"rejected": list(q.notes)} for n, q in self.queries.items()},
+        }
+
     def explain(self, query: str | SparkQuery) -> str:
         q = query if isinstance(query, SparkQuery) else self.queries[query]
-        lines = [f"query {q.name} on Spark: {q.partition_note(self.catalog)}", explain_plan(q.bound.plan)]
+        lines = [f"query {q.name} on Spark: {q.partition_note(self.catalog)}"]
+        from pyspark.sql import functions as F
+
+        for src, preds in pushdown(q.bound.plan).items():
+            done = [p for p in preds if to_column(p, lambda j: F.col(f"c{j}")) is not None]
+            if done:
+                names = self.catalog.lookup(src).schema.names
+                lines.append(f"  selection run by Spark on {src}: " + " AND ".join(render(p, names) for p in done))
+        lines.append(explain_plan(q.bound.plan))
         return "\n".join(lines)

@@ -3,18 +3,26 @@
 Each key's engine runs the query's whole plan — the same operators as the embedded backend — on
 the key's elements.  After every micro-batch the engine is snapshotted (pickled) into a
 ``ValueState``, so the RocksDB state store and Spark's checkpoints carry it across restarts.
-Input rows are events: data (``d``) for a source, heartbeats (``h``) and end of input (``e``);
-output rows are the query's elements ``(ts, sign, row-as-JSON)``.
+
+Input rows are events in typed columns: data (``d``) for source ``i`` in ``s{i}c{j}`` (with
+``s{i}n{j}`` is-null flags for non-string columns), heartbeats (``h``) and end of input (``e``).
+Runs of data between markers become Arrow batches pushed on the engine's fast path.  Output rows
+are the query's elements ``(ts, sign, c0…)`` with nullable typed columns; rows with sign 0 carry
+a ``note``: an element the key's engine rejected (late, or a deletion of an absent tuple).
 """
 
 from __future__ import annotations
 
-import json
 import pickle
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
+
+from sluice.datatypes import DataType
+from sluice.runtime.batch import arrow_type, make
 
 try:  # pyspark is an optional dependency of the embedded-only install
     from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
@@ -22,17 +30,40 @@ try:  # pyspark is an optional dependency of the embedded-only install
 except ImportError:  # pragma: no cover - exercised only without pyspark
     StatefulProcessor = object  # type: ignore[misc,assignment]
 
+_NULLABLE = {
+    pa.int64(): pd.Int64Dtype(),
+    pa.int8(): pd.Int8Dtype(),
+    pa.float64(): pd.Float64Dtype(),
+    pa.bool_(): pd.BooleanDtype(),
+}
 
-def output_schema() -> Any:
+
+def output_schema(types: list[DataType] | tuple[DataType, ...]) -> Any:
+    from sluice.backends.spark.types import spark_type
+
     return StructType(
-        [StructField("ts", LongType()), StructField("sign", IntegerType()), StructField("row", StringType())]
+        [StructField("ts", LongType()), StructField("sign", IntegerType())]
+        + [StructField(f"c{j}", spark_type(t)) for j, t in enumerate(types)]
+        + [StructField("note", StringType())]
     )
 
 
 class SluiceProcessor(StatefulProcessor):
-    def __init__(self, ddl: str, query: str, start: int, time_unit: str, seed: int) -> None:
+    def __init__(
+        self,
+        ddl: str,
+        query: str,
+        start: int,
+        time_unit: str,
+        seed: int,
+        slack: int,
+        sources: list[tuple[str, list[DataType]]],
+        out_types: list[DataType],
+    ) -> None:
         self.ddl, self.query, self.start = ddl, query, start
-        self.time_unit, self.seed = time_unit, seed
+        self.time_unit, self.seed, self.slack = time_unit, seed, slack
+        self.sources, self.out_types = sources, out_types
+        self.index = {name: i for i, (name, _) in enumerate(sources)}
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.state = handle.getValueState("engine", StructType([StructField("blob", BinaryType())]))
@@ -45,54 +76,66 @@ class SluiceProcessor(StatefulProcessor):
         from sluice.backends.embedded import EmbeddedEngine
         from sluice.cql.ast import TimeUnit
 
-        eng = EmbeddedEngine(time_unit=TimeUnit[self.time_unit], seed=self.seed, start=self.start)
+        eng = EmbeddedEngine(time_unit=TimeUnit[self.time_unit], seed=self.seed, start=self.start, slack=self.slack)
         eng.execute(self.ddl)
         eng.register_query(self.query, name="q")
         return eng
 
+    def _batch(self, run: pd.DataFrame, src: str) -> pa.Table:
+        i = self.index[src]
+        types = self.sources[i][1]
+        cols = []
+        for j, t in enumerate(types):
+            v = run[f"s{i}c{j}"]
+            if t.is_string:
+                cols.append(pa.array(v.to_numpy(dtype=object), type=arrow_type(t), from_pandas=True))
+            else:
+                mask = run[f"s{i}n{j}"].to_numpy(dtype=bool)
+                cols.append(pa.array(v.to_numpy(), mask=mask, type=arrow_type(t)))
+        ts = run["ts"].to_numpy(dtype=np.int64)
+        sign = run["sign"].to_numpy().astype(np.int8)
+        return make(ts, sign, cols, types)
+
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
         eng = self._engine()
-        events = pd.concat(list(rows), ignore_index=True)
-        events = events.sort_values(["seq"], kind="stable")
-        pending: dict[str, list[tuple[Any, ...]]] = {}
-
-        def flush() -> None:
-            for src, rs in pending.items():
-                eng.push(src, rs)
-            pending.clear()
-
-        for kind, src, ts, sign, row in zip(
-            events["kind"], events["src"], events["ts"], events["sign"], events["row"], strict=True
-        ):
-            if kind == "d":
-                vals = json.loads(row)
-                rel = eng.sources[src.lower()].relation
-                pending.setdefault(src, []).append(
-                    (int(ts), "+" if sign > 0 else "-", *vals) if rel else (int(ts), *vals)
-                )
-            else:
-                flush()
-                if kind == "h":
-                    eng.heartbeat(int(ts))
+        events = pd.concat(list(rows), ignore_index=True).sort_values(["seq"], kind="stable", ignore_index=True)
+        before = {n: len(s.messages) for n, s in eng.sources.items()}
+        kinds = events["kind"].to_numpy()
+        marks = [int(m) for m in np.flatnonzero(kinds != "d")] + [len(events)]
+        lo = 0
+        for m in marks:
+            run = events.iloc[lo:m]
+            for src in pd.unique(run["src"]):
+                eng.push_batch(src, self._batch(run[run["src"] == src], src))
+            if m < len(events):
+                ts = int(events["ts"].iat[m])
+                if kinds[m] == "h":
+                    eng.heartbeat(ts)
                 else:
-                    eng.close(int(ts))
-        flush()
+                    eng.close(ts)
+            lo = m + 1
         eng.run()
         q = eng.queries["q"]
-        out = [b for b in q.batches]
-        q.batches = []
+        out, q.batches = q.batches, []
+        notes = [m for n, s in eng.sources.items() for m in s.messages[before[n] :]]
         self.state.update((pickle.dumps(eng),))
+        frames = []
         if out:
-            from sluice.runtime.batch import to_elements
-
-            els = [e for b in out for e in to_elements(b)]
-            yield pd.DataFrame(
-                {
-                    "ts": [e[0] for e in els],
-                    "sign": [1 if e[1] == "+" else -1 for e in els],
-                    "row": [json.dumps(list(e[2])) for e in els],
-                }
-            )
+            t = pa.concat_tables(out)
+            df = t.to_pandas(types_mapper=_NULLABLE.get)
+            df.columns = ["ts", "sign"] + [f"c{j}" for j in range(t.num_columns - 2)]
+            df["sign"] = df["sign"].astype("int32")
+            df["note"] = pd.Series([None] * len(df), dtype=object)
+            frames.append(df)
+        if notes:
+            n = len(notes)
+            df = pd.DataFrame({"ts": np.zeros(n, np.int64), "sign": np.zeros(n, np.int32)})
+            for j, t in enumerate(self.out_types):
+                df[f"c{j}"] = pd.Series([None] * n, dtype=_NULLABLE.get(arrow_type(t), object))
+            df["note"] = notes
+            frames.append(df)
+        if frames:
+            yield pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
 
     def close(self) -> None:
         return None

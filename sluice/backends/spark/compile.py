@@ -1,0 +1,372 @@
+"""What of a query Spark itself does: partition keys and selections as native DataFrame expressions.
+
+Two analyses of a bound plan, both conservative (when in doubt, less is done natively and the
+processor does the rest — never a different answer):
+
+``partitioning(plan)``
+    How to split the query's input over ``BUCKETS`` keys so that the union of the per-key answers
+    is the answer.  Each source is *keyed* by some of its columns (its elements go to the bucket
+    ``pmod(hash(cols), BUCKETS)``, computed by Spark), or *replicated* to every bucket (relations
+    only, for stream–relation joins).  A plan is valid for an assignment when, bottom-up
+    (``_Check``):
+
+    - time-based windows (Unbounded, Now, Range) keep a keyed input keyed; ``[Rows N]`` (a global
+      order) does not; ``[Partition By P Rows N]`` does when the key columns are among ``P``;
+    - σ, Sample, ρ keep the key; π keeps it where the key columns are projected, else the input
+      stays split but the key is *lost* (an output tuple no longer says which bucket made it);
+    - an equi-join of two keyed inputs needs ``left.key = right.key`` conjuncts (same Spark type);
+      a keyed input joins a replicated one freely;
+    - GROUP BY must include the key columns; DISTINCT, Istream and Dstream need the key not lost
+      (bag difference distributes over a union of relations with disjoint supports only);
+    - the root must be keyed (a replicated root would be answered once per bucket).
+
+    Candidates come from the plan (GROUP BY, Partition By and equi-join columns, traced to the
+    sources) and are tried in that order before whole elements.  Float columns are never keys
+    (``hash`` tells -0.0 from 0.0, ``=`` does not).
+
+``pushdown(plan)``
+    Conjuncts of WHERE clauses that can be evaluated on a source's elements before any stateful
+    operator — through time-based windows, projections, joins (one side's columns), GROUP BY keys,
+    DISTINCT, set operations and Istream/Dstream/Rstream — as Spark Column expressions.  Only
+    comparisons of columns and constants of one type family, AND/OR/NOT and IS [NOT] NULL are
+    translated (identical three-valued logic in Spark); the processor still applies the whole
+    predicate, so a pushed conjunct only removes elements the query would drop anyway.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from sluice.catalog import Kind
+from sluice.datatypes import DataType, TypeKind
+from sluice.plan import logical as L
+from sluice.plan.expr import BExpr, Call, ColRef, Const, Subquery, walk_expr
+
+BUCKETS = 8
+
+TIME_WINDOWS = ("UNBOUNDED", "NOW", "RANGE")
+
+
+@dataclass(frozen=True)
+class Partitioning:
+    """``keys[source]``: key column positions of a keyed source; sources absent are replicated."""
+
+    keys: dict[str, tuple[int, ...]]
+
+
+# -- partitioning ---------------------------------------------------------------------------
+
+
+def _scans(plan: L.LogicalNode) -> list[L.Scan]:
+    return [n for n in L.walk_plan(plan) if isinstance(n, L.Scan)]
+
+
+def _has_subquery(plan: L.LogicalNode) -> bool:
+    return any(isinstance(x, Subquery) for n in L.walk_plan(plan) for e in n.exprs() for x in walk_expr(e))
+
+
+def _keyable(t: DataType) -> bool:
+    return t.kind is not TypeKind.FLOAT
+
+
+def _equalities(pred: BExpr) -> list[tuple[int, int]]:
+    """Column pairs of the ``a = b`` conjuncts of a join condition."""
+    out = []
+    for c in conjuncts(pred):
+        if isinstance(c, Call) and c.fn == "eq":
+            a, b = c.args
+            if isinstance(a, ColRef) and isinstance(b, ColRef):
+                out.append((a.index, b.index))
+    return out
+
+
+def conjuncts(e: BExpr) -> Iterator[BExpr]:
+    if isinstance(e, Call) and e.fn == "and":
+        for a in e.args:
+            yield from conjuncts(a)
+    else:
+        yield e
+
+
+def _trace(node: L.LogicalNode, col: int) -> tuple[str, int] | None:
+    """(source, column) that output column ``col`` of ``node`` copies unchanged, if any."""
+    while True:
+        if isinstance(node, L.Scan):
+            return node.name.lower(), col
+        if isinstance(node, L.Filter | L.Window | L.Sample | L.Distinct | L.StreamOp):
+            node = node.inputs()[0]
+        elif isinstance(node, L.Project):
+            c = node.columns[col]
+            if not isinstance(c, ColRef):
+                return None
+            node, col = node.input, c.index
+        elif isinstance(node, L.Join):
+            nl = len(node.left.schema)
+            node, col = (node.left, col) if col < nl else (node.right, col - nl)
+        elif isinstance(node, L.Aggregate):
+            k = node.keys[col] if col < len(node.keys) else None
+            if not isinstance(k, ColRef):
+                return None
+            node, col = node.input, k.index
+        else:
+            return None
+
+
+def _candidates(plan: L.LogicalNode) -> dict[str, list[tuple[int, ...]]]:
+    """Key column sets per source suggested by GROUP BY, Partition By and equi-joins."""
+    out: dict[str, list[tuple[int, ...]]] = {}
+
+    def add(node: L.LogicalNode, cols: list[int]) -> None:
+        traced = [_trace(node, c) for c in cols]
+        by_src: dict[str, set[int]] = {}
+        for t in traced:
+            if t is not None:
+                by_src.setdefault(t[0], set()).add(t[1])
+        for src, cs in by_src.items():
+            key = tuple(sorted(cs))
+            if key not in out.setdefault(src, []):
+                out[src].append(key)
+            for c in key:  # single columns too: the intersection of several demands
+                if (c,) not in out[src]:
+                    out[src].append((c,))
+
+    for n in L.walk_plan(plan, into_subqueries=False):
+        if isinstance(n, L.Aggregate):
+            add(n.input, [k.index for k in n.keys if isinstance(k, ColRef)])
+        elif isinstance(n, L.Window) and n.spec.kind == "PARTITION":
+            add(n.input, list(n.spec.partition))
+        elif isinstance(n, L.Filter) and isinstance(n.input, L.Join):
+            for a, b in _equalities(n.predicate):
+                add(n.input, [a])
+                add(n.input, [b])
+    return out
+
+
+class _Invalid(Exception):
+    pass
+
+
+class _Check:
+    def __init__(self, keys: dict[str, tuple[int, ...]]) -> None:
+        self.keys = keys
+
+    def run(self, node: L.LogicalNode) -> tuple[bool, tuple[int, ...] | None]:
+        """(keyed?, key positions or None if lost)."""
+        if isinstance(node, L.Scan):
+            k = self.keys.get(node.name.lower())
+            return (True, k) if k is not None else (False, None)
+        if isinstance(node, L.Filter) and isinstance(node.input, L.Join):
+            return self.join(node.input, _equalities(node.predicate))
+        if isinstance(node, L.Join):
+            return self.join(node, [])
+        inputs = [self.run(c) for c in node.inputs()]
+        if isinstance(node, L.SetOp):
+            (lk, lc), (rk, rc) = inputs
+            if not lk and not rk:
+                return False, None
+            if not (lk and rk):
+                raise _Invalid
+            same = lc if lc == rc else None
+            if not (node.op == "UNION" and node.all) and same is None:
+                raise _Invalid
+            return True, same
+        keyed, cols = inputs[0]
+        if not keyed:
+            return False, None
+        if isinstance(node, L.Window):
+            if node.spec.kind in TIME_WINDOWS:
+                return True, cols
+            if node.spec.kind == "PARTITION" and cols is not None and set(cols) <= set(node.spec.partition):
+                return True, cols
+            raise _Invalid
+        if isinstance(node, L.Filter):
+            return True, cols
+        if isinstance(node, L.Sample | L.Distinct):
+            if cols is None:
+                raise _Invalid
+            return True, cols
+        if isinstance(node, L.Project):
+            if cols is None:
+                return True, None
+            pos = {c.index: i for i, c in reversed(list(enumerate(node.columns))) if isinstance(c, ColRef)}
+            return True, (tuple(pos[c] for c in cols) if all(c in pos for c in cols) else None)
+        if isinstance(node, L.Aggregate):
+            if cols is None:
+                raise _Invalid
+            pos = {k.index: i for i, k in reversed(list(enumerate(node.keys))) if isinstance(k, ColRef)}
+            if not all(c in pos for c in cols):
+                raise _Invalid
+            return True, tuple(pos[c] for c in cols)
+        if isinstance(node, L.StreamOp):
+            if node.op != "RSTREAM" and cols is None:
+                raise _Invalid
+            return True, cols
+        raise _Invalid
+
+    def join(self, j: L.Join, eqs: list[tuple[int, int]]) -> tuple[bool, tuple[int, ...] | None]:
+        (lk, lc), (rk, rc) = self.run(j.left), self.run(j.right)
+        nl = len(j.left.schema)
+        if not lk and not rk:
+            return False, None
+        if lk and not rk:
+            return True, lc
+        if rk and not lk:
+            return True, None if rc is None else tuple(c + nl for c in rc)
+        if lc is None or rc is None or len(lc) != len(rc):
+            raise _Invalid
+        pairs = {(a, b) for a, b in eqs} | {(b, a) for a, b in eqs}
+        types = j.schema.types
+        from sluice.backends.spark.types import spark_type
+
+        for a, b in zip(lc, rc, strict=True):
+            if (a, b + nl) not in pairs or spark_type(types[a]) != spark_type(types[b + nl]):
+                raise _Invalid
+        return True, lc
+
+
+def partitioning(plan: L.LogicalNode) -> Partitioning | None:
+    """How to split the query over keys, or None (it runs on one key); see the module docstring."""
+    if _has_subquery(plan):
+        return None
+    scans = _scans(plan)
+    names = [s.name.lower() for s in scans]
+    if len(set(names)) != len(names):  # a self-join: one source, two roles
+        return None
+    schemas = {s.name.lower(): s.schema for s in scans}
+    cands = _candidates(plan)
+    options: list[list[tuple[int, ...] | None]] = []
+    for s in scans:
+        src = s.name.lower()
+        opts: list[tuple[int, ...] | None] = [
+            c for c in cands.get(src, []) if all(_keyable(schemas[src].types[i]) for i in c)
+        ]
+        whole = tuple(i for i, t in enumerate(s.schema.types) if _keyable(t))
+        if whole and whole not in opts:
+            opts.append(whole)
+        if s.kind is Kind.RELATION:
+            opts.append(None)
+        options.append(opts)
+    for choice in itertools.product(*options):
+        keys = {n: k for n, k in zip(names, choice, strict=True) if k is not None}
+        if not keys:
+            continue
+        try:
+            keyed, _ = _Check(keys).run(plan)
+        except _Invalid:
+            continue
+        if keyed:
+            return Partitioning(keys)
+    return None
+
+
+# -- selections as Spark expressions ----------------------------------------------------------
+
+
+def pushdown(plan: L.LogicalNode) -> dict[str, list[BExpr]]:
+    """Conjuncts over each source's columns that every element the query uses satisfies."""
+    counts: dict[str, int] = {}
+    for s in _scans(plan):
+        counts[s.name.lower()] = counts.get(s.name.lower(), 0) + 1
+    out: dict[str, list[BExpr]] = {}
+
+    def down(node: L.LogicalNode, preds: list[BExpr]) -> None:
+        if isinstance(node, L.Scan):
+            if preds and counts[node.name.lower()] == 1:
+                out[node.name.lower()] = preds
+            return
+        if isinstance(node, L.Filter):
+            own = [c for c in conjuncts(node.predicate) if not _uses_subquery(c)]
+            down(node.input, preds + own)
+        elif isinstance(node, L.Window):
+            down(node.input, preds if node.spec.kind in TIME_WINDOWS else [])
+        elif isinstance(node, L.Distinct | L.StreamOp):
+            down(node.input, preds)
+        elif isinstance(node, L.SetOp):
+            down(node.left, preds)
+            down(node.right, preds)
+        elif isinstance(node, L.Project):
+            down(node.input, _remap(preds, {i: c.index for i, c in enumerate(node.columns) if isinstance(c, ColRef)}))
+        elif isinstance(node, L.Aggregate):
+            down(node.input, _remap(preds, {i: k.index for i, k in enumerate(node.keys) if isinstance(k, ColRef)}))
+        elif isinstance(node, L.Join):
+            nl = len(node.left.schema)
+            n = len(node.schema)
+            down(node.left, _remap(preds, {i: i for i in range(nl)}))
+            down(node.right, _remap(preds, {i: i - nl for i in range(nl, n)}))
+        else:  # Sample and anything new: nothing crosses
+            for c in node.inputs():
+                down(c, [])
+
+    down(plan, [])
+    return {src: ps for src, ps in out.items() if ps}
+
+
+def _uses_subquery(e: BExpr) -> bool:
+    return any(isinstance(x, Subquery) for x in walk_expr(e))
+
+
+def _remap(preds: list[BExpr], mapping: dict[int, int]) -> list[BExpr]:
+    out = []
+    for p in preds:
+        cols = {x.index for x in walk_expr(p) if isinstance(x, ColRef)}
+        if cols and cols <= mapping.keys():
+            out.append(_rename(p, mapping))
+    return out
+
+
+def _rename(e: BExpr, mapping: dict[int, int]) -> BExpr:
+    if isinstance(e, ColRef):
+        return ColRef(mapping[e.index], e.type, e.name)
+    if isinstance(e, Call):
+        return Call(e.fn, tuple(_rename(a, mapping) for a in e.args), e.type)
+    return e
+
+
+_CMP = {"eq": "__eq__", "ne": "__ne__", "lt": "__lt__", "le": "__le__", "gt": "__gt__", "ge": "__ge__"}
+
+
+def _family(t: DataType) -> str | None:
+    if t.is_integer:
+        return "int"
+    if t.kind is TypeKind.FLOAT:
+        return "float"
+    if t.is_string:
+        return "str"
+    if t.kind is TypeKind.BOOLEAN:
+        return "bool"
+    return None
+
+
+def to_column(e: BExpr, column: Callable[[int], Any]) -> Any | None:
+    """A Spark Column computing ``e`` exactly as Sluice does, or None if not translated."""
+    from pyspark.sql import functions as F
+
+    if isinstance(e, ColRef):
+        return column(e.index)
+    if isinstance(e, Const):
+        if e.value is None or _family(e.type) is None:
+            return None
+        return F.lit(e.value)
+    if not isinstance(e, Call):
+        return None
+    if e.fn in _CMP:
+        a, b = e.args
+        if _family(a.type) is None or _family(a.type) != _family(b.type):
+            return None
+        ca, cb = to_column(a, column), to_column(b, column)
+        return None if ca is None or cb is None else getattr(ca, _CMP[e.fn])(cb)
+    if e.fn in ("and", "or"):
+        left, right = (to_column(a, column) for a in e.args)
+        if left is None or right is None:
+            return None
+        return left & right if e.fn == "and" else left | right
+    if e.fn == "not":
+        x = to_column(e.args[0], column)
+        return None if x is None else ~x
+    if e.fn in ("is_null", "is_not_null"):
+        x = to_column(e.args[0], column)
+        return None if x is None else (x.isNull() if e.fn == "is_null" else x.isNotNull())
+    return None
