@@ -199,13 +199,51 @@ def _experiment(args: argparse.Namespace) -> int:
 
 
 def _gen(args: argparse.Namespace) -> int:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from sluice.workloads import examples
     from sluice.workloads.nexmark import write
 
-    if args.kind != "nexmark":
-        raise SluiceError(f"unknown generator {args.kind!r}; known: nexmark")
-    counts = write(args.out, args.events, rate=args.rate)
-    for name, n in counts.items():
-        print(f"{name}: {n} rows -> {args.out}/{name}.parquet")
+    if args.kind == "nexmark":
+        counts = write(args.out, args.events, rate=args.rate)
+        for name, n in counts.items():
+            print(f"{name}: {n} rows -> {args.out}/{name}.parquet")
+        return 0
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    streams: dict[str, tuple[list[str], list[tuple[Any, ...]]]] = {}
+    if args.kind == "requests":
+        streams["Requests"] = (
+            ["ts", "client_id", "domain", "URL"],
+            [(t, *r) for t, r in examples.requests(args.events)],
+        )
+        streams["Domains"] = (["ts", "sign", "domain", "type"], [(t, s, *r) for t, s, r in examples.domains()])
+        ddl = examples.REQUESTS_DDL
+    elif args.kind == "datacenter":
+        for name, readings in examples.datacenter(args.seconds, locations=args.locations).items():
+            streams[name] = (["ts", "LocationId", "Value"], [(t, *r) for t, r in readings])
+        ddl = examples.DATACENTER_DDL
+    elif args.kind == "trace":
+        sels = [float(x) for x in args.selectivities.split(",")] if args.selectivities else []
+        packets: list[tuple[Any, ...]] = examples.trace_stream(
+            args.trace, args.events, speedup=args.speedup, selectivities=sels
+        )
+        names = [f"a{i}" for i in range(len(sels))] or ["seq"]
+        if not sels:  # one attribute: the packet's number
+            packets = [(r[0], i) for i, r in enumerate(packets)]
+        streams["Packets"] = (["ts", *names], packets)
+        ddl = f"REGISTER STREAM Packets ({', '.join(f'{n} integer' for n in names)}) UNIT MILLISECOND;"
+        for i, sel in enumerate(sels):
+            print(f"a{i} < {examples.threshold(sel)} selects {sel:.0%} of the packets")
+    else:
+        raise SluiceError(f"unknown generator {args.kind!r}; known: nexmark, requests, datacenter, trace")
+    for name, (cols, rows) in streams.items():
+        data: list[Any] = list(zip(*rows, strict=True)) if rows else [() for _ in cols]
+        pq.write_table(pa.table({c: list(v) for c, v in zip(cols, data, strict=True)}), out / f"{name}.parquet")
+        print(f"{name}: {len(rows)} rows -> {out}/{name}.parquet")
+    (out / "schema.cql").write_text(ddl.strip() + "\n")
+    print(f"schema -> {out}/schema.cql")
     return 0
 
 
@@ -268,10 +306,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=4, help="seeds per cell of the Spark sweep")
     p.add_argument("--master", default="local[2]")
     p.set_defaults(fn=_experiment)
-    p = sub.add_parser("gen", help="generate a workload (nexmark) as Parquet files")
-    p.add_argument("kind", help="nexmark")
-    p.add_argument("--events", type=int, default=100_000)
-    p.add_argument("--rate", type=int, default=10_000, help="events per second of event time")
+    p = sub.add_parser("gen", help="generate a workload (nexmark, requests, datacenter, trace) as Parquet files")
+    p.add_argument("kind", help="nexmark | requests | datacenter | trace")
+    p.add_argument("--events", type=int, default=100_000, help="events (nexmark), requests, or trace packets")
+    p.add_argument("--rate", type=int, default=10_000, help="nexmark: events per second of event time")
+    p.add_argument("--seconds", type=int, default=3600, help="datacenter: seconds of readings")
+    p.add_argument("--locations", type=int, default=100, help="datacenter: sensor locations")
+    p.add_argument("--trace", default="dec-pkt-1-udp", help="trace: dec-pkt-1-udp, bc-aug89, … (../shared/data/traces)")
+    p.add_argument("--speedup", type=float, default=1.0, help="trace: replay this many times faster")
+    p.add_argument(
+        "--selectivities", default="", help="trace: e.g. 0.5,0.1 — attributes a0, a1 with these selectivities"
+    )
     p.add_argument("--out", default="out/nexmark")
     p.set_defaults(fn=_gen)
     p = sub.add_parser("bench", help="NEXMark queries on the engine beside DuckDB (JSON + table)")

@@ -9,31 +9,11 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from typing import Any
-
-import numpy as np
 
 from sluice.reference import evaluate
-
-DDL = """
-REGISTER STREAM Requests (client_id integer, domain varchar(20), URL varchar(60));
-REGISTER RELATION Domains (domain varchar(20), type varchar(12));
-"""
-
-DOMAINS = [
-    ("stanford.edu", "education"),
-    ("mit.edu", "education"),
-    ("amazon.com", "commerce"),
-    ("ebay.com", "commerce"),
-    ("cnn.com", "news"),
-]
-PATHS = {
-    "stanford.edu": ["http://cs.stanford.edu/", "http://cs.stanford.edu/people", "http://www.stanford.edu/"],
-    "mit.edu": ["http://www.mit.edu/", "http://csail.mit.edu/"],
-    "amazon.com": ["http://amazon.com/books", "http://amazon.com/cart"],
-    "ebay.com": ["http://ebay.com/item", "http://ebay.com/search"],
-    "cnn.com": ["http://cnn.com/", "http://cnn.com/world"],
-}
+from sluice.workloads.examples import DOMAINS, REQUESTS_DDL
+from sluice.workloads.examples import domains as example_domains
+from sluice.workloads.examples import requests as generate
 
 QUERIES = [
     (
@@ -67,35 +47,14 @@ QUERIES = [
 ]
 
 
-def generate_requests(n: int, seed: int = 7) -> list[tuple[int, tuple[Any, ...]]]:
-    """``n`` requests in bursts: Poisson session starts, Pareto(1.4) session lengths."""
-    rng = np.random.default_rng(seed)
-    out: list[tuple[int, tuple[Any, ...]]] = []
-    t = 0.0
-    while len(out) < n:
-        t += rng.exponential(30.0)  # a new session every 30 s on average
-        client = int(rng.integers(1, 1500))
-        length = min(int(rng.pareto(1.4) * 3) + 1, 40)
-        dom = DOMAINS[int(rng.integers(len(DOMAINS)))][0]
-        at = t
-        for _ in range(length):
-            if rng.random() < 0.3:
-                dom = DOMAINS[int(rng.integers(len(DOMAINS)))][0]
-            url = PATHS[dom][int(rng.integers(len(PATHS[dom])))]
-            out.append((int(at), (client, dom, url)))
-            at += rng.exponential(2.0)
-    out = sorted(out[:n], key=lambda e: e[0])
-    return out
-
-
 def run(n: int = 3000, seed: int = 7, show: int = 3, verify: bool = True) -> None:
     from sluice.backends.embedded import EmbeddedEngine
     from sluice.reference.compare import diff_outputs
 
     eng = EmbeddedEngine()
-    eng.execute(DDL)
-    requests = generate_requests(n, seed)
-    domains = [(0, "+", d) for d in DOMAINS]
+    eng.execute(REQUESTS_DDL)
+    requests = generate(n, seed)
+    domains = example_domains()
     span = requests[-1][0] - requests[0][0]
     print("Sluice demo — web-proxy Requests (seed paper §2.1) on the embedded engine")
     print(

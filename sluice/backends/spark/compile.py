@@ -17,7 +17,8 @@ processor does the rest — never a different answer):
     - an equi-join of two keyed inputs needs ``left.key = right.key`` conjuncts (same Spark type);
       a keyed input joins a replicated one freely;
     - GROUP BY must include the key columns; DISTINCT, Istream and Dstream need the key not lost
-      (bag difference distributes over a union of relations with disjoint supports only);
+      (bag difference distributes over a union of relations with disjoint supports only) — except
+      Istream/Dstream over an insert-only relation (``[Range Unbounded]`` under σ, π, joins);
     - the root must be keyed (a replicated root would be answered once per bucket).
 
     Candidates come from the plan (GROUP BY, Partition By and equi-join columns, traced to the
@@ -201,7 +202,7 @@ class _Check:
                 raise _Invalid
             return True, tuple(pos[c] for c in cols)
         if isinstance(node, L.StreamOp):
-            if node.op != "RSTREAM" and cols is None:
+            if node.op != "RSTREAM" and cols is None and not insert_only(node.input):
                 raise _Invalid
             return True, cols
         raise _Invalid
@@ -225,6 +226,17 @@ class _Check:
             if (a, b + nl) not in pairs or spark_type(types[a]) != spark_type(types[b + nl]):
                 raise _Invalid
         return True, lc
+
+
+def insert_only(node: L.LogicalNode) -> bool:
+    """The relation only ever grows, so Istream is the identity on its new elements (and Dstream
+    empty): both distribute over any split.
+    """
+    if isinstance(node, L.Window):
+        return node.spec.kind == "UNBOUNDED"
+    if isinstance(node, L.Filter | L.Project | L.Join):
+        return all(insert_only(c) for c in node.inputs())
+    return False
 
 
 def partitioning(plan: L.LogicalNode) -> Partitioning | None:
