@@ -250,7 +250,8 @@ def _gen(args: argparse.Namespace) -> int:
 def _bench(args: argparse.Namespace) -> int:
     from sluice.experiments.bench import bench, table
 
-    doc = bench(args.queries.split(","), args.events, args.batch, args.rate, args.out)
+    engines = tuple(e.strip() for e in args.engines.split(",") if e.strip())
+    doc = bench(args.queries.split(","), args.events, args.batch, args.rate, args.out, engines, args.master)
     print(table(doc))
     print(f"wrote {args.out}", file=sys.stderr)
     return 0
@@ -319,12 +320,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("--out", default="out/nexmark")
     p.set_defaults(fn=_gen)
-    p = sub.add_parser("bench", help="NEXMark queries on the engine beside DuckDB (JSON + table)")
+    p = sub.add_parser("bench", help="NEXMark queries on Sluice's engines, DuckDB and peers (JSON + table)")
     p.add_argument("--queries", default="q0,q1,q2,q3,q5,q7,q8")
     p.add_argument("--events", type=int, default=200_000)
     p.add_argument("--batch", type=int, default=10_000)
     p.add_argument("--rate", type=int, default=10_000, help="events per second of event time")
     p.add_argument("--out", default="benchmarks/results/nexmark.json")
+    p.add_argument(
+        "--engines",
+        default="embedded,spark,pathway,bytewax,flink",
+        help="besides DuckDB: embedded, spark, and the peers pathway, bytewax, flink (installed by `make peers`)",
+    )
+    p.add_argument("--master", default="local[2]", help="Spark master for the spark column")
     p.set_defaults(fn=_bench)
     p = sub.add_parser("demo", help="the seed paper's web-proxy queries over a generated bursty stream")
     p.add_argument("--requests", type=int, default=3000)

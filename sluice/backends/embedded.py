@@ -69,6 +69,7 @@ class Query:
     output: Output | None = None
     batches: list[pa.Table] = field(default_factory=list)
     subscribers: list[Callable[[list[Element]], None]] = field(default_factory=list)
+    arrow_subscribers: list[Callable[[pa.Table], None]] = field(default_factory=list)
     active: bool = True
     weight: float = 1.0
 
@@ -82,6 +83,8 @@ class Query:
 
     def _deliver(self, b: pa.Table) -> None:
         self.batches.append(b)
+        for afn in self.arrow_subscribers:
+            afn(b)
         if self.subscribers:
             els = [Element(*e) for e in to_elements(b)]
             for fn in self.subscribers:
@@ -90,6 +93,10 @@ class Query:
     def subscribe(self, fn: Callable[[list[Element]], None]) -> None:
         """Call ``fn(elements)`` with every batch of output as its instants complete."""
         self.subscribers.append(fn)
+
+    def subscribe_arrow(self, fn: Callable[[pa.Table], None]) -> None:
+        """Call ``fn(batch)`` with every output batch (``__ts``, ``__sign``, ``c0…``): the columnar path."""
+        self.arrow_subscribers.append(fn)
 
     def arrow(self) -> pa.Table:
         """Output so far as one Arrow table (``__ts``, ``__sign``, then the columns by name)."""

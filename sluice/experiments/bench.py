@@ -1,15 +1,30 @@
-"""``sluice bench``: NEXMark queries on the embedded engine beside DuckDB, on the same events.
+"""``sluice bench``: NEXMark queries on Sluice's engines and on peers, over the same events.
 
-For each query: events/s end to end; p50/p99 latency from the wall-clock moment an event's batch
-was pushed to the moment the output element for it was delivered; peak queue + synopsis memory;
-and DuckDB computing the same final answer in the same process.  A timing is reported only if the
-engine's answer equals DuckDB's.  Q4–Q8 (Rstream / CURRENT_TIME / slides) have no SQL snapshot
-equivalent; their answers are checked against the reference evaluator in ``tests/test_nexmark.py``,
-and here they are timed on the engine alone.
+For each query, in one run:
+
+* **embedded** — events/s end to end (typed Arrow batches pushed, one heartbeat per batch);
+  p50/p99 latency from the wall-clock moment an event's batch was pushed to the moment its output
+  element was delivered; peak queue + synopsis memory.
+* **duckdb** — the same final answer computed by DuckDB in this process (the single-core limit of
+  a query that sees all input at once).  For Q0–Q3, the engine's answer must equal DuckDB's.
+* **spark** — the Spark backend (``--master``), answer checked equal to the embedded engine's.
+* **pathway**, **bytewax**, **flink** — peers, each in its own virtual environment
+  (``make peers``; their pins conflict with Sluice's: Pathway needs pyarrow < 26, PyFlink pyarrow
+  < 17, numpy < 2.2 and pandas < 2.3), run as subprocesses on the same events written as Parquet
+  (``benchmarks/peers/*_nexmark.py``).  A peer's answer must equal DuckDB's before its time counts;
+  a peer that cannot express a query says why.
+
+Q4–Q8 (Rstream, CURRENT_TIME, slides) have no SQL snapshot equivalent; their answers are checked
+against the reference evaluator in ``tests/test_nexmark.py``, and the Spark backend's against the
+embedded engine's here.
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -18,9 +33,13 @@ from typing import Any
 import numpy as np
 
 from sluice.experiments.results import write_results
-from sluice.workloads.nexmark import DDL, NexmarkGenerator, as_rows, categories
+from sluice.workloads.nexmark import COLUMNS, DDL, NexmarkGenerator, as_rows, categories
 
-QUERY_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "nexmark"
+ROOT = Path(__file__).resolve().parents[2]
+QUERY_DIR = ROOT / "benchmarks" / "nexmark"
+PEER_DIR = ROOT / "benchmarks" / "peers"
+PEERS = ("pathway", "bytewax", "flink")
+ENGINES = ("embedded", "spark", *PEERS)
 
 # DuckDB's final answer for the stream queries: the multiset of everything they emit.
 DUCKDB = {
@@ -36,94 +55,208 @@ def doltoeur(x: int) -> float:
     return x * 0.89
 
 
-def _norm(row: tuple[Any, ...]) -> tuple[Any, ...]:
+def _norm(row: Any) -> tuple[Any, ...]:
     from decimal import Decimal
 
     # DuckDB computes bigint * 0.89 in exact DECIMAL; compare as floats to 6 places
     return tuple(round(float(v), 6) if isinstance(v, float | Decimal) else v for v in row)
 
 
-def run_query(name: str, events: int, batch: int, rate: int) -> dict[str, Any]:
-    from sluice.backends.embedded import EmbeddedEngine
+def _answer(rows: Any) -> Counter[tuple[Any, ...]]:
+    return Counter(_norm(r) for r in rows)
+
+
+def _catalog() -> Any:
     from sluice.catalog import Catalog
     from sluice.cql.ast import TimeUnit
     from sluice.plan import execute
 
-    rows: dict[str, list[Any]] = dict(as_rows(NexmarkGenerator(rate=rate).events(events)))
-    text = (QUERY_DIR / f"{name}.cql").read_text()
     cat = Catalog(time_unit=TimeUnit.MILLISECOND)
     execute(cat, DDL)
     cat.register_function("DOLTOEUR", doltoeur, "float", ["bigint"])
-    eng = EmbeddedEngine(cat, start=0)
+    return cat
+
+
+def _tables(rows: dict[str, list[Any]]) -> dict[str, Any]:
+    """Each stream's events as an Arrow table (``ts`` and the attributes), sorted by ``ts``."""
+    import pyarrow as pa
+
+    out = {}
+    for s, rs in rows.items():
+        cols: list[Any] = list(zip(*rs, strict=True)) if rs else [() for _ in range(len(COLUMNS[s]) + 1)]
+        out[s] = pa.table(
+            {"ts": pa.array(cols[0], pa.int64()), **dict(zip(COLUMNS[s], map(list, cols[1:]), strict=True))}
+        )
+    return out
+
+
+def run_embedded(text: str, tables: dict[str, Any], batch: int) -> tuple[dict[str, Any], Any]:
+    from sluice.backends.embedded import EmbeddedEngine
+    from sluice.backends.rows import table_to_batch
+
+    eng = EmbeddedEngine(_catalog(), start=0)
     q = eng.register_query(text)
-    latencies: list[float] = []
-    pushed: list[tuple[int, float]] = []  # (last event ts of the batch, wall time pushed)
+    typed = {}
+    for s, t in tables.items():  # typing the input is parsing, not the query's work
+        d = eng.catalog.lookup(s)
+        typed[s] = table_to_batch(t, d.schema, False, "ts", "sign")
+    stamps = {s: b.column(0).to_numpy() for s, b in typed.items()}
+    merged = np.sort(np.concatenate(list(stamps.values())))
+    bounds = [int(merged[min(i + batch, len(merged)) - 1]) for i in range(0, len(merged), batch)]
+    latencies: list[np.ndarray] = []
+    marks: list[int] = []  # last event ts of each pushed batch
+    walls: list[float] = []  # wall time it was pushed
 
-    def on_output(els: list[Any]) -> None:
+    def on_output(b: Any) -> None:
         now = time.perf_counter()
-        stamps = [p[0] for p in pushed]
-        for e in els:
-            k = int(np.searchsorted(stamps, e.ts, side="left"))
-            if k < len(pushed):
-                latencies.append(now - pushed[k][1])
+        k = np.searchsorted(np.asarray(marks), b.column(0).to_numpy(), side="left")
+        k = k[k < len(walls)]
+        latencies.append(now - np.asarray(walls)[k])
 
-    q.subscribe(on_output)
+    q.subscribe_arrow(on_output)
     eng.push("Category", categories())
-    merged: list[Any] = sorted(
-        [(r[0], "Person", r) for r in rows["Person"]]
-        + [(r[0], "Auction", r) for r in rows["Auction"]]
-        + [(r[0], "Bid", r) for r in rows["Bid"]],
-        key=lambda x: x[0],
-    )
+    lo = {s: 0 for s in typed}
     peak = 0
     t0 = time.perf_counter()
-    for i in range(0, len(merged), batch):
-        part = merged[i : i + batch]
-        by: dict[str, list[Any]] = {}
-        for _, s, r in part:
-            by.setdefault(s, []).append(r)
-        pushed.append((part[-1][0], time.perf_counter()))
-        for s, rs in by.items():
-            eng.push(s, rs)
-        eng.heartbeat(part[-1][0] - 1)
+    for bound in bounds:
+        marks.append(bound)
+        walls.append(time.perf_counter())
+        for s, b in typed.items():
+            hi = int(np.searchsorted(stamps[s], bound, side="right"))
+            if hi > lo[s]:
+                eng.push_batch(s, b.slice(lo[s], hi - lo[s]))
+                lo[s] = hi
+        eng.heartbeat(bound - 1)
         eng.run()
         peak = max(peak, eng.statistics().memory_bytes)
     eng.close()
     seconds = time.perf_counter() - t0
-    out: dict[str, Any] = {
-        "query": " ".join(line for line in text.splitlines() if not line.startswith("--")),
-        "events": events,
-        "embedded": {
-            "events_per_s": round(events / seconds),
-            "seconds": round(seconds, 3),
-            "p50_latency_ms": round(float(np.percentile(latencies, 50)) * 1000, 2) if latencies else None,
-            "p99_latency_ms": round(float(np.percentile(latencies, 99)) * 1000, 2) if latencies else None,
-            "peak_memory_bytes": peak,
-            "output_elements": q.count,
-        },
+    events = sum(t.num_rows for t in tables.values())
+    lat = np.concatenate(latencies) if latencies else np.zeros(0)
+    return {
+        "events_per_s": round(events / seconds),
+        "seconds": round(seconds, 3),
+        "p50_latency_ms": round(float(np.percentile(lat, 50)) * 1000, 2) if lat.size else None,
+        "p99_latency_ms": round(float(np.percentile(lat, 99)) * 1000, 2) if lat.size else None,
+        "peak_memory_bytes": peak,
+        "output_elements": q.count,
+    }, q.results()
+
+
+def run_duckdb(name: str, tables: dict[str, Any]) -> tuple[float, list[Any]]:
+    import duckdb
+
+    con = duckdb.connect()
+    for s, t in tables.items():
+        con.register(s.lower(), t.drop(["ts"]))
+    t0 = time.perf_counter()
+    final = con.execute(DUCKDB[name]).fetchall()
+    return time.perf_counter() - t0, final
+
+
+def run_spark(text: str, tables: dict[str, Any], master: str) -> tuple[dict[str, Any], Any]:
+    from sluice.backends.spark.engine import SparkEngine
+
+    def once(tabs: dict[str, Any]) -> tuple[float, Any, str]:
+        from sluice.cql.ast import TimeUnit
+
+        eng = SparkEngine(
+            master, workdir=tempfile.mkdtemp(prefix="sluice-bench-"), start=0, time_unit=TimeUnit.MILLISECOND
+        )
+        eng.register_function("DOLTOEUR", doltoeur, "float", ["bigint"])
+        eng.execute(DDL)
+        q = eng.register_query(text)
+        t0 = time.perf_counter()
+        eng.push("Category", categories())
+        for s, t in tabs.items():
+            eng.push(s, t)
+        eng.close()
+        got = eng.results(q)
+        seconds = time.perf_counter() - t0
+        note = eng.explain(q).splitlines()[0]
+        eng.stop()
+        return seconds, got, note
+
+    w0 = time.perf_counter()
+    once({s: t.slice(0, 1000) for s, t in tables.items()})  # untimed: worker start-up, code paths
+    warm = time.perf_counter() - w0
+    seconds, got, note = once(tables)
+    events = sum(t.num_rows for t in tables.values())
+    return {
+        "master": master,
+        "events_per_s": round(events / seconds),
+        "seconds": round(seconds, 3),
+        "warmup_seconds": round(warm, 2),
+        "partitioning": note,
+    }, got
+
+
+def peer_python(peer: str) -> Path:
+    return ROOT / ".venv-peers" / peer / "bin" / "python"
+
+
+def run_peer(peer: str, name: str, data: Path, expected: Counter[tuple[Any, ...]] | None) -> dict[str, Any]:
+    py = peer_python(peer)
+    if not py.exists():
+        return {"status": "not installed", "why": f"{py} is missing: run `make peers`"}
+    out = data / f"{peer}-{name}.json"
+    cmd = [str(py), str(PEER_DIR / f"{peer}_nexmark.py"), "--data", str(data), "--query", name, "--out", str(out)]
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=PEER_DIR, timeout=3600)
+    if r.returncode != 0 or not out.exists():
+        return {"status": "failed", "why": (r.stderr.strip().splitlines() or ["(no output)"])[-1][:300]}
+    doc = json.loads(out.read_text())
+    if "unsupported" in doc:
+        return {"status": "cannot express", "why": doc["unsupported"], "version": doc["version"]}
+    if expected is None:
+        return {"status": "unchecked", "why": "no reference answer for this query", "version": doc["version"]}
+    if _answer(doc["rows"]) != expected:
+        raise AssertionError(f"{peer} {name}: the answer differs from the reference (DuckDB)")
+    return {
+        "status": "ok",
+        "version": doc["version"],
+        "seconds": round(doc["seconds"], 3),
+        "warmup_seconds": round(doc.get("warmup_seconds", 0.0), 2),
+        "answer_equal": True,
     }
+
+
+def run_query(name: str, events: int, batch: int, rate: int, engines: tuple[str, ...], master: str) -> dict[str, Any]:
+    rows: dict[str, list[Any]] = dict(as_rows(NexmarkGenerator(rate=rate).events(events)))
+    tables = _tables(rows)
+    text = (QUERY_DIR / f"{name}.cql").read_text()
+    out: dict[str, Any] = {"query": " ".join(line for line in text.splitlines() if not line.startswith("--"))}
+    out["events"] = events
+    stats, answer = run_embedded(text, tables, batch)
+    out["embedded"] = stats
+    expected: Counter[tuple[Any, ...]] | None = None
     if name in DUCKDB:
-        import duckdb
-        import pyarrow as pa
-
-        from sluice.workloads.nexmark import COLUMNS
-
-        con = duckdb.connect()
-        for s in ("Person", "Auction", "Bid"):
-            cols: list[list[Any]] = [list(c) for c in zip(*rows[s], strict=True)]
-            if not cols:
-                cols = [[] for _ in range(len(COLUMNS[s]) + 1)]
-            con.register(s.lower(), pa.table({c: list(v) for c, v in zip(COLUMNS[s], cols[1:], strict=True)}))
-        d0 = time.perf_counter()
-        final = con.execute(DUCKDB[name]).fetchall()
-        duck_s = time.perf_counter() - d0
-        got = Counter(_norm(e.row) for e in q.results() if e.sign == "+")
-        equal = got == Counter(_norm(tuple(r)) for r in final)
-        if not equal:
-            raise AssertionError(f"{name}: the engine's answer differs from DuckDB's")
-        out["duckdb"] = {"seconds": round(duck_s, 4), "events_per_s": round(events / duck_s), "answer_equal": True}
+        seconds, final = run_duckdb(name, tables)
+        expected = _answer(final)
+        if _answer(e.row for e in answer if e.sign == "+") != expected:
+            raise AssertionError(f"{name}: the embedded engine's answer differs from DuckDB's")
+        out["duckdb"] = {"seconds": round(seconds, 4), "events_per_s": round(events / seconds), "answer_equal": True}
     else:
         out["duckdb"] = None
+    if "spark" in engines:
+        from sluice.reference.compare import diff_outputs
+
+        stats, got = run_spark(text, tables, master)
+        if diff_outputs(answer, got):
+            raise AssertionError(f"{name}: the Spark backend's answer differs from the embedded engine's")
+        out["spark"] = {**stats, "answer_equal": True}
+    peers = [p for p in engines if p in PEERS]
+    if peers:
+        import pyarrow.parquet as pq
+
+        with tempfile.TemporaryDirectory(prefix="sluice-peers-") as tmp:
+            data = Path(tmp)
+            for s, t in tables.items():
+                pq.write_table(t, data / f"{s}.parquet")
+            for p in peers:
+                res = run_peer(p, name, data, expected)
+                if res["status"] == "ok":
+                    res["events_per_s"] = round(events / res["seconds"]) if res["seconds"] > 0 else None
+                out[p] = res
     return out
 
 
@@ -133,23 +266,45 @@ def bench(
     batch: int = 10_000,
     rate: int = 10_000,
     out: str | Path = "benchmarks/results/nexmark.json",
+    engines: tuple[str, ...] = ENGINES,
+    master: str = "local[2]",
 ) -> dict[str, Any]:
-    results = {q: run_query(q, events, batch, rate) for q in queries}
-    doc = write_results(out, "nexmark", events=events, batch=batch, rate=rate, results=results)
-    return doc
+    unknown = set(engines) - set(ENGINES)
+    if unknown:
+        raise ValueError(f"unknown engine(s) {', '.join(sorted(unknown))}; known: {', '.join(ENGINES)}")
+    results = {}
+    for q in queries:
+        print(f"{q} ...", file=sys.stderr, flush=True)
+        results[q] = run_query(q, events, batch, rate, engines, master)
+    return write_results(out, "nexmark", events=events, batch=batch, rate=rate, engines=list(engines), results=results)
+
+
+def _cell(r: dict[str, Any] | None) -> str:
+    if r is None:
+        return "—"
+    if "status" in r and r["status"] != "ok":
+        return r["status"]
+    return f"{r['events_per_s']:,}"
 
 
 def table(doc: dict[str, Any]) -> str:
-    lines = [
-        "| query | engine events/s | p50 ms | p99 ms | peak memory | DuckDB final answer |",
-        "|---|---|---|---|---|---|",
-    ]
+    engines = [e for e in doc.get("engines", ["embedded"]) if e != "embedded"]
+    head = ["query", "embedded ev/s", "p50 ms", "p99 ms", "peak memory", "DuckDB (final answer)"]
+    head += [f"{e} ev/s" for e in engines]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    notes: dict[str, str] = {}
     for q, r in doc["results"].items():
         e = r["embedded"]
         d = r["duckdb"]
-        duck = f"{d['seconds']} s ({d['events_per_s']:,} ev/s), equal" if d else "n/a (no SQL snapshot)"
-        lines.append(
-            f"| {q} | {e['events_per_s']:,} | {e['p50_latency_ms']} | {e['p99_latency_ms']} | "
-            f"{e['peak_memory_bytes']:,} B | {duck} |"
-        )
+        duck = f"{d['events_per_s']:,} ev/s, equal" if d else "n/a (no SQL snapshot)"
+        cells = [q, f"{e['events_per_s']:,}", str(e["p50_latency_ms"]), str(e["p99_latency_ms"])]
+        cells += [f"{e['peak_memory_bytes']:,} B", duck]
+        for name in engines:
+            cells.append(_cell(r.get(name)))
+            res = r.get(name)
+            if isinstance(res, dict) and res.get("why"):
+                notes.setdefault(f"{name}: {res['status']}", res["why"])
+        lines.append("| " + " | ".join(cells) + " |")
+    for k, why in notes.items():
+        lines.append(f"\n{k} — {why}")
     return "\n".join(lines)

@@ -126,6 +126,7 @@ class SparkEngine:
         self.slack = slack
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="sluice-spark-"))
         self.ddl: list[str] = []
+        self.udfs: list[tuple[str, Any, Any, Any, bool]] = []
         self.queries: dict[str, SparkQuery] = {}
         self._batches: dict[str, list[pa.Table]] = {}  # source -> pending event batches
         self._markers: list[tuple[int, str, int]] = []
@@ -169,6 +170,15 @@ class SparkEngine:
         q = SparkQuery(name, bq, partitioning(bq.plan), sources, self._seq, sink, out_path)
         self.queries[name] = q
         return q
+
+    def register_function(
+        self, name: str, fn: Any, return_type: Any, arg_types: Any = None, *, strict: bool = True
+    ) -> None:
+        """A Python scalar UDF callable from CQL; ``fn`` must pickle (a module-level function)
+        because every partition key's engine on the workers registers it too.
+        """
+        self.catalog.register_function(name, fn, return_type, arg_types, strict=strict)
+        self.udfs.append((name, fn, return_type, arg_types, strict))
 
     # -- input ---------------------------------------------------------------------------
     def _source(self, name: str) -> SourceDef:
@@ -445,6 +455,7 @@ class SparkEngine:
             self.slack,
             [(d.name, list(d.schema.types)) for d in map(self._source, q.sources)],
             list(q.bound.plan.schema.types),
+            self.udfs,
         )
         out = (
             self._input(q)

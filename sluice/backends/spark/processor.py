@@ -59,10 +59,12 @@ class SluiceProcessor(StatefulProcessor):
         slack: int,
         sources: list[tuple[str, list[DataType]]],
         out_types: list[DataType],
+        udfs: list[tuple[str, Any, Any, Any, bool]] | None = None,
     ) -> None:
         self.ddl, self.query, self.start = ddl, query, start
         self.time_unit, self.seed, self.slack = time_unit, seed, slack
         self.sources, self.out_types = sources, out_types
+        self.udfs = udfs or []
         self.index = {name: i for i, (name, _) in enumerate(sources)}
 
     def init(self, handle: StatefulProcessorHandle) -> None:
@@ -77,6 +79,8 @@ class SluiceProcessor(StatefulProcessor):
         from sluice.cql.ast import TimeUnit
 
         eng = EmbeddedEngine(time_unit=TimeUnit[self.time_unit], seed=self.seed, start=self.start, slack=self.slack)
+        for name, fn, ret, args, strict in self.udfs:
+            eng.catalog.register_function(name, fn, ret, args, strict=strict)
         eng.execute(self.ddl)
         eng.register_query(self.query, name="q")
         return eng
