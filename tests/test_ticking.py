@@ -10,7 +10,7 @@ from sluice.reference import evaluate
 from sluice.reference.compare import diff_outputs
 from sluice.runtime.operators.ticking import TickingMap, interval_filter
 
-DDL = "register stream S (K integer, E integer); register relation R (K integer, E integer)"
+DDL = "register stream S (K integer, E timestamp); register relation R (K integer, E integer)"
 
 INTERVAL_QUERIES = [
     "select * from R where E < CURRENT_TIME",

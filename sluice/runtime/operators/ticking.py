@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from sluice.datatypes import TypeKind
 from sluice.plan.expr import BExpr, Call, CurrentTime, walk_expr
 from sluice.runtime.batch import from_signed_rows, to_elements
 from sluice.runtime.operators.base import Unary
@@ -48,6 +49,10 @@ def _conjuncts(e: BExpr) -> list[BExpr]:
     return [e]
 
 
+def _integral(e: BExpr) -> bool:
+    return e.type.is_integer or e.type.kind is TypeKind.TIMESTAMP
+
+
 def _uses_now(e: BExpr) -> bool:
     return any(isinstance(x, CurrentTime) for x in walk_expr(e))
 
@@ -65,9 +70,9 @@ def interval_filter(pred: BExpr) -> tuple[list[BExpr], list[tuple[str, BExpr]]] 
         if not (isinstance(c, Call) and c.fn in _BOUNDS):
             return None
         a, b = c.args
-        if isinstance(b, CurrentTime) and not _uses_now(a) and a.type.is_integer:
+        if isinstance(b, CurrentTime) and not _uses_now(a) and _integral(a):
             bounds.append((c.fn, a))
-        elif isinstance(a, CurrentTime) and not _uses_now(b) and b.type.is_integer:
+        elif isinstance(a, CurrentTime) and not _uses_now(b) and _integral(b):
             bounds.append((_FLIP[c.fn], b))
         else:
             return None
