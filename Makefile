@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-all test-fast lint bench venv clean java
+.PHONY: demo test test-all test-fast lint bench peers venv clean java
 
 venv: $(STAMP)
 
@@ -35,11 +35,22 @@ test-all: lint java
 test-fast: venv
 	$(PY) -m pytest -q -m "not slow and not spark"
 
-bench: venv
+# Benchmark peers, each in its own virtual environment: their pins conflict with Sluice's
+# (Pathway: pyarrow < 26; PyFlink: pyarrow < 17, numpy < 2.2, pandas < 2.3).
+PEERS := pathway bytewax flink
+peers: $(PEERS:%=.venv-peers/%/.installed)
+
+.venv-peers/%/.installed: benchmarks/peers/requirements-%.txt
+	@test -x .venv-peers/$*/bin/python || $(PYTHON) -m venv .venv-peers/$*
+	.venv-peers/$*/bin/python -m pip install -q -r $<
+	@touch $@
+
+bench: venv java
+	-$(MAKE) peers  # a peer that cannot be installed is reported as "not installed" in the table
 	$(PY) benchmarks/engine_throughput.py
 	$(PY) benchmarks/reference_vs_duckdb.py
 	$(PY) benchmarks/spark_throughput.py
-	$(PY) -m sluice bench --queries q0,q1,q2,q3,q5,q7 --events 100000
+	$(PY) -m sluice bench --queries q0,q1,q2,q3,q4,q5,q6,q7 --events 100000
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .venv-peers .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -361,3 +361,32 @@ def test_rate_source(spark, tmp_path) -> None:
     got = eng.results(h)
     eng.stop()
     assert got and all(e.row[1] == 0 and e.row[0] % 3 == 0 for e in got)
+
+
+def test_stateless_queries_run_as_native_spark_expressions(spark, tmp_path) -> None:
+    """σ/π over each element (Istream over [Range Unbounded], Rstream over [Now]) needs no
+    processor; integer division, modulo, NULLs and large integers keep Sluice's semantics."""
+    ddl = "register stream S (A bigint, B integer, F float, N varchar(4))"
+    queries = [
+        "select A / B, A % B, F * 2, N || 'x', -B from S where B <> 3 or N is null",
+        "Rstream(select A + 1, coalesce(N, 'none') from S [Now] where F > 0.5)",
+        "Istream(select N from S [Now])",  # not stateless: a tuple repeated at consecutive instants is not new
+        "select A, B from S where N like 'a%'",  # LIKE stays in Python: not native, still exact
+    ]
+    rows = [
+        (1, 7, -2, 0.75, "ab"), (1, -7, 2, 0.25, None), (2, 2**60 + 3, 7, 1.5, "cd"), (2, 5, 0, None, "ab"),
+        (3, None, 3, 2.0, None), (3, 9, 3, 0.0, "ab"), (4, 9, 4, 0.6, "zz"),
+    ]
+    eng = SparkEngine(spark=spark, workdir=tmp_path)
+    eng.execute(ddl)
+    handles = [eng.register_query(q) for q in queries]
+    eng.push("S", rows)
+    eng.close()
+    _, expected = _embedded_twin(ddl, queries, [("S", rows)])
+    natives = ["native Spark expressions" in eng.explain(h) for h in handles]
+    assert natives == [True, True, False, False]
+    for h, exp in zip(handles, expected, strict=True):
+        assert exp, h.bound.text
+        got = eng.results(h)
+        assert not diff_outputs(exp, got) and len(got) == len(exp), h.bound.text
+    eng.stop()

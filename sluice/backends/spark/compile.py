@@ -274,6 +274,61 @@ def partitioning(plan: L.LogicalNode) -> Partitioning | None:
     return None
 
 
+# -- stateless queries, whole -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NativePlan:
+    """A query that is σ and π over one stream's elements: ``source``'s elements that pass every
+    predicate, mapped by ``columns`` (both over the source's columns), at their own timestamps.
+    """
+
+    source: str
+    predicates: list[BExpr]
+    columns: list[BExpr]
+
+
+def _subst(e: BExpr, cols: list[BExpr]) -> BExpr:
+    if isinstance(e, ColRef):
+        return cols[e.index]
+    if isinstance(e, Call):
+        return Call(e.fn, tuple(_subst(a, cols) for a in e.args), e.type)
+    return e
+
+
+def native(plan: L.LogicalNode) -> NativePlan | None:
+    """The plan as a ``NativePlan`` if it is ``Istream(π σ … S [Range Unbounded])`` or
+    ``Rstream(π σ … S [Now])`` — each input element yields at most one output element at its own
+    timestamp, so Spark needs no state — else None.  (``Istream`` over ``[Now]`` is not: a tuple
+    repeated at consecutive instants is not new.)
+    """
+    if not isinstance(plan, L.StreamOp) or plan.op == "DSTREAM":
+        return None
+    chain: list[L.LogicalNode] = []
+    node = plan.input
+    while isinstance(node, L.Filter | L.Project):
+        chain.append(node)
+        node = node.inputs()[0]
+    want = "UNBOUNDED" if plan.op == "ISTREAM" else "NOW"
+    if not (isinstance(node, L.Window) and node.spec.kind == want and isinstance(node.input, L.Scan)):
+        return None
+    scan = node.input
+    if scan.kind is not Kind.STREAM:
+        return None
+    names, types = scan.schema.names, scan.schema.types
+    cols: list[BExpr] = [ColRef(i, types[i], names[i]) for i in range(len(types))]
+    preds: list[BExpr] = []
+    for n in reversed(chain):
+        if isinstance(n, L.Filter):
+            preds.append(_subst(n.predicate, cols))
+        else:
+            assert isinstance(n, L.Project)
+            cols = [_subst(c, cols) for c in n.columns]
+    if any(isinstance(x, Subquery) for e in preds + cols for x in walk_expr(e)):
+        return None
+    return NativePlan(scan.name, preds, cols)
+
+
 # -- selections as Spark expressions ----------------------------------------------------------
 
 
@@ -338,10 +393,11 @@ def _rename(e: BExpr, mapping: dict[int, int]) -> BExpr:
 
 
 _CMP = {"eq": "__eq__", "ne": "__ne__", "lt": "__lt__", "le": "__le__", "gt": "__gt__", "ge": "__ge__"}
+_ARITH = {"add": "__add__", "sub": "__sub__", "mul": "__mul__"}
 
 
 def _family(t: DataType) -> str | None:
-    if t.is_integer:
+    if t.is_integer or t.kind is TypeKind.TIMESTAMP:
         return "int"
     if t.kind is TypeKind.FLOAT:
         return "float"
@@ -352,33 +408,65 @@ def _family(t: DataType) -> str | None:
     return None
 
 
+def _comparable(a: DataType, b: DataType) -> bool:
+    fa, fb = _family(a), _family(b)
+    return fa is not None and (fa == fb or {fa, fb} == {"int", "float"})
+
+
 def to_column(e: BExpr, column: Callable[[int], Any]) -> Any | None:
-    """A Spark Column computing ``e`` exactly as Sluice does, or None if not translated."""
+    """A Spark Column computing ``e`` exactly as Sluice does (``sluice.plan.scalar``), or None.
+
+    Translated: columns, constants, comparisons, AND/OR/NOT, IS [NOT] NULL, + − × (Spark's ANSI
+    mode raises on int64 overflow, as Sluice does), / and % (truncating toward zero, the sign of
+    the dividend, NULL for a zero divisor), unary minus, ``||`` and COALESCE.  Everything else
+    (CASE, LIKE, string and rounding functions, UDFs, CURRENT_TIME, subqueries) stays in Python.
+    """
     from pyspark.sql import functions as F
+
+    from sluice.backends.spark.types import spark_type
 
     if isinstance(e, ColRef):
         return column(e.index)
     if isinstance(e, Const):
         if e.value is None or _family(e.type) is None:
             return None
-        return F.lit(e.value)
+        return F.lit(e.value).cast(spark_type(e.type))
     if not isinstance(e, Call):
         return None
+    maybe = [to_column(a, column) for a in e.args]
+    if any(a is None for a in maybe):
+        return None
+    args: list[Any] = maybe
     if e.fn in _CMP:
-        a, b = e.args
-        if _family(a.type) is None or _family(a.type) != _family(b.type):
+        if not _comparable(e.args[0].type, e.args[1].type):
             return None
-        ca, cb = to_column(a, column), to_column(b, column)
-        return None if ca is None or cb is None else getattr(ca, _CMP[e.fn])(cb)
-    if e.fn in ("and", "or"):
-        left, right = (to_column(a, column) for a in e.args)
-        if left is None or right is None:
-            return None
-        return left & right if e.fn == "and" else left | right
+        return getattr(args[0], _CMP[e.fn])(args[1])
+    if e.fn == "and":
+        return args[0] & args[1]
+    if e.fn == "or":
+        return args[0] | args[1]
     if e.fn == "not":
-        x = to_column(e.args[0], column)
-        return None if x is None else ~x
-    if e.fn in ("is_null", "is_not_null"):
-        x = to_column(e.args[0], column)
-        return None if x is None else (x.isNull() if e.fn == "is_null" else x.isNotNull())
+        return ~args[0]
+    if e.fn == "is_null":
+        return args[0].isNull()
+    if e.fn == "is_not_null":
+        return args[0].isNotNull()
+    numeric = all(_family(a.type) in ("int", "float") for a in e.args)
+    out_type = spark_type(e.type)
+    if e.fn in _ARITH and numeric:
+        return getattr(args[0], _ARITH[e.fn])(args[1]).cast(out_type)
+    if e.fn == "neg" and numeric:
+        return (-args[0]).cast(out_type)
+    if e.fn in ("div", "mod") and numeric:
+        a, b = args
+        if e.type.is_integer:  # Spark's div truncates toward zero, % keeps the dividend's sign
+            exact = F.call_function("div", a, b) if e.fn == "div" else a % b
+        else:
+            exact = a / b if e.fn == "div" else a % b
+        res = F.when(b == 0, F.lit(None)).otherwise(exact)  # no ANSI error: x / 0 is NULL
+        return res.cast(out_type)
+    if e.fn == "concat" and all(_family(a.type) == "str" for a in e.args):
+        return F.concat(args[0], args[1])
+    if e.fn == "coalesce":
+        return F.coalesce(*args).cast(out_type)
     return None

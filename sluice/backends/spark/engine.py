@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from sluice.backends.rows import rows_to_batch, table_to_batch
-from sluice.backends.spark.compile import BUCKETS, Partitioning, partitioning, pushdown, to_column
+from sluice.backends.spark.compile import BUCKETS, NativePlan, Partitioning, native, partitioning, pushdown, to_column
 from sluice.catalog import Catalog, Kind, SourceDef
 from sluice.cql import ast
 from sluice.cql.ast import TimeUnit
@@ -80,12 +80,15 @@ class SparkQuery:
     stream: Any = None
     table: str = ""
     notes: list[str] = field(default_factory=list)
+    native: NativePlan | None = None
 
     @property
     def kind(self) -> Kind:
         return self.bound.kind
 
     def partition_note(self, catalog: Catalog) -> str:
+        if self.native is not None:
+            return "runs as native Spark expressions (no state): a selection and projection of each element"
         if self.part is None:
             return (
                 "runs on one key: no partitioning keeps its answer exact "
@@ -168,6 +171,7 @@ class SparkEngine:
             if isinstance(n, L.Scan) and n.name.lower() not in {s.lower() for s in sources}:
                 sources.append(self._source(n.name).name)
         q = SparkQuery(name, bq, partitioning(bq.plan), sources, self._seq, sink, out_path)
+        q.native = self._native(bq)
         self.queries[name] = q
         return q
 
@@ -179,6 +183,19 @@ class SparkEngine:
         """
         self.catalog.register_function(name, fn, return_type, arg_types, strict=strict)
         self.udfs.append((name, fn, return_type, arg_types, strict))
+
+    def _native(self, bq: BoundQuery) -> NativePlan | None:
+        """The query's native plan, if every expression translates and its source is pushed (the
+        driver checks pushed elements for lateness; Spark cannot for files read directly).
+        """
+        from pyspark.sql import functions as F
+
+        plan = native(bq.plan)
+        if plan is None or plan.source.lower() in self.external:
+            return None
+        if any(to_column(e, lambda j: F.col(f"c{j}")) is None for e in plan.predicates + plan.columns):
+            return None
+        return plan
 
     # -- input ---------------------------------------------------------------------------
     def _source(self, name: str) -> SourceDef:
@@ -438,6 +455,26 @@ class SparkEngine:
         for f in frames[1:]:
             out = out.unionByName(f)
         return out
+
+    def _native_output(self, q: SparkQuery) -> Any:
+        from pyspark.sql import functions as F
+
+        from sluice.backends.spark.types import spark_type
+
+        assert q.native is not None
+        d = self._source(q.native.source)
+        frame = self._source_frame(d.name).where(F.col("seq") > q.seq_from)
+        for p in q.native.predicates:
+            frame = frame.where(to_column(p, lambda j: F.col(f"c{j}")))
+        types = q.bound.plan.schema.types
+        cols = []
+        for j, (c, t) in enumerate(zip(q.native.columns, types, strict=True)):
+            col = to_column(c, lambda i: F.col(f"c{i}"))
+            assert col is not None  # checked at registration
+            cols.append(col.cast(spark_type(t)).alias(f"c{j}"))
+        scale = self.catalog.scale(d)
+        ts = (F.col("ts") * F.lit(scale)).cast("long").alias("ts")
+        return frame.select(ts, F.lit(1).cast("int").alias("sign"), *cols, F.lit(None).cast("string").alias("note"))
 
     def _start(self, q: SparkQuery) -> None:
         from sluice.backends.spark.processor import SluiceProcessor, output_schema
