@@ -390,3 +390,29 @@ def test_stateless_queries_run_as_native_spark_expressions(spark, tmp_path) -> N
         got = eng.results(h)
         assert not diff_outputs(exp, got) and len(got) == len(exp), h.bound.text
     eng.stop()
+
+
+def test_spark_watermark_completes_instants_on_every_key_as_the_embedded_engine_does(spark, tmp_path) -> None:
+    """No heartbeats: event time alone (minus the slack) completes instants.  A key that gets no new
+    elements still completes them — through Spark's watermark and its timer — so the answer so far
+    equals the embedded engine's at every run, not only after close()."""
+    ddl = "register stream S (K integer, V integer)"
+    query = "select K, count(*) from S [Range 2 Seconds] group by K"
+    first = [(1, 1, 10), (2, 2, 20), (3, 2, 5)]
+    second = [(10, 1, 7)]  # only K = 1 moves on; K = 2's window must still empty at instant 5
+    eng = SparkEngine(spark=spark, workdir=tmp_path, slack=1)
+    eng.execute(ddl)
+    h = eng.register_query(query)
+    emb = EmbeddedEngine(slack=1)
+    emb.execute(ddl)
+    e = emb.register_query(query)
+    for rows in (first, second):
+        eng.push("S", rows)
+        eng.run()
+        emb.push("S", rows)
+        emb.run()
+        got, expected = eng.results(h), e.results()
+        assert not diff_outputs(expected, got), rows
+    assert any(x.ts == 5 and x.sign == "-" and x.row[0] == 2 for x in got)  # K = 2 emptied by the watermark
+    assert "partitioned" in eng.explain(h)
+    eng.stop()

@@ -53,6 +53,9 @@ from sluice.runtime.operators.base import ExecContext
 from sluice.runtime.operators.sources import Source
 
 SINKS = ("memory", "parquet", "json", "console")
+# Spark's event time is ticks + this offset, read as milliseconds: Spark treats a watermark of 0 as
+# "none yet" and drops rows at or before it, and Sluice's timestamps may be 0 or negative.
+EVENT_TIME_OFFSET = 2**41
 
 
 def needs_flag(t: DataType) -> bool:
@@ -81,6 +84,8 @@ class SparkQuery:
     table: str = ""
     notes: list[str] = field(default_factory=list)
     native: NativePlan | None = None
+    dropped: int = 0  # elements Spark dropped behind its watermark
+    seen_batches: set[int] = field(default_factory=set)
 
     @property
     def kind(self) -> Kind:
@@ -394,7 +399,6 @@ class SparkEngine:
 
         defs = [self._source(s) for s in q.sources]
         pushed = pushdown(q.bound.plan)
-        all_keys = F.explode(F.array(*[F.lit(str(b)) for b in range(BUCKETS)]))
 
         def values(active: int | None) -> list[Any]:
             out = []
@@ -409,45 +413,70 @@ class SparkEngine:
                         out.append(v.alias(f"s{i}c{j}"))
             return out
 
+        mdir = self.workdir / "markers"
+        mdir.mkdir(parents=True, exist_ok=True)
+        mschema = StructType(
+            [StructField("seq", LongType()), StructField("kind", StringType()), StructField("ts", LongType())]
+        )
+
+        def marker_frame() -> Any:
+            return self.spark.readStream.schema(mschema).parquet(str(mdir)).where(F.col("seq") > q.seq_from)
+
+        keys = F.array(*[F.lit(str(b)) for b in range(BUCKETS)])
+        slack, off = F.lit(self.slack), F.lit(EVENT_TIME_OFFSET)
         frames = []
         for i, d in enumerate(defs):
-            frame = self._source_frame(d.name).where((F.col("seq") > q.seq_from) | (F.col("seq") < 0))
-            preds = [to_column(p, lambda j: F.col(f"c{j}")) for p in pushed.get(d.name.lower(), [])]
-            for p in preds:
-                if p is not None:
-                    frame = frame.where(p)
+            scale = F.lit(self.catalog.scale(d))
+            names = [f"c{j}" for j in range(len(d.schema))]
+            data = self._source_frame(d.name).where((F.col("seq") > q.seq_from) | (F.col("seq") < 0))
+            data = data.select("seq", F.lit("d").alias("kind"), "ts", "sign", *names, (F.col("ts") * scale).alias("et"))
+            # Markers raise this input's event time as a heartbeat raises a source's completion:
+            # with Spark's delay of slack + 1, h(τ) completes ticks < (τ+1)·scale and e(u) ticks ≤ u.
+            et = (
+                F.when(F.col("kind") == "h", (F.col("ts") + 1) * scale + slack)
+                .when(F.col("kind") == "e", F.col("ts") + 1 + slack)
+                .otherwise(F.col("ts"))
+            )
+            marks = marker_frame().select(
+                "seq",
+                F.lit("w").alias("kind"),
+                "ts",
+                F.lit(0).cast(IntegerType()).alias("sign"),
+                *[F.lit(None).cast(spark_type(t)).alias(n) for n, t in zip(names, d.schema.types, strict=True)],
+                et.alias("et"),
+            )
+            frame = data.unionByName(marks).withColumn("etime", F.timestamp_millis(F.col("et") + off))
+            # Spark's watermark for this input: max event time − slack − 1, so exactly the elements
+            # the embedded engine would call late are behind it; the marker rows only move it
+            frame = frame.withWatermark("etime", f"{self.slack + 1} milliseconds").where(F.col("kind") == "d")
+            for p in pushed.get(d.name.lower(), []):
+                col = to_column(p, lambda j: F.col(f"c{j}"))
+                if col is not None:
+                    frame = frame.where(col)
             if q.part is None:
                 ekey = F.lit("0")
             elif d.name.lower() in q.part.keys:
                 cols = [F.col(f"c{j}") for j in q.part.keys[d.name.lower()]]
                 ekey = F.pmod(F.hash(*cols), F.lit(BUCKETS)).cast("string")
             else:
-                ekey = all_keys
+                ekey = F.explode(keys)
             frames.append(
                 frame.select(
-                    ekey.alias("ekey"),
-                    "seq",
-                    F.lit("d").alias("kind"),
-                    F.lit(d.name).alias("src"),
-                    "ts",
-                    "sign",
-                    *values(i),
+                    ekey.alias("ekey"), "seq", "kind", F.lit(d.name).alias("src"), "ts", "sign", "etime", *values(i)
                 )
             )
-        mdir = self.workdir / "markers"
-        mdir.mkdir(parents=True, exist_ok=True)
-        schema = StructType(
-            [StructField("seq", LongType()), StructField("kind", StringType()), StructField("ts", LongType())]
-        )
-        markers = self.spark.readStream.schema(schema).parquet(str(mdir)).where(F.col("seq") > q.seq_from)
+        # the markers themselves reach every key in-band (no event time: never late)
         frames.append(
-            markers.select(
-                (F.lit("0") if q.part is None else all_keys).alias("ekey"),
+            marker_frame()
+            .where(F.col("kind") != "s")
+            .select(
+                (F.lit("0") if q.part is None else F.explode(keys)).alias("ekey"),
                 "seq",
                 "kind",
                 F.lit("").alias("src"),
                 "ts",
                 F.lit(0).cast(IntegerType()).alias("sign"),
+                F.lit(None).cast("timestamp").alias("etime"),
                 *values(None),
             )
         )
@@ -501,7 +530,7 @@ class SparkEngine:
                 statefulProcessor=proc,
                 outputStructType=output_schema(q.bound.plan.schema.types),
                 outputMode="Append",
-                timeMode="None",
+                timeMode="EventTime",
             )
         )
         checkpoint = str(self.workdir / q.name / "checkpoint")
@@ -517,11 +546,28 @@ class SparkEngine:
 
     def run(self) -> None:
         """Hand Spark every event pushed so far and wait until each query has processed them."""
+        for q in self.queries.values():
+            if q.stream is None and q.native is None:  # give every input an event time from the start
+                start = self.start if self.start is not None else self._min_ts
+                self._seq += 1
+                self._markers.append((self._seq, "s", (start or 0) - 1))
+                q.seq_from = min(q.seq_from, self._seq - 1)
         self._flush()
         for q in self.queries.values():
             if q.stream is None:
                 self._start(q)
             q.stream.processAllAvailable()
+            self._count_dropped(q)
+
+    def _count_dropped(self, q: SparkQuery) -> None:
+        """Elements Spark dropped behind its watermark (possible for attached sources only: pushed
+        elements are checked by the driver first) are counted, never lost silently.
+        """
+        for p in q.stream.recentProgress:
+            if p["batchId"] in q.seen_batches:
+                continue
+            q.seen_batches.add(p["batchId"])
+            q.dropped += sum(int(op.get("numRowsDroppedByWatermark", 0)) for op in p.get("stateOperators", []))
 
     def stop(self) -> None:
         """Stop the streaming queries (their checkpoints stay; a new engine on the same workdir resumes)."""
@@ -570,7 +616,13 @@ class SparkEngine:
         """Rejections (the driver's and each query's processors'), per query."""
         return {
             "rejected": list(self.rejected),
-            "queries": {n: {"rejected": list(q.notes)} for n, q in self.queries.items()},
+            "queries": {
+                n: {
+                    "rejected": list(q.notes)
+                    + ([f"{q.dropped} element(s) arrived behind Spark's watermark (late)"] if q.dropped else [])
+                }
+                for n, q in self.queries.items()
+            },
         }
 
     def explain(self, query: str | SparkQuery) -> str:

@@ -6,7 +6,9 @@ the key's elements.  After every micro-batch the engine is snapshotted (pickled)
 
 Input rows are events in typed columns: data (``d``) for source ``i`` in ``s{i}c{j}`` (with
 ``s{i}n{j}`` is-null flags for non-string columns), heartbeats (``h``) and end of input (``e``).
-Runs of data between markers become Arrow batches pushed on the engine's fast path.  Output rows
+Runs of data between markers become Arrow batches pushed on the engine's fast path.  The
+processor runs in event-time mode: Spark's watermark (each input's event time minus the slack,
+the minimum over inputs) completes instants on every key, through a timer each key re-arms.  Output rows
 are the query's elements ``(ts, sign, c0…)`` with nullable typed columns; rows with sign 0 carry
 a ``note``: an element the key's engine rejected (late, or a deletion of an absent tuple).
 """
@@ -65,9 +67,13 @@ class SluiceProcessor(StatefulProcessor):
         self.time_unit, self.seed, self.slack = time_unit, seed, slack
         self.sources, self.out_types = sources, out_types
         self.udfs = udfs or []
+        from sluice.backends.spark.engine import EVENT_TIME_OFFSET
+
+        self.offset = EVENT_TIME_OFFSET
         self.index = {name: i for i, (name, _) in enumerate(sources)}
 
     def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
         self.state = handle.getValueState("engine", StructType([StructField("blob", BinaryType())]))
 
     def _engine(self) -> Any:
@@ -102,8 +108,8 @@ class SluiceProcessor(StatefulProcessor):
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
         eng = self._engine()
-        events = pd.concat(list(rows), ignore_index=True).sort_values(["seq"], kind="stable", ignore_index=True)
         before = {n: len(s.messages) for n, s in eng.sources.items()}
+        events = pd.concat(list(rows), ignore_index=True).sort_values(["seq"], kind="stable", ignore_index=True)
         kinds = events["kind"].to_numpy()
         marks = [int(m) for m in np.flatnonzero(kinds != "d")] + [len(events)]
         lo = 0
@@ -115,13 +121,31 @@ class SluiceProcessor(StatefulProcessor):
                 ts = int(events["ts"].iat[m])
                 if kinds[m] == "h":
                     eng.heartbeat(ts)
-                else:
+                elif kinds[m] == "e":
                     eng.close(ts)
+                # "s" (a query started) only gave every input an event time
             lo = m + 1
+        yield from self._finish(eng, before, timerValues)
+
+    def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[pd.DataFrame]:
+        """Spark's watermark moved on: instants before it are complete on this key too."""
+        eng = self._engine()
+        yield from self._finish(eng, {n: len(s.messages) for n, s in eng.sources.items()}, timerValues)
+
+    def _finish(self, eng: Any, before: dict[str, int], timer_values: Any) -> Iterator[pd.DataFrame]:
+        # Spark's watermark W (ticks + offset): no element at or before it will reach any key
+        # (Spark drops it, and Sluice counts it), so every instant ≤ W − offset is complete here.
+        w = int(timer_values.getCurrentWatermarkInMs())
+        if w > 0:  # 0: no watermark yet
+            for src in eng.sources.values():
+                src.heartbeat(w - self.offset, scaled=True)
         eng.run()
+        for armed in list(self.handle.listTimers()):
+            self.handle.deleteTimer(armed)
+        self.handle.registerTimer(max(w, 0) + 1)  # wake this key when the watermark passes w
         q = eng.queries["q"]
         out, q.batches = q.batches, []
-        notes = [m for n, s in eng.sources.items() for m in s.messages[before[n] :]]
+        notes = [m for n, s in eng.sources.items() for m in s.messages[before.get(n, 0) :]]
         self.state.update((pickle.dumps(eng),))
         frames = []
         if out:
