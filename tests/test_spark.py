@@ -16,6 +16,7 @@ from sluice.backends.spark.engine import SparkEngine
 from sluice.compat.stream_script import parse_output, parse_script, parse_value, read_dat
 from sluice.cql import parse_statement
 from sluice.cql.ast import RegisterSource, TimeUnit
+from sluice.errors import SluiceError
 from sluice.reference import evaluate
 from sluice.reference.compare import diff_outputs
 
@@ -385,6 +386,7 @@ def test_stateless_queries_run_as_native_spark_expressions(spark, tmp_path) -> N
     _, expected = _embedded_twin(ddl, queries, [("S", rows)])
     natives = ["native Spark expressions" in eng.explain(h) for h in handles]
     assert natives == [True, True, False, False]
+    assert [eng.stateful(h) for h in handles] == [False, False, True, True]  # and Spark ran them so
     for h, exp in zip(handles, expected, strict=True):
         assert exp, h.bound.text
         got = eng.results(h)
@@ -415,4 +417,30 @@ def test_spark_watermark_completes_instants_on_every_key_as_the_embedded_engine_
         assert not diff_outputs(expected, got), rows
     assert any(x.ts == 5 and x.sign == "-" and x.row[0] == 2 for x in got)  # K = 2 emptied by the watermark
     assert "partitioned" in eng.explain(h)
+    eng.stop()
+
+
+def test_stream_static_join_runs_natively_and_static_rows_reach_the_processors(spark, tmp_path) -> None:
+    ddl = "register stream S (K integer, V integer); register relation R (K integer, N varchar(4))"
+    queries = [
+        "Rstream(select S.V, R.N from S [Now], R where S.K = R.K and S.V > 1)",  # native stream–static join
+        "select R.N, count(*) from S [Range 2 Seconds], R where S.K = R.K group by R.N",  # processor
+    ]
+    static = [(1, "one"), (2, "two"), (2, "deux")]
+    rows = [(3, 1, 5), (3, 2, 1), (4, 2, 7), (6, 3, 9), (7, 1, 2)]
+    eng = SparkEngine(spark=spark, workdir=tmp_path)
+    eng.execute(ddl)
+    eng.attach_static("R", static)
+    handles = [eng.register_query(q) for q in queries]
+    eng.push("S", rows)
+    eng.close()
+    with pytest.raises(SluiceError, match="static"):
+        eng.push("R", [(9, "+", 4, "four")])
+    assert "static relation R" in eng.explain(handles[0])
+    assert "native" not in eng.explain(handles[1])
+    assert [eng.stateful(h) for h in handles] == [False, True]
+    _, expected = _embedded_twin(ddl, queries, [("R", [(3, "+", k, n) for k, n in static]), ("S", rows)])
+    for h, exp in zip(handles, expected, strict=True):
+        got = eng.results(h)
+        assert exp and not diff_outputs(exp, got) and len(got) == len(exp), h.bound.text
     eng.stop()

@@ -279,13 +279,23 @@ def partitioning(plan: L.LogicalNode) -> Partitioning | None:
 
 @dataclass(frozen=True)
 class NativePlan:
-    """A query that is σ and π over one stream's elements: ``source``'s elements that pass every
-    predicate, mapped by ``columns`` (both over the source's columns), at their own timestamps.
+    """A query that is σ and π over one stream's elements (optionally joined with a relation
+    declared static): ``source``'s elements — paired with each ``static`` row — that pass every
+    predicate, mapped by ``columns``, at their own timestamps.  Expressions index the stream's
+    columns then the relation's if ``stream_first``, else the relation's then the stream's.
     """
 
     source: str
     predicates: list[BExpr]
     columns: list[BExpr]
+    static: str | None = None
+    stream_first: bool = True
+
+    def width(self, stream_cols: int, static_cols: int) -> Callable[[int], tuple[str, int]]:
+        """Maps an expression's column index to ("c" | "r", index in the stream | relation)."""
+        first, n = ("c", stream_cols) if self.stream_first else ("r", static_cols)
+        second = "r" if first == "c" else "c"
+        return lambda j: (first, j) if j < n else (second, j - n)
 
 
 def _subst(e: BExpr, cols: list[BExpr]) -> BExpr:
@@ -298,9 +308,10 @@ def _subst(e: BExpr, cols: list[BExpr]) -> BExpr:
 
 def native(plan: L.LogicalNode) -> NativePlan | None:
     """The plan as a ``NativePlan`` if it is ``Istream(π σ … S [Range Unbounded])`` or
-    ``Rstream(π σ … S [Now])`` — each input element yields at most one output element at its own
-    timestamp, so Spark needs no state — else None.  (``Istream`` over ``[Now]`` is not: a tuple
-    repeated at consecutive instants is not new.)
+    ``Rstream(π σ … S [Now])``, or the same over ``S [...] ⋈ R`` with ``R`` a relation (the
+    caller checks it is static) — each input element yields output only at its own timestamp, so
+    Spark needs no state — else None.  (``Istream`` over ``[Now]`` is not: a tuple repeated at
+    consecutive instants is not new.)
     """
     if not isinstance(plan, L.StreamOp) or plan.op == "DSTREAM":
         return None
@@ -310,13 +321,26 @@ def native(plan: L.LogicalNode) -> NativePlan | None:
         chain.append(node)
         node = node.inputs()[0]
     want = "UNBOUNDED" if plan.op == "ISTREAM" else "NOW"
-    if not (isinstance(node, L.Window) and node.spec.kind == want and isinstance(node.input, L.Scan)):
+
+    def stream_window(n: L.LogicalNode) -> L.Scan | None:
+        if isinstance(n, L.Window) and n.spec.kind == want and isinstance(n.input, L.Scan):
+            return n.input if n.input.kind is Kind.STREAM else None
         return None
-    scan = node.input
-    if scan.kind is not Kind.STREAM:
+
+    static, stream_first = None, True
+    scan = stream_window(node)
+    if scan is None and isinstance(node, L.Join):
+        left, right = node.left, node.right
+        if (scan := stream_window(left)) is not None and isinstance(right, L.Scan):
+            static = right.name
+        elif (scan := stream_window(right)) is not None and isinstance(left, L.Scan):
+            static, stream_first = left.name, False
+        else:
+            scan = None
+    if scan is None:
         return None
-    names, types = scan.schema.names, scan.schema.types
-    cols: list[BExpr] = [ColRef(i, types[i], names[i]) for i in range(len(types))]
+    schema = node.schema
+    cols: list[BExpr] = [ColRef(i, schema.types[i], schema.names[i]) for i in range(len(schema))]
     preds: list[BExpr] = []
     for n in reversed(chain):
         if isinstance(n, L.Filter):
@@ -326,7 +350,7 @@ def native(plan: L.LogicalNode) -> NativePlan | None:
             cols = [_subst(c, cols) for c in n.columns]
     if any(isinstance(x, Subquery) for e in preds + cols for x in walk_expr(e)):
         return None
-    return NativePlan(scan.name, preds, cols)
+    return NativePlan(scan.name, preds, cols, static, stream_first)
 
 
 # -- selections as Spark expressions ----------------------------------------------------------

@@ -93,7 +93,8 @@ class SparkQuery:
 
     def partition_note(self, catalog: Catalog) -> str:
         if self.native is not None:
-            return "runs as native Spark expressions (no state): a selection and projection of each element"
+            what = f" joined with the static relation {self.native.static}" if self.native.static else ""
+            return f"runs as native Spark expressions (no state): a selection and projection of each element{what}"
         if self.part is None:
             return (
                 "runs on one key: no partitioning keeps its answer exact "
@@ -145,6 +146,7 @@ class SparkEngine:
         self.rejected: list[str] = []
         # source -> (kind, options): "directory" (path, format, options), "rate", "socket"
         self.external: dict[str, tuple[str, dict[str, Any]]] = {}
+        self.static: dict[str, list[tuple[Any, ...]]] = {}  # relation -> its fixed rows
 
     # -- registration --------------------------------------------------------------------
     def execute(self, text: str) -> list[Any]:
@@ -176,7 +178,6 @@ class SparkEngine:
             if isinstance(n, L.Scan) and n.name.lower() not in {s.lower() for s in sources}:
                 sources.append(self._source(n.name).name)
         q = SparkQuery(name, bq, partitioning(bq.plan), sources, self._seq, sink, out_path)
-        q.native = self._native(bq)
         self.queries[name] = q
         return q
 
@@ -193,14 +194,22 @@ class SparkEngine:
         """The query's native plan, if every expression translates and its source is pushed (the
         driver checks pushed elements for lateness; Spark cannot for files read directly).
         """
-        from pyspark.sql import functions as F
-
         plan = native(bq.plan)
         if plan is None or plan.source.lower() in self.external:
             return None
-        if any(to_column(e, lambda j: F.col(f"c{j}")) is None for e in plan.predicates + plan.columns):
+        if plan.static is not None and plan.static.lower() not in self.static:
+            return None  # a relation that may change: the processor keeps it
+        column = self._native_columns(plan)
+        if any(to_column(e, column) is None for e in plan.predicates + plan.columns):
             return None
         return plan
+
+    def _native_columns(self, plan: NativePlan) -> Any:
+        from pyspark.sql import functions as F
+
+        n_static = len(self._source(plan.static).schema) if plan.static else 0
+        where = plan.width(len(self._source(plan.source).schema), n_static)
+        return lambda j: F.col("{}{}".format(*where(j)))
 
     # -- input ---------------------------------------------------------------------------
     def _source(self, name: str) -> SourceDef:
@@ -243,9 +252,42 @@ class SparkEngine:
         """
         self._attach(name, "socket", {"host": host, "port": int(port)})
 
+    def attach_static(self, name: str, rows: list[tuple[Any, ...]]) -> None:
+        """Declare a relation static: it holds exactly ``rows`` (attribute tuples) at every instant
+        from the start, and nothing may be pushed to it.  Queries that join a stream with it
+        (``Istream`` over ``[Range Unbounded]``, ``Rstream`` over ``[Now]``) then run as Spark
+        stream–static joins, without state; other queries see the rows inserted at the start.
+        """
+        d = self._source(name)
+        if d.kind is not Kind.RELATION:
+            raise SluiceError(f"{d.name} is a stream; only a relation can be static")
+        if d.name.lower() in self.static or d.name.lower() in self._admit:
+            raise SluiceError(f"{d.name} already has contents")
+        if any(q.stream is not None for q in self.queries.values()):
+            raise SluiceError(f"attach static relations before the first run() ({d.name})")
+        batch, errors = rows_to_batch([(0, "+", *r) for r in rows], d.schema, True, d.name)
+        if errors:
+            raise SluiceError(f"{d.name}: " + "; ".join(errors[:3]))
+        self.static[d.name.lower()] = [tuple(r) for _, _, r in to_elements(batch)]
+
+    def _push_static(self) -> None:
+        """Static relations enter the processors' engines once, inserted at the start."""
+        start = self.start if self.start is not None else (self._min_ts or 0)
+        for key, rows in self.static.items():
+            if key in self._admit or not rows:
+                continue
+            d = self._source(key)
+            at = start // self.catalog.scale(d)  # the relation's unit; never after the start
+            self._push(d, [(at, "+", *r) for r in rows])
+
     def push(self, name: str, rows: Any, *, ts_column: str = "ts", sign_column: str = "sign") -> None:
         """Push rows: tuples ``(ts, v1, …)`` / ``(ts, '+'|'-', v1, …)``, dicts, an Arrow table or a pandas frame."""
         d = self._source(name)
+        if d.name.lower() in self.static:
+            raise SluiceError(f"{d.name} is static (attach_static): its contents cannot change")
+        self._push(d, rows, ts_column=ts_column, sign_column=sign_column)
+
+    def _push(self, d: SourceDef, rows: Any, *, ts_column: str = "ts", sign_column: str = "sign") -> None:
         relation = d.kind is Kind.RELATION
         if isinstance(rows, pa.Table) or type(rows).__name__ == "DataFrame":
             try:
@@ -290,10 +332,18 @@ class SparkEngine:
         return out
 
     def _marker(self, kind: str, ts: int) -> None:
+        self._push_static()  # static rows are in before any instant completes
         self._seq += 1
         self._markers.append((self._seq, kind, ts))
         for src in self._admit.values():
             src.heartbeat(ts)
+
+    def stateful(self, query: str | SparkQuery) -> bool:
+        """Whether the query's Spark plan holds state (a processor); False for native plans."""
+        q = query if isinstance(query, SparkQuery) else self.queries[query]
+        if q.stream is None:
+            raise SluiceError(f"query {q.name} has not started: run() first")
+        return any(p.get("stateOperators") for p in q.stream.recentProgress)
 
     def heartbeat(self, ts: int) -> None:
         """No element stamped ≤ ts will still arrive (every source)."""
@@ -490,16 +540,23 @@ class SparkEngine:
 
         from sluice.backends.spark.types import spark_type
 
-        assert q.native is not None
-        d = self._source(q.native.source)
+        plan = q.native
+        assert plan is not None
+        d = self._source(plan.source)
         frame = self._source_frame(d.name).where(F.col("seq") > q.seq_from)
-        for p in q.native.predicates:
-            frame = frame.where(to_column(p, lambda j: F.col(f"c{j}")))
+        if plan.static is not None:  # a stream–static join: Spark joins each element with the rows
+            r = self._source(plan.static)
+            rows = self.static[r.name.lower()]
+            schema = ", ".join(f"r{j} {spark_type(t).simpleString()}" for j, t in enumerate(r.schema.types))
+            frame = frame.crossJoin(F.broadcast(self.spark.createDataFrame(rows, schema)))
+        column = self._native_columns(plan)
+        for p in plan.predicates:
+            frame = frame.where(to_column(p, column))
         types = q.bound.plan.schema.types
         cols = []
-        for j, (c, t) in enumerate(zip(q.native.columns, types, strict=True)):
-            col = to_column(c, lambda i: F.col(f"c{i}"))
-            assert col is not None  # checked at registration
+        for j, (c, t) in enumerate(zip(plan.columns, types, strict=True)):
+            col = to_column(c, column)
+            assert col is not None  # checked when planned
             cols.append(col.cast(spark_type(t)).alias(f"c{j}"))
         scale = self.catalog.scale(d)
         ts = (F.col("ts") * F.lit(scale)).cast("long").alias("ts")
@@ -523,16 +580,19 @@ class SparkEngine:
             list(q.bound.plan.schema.types),
             self.udfs,
         )
-        out = (
-            self._input(q)
-            .groupBy("ekey")
-            .transformWithStateInPandas(
-                statefulProcessor=proc,
-                outputStructType=output_schema(q.bound.plan.schema.types),
-                outputMode="Append",
-                timeMode="EventTime",
+        if q.native is not None:
+            out = self._native_output(q)
+        else:
+            out = (
+                self._input(q)
+                .groupBy("ekey")
+                .transformWithStateInPandas(
+                    statefulProcessor=proc,
+                    outputStructType=output_schema(q.bound.plan.schema.types),
+                    outputMode="Append",
+                    timeMode="EventTime",
+                )
             )
-        )
         checkpoint = str(self.workdir / q.name / "checkpoint")
         w = out.writeStream.option("checkpointLocation", checkpoint).outputMode("append")
         if q.sink == "memory":
@@ -546,12 +606,14 @@ class SparkEngine:
 
     def run(self) -> None:
         """Hand Spark every event pushed so far and wait until each query has processed them."""
+        self._push_static()
         for q in self.queries.values():
+            if q.stream is None:
+                q.native = self._native(q.bound)
             if q.stream is None and q.native is None:  # give every input an event time from the start
                 start = self.start if self.start is not None else self._min_ts
                 self._seq += 1
                 self._markers.append((self._seq, "s", (start or 0) - 1))
-                q.seq_from = min(q.seq_from, self._seq - 1)
         self._flush()
         for q in self.queries.values():
             if q.stream is None:
@@ -627,6 +689,8 @@ class SparkEngine:
 
     def explain(self, query: str | SparkQuery) -> str:
         q = query if isinstance(query, SparkQuery) else self.queries[query]
+        if q.stream is None:
+            q.native = self._native(q.bound)
         lines = [f"query {q.name} on Spark: {q.partition_note(self.catalog)}"]
         from pyspark.sql import functions as F
 
