@@ -8,8 +8,7 @@ from typing import Any
 import bytewax.operators as op
 from bytewax.dataflow import Dataflow
 from bytewax.testing import TestingSink, TestingSource, run_main
-
-from common import Q2_AUCTIONS, Q3_STATES, main
+from common import PER_INSTANT, Q2_AUCTIONS, Q3_STATES, main
 
 
 def _run(build: Any) -> list[Any]:
@@ -49,7 +48,8 @@ def q2(d: dict[str, list[dict[str, Any]]]) -> list[Any]:
 
 def q3(d: dict[str, list[dict[str, Any]]]) -> list[Any]:
     """An incremental equi-join: Bytewax's own ``join`` keeps one value per side and key, so a
-    seller's many auctions need a stateful operator holding the person and the auctions."""
+    seller's many auctions need a stateful operator holding the person and the auctions.
+    """
     events = sorted(
         [(p["dateTime"], 0, "P", p) for p in d["Person"]] + [(a["dateTime"], 1, "A", a) for a in d["Auction"]],
         key=lambda e: (e[0], e[1]),
@@ -80,11 +80,11 @@ def q3(d: dict[str, list[dict[str, Any]]]) -> list[Any]:
     return _run(build)
 
 
-UNSUPPORTED = {
-    q: "windowed and CURRENT_TIME queries need CQL's per-instant relation semantics (Rstream/Istream over "
-    "sliding windows and subqueries); Bytewax's windows emit once per window, so the answers differ by definition"
-    for q in ("q4", "q5", "q6", "q7", "q8")
-}
+UNSUPPORTED = dict.fromkeys(
+    PER_INSTANT,
+    "windowed and CURRENT_TIME queries need CQL's per-instant relation semantics (Rstream/Istream over "
+    "sliding windows and subqueries); Bytewax's windows emit once per window, so the answers differ by definition",
+)
 
 if __name__ == "__main__":
     main("bytewax", version("bytewax"), {"q0": q0, "q1": q1, "q2": q2, "q3": q3}, UNSUPPORTED)

@@ -21,14 +21,20 @@ import pyarrow.parquet as pq
 
 Q2_AUCTIONS = (1007, 1020, 2001, 2019, 2087)
 Q3_STATES = ("OR", "ID", "CA")
+# Rstream over windows, CURRENT_TIME, ALL-subqueries: CQL's per-instant answers (docs/design/009)
+PER_INSTANT = ("q4", "q5", "q6", "q7", "q8")
 
 
 def load(data: str) -> dict[str, list[dict[str, Any]]]:
     return {s: pq.read_table(Path(data) / f"{s}.parquet").to_pylist() for s in ("Person", "Auction", "Bid")}
 
 
-def main(engine: str, version: str, queries: dict[str, Callable[[dict[str, list[dict[str, Any]]]], list[Any]]],
-         unsupported: dict[str, str]) -> None:
+def main(
+    engine: str,
+    version: str,
+    queries: dict[str, Callable[[dict[str, list[dict[str, Any]]]], list[Any]]],
+    unsupported: dict[str, str],
+) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True)
     ap.add_argument("--query", required=True)
@@ -49,5 +55,8 @@ def main(engine: str, version: str, queries: dict[str, Callable[[dict[str, list[
     else:
         doc["unsupported"] = unsupported.get(args.query, "not implemented for this engine")
     Path(args.out).write_text(json.dumps(doc, default=float))  # Decimal (Flink's price * 0.89) as float
-    print(f"{engine} {args.query}: " + (f"{doc['seconds']:.3f} s, {len(doc['rows'])} rows" if "rows" in doc
-                                        else doc["unsupported"]), file=sys.stderr)
+    print(
+        f"{engine} {args.query}: "
+        + (f"{doc['seconds']:.3f} s, {len(doc['rows'])} rows" if "rows" in doc else doc["unsupported"]),
+        file=sys.stderr,
+    )

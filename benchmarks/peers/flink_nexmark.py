@@ -10,9 +10,8 @@ from importlib.metadata import version
 from typing import Any
 
 import pandas as pd
+from common import PER_INSTANT, Q2_AUCTIONS, Q3_STATES, main
 from pyflink.table import EnvironmentSettings, TableEnvironment
-
-from common import Q2_AUCTIONS, Q3_STATES, main
 
 SQL = {
     "q0": "SELECT auction, bidder, price, `dateTime` FROM Bid",
@@ -44,11 +43,11 @@ def _query(name: str) -> Any:
     return run
 
 
-UNSUPPORTED = {
-    q: "CQL's Rstream re-emits a window's relation at every instant, and Istream/Dstream of relations with "
-    "CURRENT_TIME have no Flink SQL equivalent: Flink's window TVFs emit once per window"
-    for q in ("q4", "q5", "q6", "q7", "q8")
-}
+UNSUPPORTED = dict.fromkeys(
+    PER_INSTANT,
+    "CQL's Rstream re-emits a window's relation at every instant, and Istream/Dstream of relations with "
+    "CURRENT_TIME have no Flink SQL equivalent: Flink's window TVFs emit once per window",
+)
 
 if __name__ == "__main__":
     main("flink", version("apache-flink"), {q: _query(q) for q in SQL}, UNSUPPORTED)
