@@ -102,7 +102,7 @@ def _run(args: argparse.Namespace) -> int:
     if spark:
         from sluice.backends.spark.engine import SparkEngine
 
-        eng = SparkEngine(master=args.master, seed=args.seed, time_unit=unit)
+        eng = SparkEngine(master=args.master, seed=args.seed, time_unit=unit, slack=args.slack)
     else:
         from sluice.backends.embedded import EmbeddedEngine
 
@@ -147,7 +147,10 @@ def _run(args: argparse.Namespace) -> int:
             for line in lines:
                 print(line)
     if spark:
+        stats = eng.statistics()
         eng.stop()
+        for m in stats["rejected"][:20] + [m for q in stats["queries"].values() for m in q["rejected"]][:20]:
+            print(f"rejected: {m}", file=sys.stderr)
         return 0
     for st in eng.statistics().sources:
         if st.rejected:

@@ -74,3 +74,39 @@ def test_cli_generates_each_workload(tmp_path) -> None:
     t = pq.read_table(tmp_path / "trace" / "Packets.parquet")
     assert t.num_rows == 2000 and sum(1 for v in t.column("a0").to_pylist() if v < 20) == 400
     assert pq.read_table(tmp_path / "datacenter" / "Humidity.parquet").num_rows == 5 * 12
+
+
+def test_live_feed_paces_to_the_clock_and_equals_pushing_everything() -> None:
+    from sluice.workloads.live import feed, merge, nexmark_events
+
+    now = [0.0]
+    sleeps: list[float] = []
+
+    def sleep(s: float) -> None:
+        sleeps.append(s)
+        now[0] += s
+
+    data = examples.datacenter(600, locations=4, seed=1)
+    query = "SELECT T.LocationId, count(*) FROM Temperature T [Range 1 Minute] GROUP BY T.LocationId"
+
+    def engine():
+        eng = EmbeddedEngine()
+        eng.execute(examples.DATACENTER_DDL)
+        return eng, eng.register_query(query)
+
+    live, q_live = engine()
+    stats = feed(live, merge(data), unit_seconds=1.0, speedup=60.0, batch=50, clock=lambda: now[0], sleep=sleep)
+    bulk, q_bulk = engine()
+    for name, rows in data.items():
+        bulk.push(name, [(t, *r) for t, r in rows])
+    bulk.close()
+    assert q_live.results() == q_bulk.results()
+    last = max(t for rows in data.values() for t, _ in rows)
+    first = min(t for rows in data.values() for t, _ in rows)
+    assert sum(sleeps) == pytest.approx((last - first) / 60.0)  # ten minutes of readings in ten seconds
+    assert stats.events == sum(len(r) for r in data.values())
+    with pytest.raises(ValueError, match="timestamp order"):
+        feed(engine()[0], [("Temperature", (5, 1, 1.0)), ("Temperature", (3, 1, 1.0))], unit_seconds=1.0)
+    pairs = list(nexmark_events(200))
+    assert [p[1][0] for p in pairs] == sorted(p[1][0] for p in pairs)
+    assert {p[0] for p in pairs} == {"Person", "Auction", "Bid"}

@@ -4,6 +4,7 @@
   sends one tuple per time unit for a Pareto-distributed duration (Willinger–Paxson ON/OFF).
 * ``onoff_superposition`` — Jiang §5.1: N flows, each alternating Pareto ON (α 1.4) and OFF (α 1.2)
   periods, exponential inter-arrivals while ON; the sum is self-similar.
+* ``poisson`` — Poisson arrivals at a mean rate (the smooth baseline the bursty ones are set against).
 * ``trace_counts`` — a real packet trace (``../shared/data/traces``), scaled to a mean rate.
 
 >>> c = poisson_pareto_flows(20000, mean_rate=0.2, seed=1)
@@ -24,6 +25,16 @@ TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "trace
 def _scale(counts: np.ndarray, mean_rate: float) -> np.ndarray:
     m = counts.mean()
     return counts * (mean_rate / m) if m > 0 else counts
+
+
+def poisson(slots: int, mean_rate: float, seed: int = 0) -> list[float]:
+    """Arrivals per slot of a Poisson process with ``mean_rate`` arrivals per slot.
+
+    >>> c = poisson(10000, 2.0, seed=3)
+    >>> 1.9 < sum(c) / len(c) < 2.1
+    True
+    """
+    return [float(x) for x in np.random.default_rng(seed).poisson(mean_rate, slots)]
 
 
 def poisson_pareto_flows(
