@@ -254,7 +254,7 @@ def _bench(args: argparse.Namespace) -> int:
     from sluice.experiments.bench import bench, table
 
     engines = tuple(e.strip() for e in args.engines.split(",") if e.strip())
-    doc = bench(args.queries.split(","), args.events, args.batch, args.rate, args.out, engines, args.master)
+    doc = bench(args.queries.split(","), args.events, args.batch, args.rate, args.out, engines, args.master, args.check)
     print(table(doc))
     print(f"wrote {args.out}", file=sys.stderr)
     return 0
@@ -335,6 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="besides DuckDB: embedded, spark, and the peers pathway, bytewax, flink (installed by `make peers`)",
     )
     p.add_argument("--master", default="local[2]", help="Spark master for the spark column")
+    p.add_argument("--check", type=int, default=3000, help="events on which the engine must equal the reference first")
     p.set_defaults(fn=_bench)
     p = sub.add_parser("demo", help="the seed paper's web-proxy queries over a generated bursty stream")
     p.add_argument("--requests", type=int, default=3000)

@@ -2,6 +2,8 @@
 
 For each query, in one run:
 
+* **reference** — first, the embedded engine's answer on the first ``check`` events (3,000) must
+  equal the reference evaluator's (by definition, every instant); the oracle cannot run at full size.
 * **embedded** — events/s end to end (typed Arrow batches pushed, one heartbeat per batch);
   p50/p99 latency from the wall-clock moment an event's batch was pushed to the moment its output
   element was delivered; peak queue + synopsis memory.
@@ -143,6 +145,33 @@ def run_embedded(text: str, tables: dict[str, Any], batch: int) -> tuple[dict[st
     }, q.results()
 
 
+def reference_check(text: str, rate: int, events: int) -> dict[str, Any]:
+    """The engine equals the reference evaluator on the first ``events`` events of the same input
+    (the oracle computes every instant by definition, so the full run is out of its reach).
+    """
+    from sluice.backends.embedded import EmbeddedEngine
+    from sluice.plan import bind_query
+    from sluice.reference import evaluate
+    from sluice.reference.compare import diff_outputs
+
+    rows: dict[str, list[Any]] = dict(as_rows(NexmarkGenerator(rate=rate).events(events)))
+    until = int(max(r[0] for rs in rows.values() for r in rs))
+    cat = _catalog()
+    cats: list[Any] = [(t, s, tuple(r)) for t, s, *r in categories()]
+    data: dict[str, Any] = {k: [(r[0], tuple(r[1:])) for r in v] for k, v in rows.items()}
+    expected = evaluate(bind_query(cat, text), data, {"Category": cats}, start=0, until=until)
+    eng = EmbeddedEngine(cat, start=0)
+    q = eng.register_query(text)
+    eng.push("Category", categories())
+    for name, rs in rows.items():
+        eng.push(name, rs)
+    eng.close(until)
+    diffs = diff_outputs(expected, q.results())
+    if diffs:
+        raise AssertionError("the engine differs from the reference evaluator:\n" + "\n".join(diffs[:5]))
+    return {"events": events, "equal": True, "output_elements": len(expected)}
+
+
 def run_duckdb(name: str, tables: dict[str, Any]) -> tuple[float, list[Any]]:
     import duckdb
 
@@ -220,12 +249,15 @@ def run_peer(peer: str, name: str, data: Path, expected: Counter[tuple[Any, ...]
     }
 
 
-def run_query(name: str, events: int, batch: int, rate: int, engines: tuple[str, ...], master: str) -> dict[str, Any]:
+def run_query(
+    name: str, events: int, batch: int, rate: int, engines: tuple[str, ...], master: str, check: int = 3000
+) -> dict[str, Any]:
     rows: dict[str, list[Any]] = dict(as_rows(NexmarkGenerator(rate=rate).events(events)))
     tables = _tables(rows)
     text = (QUERY_DIR / f"{name}.cql").read_text()
     out: dict[str, Any] = {"query": " ".join(line for line in text.splitlines() if not line.startswith("--"))}
     out["events"] = events
+    out["reference_check"] = reference_check(text, rate, min(check, events)) if check else None
     stats, answer = run_embedded(text, tables, batch)
     out["embedded"] = stats
     expected: Counter[tuple[Any, ...]] | None = None
@@ -268,6 +300,7 @@ def bench(
     out: str | Path = "benchmarks/results/nexmark.json",
     engines: tuple[str, ...] = ENGINES,
     master: str = "local[2]",
+    check: int = 3000,
 ) -> dict[str, Any]:
     unknown = set(engines) - set(ENGINES)
     if unknown:
@@ -275,7 +308,7 @@ def bench(
     results = {}
     for q in queries:
         print(f"{q} ...", file=sys.stderr, flush=True)
-        results[q] = run_query(q, events, batch, rate, engines, master)
+        results[q] = run_query(q, events, batch, rate, engines, master, check)
     return write_results(out, "nexmark", events=events, batch=batch, rate=rate, engines=list(engines), results=results)
 
 
