@@ -75,9 +75,53 @@ def test_generator_shape() -> None:
 def test_bench_checks_answers_against_duckdb(tmp_path) -> None:
     from sluice.experiments.bench import bench, table
 
-    doc = bench(["q0", "q2", "q3", "q7"], events=3000, batch=1000, out=tmp_path / "nx.json")
+    doc = bench(["q0", "q2", "q3", "q7"], events=3000, batch=1000, out=tmp_path / "nx.json", engines=("embedded",))
     assert (tmp_path / "nx.json").exists()
     res = doc["results"]
     assert all(res[q]["duckdb"]["answer_equal"] for q in ("q0", "q2", "q3"))
     assert res["q7"]["duckdb"] is None and res["q0"]["embedded"]["events_per_s"] > 0
+    assert res["q7"]["reference_check"] == {"events": 3000, "equal": True, "output_elements": 300}
     assert "| q3 |" in table(doc)
+
+
+def test_bench_peer_harness_checks_answers_and_reports_what_cannot_run(tmp_path, monkeypatch) -> None:
+    """The peer harness (not a peer): a runner's wrong answer fails the benchmark, a runner that
+    cannot express a query is reported with its reason, a missing environment is 'not installed'."""
+    import sys
+    from collections import Counter
+
+    from sluice.experiments import bench as B
+
+    runner = tmp_path / "fake_nexmark.py"
+    runner.write_text(
+        "import json, sys\n"
+        "a = dict(zip(sys.argv[1::2], sys.argv[2::2]))\n"
+        "doc = {'engine': 'fake', 'version': '0', 'query': a['--query']}\n"
+        "if a['--query'] == 'q5':\n    doc['unsupported'] = 'per-instant answers'\n"
+        "else:\n    doc.update(seconds=0.5, rows=[[1, 2]] if a['--query'] == 'q0' else [[9, 9]])\n"
+        "open(a['--out'], 'w').write(json.dumps(doc))\n"
+    )
+    monkeypatch.setattr(B, "PEER_DIR", tmp_path)
+    monkeypatch.setattr(B, "peer_python", lambda peer: Path(sys.executable))
+    expected = Counter([(1, 2)])
+    assert B.run_peer("fake", "q0", tmp_path, expected)["status"] == "ok"
+    with pytest.raises(AssertionError, match="differs"):
+        B.run_peer("fake", "q1", tmp_path, expected)
+    assert B.run_peer("fake", "q5", tmp_path, None) == {
+        "status": "cannot express",
+        "why": "per-instant answers",
+        "version": "0",
+    }
+    monkeypatch.setattr(B, "peer_python", lambda peer: tmp_path / "no-such-venv" / "python")
+    assert B.run_peer("fake", "q0", tmp_path, expected)["status"] == "not installed"
+
+
+@pytest.mark.spark
+def test_bench_spark_column_equals_the_embedded_engine(spark, tmp_path) -> None:
+    from sluice.experiments.bench import bench
+
+    doc = bench(["q2", "q5"], events=2000, batch=500, out=tmp_path / "nx.json", engines=("embedded", "spark"), check=0)
+    for q in ("q2", "q5"):
+        s = doc["results"][q]["spark"]
+        assert s["answer_equal"] and s["events_per_s"] > 0, q
+    assert "native" in doc["results"]["q2"]["spark"]["partitioning"]
