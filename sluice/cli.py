@@ -273,7 +273,7 @@ UNITS = ["millisecond", "second", "minute", "hour", "day"]
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="sluice", description="Sluice: continuous CQL queries, exact answers.")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("run", help="run a CQL file's queries on the embedded engine over file sources")
+    p = sub.add_parser("run", help="run a CQL file's queries over file sources (embedded engine, or --backend spark)")
     p.add_argument("file")
     p.add_argument("--source", action="append", default=[], metavar="NAME=PATH", help=".csv, .jsonl or .parquet")
     p.add_argument("--out", help="write each query's output to DIR/NAME.out instead of printing it")

@@ -444,3 +444,31 @@ def test_stream_static_join_runs_natively_and_static_rows_reach_the_processors(s
         got = eng.results(h)
         assert exp and not diff_outputs(exp, got) and len(got) == len(exp), h.bound.text
     eng.stop()
+
+
+def test_cli_run_on_spark_and_the_console_sink(spark, tmp_path, capsys) -> None:
+    """`sluice run --backend spark` prints each query's answer (equal to the embedded backend's);
+    a console sink streams to Spark's console and says results() cannot read it back."""
+    from sluice.cli import main
+
+    (tmp_path / "q.cql").write_text(
+        "register stream S (K integer, V integer);\nselect K, count(*) from S [Range 2 Seconds] group by K;\n"
+    )
+    (tmp_path / "s.csv").write_text("ts,K,V\n1,1,10\n2,2,20\n2,1,5\n4,1,7\n")
+    args = ["run", str(tmp_path / "q.cql"), "--source", f"S={tmp_path / 's.csv'}", "--until", "6"]
+    assert main(args) == 0
+    embedded = capsys.readouterr().out.splitlines()
+    assert main([*args, "--backend", "spark", "--master", "local[2]"]) == 0
+    on_spark = capsys.readouterr().out.splitlines()
+    assert "partitioned" in on_spark[0]
+    assert sorted(on_spark[1:]) == sorted(embedded[1:]) and len(embedded) > 3
+
+    eng = SparkEngine(spark=spark, workdir=tmp_path / "w")
+    eng.execute("register stream S (K integer, V integer)")
+    q = eng.register_query("select * from S [Rows 1]", sink="console")
+    eng.push("S", [(1, 1, 1)])
+    eng.close()
+    assert "Console" in q.stream.lastProgress["sink"]["description"]
+    with pytest.raises(SluiceError, match="console"):
+        eng.results(q)
+    eng.stop()
