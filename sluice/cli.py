@@ -202,10 +202,9 @@ def _experiment(args: argparse.Namespace) -> int:
 
 
 def _gen(args: argparse.Namespace) -> int:
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from sluice.workloads import examples
+    from sluice.workloads import examples, to_table
     from sluice.workloads.nexmark import write
 
     if args.kind == "nexmark":
@@ -242,8 +241,7 @@ def _gen(args: argparse.Namespace) -> int:
     else:
         raise SluiceError(f"unknown generator {args.kind!r}; known: nexmark, requests, datacenter, trace")
     for name, (cols, rows) in streams.items():
-        data: list[Any] = list(zip(*rows, strict=True)) if rows else [() for _ in cols]
-        pq.write_table(pa.table({c: list(v) for c, v in zip(cols, data, strict=True)}), out / f"{name}.parquet")
+        pq.write_table(to_table(cols, rows), out / f"{name}.parquet")
         print(f"{name}: {len(rows)} rows -> {out}/{name}.parquet")
     (out / "schema.cql").write_text(ddl.strip() + "\n")
     print(f"schema -> {out}/schema.cql")

@@ -49,6 +49,11 @@ def bursty(n_paths: int, horizon: int):
     )
 
 
+def draw_arrivals(data, ps: list[Path], horizon: int) -> dict[str, list[int]]:
+    """Bursty arrivals over ``horizon`` slots, by path name."""
+    return {p.name: a for p, a in zip(ps, data.draw(bursty(len(ps), horizon)), strict=True)}
+
+
 class Random(Strategy):
     """An arbitrary (seeded) work-conserving schedule: the 'any other strategy' of Thm 1."""
 
@@ -71,9 +76,8 @@ OTHERS = ["fifo", "greedy", "round-robin", "path-capacity", "segment", "simplifi
 @given(paths, st.data())
 def test_chain_is_optimal_on_lower_envelopes(ps: list[Path], data) -> None:
     horizon = 14
-    arr_lists = data.draw(bursty(len(ps), horizon))
     env = [envelope_path(p) for p in ps]
-    arrivals = {e.name: a for e, a in zip(env, arr_lists, strict=True)}
+    arrivals = draw_arrivals(data, env, horizon)
     chain = simulate(env, arrivals, make("chain"), horizon + 40).memory
     for other in [make(n) for n in OTHERS] + [Random(data.draw(st.integers(0, 10**6)))]:
         mem = simulate(env, arrivals, other, horizon + 40).memory
@@ -85,8 +89,7 @@ def test_chain_is_optimal_on_lower_envelopes(ps: list[Path], data) -> None:
 @given(paths, st.data())
 def test_chain_within_lp_bound_plus_n(ps: list[Path], data) -> None:
     horizon = 10
-    arr_lists = data.draw(bursty(len(ps), horizon))
-    arrivals = {p.name: a for p, a in zip(ps, arr_lists, strict=True)}
+    arrivals = draw_arrivals(data, ps, horizon)
     chain = simulate(ps, arrivals, make("chain"), horizon + 6).memory
     bounds = lp_bounds(ps, arrivals, horizon + 6)
     env = envelope_bound(ps, arrivals, horizon + 6)
@@ -129,8 +132,7 @@ def test_path_capacity_has_least_total_latency_among_path_schedules(ps: list[Pat
 def test_segment_peak_memory_at_most_chains(ps: list[Path], data) -> None:
     # Jiang Thm 3 as its proof argues it: segments are Chain's lower-envelope segments.
     horizon = 14
-    arr_lists = data.draw(bursty(len(ps), horizon))
-    arrivals = {p.name: a for p, a in zip(ps, arr_lists, strict=True)}
+    arrivals = draw_arrivals(data, ps, horizon)
     seg = simulate(ps, arrivals, Segment(envelope=True), horizon + 40)
     chain = simulate(ps, arrivals, make("chain"), horizon + 40)
     assert seg.peak <= chain.peak + 1e-9

@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from sluice.backends.rows import rows_to_batch, table_to_batch
+from sluice.backends.rows import to_batch
 from sluice.catalog import Catalog, Kind, SourceDef
 from sluice.cql import ast
 from sluice.cql.ast import TimeUnit
@@ -237,15 +237,9 @@ class EmbeddedEngine:
         not fit are rejected, counted and described in ``statistics()``; the rest are accepted.
         """
         src = self._source(name)
-        if isinstance(rows, pa.Table) or type(rows).__name__ == "DataFrame":
-            try:
-                batch = table_to_batch(rows, src.schema, src.relation, ts_column, sign_column)
-            except (ValueError, pa.ArrowInvalid, pa.ArrowTypeError) as e:
-                raise SluiceError(f"{src.name}: {e}") from None
-        else:
-            batch, errors = rows_to_batch(rows, src.schema, src.relation, src.name, ts_column, sign_column)
-            for msg in errors:
-                src.reject("malformed", msg)
+        batch, errors = to_batch(rows, src.schema, src.relation, src.name, ts_column, sign_column)
+        for msg in errors:
+            src.reject("malformed", msg)
         src.push(batch)
 
     def push_batch(self, name: str, batch: pa.Table) -> None:

@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from sluice.catalog import Schema
 from sluice.datatypes import DataType, TypeKind
+from sluice.errors import SluiceError
 from sluice.runtime.batch import arrow_type, make
 
 
@@ -115,4 +116,18 @@ def table_to_batch(table: Any, schema: Schema, relation: bool, ts_column: str, s
     return make(ts, sign, cols, list(schema.types))
 
 
-__all__ = ["Sequence", "rows_to_batch", "table_to_batch"]
+def to_batch(
+    rows: Any, schema: Schema, relation: bool, name: str, ts_column: str = "ts", sign_column: str = "sign"
+) -> tuple[pa.Table, list[str]]:
+    """What a user pushes — tuples, dicts, an Arrow table or a pandas frame — as a typed batch and
+    the messages for the rows that did not fit.  A table that does not fit as a whole is an error.
+    """
+    if isinstance(rows, pa.Table) or type(rows).__name__ == "DataFrame":
+        try:
+            return table_to_batch(rows, schema, relation, ts_column, sign_column), []
+        except (ValueError, pa.ArrowInvalid, pa.ArrowTypeError) as e:
+            raise SluiceError(f"{name}: {e}") from None
+    return rows_to_batch(rows, schema, relation, name, ts_column, sign_column)
+
+
+__all__ = ["Sequence", "rows_to_batch", "table_to_batch", "to_batch"]

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from sluice.experiments.results import write_results
+from sluice.workloads import to_table
 from sluice.workloads.nexmark import COLUMNS, DDL, NexmarkGenerator, as_rows, categories
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,15 +82,7 @@ def _catalog() -> Any:
 
 def _tables(rows: dict[str, list[Any]]) -> dict[str, Any]:
     """Each stream's events as an Arrow table (``ts`` and the attributes), sorted by ``ts``."""
-    import pyarrow as pa
-
-    out = {}
-    for s, rs in rows.items():
-        cols: list[Any] = list(zip(*rs, strict=True)) if rs else [() for _ in range(len(COLUMNS[s]) + 1)]
-        out[s] = pa.table(
-            {"ts": pa.array(cols[0], pa.int64()), **dict(zip(COLUMNS[s], map(list, cols[1:]), strict=True))}
-        )
-    return out
+    return {s: to_table(["ts", *COLUMNS[s]], rs) for s, rs in rows.items()}
 
 
 def run_embedded(text: str, tables: dict[str, Any], batch: int) -> tuple[dict[str, Any], Any]:

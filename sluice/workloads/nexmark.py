@@ -314,18 +314,15 @@ def write(out: str, events: int, rate: int = 10_000, first: int = 0) -> dict[str
     """
     from pathlib import Path
 
-    import pyarrow as pa
     import pyarrow.parquet as pq
+
+    from sluice.workloads import to_table
 
     rows = as_rows(NexmarkGenerator(rate=rate).events(events, first))
     o = Path(out)
     o.mkdir(parents=True, exist_ok=True)
     counts = {}
     for name, rs in rows.items():
-        cols: list[list[object]] = [list(c) for c in zip(*rs, strict=True)] if rs else []
-        if not cols:
-            cols = [[] for _ in range(len(COLUMNS[name]) + 1)]
-        table = pa.table({"ts": cols[0], **{c: v for c, v in zip(COLUMNS[name], cols[1:], strict=True)}})
-        pq.write_table(table, o / f"{name}.parquet")
+        pq.write_table(to_table(["ts", *COLUMNS[name]], rs), o / f"{name}.parquet")
         counts[name] = len(rs)
     return counts

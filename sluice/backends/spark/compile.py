@@ -37,7 +37,7 @@ processor does the rest — never a different answer):
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -298,7 +298,8 @@ class NativePlan:
         return lambda j: (first, j) if j < n else (second, j - n)
 
 
-def _subst(e: BExpr, cols: list[BExpr]) -> BExpr:
+def _subst(e: BExpr, cols: Sequence[BExpr] | Mapping[int, BExpr]) -> BExpr:
+    """``e`` with each column reference replaced by the expression at its position in ``cols``."""
     if isinstance(e, ColRef):
         return cols[e.index]
     if isinstance(e, Call):
@@ -400,20 +401,13 @@ def _uses_subquery(e: BExpr) -> bool:
 
 
 def _remap(preds: list[BExpr], mapping: dict[int, int]) -> list[BExpr]:
+    """The predicates all of whose columns ``mapping`` moves, with their columns moved."""
     out = []
     for p in preds:
-        cols = {x.index for x in walk_expr(p) if isinstance(x, ColRef)}
-        if cols and cols <= mapping.keys():
-            out.append(_rename(p, mapping))
+        refs = [x for x in walk_expr(p) if isinstance(x, ColRef)]
+        if refs and all(r.index in mapping for r in refs):
+            out.append(_subst(p, {r.index: ColRef(mapping[r.index], r.type, r.name) for r in refs}))
     return out
-
-
-def _rename(e: BExpr, mapping: dict[int, int]) -> BExpr:
-    if isinstance(e, ColRef):
-        return ColRef(mapping[e.index], e.type, e.name)
-    if isinstance(e, Call):
-        return Call(e.fn, tuple(_rename(a, mapping) for a in e.args), e.type)
-    return e
 
 
 _CMP = {"eq": "__eq__", "ne": "__ne__", "lt": "__lt__", "le": "__le__", "gt": "__gt__", "ge": "__ge__"}

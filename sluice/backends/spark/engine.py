@@ -22,7 +22,6 @@ from __future__ import annotations
 import tempfile
 import time
 import uuid
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,15 +30,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pyspark.sql import functions as F
+from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-from sluice.backends.rows import rows_to_batch, table_to_batch
+from sluice.backends.rows import rows_to_batch, to_batch
 from sluice.backends.spark.compile import BUCKETS, NativePlan, Partitioning, native, partitioning, pushdown, to_column
+from sluice.backends.spark.processor import EVENT_TIME_OFFSET, SluiceProcessor, output_schema
+from sluice.backends.spark.types import spark_type
 from sluice.catalog import Catalog, Kind, SourceDef
 from sluice.cql import ast
 from sluice.cql.ast import TimeUnit
 from sluice.cql.parser import parse_script
 from sluice.cql.printer import to_cql
-from sluice.datatypes import DataType
+from sluice.datatypes import DataType, TypeKind
 from sluice.errors import SluiceError
 from sluice.plan import BoundQuery, bind_query
 from sluice.plan import logical as L
@@ -48,14 +51,11 @@ from sluice.plan.explain import explain as explain_plan
 from sluice.plan.expr import render
 from sluice.plan.semantics import sort_key
 from sluice.reference.evaluator import Element
-from sluice.runtime.batch import arrow_schema, to_elements, ts_of
+from sluice.runtime.batch import arrow_schema, signed_counts, to_elements, ts_of
 from sluice.runtime.operators.base import ExecContext
 from sluice.runtime.operators.sources import Source
 
 SINKS = ("memory", "parquet", "json", "console")
-# Spark's event time is ticks + this offset, read as milliseconds: Spark treats a watermark of 0 as
-# "none yet" and drops rows at or before it, and Sluice's timestamps may be 0 or negative.
-EVENT_TIME_OFFSET = 2**41
 
 
 def needs_flag(t: DataType) -> bool:
@@ -66,8 +66,6 @@ def needs_flag(t: DataType) -> bool:
 
 
 def zero(t: DataType) -> Any:
-    from sluice.datatypes import TypeKind
-
     return {TypeKind.FLOAT: 0.0, TypeKind.BOOLEAN: False}.get(t.kind, 0)
 
 
@@ -142,8 +140,7 @@ class SparkEngine:
         self._seq = 0
         self._min_ts: int | None = None
         self._last_ts: int | None = None
-        self._admit: dict[str, Source] = {}  # the driver's lateness check, per source
-        self.rejected: list[str] = []
+        self._admit: dict[str, Source] = {}  # the driver's lateness check, per source (_shadow)
         # source -> (kind, options): "directory" (path, format, options), "rate", "socket"
         self.external: dict[str, tuple[str, dict[str, Any]]] = {}
         self.static: dict[str, list[tuple[Any, ...]]] = {}  # relation -> its fixed rows
@@ -205,7 +202,6 @@ class SparkEngine:
         return plan
 
     def _native_columns(self, plan: NativePlan) -> Any:
-        from pyspark.sql import functions as F
 
         n_static = len(self._source(plan.static).schema) if plan.static else 0
         where = plan.width(len(self._source(plan.source).schema), n_static)
@@ -288,48 +284,40 @@ class SparkEngine:
         self._push(d, rows, ts_column=ts_column, sign_column=sign_column)
 
     def _push(self, d: SourceDef, rows: Any, *, ts_column: str = "ts", sign_column: str = "sign") -> None:
-        relation = d.kind is Kind.RELATION
-        if isinstance(rows, pa.Table) or type(rows).__name__ == "DataFrame":
-            try:
-                batch = table_to_batch(rows, d.schema, relation, ts_column, sign_column)
-            except (ValueError, pa.ArrowInvalid, pa.ArrowTypeError) as e:
-                raise SluiceError(f"{d.name}: {e}") from None
-        else:
-            batch, errors = rows_to_batch(rows, d.schema, relation, d.name, ts_column, sign_column)
-            self.rejected += errors
-        batch = self._admitted(d, batch)
+        src = self._shadow(d)
+        batch, errors = to_batch(rows, d.schema, src.relation, d.name, ts_column, sign_column)
+        for msg in errors:
+            src.reject("malformed", msg)
+        batch = src.admit(batch)  # in ticks
         if batch.num_rows == 0:
             return
         n = batch.num_rows
         seq = pa.array(np.arange(self._seq + 1, self._seq + 1 + n, dtype=np.int64))
         self._seq += n
-        scale = self.catalog.scale(d)
-        ts = ts_of(batch)
-        self._min_ts = int(ts.min()) * scale if self._min_ts is None else min(self._min_ts, int(ts.min()) * scale)
-        self._last_ts = int(ts.max()) * scale if self._last_ts is None else max(self._last_ts, int(ts.max()) * scale)
-        cols = {"seq": seq, "ts": batch.column(0), "sign": batch.column(1).cast(pa.int32())}
+        ticks = ts_of(batch)
+        lo, hi = int(ticks.min()), int(ticks.max())
+        self._min_ts = lo if self._min_ts is None else min(self._min_ts, lo)
+        self._last_ts = hi if self._last_ts is None else max(self._last_ts, hi)
+        ts = batch.column(0) if src.scale == 1 else pa.array(ticks // src.scale)  # as pushed: the processor scales
+        cols = {"seq": seq, "ts": ts, "sign": batch.column(1).cast(pa.int32())}
         cols.update({f"c{j}": batch.column(2 + j) for j in range(len(d.schema))})
         self._batches.setdefault(d.name.lower(), []).append(pa.table(cols))
 
-    def _admitted(self, d: SourceDef, batch: pa.Table) -> pa.Table:
-        """The elements the embedded engine would accept (late ones are rejected here, with reasons),
-        with timestamps as pushed.
+    def _shadow(self, d: SourceDef) -> Source:
+        """The driver's copy of a source: the embedded engine's lateness rule over everything pushed
+        (a partition key sees only its own elements), and the place rejections are recorded.
         """
         key = d.name.lower()
         if key not in self._admit:
             src = Source(d.name, d.schema, ExecContext(), self.slack, d.kind is Kind.RELATION)
             src.scale = self.catalog.scale(d)
             self._admit[key] = src
-        src = self._admit[key]
-        seen = len(src.messages), sum(src.rejected.values())
-        src.push(batch)
-        out = src._pending.pop() if src._pending else batch.slice(0, 0)
-        src._pending.clear()
-        src._buffered = 0
-        self.rejected += src.messages[seen[0] :]
-        if src.scale != 1 and out.num_rows:
-            out = out.set_column(0, "__ts", pa.array(ts_of(out) // src.scale))
-        return out
+        return self._admit[key]
+
+    @property
+    def rejected(self) -> list[str]:
+        """Messages for rejected input (the first 100 per source), as the embedded engine keeps them."""
+        return [m for src in self._admit.values() for m in src.messages]
 
     def _marker(self, kind: str, ts: int) -> None:
         self._push_static()  # static rows are in before any instant completes
@@ -379,10 +367,6 @@ class SparkEngine:
 
     def _source_frame(self, name: str) -> Any:
         """One source's elements as a streaming frame ``seq, ts, sign, c0…`` (typed)."""
-        from pyspark.sql.types import IntegerType, LongType, StructField, StructType
-
-        from sluice.backends.spark.types import spark_type
-
         d = self._source(name)
         fields = [StructField("seq", LongType()), StructField("ts", LongType()), StructField("sign", IntegerType())]
         fields += [StructField(f"c{j}", spark_type(c.type)) for j, c in enumerate(d.schema.columns)]
@@ -398,11 +382,6 @@ class SparkEngine:
         """Rows of an attached source as ``seq, ts, sign, c0…``; ``seq`` -1 puts them before the
         pushed events and markers of the same micro-batch, in the order Spark reads them.
         """
-        from pyspark.sql import functions as F
-        from pyspark.sql.types import LongType, StringType, StructField, StructType
-
-        from sluice.backends.spark.types import spark_type
-
         relation = d.kind is Kind.RELATION
         names = list(d.schema.names)
         types = [spark_type(t) for t in d.schema.types]
@@ -442,11 +421,6 @@ class SparkEngine:
         """The query's events, keyed: ``ekey, seq, kind, src, ts, sign`` and per source ``i`` its
         columns ``s{i}c{j}`` (with ``s{i}n{j}`` is-null flags).
         """
-        from pyspark.sql import functions as F
-        from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
-
-        from sluice.backends.spark.types import spark_type
-
         defs = [self._source(s) for s in q.sources]
         pushed = pushdown(q.bound.plan)
 
@@ -536,10 +510,6 @@ class SparkEngine:
         return out
 
     def _native_output(self, q: SparkQuery) -> Any:
-        from pyspark.sql import functions as F
-
-        from sluice.backends.spark.types import spark_type
-
         plan = q.native
         assert plan is not None
         d = self._source(plan.source)
@@ -563,7 +533,6 @@ class SparkEngine:
         return frame.select(ts, F.lit(1).cast("int").alias("sign"), *cols, F.lit(None).cast("string").alias("note"))
 
     def _start(self, q: SparkQuery) -> None:
-        from sluice.backends.spark.processor import SluiceProcessor, output_schema
 
         start = self.start if self.start is not None else self._min_ts
         if start is None and any(k == "rate" for k, _ in self.external.values()):
@@ -640,7 +609,6 @@ class SparkEngine:
 
     # -- output --------------------------------------------------------------------------
     def _output(self, q: SparkQuery) -> pa.Table | None:
-        from sluice.backends.spark.processor import output_schema
 
         if q.sink == "console":
             raise SluiceError(f"query {q.name} writes to the console; use sink='memory', 'parquet' or 'json'")
@@ -666,12 +634,11 @@ class SparkEngine:
             [t.column("ts"), t.column("sign").cast(pa.int8())] + [t.column(f"c{j}") for j in range(len(types))],
             schema=arrow_schema(types),
         )
-        c: Counter[tuple[int, tuple[Any, ...]]] = Counter()
-        for ts, sign, row in to_elements(b):
-            c[(ts, row)] += 1 if sign == "+" else -1
         out = []
-        for (ts, row), n in sorted(c.items(), key=lambda kv: (kv[0][0], kv[1] > 0, sort_key(kv[0][1]))):
-            out += [Element(ts, "+" if n > 0 else "-", row)] * abs(n)
+        counts = signed_counts(b)  # one Arrow group-by: net sign per (instant, tuple)
+        for ts, row, n in sorted(counts, key=lambda c: (c[0], c[2] > 0, sort_key(c[1]))):
+            if n:
+                out += [Element(ts, "+" if n > 0 else "-", row)] * abs(n)
         return out
 
     def statistics(self) -> dict[str, Any]:
@@ -692,7 +659,6 @@ class SparkEngine:
         if q.stream is None:
             q.native = self._native(q.bound)
         lines = [f"query {q.name} on Spark: {q.partition_note(self.catalog)}"]
-        from pyspark.sql import functions as F
 
         for src, preds in pushdown(q.bound.plan).items():
             done = [p for p in preds if to_column(p, lambda j: F.col(f"c{j}")) is not None]

@@ -32,6 +32,10 @@ try:  # pyspark is an optional dependency of the embedded-only install
 except ImportError:  # pragma: no cover - exercised only without pyspark
     StatefulProcessor = object  # type: ignore[misc,assignment]
 
+# Spark's event time is ticks + this offset, read as milliseconds: Spark treats a watermark of 0 as
+# "none yet" and drops rows at or before it, and Sluice's timestamps may be 0 or negative.
+EVENT_TIME_OFFSET = 2**41
+
 _NULLABLE = {
     pa.int64(): pd.Int64Dtype(),
     pa.int8(): pd.Int8Dtype(),
@@ -67,9 +71,6 @@ class SluiceProcessor(StatefulProcessor):
         self.time_unit, self.seed, self.slack = time_unit, seed, slack
         self.sources, self.out_types = sources, out_types
         self.udfs = udfs or []
-        from sluice.backends.spark.engine import EVENT_TIME_OFFSET
-
-        self.offset = EVENT_TIME_OFFSET
         self.index = {name: i for i, (name, _) in enumerate(sources)}
 
     def init(self, handle: StatefulProcessorHandle) -> None:
@@ -138,7 +139,7 @@ class SluiceProcessor(StatefulProcessor):
         w = int(timer_values.getCurrentWatermarkInMs())
         if w > 0:  # 0: no watermark yet
             for src in eng.sources.values():
-                src.heartbeat(w - self.offset, scaled=True)
+                src.heartbeat(w - EVENT_TIME_OFFSET, scaled=True)
         eng.run()
         for armed in list(self.handle.listTimers()):
             self.handle.deleteTimer(armed)

@@ -53,10 +53,12 @@ class Source(Operator):
         auto = self.max_seen - self.slack - 1 if self.max_seen > NEG_INF else NEG_INF
         return max(self.heartbeat_ts, auto)
 
-    def push(self, batch: pa.Table, where: str = "") -> None:
-        """Accept a typed batch (``__ts``, ``__sign``, attributes); late elements are rejected."""
+    def admit(self, batch: pa.Table, where: str = "") -> pa.Table:
+        """The elements of a typed batch that are not late, with timestamps in ticks; late ones
+        are rejected with their reason and the rest count as seen (for the slack's completion).
+        """
         if batch.num_rows == 0:
-            return
+            return batch
         if self.scale != 1:
             batch = batch.set_column(0, "__ts", pa.array(ts_of(batch) * self.scale))
         done = self.complete_upto()
@@ -75,9 +77,15 @@ class Source(Operator):
                 self.rejected["late"] += len(idx) - 5
             batch = batch.filter(pa.array(~late))
             ts = ts[~late]
+        if batch.num_rows:
+            self.max_seen = max(self.max_seen, int(ts.max()))
+        return batch
+
+    def push(self, batch: pa.Table, where: str = "") -> None:
+        """Accept a typed batch (``__ts``, ``__sign``, attributes); late elements are rejected."""
+        batch = self.admit(batch, where)
         if batch.num_rows == 0:
             return
-        self.max_seen = max(self.max_seen, int(ts.max()))
         self._pending.append(batch)
         self._buffered += batch.num_rows
         self.accepted += batch.num_rows
