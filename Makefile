@@ -48,6 +48,7 @@ peers: $(PEERS:%=.venv-peers/%/.installed)
 bench: venv java
 	-$(MAKE) peers  # a peer that cannot be installed is reported as "not installed" in the table
 	$(PY) benchmarks/engine_throughput.py
+	$(PY) benchmarks/fine_time.py
 	$(PY) benchmarks/reference_vs_duckdb.py
 	$(PY) benchmarks/spark_throughput.py
 	$(PY) -m sluice bench --queries q0,q1,q2,q3,q4,q5,q6,q7 --events 100000

@@ -90,23 +90,42 @@ def _reference(args: argparse.Namespace) -> int:
     return 0
 
 
+def _engine_options(p: argparse.ArgumentParser) -> None:
+    """The engine options every command that runs queries takes, with the same meaning."""
+    g = p.add_argument_group("engine")
+    g.add_argument("--backend", choices=["embedded", "spark"], default="embedded")
+    g.add_argument("--master", default="local[2]", help="Spark master URL (with --backend spark)")
+    g.add_argument(
+        "--scheduler",
+        default="round-robin",
+        help="strategy[+modifier][:key=value,…], e.g. chain, threshold:memory=5MB, round-robin:quantum=2",
+    )
+    g.add_argument("--slack", type=int, default=0, help="accept elements up to this many ticks out of order")
+    g.add_argument("--seed", type=int, default=0, help="seed of Sample()")
+    g.add_argument("--time-unit", default="second", choices=UNITS, help="what one tick is (NEXMark: millisecond)")
+
+
+def _engine(args: argparse.Namespace) -> Any:
+    from sluice.backends import Sluice
+
+    opts: dict[str, Any] = {
+        "scheduler": args.scheduler,
+        "seed": args.seed,
+        "time_unit": args.time_unit,
+        "slack": args.slack,
+    }
+    if args.backend == "spark":
+        opts["master"] = args.master
+    return Sluice(args.backend, **opts)
+
+
 def _run(args: argparse.Namespace) -> int:
     from sluice.catalog import Kind
     from sluice.compat.stream_script import format_element
-    from sluice.cql.ast import TimeUnit
     from sluice.io.sources import read_source
 
-    unit = TimeUnit[args.time_unit.upper()]
     spark = args.backend == "spark"
-    eng: Any
-    if spark:
-        from sluice.backends.spark.engine import SparkEngine
-
-        eng = SparkEngine(master=args.master, seed=args.seed, time_unit=unit, slack=args.slack)
-    else:
-        from sluice.backends.embedded import EmbeddedEngine
-
-        eng = EmbeddedEngine(slack=args.slack, scheduler=args.scheduler, seed=args.seed, time_unit=unit)
+    eng = _engine(args)
     try:
         results = eng.execute(Path(args.file).read_text())
     except CQLError as e:
@@ -164,11 +183,13 @@ def _run(args: argparse.Namespace) -> int:
 def _script(args: argparse.Namespace) -> int:
     from sluice.compat.runner import run_script
 
-    run = run_script(args.file, base=args.base, out_dir=args.out)
+    run = run_script(args.file, base=args.base, out_dir=args.out, engine=_engine(args))
     for msg in run.rejected:
         print(f"rejected: {msg}", file=sys.stderr)
-    for dest, q in run.outputs.items():
-        print(f"{q.name}: {q.count} elements -> {dest}")
+    for dest, n in run.counts.items():
+        print(f"{dest.name}: {n} elements -> {dest}")
+    if args.backend == "spark":
+        run.engine.stop()
     return 0
 
 
@@ -276,17 +297,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--source", action="append", default=[], metavar="NAME=PATH", help=".csv, .jsonl or .parquet")
     p.add_argument("--out", help="write each query's output to DIR/NAME.out instead of printing it")
     p.add_argument("--until", type=int, default=None, help="complete instants up to this timestamp")
-    p.add_argument("--slack", type=int, default=0, help="accept elements up to this many ticks out of order")
-    p.add_argument("--scheduler", default="round-robin")
-    p.add_argument("--seed", type=int, default=0, help="seed of Sample()")
-    p.add_argument("--time-unit", default="second", choices=UNITS, help="what one tick is (NEXMark: millisecond)")
-    p.add_argument("--backend", choices=["embedded", "spark"], default="embedded")
-    p.add_argument("--master", default="local[2]", help="Spark master URL (with --backend spark)")
+    _engine_options(p)
     p.set_defaults(fn=_run)
     p = sub.add_parser("script", help="run a STREAM 0.6.0 script file unchanged")
     p.add_argument("file")
     p.add_argument("--base", default=None, help="directory the script's paths are relative to (default: .)")
     p.add_argument("--out", default=None, help="write outputs into this directory instead of the dest paths")
+    _engine_options(p)
     p.set_defaults(fn=_script)
     p = sub.add_parser("check", help="parse and bind CQL files; print each query's plan")
     p.add_argument("files", nargs="+")

@@ -22,6 +22,7 @@ def run_engine(
     chunk: int | None = None,
     extra_queries: tuple[str, ...] = (),
     scheduler: str = "round-robin",
+    engines: list[EmbeddedEngine] | None = None,
 ) -> list[Element]:
     """The engine's output for ``query`` over the inputs (pushed in ``chunk``-sized pieces, run between)."""
     stamps = [t for rows in streams.values() for t, _ in rows] + [t for ups in relations.values() for t, _, _ in ups]
@@ -30,6 +31,7 @@ def run_engine(
         sharing=sharing,
         budget=budget,
         seed=seed,
+        scheduler=scheduler,
         start=start if start is not None else (min(stamps) if stamps else 0),
     )
     for extra in extra_queries:
@@ -51,4 +53,6 @@ def run_engine(
         eng.run()
     eng.close(until)
     assert not eng.rejected(), eng.rejected()
+    if engines is not None:
+        engines.append(eng)
     return q.results()

@@ -40,7 +40,34 @@ SCHEDULERS = [
     "greedy+dynamic",
     "fifo+exhaustive",
     "path-capacity+limited",
+    "threshold",
+    "threshold:memory=2KB",  # far below what the queues hold: saving mode, switching back and forth
+    "round-robin:quantum=0.25",
+    "chain+limited:limit=0.5",
 ]
+
+
+def test_the_runner_runs_the_scheduler_it_is_given() -> None:
+    """The differential test varies the strategy only if the engine really runs it."""
+    for name in SCHEDULERS:
+        engines: list = []
+        run_engine(
+            CAT,
+            "select K, count(*) from S [Range 2 Seconds] group by K",
+            {"S": [(1, (1, 2)), (2, (1, 3))]},
+            {},
+            start=1,
+            until=4,
+            budget=1,
+            engines=engines,
+            scheduler=name,
+        )
+        (eng,) = engines
+        assert eng.strategy.name == eng.statistics().scheduler == name.split(":")[0]
+    engines = []
+    run_engine(CAT, "select * from S", {"S": [(1, (1, 2))]}, {}, engines=engines, scheduler="threshold:memory=2KB")
+    assert engines[0].strategy.limit == 2000
+
 
 windows = st.sampled_from(
     [

@@ -6,6 +6,7 @@ import json
 
 import pytest
 from sluice.backends.embedded import EmbeddedEngine
+from sluice.errors import SluiceError
 from sluice.experiments.scheduling import EXPERIMENTS, run
 
 
@@ -37,5 +38,5 @@ def test_static_estimates_and_switching_scheduler_at_run_time() -> None:
     eng.close()
     assert eng.strategy.name == "chain"
     assert [e.row for e in q.results() if e.sign == "+"] == [(t,) for t in range(2, 10)]
-    with pytest.raises(ValueError, match="unknown scheduler"):
+    with pytest.raises(SluiceError, match="unknown scheduler"):
         eng.set_scheduler("lottery")

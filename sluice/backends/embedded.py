@@ -72,6 +72,8 @@ class Query:
     arrow_subscribers: list[Callable[[pa.Table], None]] = field(default_factory=list)
     active: bool = True
     weight: float = 1.0
+    start: int | None = None  # its first instant, when registered while the engine runs
+    _close: Callable[[str], None] | None = None
 
     @property
     def kind(self) -> Kind:
@@ -89,6 +91,12 @@ class Query:
             els = [Element(*e) for e in to_elements(b)]
             for fn in self.subscribers:
                 fn(els)
+
+    def close(self) -> None:
+        """Stop this query: its operators not shared with another query are removed (any time)."""
+        if self._close is not None:
+            self._close(self.name)
+            self._close = None
 
     def subscribe(self, fn: Callable[[list[Element]], None]) -> None:
         """Call ``fn(elements)`` with every batch of output as its instants complete."""
@@ -127,7 +135,7 @@ class EmbeddedEngine:
         self,
         catalog: Catalog | None = None,
         *,
-        time_unit: TimeUnit = TimeUnit.SECOND,
+        time_unit: TimeUnit | str = TimeUnit.SECOND,
         slack: int = 0,
         sharing: bool = True,
         scheduler: str | Any = "round-robin",
@@ -148,6 +156,7 @@ class EmbeddedEngine:
         self.view = EngineView(self)
         self._sched_units: list[EngineUnit] | None = None
         self._since_prepare = 0
+        self._epoch: int | None = None  # first instant of the queries planned last while running
         self.reprepare_every = 200  # decisions between priority recomputations
         self.set_scheduler(scheduler)
         for d in self.catalog.sources:
@@ -159,11 +168,15 @@ class EmbeddedEngine:
         src.scale = self.catalog.scale(d)
         self.sources[d.name.lower()] = src
 
-    def register_stream(self, name: str, columns: Sequence[tuple[str, Any]], unit: TimeUnit | None = None) -> None:
+    def register_stream(
+        self, name: str, columns: Sequence[tuple[str, Any]], unit: TimeUnit | str | None = None
+    ) -> None:
         """A stream; ``unit`` says what its timestamps count if not the catalog's tick (coarser only)."""
         self._add_source(self.catalog.register_stream(name, columns, unit))
 
-    def register_relation(self, name: str, columns: Sequence[tuple[str, Any]], unit: TimeUnit | None = None) -> None:
+    def register_relation(
+        self, name: str, columns: Sequence[tuple[str, Any]], unit: TimeUnit | str | None = None
+    ) -> None:
         self._add_source(self.catalog.register_relation(name, columns, unit))
 
     def register_view(self, name: str, query: str, columns: Sequence[str] = (), kind: Kind | None = None) -> None:
@@ -183,7 +196,16 @@ class EmbeddedEngine:
         name = name or f"q{len(self.queries) + 1}"
         if name in self.queries:
             raise SluiceError(f"a query named {name!r} is already registered")
-        q = Query(name, bq)
+        q = Query(name, bq, _close=self.unregister)
+        released = max((s._wm_out for s in self.sources.values()), default=NEG_INF)
+        if self.ctx.start is not None and (released > NEG_INF or any(s.output.enqueued for s in self.sources.values())):
+            # Registered while running: the query starts at the first instant not yet released
+            # (STREAM §3 assumes queries exist before their streams produce; here from that instant).
+            since = max(self.ctx.start, released + 1)
+            if since != self._epoch:
+                self.planner.begin_epoch(ExecContext(start=since, seed=self.ctx.seed), since)
+                self._epoch = since
+            q.start = since
         n_before = len(self.planner.operators)
         top = self.planner.build(bq.plan, name)
         out = Output(
@@ -191,14 +213,36 @@ class EmbeddedEngine:
             schema=bq.schema,
             readers=[top.output.reader()],
             output=Queue(f"q:output:{name}", bq.schema.types),
-            ctx=self.ctx,
-        ).setup(bq.kind is Kind.STREAM, q._deliver)
+            ctx=self.planner.ctx,
+        ).setup(bq.kind is Kind.STREAM, q._deliver, top.pure)
         out.queries.add(name)
         q.output = out
         self._units.extend(self.planner.operators[n_before:])
         self._units.append(out)
         self.queries[name] = q
+        self._sched_units = None  # the plan changed: rebuild the scheduling units (also while running)
         return q
+
+    def unregister(self, name: str) -> None:
+        """Remove a query, also while running: its output stops, and every operator that served
+        only it is removed (shared operators keep serving the other queries).
+        """
+        q = self.queries.pop(name, None)
+        if q is None:
+            raise UnknownNameError(f"no query named {name!r} (registered: {', '.join(self.queries) or 'none'})")
+        q._close = None
+        gone: set[int] = set()
+        for op in reversed(self._units):  # consumers before producers
+            if op is q.output or (name in op.queries and op.queries == {name}):
+                gone.add(id(op))
+                for r in op.readers:
+                    r.queue.detach(r)
+            op.queries.discard(name)
+        for s in self.sources.values():
+            s.queries.discard(name)
+        self._units = [u for u in self._units if id(u) not in gone]
+        self.planner.forget(gone)
+        self._sched_units = None
 
     def execute(self, text: str) -> list[Query | str | None]:
         """Run CQL statements: DDL registers, a query starts running, EXPLAIN returns text."""
@@ -267,7 +311,10 @@ class EmbeddedEngine:
         ``+exhaustive``, ``+limited`` modifiers) or a strategy object.
         """
         if isinstance(scheduler, str):
-            scheduler = make(scheduler, budget=self._budget, **options)
+            try:
+                scheduler = make(scheduler, budget=self._budget, **options)
+            except (ValueError, TypeError) as e:
+                raise SluiceError(str(e)) from None
         self.strategy = scheduler
         self._sched_units = None
 
@@ -327,8 +374,15 @@ class EmbeddedEngine:
             ready = [u for u in self._sched_units if u.has_work()]
             if ready:
                 u = self.strategy.choose(ready, self.view)
-                u.run(self.strategy.budget(u))
-                self.strategy.charge(u, 1.0, self.view)
+                # One time unit of the strategies' model is one turn of `budget` tuples; a quantum
+                # (round-robin's, a `+limited` discipline's) scales the turn, and the unit is
+                # charged the fraction of a time unit it used.
+                budget = self.strategy.budget(u)
+                quantum = self.strategy.quantum(u)
+                if quantum is not None:
+                    budget = max(1, round(budget * quantum))
+                done = u.run(budget)
+                self.strategy.charge(u, max(done, 1) / self.strategy.budget(u), self.view)
                 self._since_prepare += 1
                 steps += 1
             done_out = False

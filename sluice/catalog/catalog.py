@@ -50,8 +50,11 @@ def _to_type(t: DataType | str) -> DataType:
 class Catalog:
     """Names → definitions.  ``time_unit`` is what one timestamp tick means (default: second)."""
 
-    def __init__(self, path: str | Path | None = None, time_unit: TimeUnit = TimeUnit.SECOND):
-        self.time_unit = time_unit
+    def __init__(self, path: str | Path | None = None, time_unit: TimeUnit | str = TimeUnit.SECOND):
+        try:
+            self.time_unit = TimeUnit.of(time_unit)
+        except ValueError as e:
+            raise CatalogError(str(e)) from None
         self._sources: dict[str, SourceDef] = {}
         self._views: dict[str, ViewDef] = {}
         self._functions: dict[str, FunctionDef] = {}
@@ -108,9 +111,14 @@ class Catalog:
             raise CatalogError(f"{name!r} is already registered")
 
     def register_source(
-        self, name: str, kind: Kind, columns: Iterable[ColumnSpec], unit: TimeUnit | None = None
+        self, name: str, kind: Kind, columns: Iterable[ColumnSpec], unit: TimeUnit | str | None = None
     ) -> SourceDef:
         self._check_free(name)
+        if unit is not None:
+            try:
+                unit = TimeUnit.of(unit)
+            except ValueError as e:
+                raise CatalogError(str(e)) from None
         if unit is not None and unit.millis % self.time_unit.millis:
             raise CatalogError(
                 f"{name} counts time in {unit.name.lower()}s, finer than the catalog's tick "
@@ -130,10 +138,14 @@ class Catalog:
         self._persist(name, kind.value, f"REGISTER {kind.value.upper()} {name} ({d.schema.sql()}){suffix}")
         return d
 
-    def register_stream(self, name: str, columns: Iterable[ColumnSpec], unit: TimeUnit | None = None) -> SourceDef:
+    def register_stream(
+        self, name: str, columns: Iterable[ColumnSpec], unit: TimeUnit | str | None = None
+    ) -> SourceDef:
         return self.register_source(name, Kind.STREAM, columns, unit)
 
-    def register_relation(self, name: str, columns: Iterable[ColumnSpec], unit: TimeUnit | None = None) -> SourceDef:
+    def register_relation(
+        self, name: str, columns: Iterable[ColumnSpec], unit: TimeUnit | str | None = None
+    ) -> SourceDef:
         return self.register_source(name, Kind.RELATION, columns, unit)
 
     def scale(self, d: SourceDef) -> int:

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from sluice.backends.embedded import EmbeddedEngine, Query
+from sluice.backends.embedded import EmbeddedEngine
 from sluice.catalog import Kind
 from sluice.compat.stream_script import ScriptError, format_element, parse_script, read_dat
 from sluice.cql import parse_statement
@@ -18,23 +19,31 @@ from sluice.runtime.batch import from_rows, from_signed_rows
 
 @dataclass
 class ScriptRun:
-    engine: EmbeddedEngine
-    outputs: dict[Path, Query]
+    engine: Any
+    outputs: dict[Path, Any]  # dest -> the query handle (EmbeddedEngine's Query or SparkQuery)
     rejected: list[str]
+    counts: dict[Path, int]  # dest -> elements written
 
 
 def run_script(
-    script: str | Path, base: str | Path | None = None, out_dir: str | Path | None = None, **engine_options: object
+    script: str | Path,
+    base: str | Path | None = None,
+    out_dir: str | Path | None = None,
+    engine: Any = None,
+    **engine_options: Any,
 ) -> ScriptRun:
-    """Execute ``script``; data paths are relative to ``base`` (default: the current directory).
-    Each ``dest`` is written under ``out_dir`` if given (by file name), else at its own path.
+    """Execute ``script`` on ``engine`` (default: an ``EmbeddedEngine(**engine_options)``; the
+    Spark backend works too); data paths are relative to ``base`` (default: the current
+    directory).  Each ``dest`` is written under ``out_dir`` if given (by file name), else at its
+    own path.
     """
     root = Path(base) if base is not None else Path.cwd()
     script = Path(script)
     if not script.exists() and (root / script).exists():
         script = root / script
-    eng = EmbeddedEngine(**engine_options)  # type: ignore[arg-type]
-    outputs: dict[Path, Query] = {}
+    eng: Any = engine if engine is not None else EmbeddedEngine(**engine_options)
+    embedded = isinstance(eng, EmbeddedEngine)
+    outputs: dict[Path, Any] = {}
     rejected: list[str] = []
     for cmd in parse_script(script.read_text(), str(script)):
         where = f"{script}:{cmd.line}"
@@ -46,6 +55,9 @@ def run_script(
             relation = stmt.kind == "RELATION"
             data, errors = read_dat(root / cmd.target, relation)
             rejected += errors
+            if not embedded:
+                eng.push(stmt.name, [(t, s, *r) for t, s, r in data] if relation else [(t, *r) for t, r in data])
+                continue
             types = [c.type for c in stmt.columns]
             if relation:
                 batch = from_signed_rows([(t, 1 if s == "+" else -1, r) for t, s, r in data], types)
@@ -62,9 +74,12 @@ def run_script(
             dest = Path(out_dir) / Path(cmd.target).name if out_dir is not None else root / cmd.target
             outputs[dest] = eng.register_query(cmd.text, name=Path(cmd.target).name)
     eng.close()
+    counts: dict[Path, int] = {}
     for dest, q in outputs.items():
         dest.parent.mkdir(parents=True, exist_ok=True)
+        elements = q.results() if embedded else eng.results(q)
         with dest.open("w") as f:
-            for e in q.results():
+            for e in elements:
                 f.write(format_element(e.ts, e.sign, e.row) + "\n")
-    return ScriptRun(eng, outputs, rejected)
+        counts[dest] = len(elements)
+    return ScriptRun(eng, outputs, rejected, counts)

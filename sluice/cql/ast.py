@@ -232,18 +232,43 @@ class TimeUnit(enum.Enum):
     def millis(self) -> int:
         return self.value
 
+    @classmethod
+    def of(cls, unit: TimeUnit | str) -> TimeUnit:
+        """A unit or its name: ``"millisecond"``, ``"milliseconds"``, ``"ms"``, ``"second"``, …
+
+        >>> TimeUnit.of("milliseconds"), TimeUnit.of(TimeUnit.HOUR)
+        (<TimeUnit.MILLISECOND: 1>, <TimeUnit.HOUR: 3600000>)
+        """
+        if isinstance(unit, TimeUnit):
+            return unit
+        if isinstance(unit, str):
+            key = unit.strip().upper()
+            key = {"MS": "MILLISECOND", "S": "SECOND", "SEC": "SECOND", "MIN": "MINUTE", "H": "HOUR"}.get(key, key)
+            key = key[:-1] if key.endswith("S") and key[:-1] in cls.__members__ else key
+            if key in cls.__members__:
+                return cls[key]
+        names = ", ".join(m.name.lower() for m in cls)
+        raise ValueError(f"unknown time unit {unit!r}: use one of {names} (or ms, s, min, h)")
+
 
 @dataclass(frozen=True, slots=True)
 class Duration(Node):
+    """``4 seconds``; or, with ``unit`` None, a bare ``4`` — STREAM's ``time_spec: T_INT``: four
+    units of the stream's own time (its timestamps' unit).
+    """
+
     amount: int
-    unit: TimeUnit
+    unit: TimeUnit | None
     span: Span = _span()
 
     @property
-    def millis(self) -> int:
-        return self.amount * self.unit.millis
+    def millis(self) -> int | None:
+        """The length in milliseconds; None for a unitless duration (its length depends on the stream)."""
+        return None if self.unit is None else self.amount * self.unit.millis
 
     def sql(self) -> str:
+        if self.unit is None:
+            return str(self.amount)
         name = self.unit.name.lower()
         return f"{self.amount} {name}{'' if self.amount == 1 else 's'}"
 

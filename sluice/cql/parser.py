@@ -411,7 +411,7 @@ class Parser:
                 rng = self.duration()
                 self.accept_kw("PRECEDING")
                 slide = self.duration() if self.accept_kw("SLIDE") else None
-                if slide is not None and slide.millis <= 0:
+                if slide is not None and slide.amount <= 0:
                     raise ParseError("Slide must be positive", slide.span, self.source)
                 w = ast.Window(ast.WindowKind.RANGE, range=rng, slide=slide)
         elif self.accept_kw("PARTITION"):
@@ -440,10 +440,13 @@ class Parser:
         start = self.tok
         t = self.expect(T.INTEGER, "a whole number of time units")
         unit_tok = self.tok
-        if unit_tok.type is not T.IDENT or unit_tok.upper not in _UNITS:
+        if unit_tok.type is not T.IDENT or unit_tok.upper == "SLIDE" or unit_tok.upper in RESERVED:
+            # STREAM 0.6.0's grammar (parser.y, ``time_spec: T_INT``): the stream's own time unit
+            return ast.Duration(int(t.text), None, span=self.span_from(start))
+        if unit_tok.upper not in _UNITS:
             self.fail(
                 "expected a time unit",
-                hint="units: millisecond(s), second(s), minute(s), hour(s), day(s)",
+                hint="units: millisecond(s), second(s), minute(s), hour(s), day(s), or none (the stream's own unit)",
             )
         self.advance()
         return ast.Duration(int(t.text), _UNITS[unit_tok.upper], span=self.span_from(start))

@@ -141,7 +141,7 @@ class Binder:
 
     # -- SELECT blocks -------------------------------------------------------------------
     def _select(self, q: ast.Select, outer: Scope | None) -> _Bound:
-        if q.window is not None and q.window.millis < 0:
+        if q.window is not None and q.window.amount < 0:
             raise self.error("WINDOW must not be negative", q.window.span)
         items = [self._from_item(f, q.window) for f in q.from_]
         seen: dict[str, ast.FromItem] = {}
@@ -287,18 +287,25 @@ class Binder:
                 hint="WINDOW applies to streams without a window; use one or the other",
             )
         spec = L.WindowSpec("UNBOUNDED")
+        scale = 1  # ticks per unit of this input's own timestamps (a registered stream may count coarser)
+        if isinstance(item, ast.TableRef):
+            d = self.catalog.lookup(item.name)
+            scale = self.catalog.scale(d) if isinstance(d, SourceDef) else 1
         if item.window is not None:
             w = item.window
             if w.where is not None:
                 own = Scope([ScopeColumn(qualifier, c.name, c.type, i) for i, c in enumerate(node.schema.columns)])
                 node = L.Filter(node, self.exprs.predicate(w.where, own, None, "a window's Where"))
-            spec = self._window(w, node.schema, qualifier, isinstance(item, ast.SubqueryRef))
+            spec = self._window(w, node.schema, qualifier, isinstance(item, ast.SubqueryRef), scale)
         elif window_clause is not None:
-            spec = L.WindowSpec("RANGE", range=self._ticks(window_clause))
+            spec = L.WindowSpec("RANGE", range=self._ticks(window_clause, scale))
         explicit = item.window is not None or window_clause is not None
         return _FromBinding(L.Window(node, spec), qualifier, True, explicit)
 
-    def _ticks(self, d: ast.Duration) -> int:
+    def _ticks(self, d: ast.Duration, own_scale: int = 1) -> int:
+        """``d`` in ticks; a unitless ``d`` counts units of the stream's own time (``own_scale`` ticks each)."""
+        if d.millis is None:
+            return d.amount * own_scale
         t = self.catalog.ticks(d.millis)
         if t is None:
             unit = self.catalog.time_unit.name.lower()
@@ -309,7 +316,9 @@ class Binder:
             )
         return t
 
-    def _window(self, w: ast.Window, schema: Schema, qualifier: str | None, subquery: bool = False) -> L.WindowSpec:
+    def _window(
+        self, w: ast.Window, schema: Schema, qualifier: str | None, subquery: bool = False, scale: int = 1
+    ) -> L.WindowSpec:
         if w.kind is ast.WindowKind.NOW:
             return L.WindowSpec("NOW")
         if w.kind is ast.WindowKind.ROWS:
@@ -317,11 +326,11 @@ class Binder:
         if w.kind is ast.WindowKind.RANGE:
             if w.range is None:
                 return L.WindowSpec("UNBOUNDED")
-            slide = self._ticks(w.slide) if w.slide is not None else None
+            slide = self._ticks(w.slide, scale) if w.slide is not None else None
             if slide == 0:
                 assert w.slide is not None
                 raise self.error("Slide must be at least one tick", w.slide.span)
-            return L.WindowSpec("RANGE", range=self._ticks(w.range), slide=slide)
+            return L.WindowSpec("RANGE", range=self._ticks(w.range, scale), slide=slide)
         keys: list[int] = []
         for k in w.partition_by:
             inner_name = subquery and sum(1 for n in schema.names if n.lower() == k.name.lower()) == 1

@@ -79,6 +79,8 @@ def column(c: Any, t: DataType, n: int) -> pa.Array | pa.ChunkedArray:
     at = arrow_type(t)
     if isinstance(c, pa.ChunkedArray | pa.Array):
         return c if c.type == at else c.cast(at)
+    if isinstance(c, np.ndarray):
+        return pa.array(c, at)
     if isinstance(c, pa.Scalar):
         c = c.as_py()
     if c is None:

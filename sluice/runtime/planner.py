@@ -23,7 +23,7 @@ from sluice.runtime.operators.aggregate import Aggregate, Distinct
 from sluice.runtime.operators.base import ExecContext, Operator
 from sluice.runtime.operators.join import Join
 from sluice.runtime.operators.relational import SetOp
-from sluice.runtime.operators.sources import Source
+from sluice.runtime.operators.sources import Since, Source
 from sluice.runtime.operators.stateless import Project, Sample, Select
 from sluice.runtime.operators.streams import IDstream, Rstream
 from sluice.runtime.operators.windows import PartitionWindow, RowsWindow, TimeWindow
@@ -36,6 +36,7 @@ class Planner:
         self.sources = sources
         self.ctx = ctx
         self.sharing = sharing
+        self.since: int | None = None  # the first instant of queries planned now, if the engine runs
         self.operators: list[Operator] = []  # in creation order = a topological order
         self._memo: dict[Any, Operator] = {}
         self._count = 0
@@ -98,7 +99,32 @@ class Planner:
         src = self.sources.get(n.name.lower())
         if src is None:
             raise InternalError(f"no source for {n.name}")
-        return src
+        if self.since is None:
+            return src
+        self._count += 1
+        name = f"since#{self._count}"
+        op = Since(
+            name=name,
+            schema=n.schema,
+            readers=[src.output.reader(at_end=True)],
+            output=Queue(f"q:{name}", n.schema.types),
+            ctx=self.ctx,
+            detail=f"from instant {self.since}",
+        ).setup(src, self.since)
+        self.operators.append(op)
+        return op
+
+    def begin_epoch(self, ctx: ExecContext, since: int) -> None:
+        """Queries planned from now on start at instant ``since``: their operators share state with
+        no operator built before (it holds older input), only with each other.
+        """
+        self.ctx, self.since = ctx, since
+        self._memo = {}
+
+    def forget(self, ops: set[int]) -> None:
+        """Drop removed operators (by id) from the sharing memo and the operator list."""
+        self._memo = {k: v for k, v in self._memo.items() if id(v) not in ops}
+        self.operators = [o for o in self.operators if id(o) not in ops]
 
     def _window(self, n: L.Window) -> Operator:
         child = self._op(n.input)
@@ -135,6 +161,7 @@ class Planner:
         child = self._op(n.input)
         op = self._new(Select, n, [child], _render(n.predicate, n.input)).setup(n.predicate)
         op.insert_only = child.insert_only
+        op.pure = child.pure
         return op
 
     def _split_filter(self, n: L.Filter, conj: list[BExpr], special: Callable[[BExpr], bool]) -> tuple[Operator, BExpr]:
@@ -155,6 +182,9 @@ class Planner:
         detail = ", ".join(render(c, n.input.schema.names) for c in n.columns)
         op = self._new(Project, n, [child], detail).setup(n.columns)
         op.insert_only = child.insert_only
+        # keeping every input column makes the projection injective: distinct rows stay distinct
+        kept = {c.index for c in n.columns if isinstance(c, ColRef)}
+        op.pure = child.pure and kept >= set(range(len(n.input.schema.types)))
         return op
 
     def _ticking(
@@ -249,8 +279,9 @@ class Planner:
         # window reads this stream: then each instant must come out in canonical order (the
         # definition of a derived stream), which needs the instant complete.
         passthrough = n.op == "ISTREAM" and child.insert_only and n not in self._ordered
-        detail = "insert-only input: pass-through" if passthrough else ""
-        return self._new(IDstream, n, [child], detail).setup(n.op, passthrough)
+        pure = not passthrough and child.pure and n not in self._ordered
+        detail = "insert-only input: pass-through" if passthrough else "pure input: no netting" if pure else ""
+        return self._new(IDstream, n, [child], detail).setup(n.op, passthrough, pure)
 
 
 def _order_sensitive_streams(plan: L.LogicalNode) -> set[L.LogicalNode]:

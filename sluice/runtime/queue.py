@@ -40,10 +40,16 @@ class Queue:
         self.peak_nbytes = 0
         self.enqueued = 0
 
-    def reader(self) -> Reader:
-        r = Reader(self, self._base)
+    def reader(self, at_end: bool = False) -> Reader:
+        """A cursor from the oldest held element (``at_end``: only what is appended from now on)."""
+        r = Reader(self, self._end if at_end else self._base)
         self._readers.append(r)
         return r
+
+    def detach(self, reader: Reader) -> None:
+        """Forget a reader (its query was removed): what only it still needed is discarded."""
+        self._readers.remove(reader)
+        self._collect()
 
     @property
     def readers(self) -> int:

@@ -19,9 +19,11 @@ processor, which holds the embedded engine's own operators (``docs/design/007``)
 
 from __future__ import annotations
 
+import re
 import tempfile
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,7 +46,7 @@ from sluice.cql.parser import parse_script
 from sluice.cql.printer import to_cql
 from sluice.datatypes import DataType, TypeKind
 from sluice.errors import SluiceError
-from sluice.plan import BoundQuery, bind_query
+from sluice.plan import BoundQuery, bind_query, register_view
 from sluice.plan import logical as L
 from sluice.plan.ddl import execute_statement
 from sluice.plan.explain import explain as explain_plan
@@ -118,13 +120,22 @@ class SparkEngine:
         master: str = "local[2]",
         *,
         workdir: str | Path | None = None,
-        time_unit: TimeUnit = TimeUnit.SECOND,
+        time_unit: TimeUnit | str = TimeUnit.SECOND,
         seed: int = 0,
         start: int | None = None,
         slack: int = 0,
+        scheduler: str = "round-robin",
         spark: Any = None,
     ) -> None:
+        """``scheduler`` is the strategy each processor's operators run under (as ``EmbeddedEngine``)."""
         from sluice.backends.spark.session import get_session
+        from sluice.scheduling.strategies import make
+
+        try:
+            make(scheduler)  # the same names, parameters and errors as the embedded engine
+        except ValueError as e:
+            raise SluiceError(str(e)) from None
+        self.scheduler = scheduler
 
         self.spark = spark or get_session(master)
         self.catalog = Catalog(time_unit=time_unit)
@@ -159,6 +170,12 @@ class SparkEngine:
                 self.ddl.append(to_cql(stmt) + ";")
                 out.append(None)
         return out
+
+    def register_view(self, name: str, query: str, columns: Sequence[str] = (), kind: Kind | None = None) -> None:
+        """A named view (STREAM's ``vquery``/``vtable``), checked as ``EmbeddedEngine.register_view``."""
+        register_view(self.catalog, name, query, columns, kind=kind)
+        cols = f" ({', '.join(columns)})" if columns else ""
+        self.ddl.append(f"REGISTER VIEW {name}{cols} AS {query};")
 
     def register_query(
         self, query: str, name: str | None = None, *, sink: str = "memory", path: str | Path | None = None
@@ -548,6 +565,7 @@ class SparkEngine:
             [(d.name, list(d.schema.types)) for d in map(self._source, q.sources)],
             list(q.bound.plan.schema.types),
             self.udfs,
+            self.scheduler,
         )
         if q.native is not None:
             out = self._native_output(q)
@@ -565,7 +583,8 @@ class SparkEngine:
         checkpoint = str(self.workdir / q.name / "checkpoint")
         w = out.writeStream.option("checkpointLocation", checkpoint).outputMode("append")
         if q.sink == "memory":
-            q.table = f"sluice_{q.name}_{uuid.uuid4().hex[:8]}"
+            # any query name is a label: Spark's table name takes only word characters
+            q.table = f"sluice_{re.sub(r'[^0-9A-Za-z_]', '_', q.name)}_{uuid.uuid4().hex[:8]}"
             q.stream = w.format("memory").queryName(q.table).start()
         elif q.sink == "console":
             q.stream = w.format("console").option("truncate", "false").start()

@@ -66,8 +66,10 @@ class SluiceProcessor(StatefulProcessor):
         sources: list[tuple[str, list[DataType]]],
         out_types: list[DataType],
         udfs: list[tuple[str, Any, Any, Any, bool]] | None = None,
+        scheduler: str = "round-robin",
     ) -> None:
         self.ddl, self.query, self.start = ddl, query, start
+        self.scheduler = scheduler
         self.time_unit, self.seed, self.slack = time_unit, seed, slack
         self.sources, self.out_types = sources, out_types
         self.udfs = udfs or []
@@ -85,7 +87,13 @@ class SluiceProcessor(StatefulProcessor):
         from sluice.backends.embedded import EmbeddedEngine
         from sluice.cql.ast import TimeUnit
 
-        eng = EmbeddedEngine(time_unit=TimeUnit[self.time_unit], seed=self.seed, start=self.start, slack=self.slack)
+        eng = EmbeddedEngine(
+            time_unit=TimeUnit[self.time_unit],
+            seed=self.seed,
+            start=self.start,
+            slack=self.slack,
+            scheduler=getattr(self, "scheduler", "round-robin"),  # processors pickled before it existed
+        )
         for name, fn, ret, args, strict in self.udfs:
             eng.catalog.register_function(name, fn, ret, args, strict=strict)
         eng.execute(self.ddl)

@@ -38,6 +38,9 @@ class Operator:
     detail: str = ""
     stateful: bool = False
     insert_only: bool = False  # its output never holds a deletion
+    # Within an instant no tuple of its output has both a deletion and an insertion, so netting an
+    # instant is the identity: Istream/Dstream need neither hold nor net it.
+    pure: bool = False
     _in: int = 0
     _out: int = 0
     _runs: int = 0

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 from sluice.catalog import Schema
-from sluice.runtime.batch import NEG_INF, concat, sort_by_ts, to_elements, ts_of
+from sluice.runtime.batch import NEG_INF, concat, from_rows, sort_by_ts, to_elements, ts_of
 from sluice.runtime.operators.base import ExecContext, Operator
 from sluice.runtime.queue import Queue
 from sluice.runtime.stats import SourceStats
@@ -155,3 +155,41 @@ class Source(Operator):
 
     def state_bytes(self) -> int:
         return sum(b.nbytes for b in self._pending)
+
+
+class Since(Operator):
+    """Where a query registered while the engine runs reads a source (STREAM §3 assumes queries
+    are registered before their streams produce; this moves that moment to the query's first
+    instant τ0).  It reads only what the source releases from registration on: a stream's
+    elements with ``ts ≥ τ0``; a relation's contents at registration as insertions at τ0, then
+    its changes (any stamped before τ0 apply at τ0).
+    """
+
+    def setup(self, source: Source, start: int) -> Since:
+        self.start = start
+        self.relation = source.relation
+        self.insert_only = source.insert_only
+        self._prime = [row for row, n in source._contents.items() for _ in range(n)] if source.relation else []
+        self._primed = not self._prime
+        return self
+
+    def has_work(self) -> bool:
+        return not self._primed or super().has_work()
+
+    def _run(self, budget: int) -> int:
+        if not self._primed:
+            self._primed = True
+            self.emit(from_rows([(self.start, row) for row in self._prime], self.types))
+        r = self.readers[0]
+        b = r.read(budget)
+        if b.num_rows:
+            ts = ts_of(b)
+            if self.relation:
+                if ts[0] < self.start:
+                    b = b.set_column(0, "__ts", pa.array(np.maximum(ts, self.start)))
+            elif ts[0] < self.start:
+                b = b.filter(pa.array(ts >= self.start))
+            if b.num_rows:
+                self.emit(b)
+        self.advance(r.watermark())
+        return b.num_rows

@@ -43,9 +43,14 @@ class _Completing(Unary):
 
 
 class IDstream(_Completing):
-    def setup(self, op: str, passthrough: bool) -> IDstream:
+    def setup(self, op: str, passthrough: bool, pure: bool = False) -> IDstream:
+        """``pure``: no instant of the input holds a tuple with both signs and no reader needs
+        canonical order, so R(τ) − R(τ−1) is the instant's insertions (deletions for Dstream),
+        emitted as they arrive — no holding, netting or sorting.
+        """
         self.op = op
         self.passthrough = passthrough
+        self.pure = pure
         self.insert_only = True
         self.setup_buffer()
         return self
@@ -53,6 +58,11 @@ class IDstream(_Completing):
     def process(self, b: pa.Table) -> None:
         if self.passthrough:
             self.emit(b)
+        elif self.pure:
+            want = 1 if self.op == "ISTREAM" else -1
+            d = b.filter(pa.array(b.column(1).to_numpy() == want))
+            if d.num_rows:
+                self.emit(d if want == 1 else d.set_column(1, "__sign", pa.array(np.ones(d.num_rows, np.int8))))
         else:
             self._held.append(b)
 
@@ -115,9 +125,10 @@ class Output(_Completing):
     ``deliver`` receives each finished batch (deletions before insertions within an instant).
     """
 
-    def setup(self, is_stream: bool, deliver: Callable[[pa.Table], None]) -> Output:
+    def setup(self, is_stream: bool, deliver: Callable[[pa.Table], None], pure: bool = False) -> Output:
         self.is_stream = is_stream
         self.deliver = deliver
+        self.pure = pure  # the input needs no netting (see Operator.pure)
         self.setup_buffer()
         return self
 
@@ -131,7 +142,7 @@ class Output(_Completing):
     def progress(self, wm: int) -> None:
         done = self._complete(wm)
         if done is not None:
-            d = canonical(net(done, self.types))
+            d = canonical(done if self.pure else net(done, self.types))
             if d.num_rows:
                 signs = d.column(1).to_numpy()
                 order = np.lexsort((signs, ts_of(d)))  # per instant: deletions, then insertions

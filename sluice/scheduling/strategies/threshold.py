@@ -17,11 +17,16 @@ from sluice.scheduling.strategies.base import Strategy
 from sluice.scheduling.strategies.path_capacity import PathCapacity
 from sluice.scheduling.strategies.segment import SimplifiedSegment
 
+DEFAULT_MEMORY = float(64 * 2**20)
+
 
 class Threshold(Strategy):
     name = "threshold"
 
-    def __init__(self, memory: float, beta: float = 0.9, max_interval: int = 10, budget: int = 65536) -> None:
+    def __init__(
+        self, memory: float = DEFAULT_MEMORY, beta: float = 0.9, max_interval: int = 10, budget: int = 65536
+    ) -> None:
+        """``memory`` is M: queue bytes in the engine (default 64 MiB), tuples in the simulator."""
         super().__init__(budget)
         if not 0.5 < beta < 1:
             raise ValueError("beta must be in (0.5, 1)")

@@ -1,0 +1,202 @@
+"""Millisecond instants: the regime users live in (issue #11), beside hand-written baselines.
+
+1,000,000 events, 10 keys, millisecond timestamps (about 680,000 distinct instants), pushed as
+typed Arrow batches of 100, 1,000 and 10,000 events with a heartbeat after each (the heartbeat
+says the instants before the next batch's first timestamp are complete). Three queries:
+
+  filter    Istream(select A, B from S [Range Unbounded] where B > 50)
+  tumbling  Istream(select A, count(*) from S [Range 1 Second Slide 1 Second] group by A)
+  sliding   Istream(select A, count(*) from S [Range 1 Second] group by A)
+
+Beside each, in the same process and on the same data:
+  python    a hand-written plain-Python program computing the *same answer* (a list
+            comprehension; a dict per second; a deque per key with arrivals and expiries merged),
+            checked equal to the engine's output element by element before any time is reported;
+  duckdb    DuckDB (one thread) doing the work the issue names: the filter; ``count(*) group by
+            second, A``; the per-event ``count(*) over (partition by A order by ts range between
+            1000 preceding and current row)`` — the same computation, not the same answer stream
+            (CQL also reports counts falling at instants with no arrival), so it is timed, not
+            compared.
+
+Events/s = events ÷ wall time from the first push to the last output.  Latency per batch = the
+wall time of push + heartbeat + run, i.e. from a batch's push to the delivery of its output (the
+engine delivers synchronously); p50/p99 over batches.  Writes benchmarks/results/fine_time.json.
+
+    .venv/bin/python benchmarks/fine_time.py [--events 1000000] [--batches 100,1000,10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+from sluice.backends.embedded import EmbeddedEngine
+from sluice.datatypes import INTEGER
+from sluice.experiments.results import write_results
+from sluice.runtime.batch import make
+
+WINDOW = 1000  # [Range 1 Second] in milliseconds
+
+QUERIES = {
+    "filter": "Istream(select A, B from S [Range Unbounded] where B > 50)",
+    "tumbling": "Istream(select A, count(*) from S [Range 1 Second Slide 1 Second] group by A)",
+    "sliding": "Istream(select A, count(*) from S [Range 1 Second] group by A)",
+}
+
+DUCKDB = {
+    "filter": "select ts, A, B from S where B > 50",
+    "tumbling": "select (ts + 999) // 1000 as w, A, count(*) from S group by w, A",
+    "sliding": "select ts, A, count(*) over (partition by A order by ts range between 1000 preceding and current row) "
+    "from S",
+}
+
+
+def generate(n: int, seed: int = 7) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sorted millisecond stamps over 1.2·n ms (≈ 0.68·n distinct instants), 10 keys, B in 0..99."""
+    rng = np.random.default_rng(seed)
+    ts = np.sort(rng.integers(0, int(n * 1.2), n)).astype(np.int64)
+    return ts, rng.integers(0, 10, n).astype(np.int64), rng.integers(0, 100, n).astype(np.int64)
+
+
+# -- hand-written plain Python: the same answers -------------------------------------------------
+def py_filter(ts: list[int], a: list[int], b: list[int], last: int) -> list[tuple[int, int, int]]:
+    return [(t, x, y) for t, x, y in zip(ts, a, b, strict=True) if y > 50]
+
+
+def py_tumbling(ts: list[int], a: list[int], b: list[int], last: int) -> list[tuple[int, int, int]]:
+    counts: dict[tuple[int, int], int] = {}
+    for t, x in zip(ts, a, strict=True):
+        w = -(-t // WINDOW)  # CQL windows are closed, [τ − 1000, τ]: the one as of ⌈t/1000⌉·1000 holds t,
+        counts[w, x] = counts.get((w, x), 0) + 1
+        if t % WINDOW == 0:  # and so does the next one when t is on a boundary
+            counts[w + 1, x] = counts.get((w + 1, x), 0) + 1
+    out = []
+    for (w, x), c in counts.items():
+        if w * WINDOW <= last and counts.get((w - 1, x)) != c:  # Istream: (A, c) new at this instant
+            out.append((w * WINDOW, x, c))
+    return out
+
+
+def py_sliding(ts: list[int], a: list[int], b: list[int], last: int) -> list[tuple[int, int, int]]:
+    per_key: dict[int, list[int]] = {}
+    for t, x in zip(ts, a, strict=True):
+        per_key.setdefault(x, []).append(t)
+    out = []
+    inf = 1 << 62
+    for x, arrivals in per_key.items():
+        window: deque[int] = deque()
+        i, n = 0, len(arrivals)
+        while i < n or window:
+            t = min(arrivals[i] if i < n else inf, window[0] + WINDOW + 1 if window else inf)
+            if t > last:
+                break
+            before = len(window)
+            while window and window[0] + WINDOW + 1 <= t:
+                window.popleft()
+            while i < n and arrivals[i] == t:
+                window.append(t)
+                i += 1
+            if len(window) != before and window:
+                out.append((t, x, len(window)))
+    return out
+
+
+BASELINES: dict[str, Callable[..., list[tuple[int, int, int]]]] = {
+    "filter": py_filter,
+    "tumbling": py_tumbling,
+    "sliding": py_sliding,
+}
+
+
+def run_engine(query: str, ts: np.ndarray, a: np.ndarray, b: np.ndarray, batch: int) -> dict[str, Any]:
+    eng = EmbeddedEngine(time_unit="millisecond")
+    eng.execute("register stream S (A integer, B integer)")
+    q = eng.register_query(query)
+    n = len(ts)
+    batches = [
+        make(ts[i : i + batch], 1, [a[i : i + batch], b[i : i + batch]], [INTEGER, INTEGER]) for i in range(0, n, batch)
+    ]
+    beats = [int(ts[i + batch]) - 1 if i + batch < n else int(ts[-1]) for i in range(0, n, batch)]
+    lat = np.empty(len(batches))
+    t0 = time.perf_counter()
+    for k, (bt, hb) in enumerate(zip(batches, beats, strict=True)):
+        s = time.perf_counter()
+        eng.push_batch("S", bt)
+        eng.heartbeat(hb)
+        eng.run()
+        lat[k] = time.perf_counter() - s
+    eng.close()
+    dt = time.perf_counter() - t0
+    out = q.arrow()
+    assert not eng.rejected(), eng.rejected()[:3]
+    return {"seconds": dt, "events_per_s": n / dt, "lat": lat, "out": out, "peak_memory": eng.statistics()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--batches", default="100,1000,10000")
+    ap.add_argument("--only", choices=list(QUERIES), action="append")
+    ap.add_argument("--out", default="benchmarks/results/fine_time.json")
+    args = ap.parse_args()
+    sizes = [int(x) for x in args.batches.split(",")]
+    ts, a, b = generate(args.events)
+    last = int(ts[-1])
+    lists = ts.tolist(), a.tolist(), b.tolist()
+    con = duckdb.connect()
+    con.execute("set threads = 1")
+    con.register("S", pa.table({"ts": ts, "A": a, "B": b}))
+    print(f"{args.events:,} events, {len(np.unique(ts)):,} distinct millisecond instants, 10 keys")
+    results: dict[str, Any] = {}
+    for name in args.only or list(QUERIES):
+        p0 = time.perf_counter()
+        expected = BASELINES[name](*lists, last)
+        py_s = time.perf_counter() - p0
+        d0 = time.perf_counter()
+        con.execute(f"create or replace temp table r as {DUCKDB[name]}")
+        duck_s = time.perf_counter() - d0
+        row: dict[str, Any] = {
+            "query": QUERIES[name],
+            "python_events_per_s": round(args.events / py_s),
+            "duckdb_events_per_s": round(args.events / duck_s),
+            "duckdb_sql": DUCKDB[name],
+            "output_elements": len(expected),
+            "python_note": "timed without sorting its output into time order (the engine's is)",
+            "by_batch": {},
+        }
+        expected = sorted(expected)
+        for size in sizes:
+            r = run_engine(QUERIES[name], ts, a, b, size)
+            out = r["out"]
+            got = sorted(zip(*(out.column(i).to_pylist() for i in (0, 2, 3)), strict=True))
+            assert set(out.column(1).to_pylist()) <= {1}, f"{name}: Istream emitted a deletion"
+            assert got == expected, f"{name}: the engine's answer differs from the plain-Python program's"
+            lat_ms = r["lat"] * 1000
+            row["by_batch"][str(size)] = {
+                "events_per_s": round(r["events_per_s"]),
+                "p50_ms": round(float(np.percentile(lat_ms, 50)), 3),
+                "p99_ms": round(float(np.percentile(lat_ms, 99)), 3),
+                "vs_python": round(r["events_per_s"] * py_s / args.events, 2),
+                "vs_duckdb": round(r["events_per_s"] * duck_s / args.events, 2),
+                "peak_memory_bytes": r["peak_memory"].peak_queue_bytes + r["peak_memory"].synopsis_bytes,
+                "checked_equal_to_python": True,
+            }
+            print(
+                f"{name:9s} batch {size:>6,}: {r['events_per_s']:>12,.0f} ev/s  p50 {np.percentile(lat_ms, 50):7.2f} ms"
+                f"  p99 {np.percentile(lat_ms, 99):8.2f} ms   python {row['python_events_per_s']:>12,} ev/s"
+                f"  duckdb {row['duckdb_events_per_s']:>12,} ev/s  (answer = python's, {len(expected):,} elements)",
+                flush=True,
+            )
+        results[name] = row
+    write_results(args.out, "fine_time", events=args.events, batches=sizes, results=results)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

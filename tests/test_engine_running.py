@@ -1,0 +1,158 @@
+"""Changing a running engine (issue #11): queries added and removed at any time; the engine's
+options as a user passes them (strings for units and strategies, strategy parameters).
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sluice import EmbeddedEngine, SluiceError, TimeUnit
+from sluice.plan import bind_query
+from sluice.reference import evaluate
+from sluice.reference.compare import diff_outputs
+
+DDL = "register stream S (K integer, V integer); register relation R (K integer)"
+
+LATE_QUERIES = [
+    "select K, count(*) from S [Range 3 Seconds] group by K",
+    "Istream(select K, sum(V) from S [Range 2 Seconds] group by K)",
+    "select count(*), max(V) from S [Rows 2]",
+    "select S.K, V from S [Range 2 Seconds], R where S.K = R.K",
+    "Rstream(select * from S [Now])",
+    "select * from S where V > 0",
+    "select distinct K from S [Range 4 Seconds]",
+]
+
+
+def _reference(eng: EmbeddedEngine, text: str, s_rows, r_ups, start: int, until: int):
+    """The oracle for a query whose first instant is ``start``: the streams from ``start`` on, the
+    relation as it stood at ``start`` (earlier changes apply at ``start``).
+    """
+    streams = {"S": [(t, (k, v)) for t, k, v in s_rows if t >= start]}
+    relations = {"R": [(max(t, start), s, (k,)) for t, s, k in r_ups]}
+    return evaluate(bind_query(eng.catalog, text), streams, relations, start=start, until=until)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.tuples(st.integers(1, 12), st.integers(0, 2), st.integers(-3, 3)), min_size=1, max_size=25),
+    st.lists(st.tuples(st.integers(1, 12), st.integers(0, 2)), max_size=6),
+    st.sampled_from(LATE_QUERIES),
+    st.integers(1, 12),
+    st.booleans(),
+)
+def test_a_query_added_part_way_equals_the_reference_from_its_start(s_rows, r_ins, late, split, sharing) -> None:
+    s_rows = sorted(s_rows)
+    r_ups = sorted((t, "+", k) for t, k in r_ins)
+    eng = EmbeddedEngine(sharing=sharing)
+    eng.execute(DDL)
+    early = eng.register_query(late)  # the same text: a late query must not share its state
+    first = [r for r in s_rows if r[0] <= split]
+    eng.push("S", first)
+    eng.push("R", [u for u in r_ups if u[0] <= split])
+    eng.run()
+    q = eng.register_query(late)
+    # nothing released yet (no complete instant): the late query is as if registered first
+    first_instant = min([s_rows[0][0]] + [u[0] for u in r_ups])
+    start = q.start if q.start is not None else first_instant
+    eng.push("S", [r for r in s_rows if r[0] > split])
+    eng.push("R", [u for u in r_ups if u[0] > split])
+    until = max(t for t, _, _ in s_rows)
+    eng.close(until)
+    assert not eng.rejected()
+    diffs = diff_outputs(_reference(eng, late, s_rows, r_ups, start, until), q.results())
+    assert not diffs, f"{late} from {start}\n" + "\n".join(diffs[:8])
+    # the query registered first saw everything
+    assert not diff_outputs(_reference(eng, late, s_rows, r_ups, first_instant, until), early.results())
+
+
+def test_a_query_registered_after_run_receives_input_pushed_later() -> None:
+    eng = EmbeddedEngine()
+    eng.execute(DDL)
+    eng.push("S", [(1, 1, 1), (2, 2, 2)])
+    eng.run()  # instant 1 is complete (2 arrived), instant 2 may still get elements
+    q = eng.register_query("select * from S")
+    assert q.start == 2
+    eng.push("S", [(2, 3, 3), (3, 4, 4)])
+    eng.close()
+    assert [(e.ts, e.row) for e in q.results()] == [(2, (2, 2)), (2, (3, 3)), (3, (4, 4))]
+
+
+def test_closing_a_query_removes_its_private_operators_and_keeps_shared_ones() -> None:
+    eng = EmbeddedEngine()
+    eng.execute(DDL)
+    a = eng.register_query("select K, count(*) from S [Range 2 Seconds] group by K")
+    b = eng.register_query("select K, sum(V) from S [Range 2 Seconds] group by K")
+    eng.push("S", [(1, 1, 5), (2, 1, 6)])
+    eng.run()
+    n_ops = len(eng.statistics().operators)
+    a.close()
+    assert "q1" not in eng.queries and eng.explain().startswith("query q2")
+    assert len(eng.statistics().operators) < n_ops
+    assert "TimeWindow" in eng.explain(b)  # the shared window stays for q2
+    eng.push("S", [(3, 1, 7)])
+    eng.close()
+    expected = _reference(eng, b.bound.text, [(1, 1, 5), (2, 1, 6), (3, 1, 7)], [], 1, 3)
+    assert not diff_outputs(expected, b.results())
+    with pytest.raises(SluiceError, match="no query named 'q1'"):
+        eng.unregister("q1")
+    a.close()  # closing twice is harmless
+
+
+def test_a_removed_query_leaves_nothing_held_in_shared_queues() -> None:
+    eng = EmbeddedEngine()
+    eng.execute(DDL)
+    keep = eng.register_query("select * from S")
+    gone = eng.register_query("select K from S [Rows 5]")
+    gone.close()
+    eng.push("S", [(t, t, t) for t in range(1, 50)])
+    eng.close()
+    assert keep.count == 49
+    assert eng.statistics().queue_bytes == 0
+
+
+def test_time_units_and_strategy_parameters_as_strings() -> None:
+    eng = EmbeddedEngine(time_unit="millisecond", scheduler="threshold")  # threshold has a default budget
+    assert eng.catalog.time_unit is TimeUnit.MILLISECOND and eng.strategy.limit == 64 * 2**20
+    assert EmbeddedEngine(time_unit="minutes").catalog.time_unit is TimeUnit.MINUTE
+    assert EmbeddedEngine(scheduler="threshold:memory=5MB").strategy.limit == 5_000_000
+    with pytest.raises(SluiceError, match="unknown time unit 'fortnight'"):
+        EmbeddedEngine(time_unit="fortnight")
+    with pytest.raises(SluiceError, match="has no parameter 'memroy'"):
+        EmbeddedEngine(scheduler="threshold:memroy=5MB")
+    with pytest.raises(SluiceError, match="unknown scheduler 'bogus'"):
+        EmbeddedEngine(scheduler="bogus")
+
+
+def test_a_time_window_without_a_unit_counts_the_streams_own_time() -> None:
+    """STREAM 0.6.0's parser.y: ``time_spec: T_INT`` — ``[Range 4]`` is four units of the stream's time."""
+    eng = EmbeddedEngine()
+    eng.execute("register stream S (A integer); register stream M (A integer) unit minute")
+    rows = [(t, t % 2) for t in range(1, 12)]
+    plain = eng.register_query("select A, count(*) from S [Range 4] group by A")
+    unit = eng.register_query("select A, count(*) from S [Range 4 Seconds] group by A")
+    slide = eng.register_query("select count(*) from S [Range 4 Slide 2]")
+    per_minute = eng.register_query("select count(*) from M [Range 2]")
+    assert "Range 120 ticks" in eng.explain(per_minute)  # two of M's minutes, in the catalog's seconds
+    eng.push("S", rows)
+    eng.close()
+    assert plain.results() == unit.results() and plain.results()
+    expected = evaluate(
+        bind_query(eng.catalog, "select count(*) from S [Range 4 Seconds Slide 2 Seconds]"),
+        {"S": [(t, (a,)) for t, a in rows]},
+        {},
+        start=1,
+        until=11,
+    )
+    assert not diff_outputs(expected, slide.results())
+
+
+def test_the_cli_rejects_a_bad_scheduler_in_one_line(tmp_path, capsys) -> None:
+    from sluice.cli import main
+
+    f = tmp_path / "q.cql"
+    f.write_text("register stream S (A integer); select * from S;")
+    assert main(["run", str(f), "--scheduler", "threshold:memory=lots"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "memory='lots'" in err
