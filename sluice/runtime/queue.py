@@ -32,6 +32,7 @@ class Queue:
         self.name = name
         self.types = list(types)
         self._batches: deque[pa.Table] = deque()
+        self._sizes: deque[int] = deque()  # bytes of each held batch (Table.nbytes costs a pass)
         self._base = 0  # global index of the first held element
         self._end = 0  # global index one past the last element
         self.watermark = NEG_INF
@@ -63,10 +64,12 @@ class Queue:
     def append(self, batch: pa.Table) -> None:
         if batch.num_rows == 0:
             return
+        size = batch.nbytes
         self._batches.append(batch)
+        self._sizes.append(size)
         self._end += batch.num_rows
         self.enqueued += batch.num_rows
-        self.nbytes += batch.nbytes
+        self.nbytes += size
         self.peak_nbytes = max(self.peak_nbytes, self.nbytes)
         if not self._readers:  # nobody reads: nothing to keep
             self._discard(self._end)
@@ -93,12 +96,14 @@ class Queue:
         while self._batches and self._base + self._batches[0].num_rows <= upto:
             b = self._batches.popleft()
             self._base += b.num_rows
-            self.nbytes -= b.nbytes
+            self.nbytes -= self._sizes.popleft()
         if self._batches and upto > self._base:
             k = upto - self._base
             b = self._batches[0]
             rest = b.slice(k)
-            self.nbytes -= b.nbytes - rest.nbytes
+            left = self._sizes[0] * rest.num_rows // b.num_rows  # a slice's share of the batch's bytes
+            self.nbytes -= self._sizes[0] - left
+            self._sizes[0] = left
             self._batches[0] = rest
             self._base = upto
 

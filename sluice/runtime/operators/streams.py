@@ -84,6 +84,7 @@ class Rstream(_Completing):
         self.insert_only = True
         self.state: Counter[tuple[Any, ...]] = Counter()
         self._tick: int | None = None  # last tick emitted
+        self._table: pa.Table | None = None  # R(τ) in canonical order, while it does not change
         self.setup_buffer()
         return self
 
@@ -96,24 +97,34 @@ class Rstream(_Completing):
         tick = start if self._tick is None else self._tick + 1
         changes = to_elements(done) if done is not None else []
         pos = 0
-        out: list[tuple[int, int, tuple[Any, ...]]] = []
+        pieces: list[pa.Table] = []
         while tick <= wm:
             while pos < len(changes) and changes[pos][0] <= tick:
                 _, sign, row = changes[pos]
                 self.state[row] += 1 if sign == "+" else -1
                 if self.state[row] == 0:
                     del self.state[row]
+                self._table = None
                 pos += 1
+            # R is constant until its next change: emit it once per tick of that stretch, vectorised
+            # (an empty R's ticks are skipped)
+            nxt = min(changes[pos][0] if pos < len(changes) else wm + 1, wm + 1)
             if self.state:
-                for row, n in sorted(self.state.items(), key=lambda kv: sort_key(kv[0])):
-                    out.extend([(tick, 1, row)] * n)
-                tick += 1
-            else:  # R is empty until its next change: skip the empty ticks
-                tick = max(tick + 1, changes[pos][0] if pos < len(changes) else wm + 1)
+                pieces.append(self._repeat(tick, nxt - tick))
+            tick = nxt
         self._tick = wm
-        if out:
-            self.emit(from_signed_rows(out, self.types))
+        if pieces:
+            self.emit(concat(pieces, self.types))
         self.advance(wm)
+
+    def _repeat(self, tick: int, n: int) -> pa.Table:
+        """R at each of the n ticks from ``tick`` (each tick's rows in canonical order)."""
+        if self._table is None:
+            rows = [(0, 1, r) for r, k in sorted(self.state.items(), key=lambda kv: sort_key(kv[0])) for _ in range(k)]
+            self._table = from_signed_rows(rows, self.types)
+        k = self._table.num_rows
+        out = self._table.take(pa.array(np.tile(np.arange(k), n)))
+        return out.set_column(0, "__ts", pa.array(np.repeat(np.arange(tick, tick + n, dtype=np.int64), k)))
 
     def state_bytes(self) -> int:
         return super().state_bytes() + 64 * len(self.state)

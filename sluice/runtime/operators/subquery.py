@@ -6,9 +6,10 @@ nodes that may read the outer row (the planner splits it so), evaluated per oute
 shared SQL definitions (``sluice.plan.scalar``, ``sluice.plan.aggregates``).  For an outer row r the subquery's rows are
 ``chain({x ∈ X(τ)}, r)``; equality conjuncts ``X.i = outer.j`` of the lowest Filter index X by key.
 
-Everything is per element and in timestamp order across inputs (aligned reads): an outer delta
-is mapped with the current subquery states; a change to X at key k re-maps the outer rows with
-key k (all rows when there is no key) and emits what changed, old value out, new value in.
+Inputs are read in timestamp order across inputs (aligned reads) and applied an instant at a
+time: the outer rows that changed, and those whose key k saw a change to X (all rows when there is
+no key), are mapped before and after the instant's changes, and what changed is emitted, old value
+out, new value in.
 """
 
 from __future__ import annotations
@@ -94,11 +95,13 @@ class SubqueryMap(Operator):
             events += [(t, k, 1 if s == "+" else -1, r) for t, s, r in to_elements(b)]
         events.sort(key=lambda e: e[0])  # stable: within an instant, input order
         out: list[tuple[int, int, Row]] = []
-        for ts, k, sign, row in events:
-            if k == 0:
-                self._outer_delta(ts, sign, row, out)
-            else:
-                self._inner_delta(k - 1, ts, sign, row, out)
+        i = 0
+        while i < len(events):
+            j = i
+            while j < len(events) and events[j][0] == events[i][0]:
+                j += 1
+            self._instant(events[i][0], events[i:j], out)
+            i = j
         if out:
             self.emit(from_signed_rows(out, self.types))
         done = min(self._arrival_bound(), self._input_watermark())
@@ -106,7 +109,50 @@ class SubqueryMap(Operator):
             self.advance(done)
         return sum(p.num_rows for p in parts)
 
-    def _outer_delta(self, ts: int, sign: int, row: Row, out: list[tuple[int, int, Row]]) -> None:
+    def _instant(self, ts: int, events: list[tuple[int, int, int, Row]], out: list[tuple[int, int, Row]]) -> None:
+        """All changes of one instant at once: the output relation differs from the previous
+        instant's only on the outer rows that changed or whose subquery input changed, each mapped
+        once before and once after (a slide that changes every group of X re-maps each outer row
+        once, not once per change).
+        """
+        affected: dict[Row, None] = {}
+        every = False
+        for _, k, _, row in events:
+            if k == 0:
+                affected[row] = None
+                continue
+            spec = self.specs[k - 1]
+            if not spec.keys:
+                every = True
+                continue
+            key = tuple(row[xi] for xi, _ in spec.keys)
+            if None not in key:  # a NULL key equals no outer row
+                affected.update(dict.fromkeys(self.outer_by_key[k - 1].get(key) or ()))
+        if every:
+            affected.update(dict.fromkeys(self.outer))
+        before = {r: (self._map(r), n) for r in affected if (n := self.outer.get(r, 0)) > 0}
+        for _, k, sign, row in events:
+            if k == 0:
+                self._outer_count(sign, row)
+            else:
+                spec = self.specs[k - 1]
+                key = tuple(row[xi] for xi, _ in spec.keys)
+                if None not in key:
+                    self.inner[k - 1].insert(key, row, sign)
+        for r in affected:
+            n_new = self.outer.get(r, 0)
+            new = self._map(r) if n_new > 0 else None
+            old, n_old = before.get(r, (None, 0))
+            if old == new:
+                if new is not None and n_new != n_old:
+                    out.extend([(ts, 1 if n_new > n_old else -1, new)] * abs(n_new - n_old))
+                continue
+            if old is not None:
+                out.extend([(ts, -1, old)] * n_old)
+            if new is not None:
+                out.extend([(ts, 1, new)] * n_new)
+
+    def _outer_count(self, sign: int, row: Row) -> None:
         self.outer[row] += sign
         if self.outer[row] == 0:
             del self.outer[row]
@@ -115,26 +161,6 @@ class SubqueryMap(Operator):
             c[row] += sign
             if c[row] == 0:
                 del c[row]
-        mapped = self._map(row)
-        if mapped is not None:
-            out.append((ts, sign, mapped))
-
-    def _inner_delta(self, i: int, ts: int, sign: int, x: Row, out: list[tuple[int, int, Row]]) -> None:
-        spec = self.specs[i]
-        key = tuple(x[xi] for xi, _ in spec.keys)
-        if None in key:  # a NULL key equals no outer row
-            return
-        affected = self.outer_by_key[i].get(key) if spec.keys else self.outer
-        rows = [(r, n) for r, n in (affected or {}).items() if n > 0]
-        before = [(self._map(r), n) for r, n in rows]
-        self.inner[i].insert(key, x, sign)
-        for (r, n), (old, _) in zip(rows, before, strict=True):
-            new = self._map(r)
-            if old != new:
-                if old is not None:
-                    out.extend([(ts, -1, old)] * n)
-                if new is not None:
-                    out.extend([(ts, 1, new)] * n)
 
     def synopses(self) -> list[Any]:
         return list(self.inner)
