@@ -18,6 +18,10 @@ Beside each, in the same process and on the same data:
             (CQL also reports counts falling at instants with no arrival), so it is timed, not
             compared.
 
+Memory (``--rss``): a ``[Range 10 Seconds]`` group-by over 2,000,000 and 20,000,000 events made
+batch by batch (nothing held outside the engine; output delivered to a subscriber, the query
+keeps none: ``retain=0``), each in its own process; peak RSS (``ru_maxrss``) of the two compared.
+
 Events/s = events ÷ wall time from the first push to the last output.  Latency per batch = the
 wall time of push + heartbeat + run, i.e. from a batch's push to the delivery of its output (the
 engine delivers synchronously); p50/p99 over batches.  Writes benchmarks/results/fine_time.json.
@@ -28,6 +32,9 @@ engine delivers synchronously); p50/p99 over batches.  Writes benchmarks/results
 from __future__ import annotations
 
 import argparse
+import resource
+import subprocess
+import sys
 import time
 from collections import deque
 from collections.abc import Callable
@@ -138,12 +145,64 @@ def run_engine(query: str, ts: np.ndarray, a: np.ndarray, b: np.ndarray, batch: 
     return {"seconds": dt, "events_per_s": n / dt, "lat": lat, "out": out, "peak_memory": eng.statistics()}
 
 
+RSS_QUERY = "select A, count(*), sum(B) from S [Range 10 Seconds] group by A"
+
+
+def rss_run(events: int, batch: int = 10_000) -> dict[str, Any]:
+    """One process: ``events`` events generated batch by batch through the group-by; peak RSS."""
+    rng = np.random.default_rng(3)
+    eng = EmbeddedEngine(time_unit="millisecond")
+    eng.execute("register stream S (A integer, B integer)")
+    q = eng.register_query(RSS_QUERY, retain=0)
+    out = [0]
+    q.subscribe_arrow(lambda b: out.__setitem__(0, out[0] + b.num_rows))
+    base = 0
+    t0 = time.perf_counter()
+    for _ in range(0, events, batch):
+        ts = base + np.sort(rng.integers(0, int(batch * 1.2), batch))
+        base = int(ts[-1]) + 1
+        eng.push_batch("S", make(ts, 1, [rng.integers(0, 10, batch), rng.integers(0, 100, batch)], [INTEGER, INTEGER]))
+        eng.heartbeat(base - 1)
+        eng.run()
+    eng.close()
+    dt = time.perf_counter() - t0
+    st = eng.statistics()
+    return {
+        "events": events,
+        "seconds": round(dt, 2),
+        "events_per_s": round(events / dt),
+        "output_elements": out[0],
+        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "engine_memory_bytes": st.queue_bytes + st.synopsis_bytes,
+    }
+
+
+def rss(small: int, large: int) -> dict[str, Any]:
+    runs = []
+    for n in (small, large):
+        cmd = [sys.executable, __file__, "--rss-run", str(n)]
+        runs.append(eval(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout))  # noqa: S307
+        r = runs[-1]
+        print(
+            f"rss       {n:>12,} events: peak RSS {r['peak_rss_bytes'] / 2**20:7.1f} MiB, engine state "
+            f"{r['engine_memory_bytes']:,} B, {r['events_per_s']:,} ev/s",
+            flush=True,
+        )
+    ratio = runs[1]["peak_rss_bytes"] / runs[0]["peak_rss_bytes"]
+    print(f"rss       {large:,} vs {small:,} events: peak RSS ratio {ratio:.3f}")
+    return {"query": RSS_QUERY, "runs": runs, "peak_rss_ratio": round(ratio, 3)}
+
+
 def main() -> None:
+    if len(sys.argv) == 3 and sys.argv[1] == "--rss-run":
+        print(repr(rss_run(int(sys.argv[2]))))
+        return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--batches", default="100,1000,10000")
     ap.add_argument("--only", choices=list(QUERIES), action="append")
     ap.add_argument("--out", default="benchmarks/results/fine_time.json")
+    ap.add_argument("--rss", default="2000000,20000000", help="events of the two memory runs ('' to skip)")
     args = ap.parse_args()
     sizes = [int(x) for x in args.batches.split(",")]
     ts, a, b = generate(args.events)
@@ -194,7 +253,8 @@ def main() -> None:
                 flush=True,
             )
         results[name] = row
-    write_results(args.out, "fine_time", events=args.events, batches=sizes, results=results)
+    memory = rss(*(int(x) for x in args.rss.split(","))) if args.rss else None
+    write_results(args.out, "fine_time", events=args.events, batches=sizes, results=results, memory=memory)
     print(f"wrote {args.out}")
 
 

@@ -156,3 +156,23 @@ def test_the_cli_rejects_a_bad_scheduler_in_one_line(tmp_path, capsys) -> None:
     assert main(["run", str(f), "--scheduler", "threshold:memory=lots"]) == 1
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "memory='lots'" in err
+
+
+def test_a_bounded_output_buffer_keeps_the_last_elements_and_subscribers_see_all() -> None:
+    eng = EmbeddedEngine()
+    eng.execute(DDL)
+    seen: list = []
+    last3 = eng.register_query("select * from S", retain=3)
+    none = eng.register_query("select * from S where V > 0", retain=0)
+    none.subscribe(seen.extend)
+    everything = eng.register_query("select * from S where V > -100")
+    rows = [(t, t, t % 3 - 1) for t in range(1, 21)]
+    for i in range(0, 20, 7):
+        eng.push("S", rows[i : i + 7])
+        eng.run()
+    eng.close()
+    assert [e.row for e in last3.results()] == [(18, -1), (19, 0), (20, 1)] and last3.count == 20
+    assert none.results() == [] and none.count == len(seen) == sum(1 for r in rows if r[2] > 0)
+    assert everything.count == len(everything.results()) == 20
+    with pytest.raises(SluiceError, match="retain must be"):
+        eng.register_query("select * from S", retain=-1)

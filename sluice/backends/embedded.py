@@ -73,6 +73,9 @@ class Query:
     active: bool = True
     weight: float = 1.0
     start: int | None = None  # its first instant, when registered while the engine runs
+    retain: int | None = None  # output elements kept for results()/arrow(): None all, 0 none, N the last N
+    delivered: int = 0  # output elements produced so far (kept or not)
+    _held: int = 0
     _close: Callable[[str], None] | None = None
 
     @property
@@ -84,7 +87,17 @@ class Query:
         return self.bound.schema
 
     def _deliver(self, b: pa.Table) -> None:
-        self.batches.append(b)
+        self.delivered += b.num_rows
+        if self.retain != 0:
+            self.batches.append(b)
+            self._held += b.num_rows
+            if self.retain is not None:  # a bounded buffer: keep the last `retain` elements
+                while self._held - self.batches[0].num_rows >= self.retain:
+                    self._held -= self.batches.pop(0).num_rows
+                if self._held > self.retain:
+                    cut = self._held - self.retain
+                    self.batches[0] = self.batches[0].slice(cut)
+                    self._held = self.retain
         for afn in self.arrow_subscribers:
             afn(b)
         if self.subscribers:
@@ -125,7 +138,8 @@ class Query:
 
     @property
     def count(self) -> int:
-        return sum(b.num_rows for b in self.batches)
+        """Output elements produced so far (also those a bounded ``retain`` no longer keeps)."""
+        return self.delivered
 
 
 class EmbeddedEngine:
@@ -185,18 +199,24 @@ class EmbeddedEngine:
     def register_function(self, name: str, fn: Callable[..., Any], return_type: Any, arg_types: Any = None) -> None:
         self.catalog.register_function(name, fn, return_type, arg_types)
 
-    def register_query(self, query: str | ast.Query, name: str | None = None) -> Query:
-        """Bind, plan and start a continuous query; its answer accumulates in the returned handle."""
+    def register_query(self, query: str | ast.Query, name: str | None = None, *, retain: int | None = None) -> Query:
+        """Bind, plan and start a continuous query; its answer accumulates in the returned handle.
+
+        ``retain`` bounds what the handle keeps for ``results()``: None keeps every element,
+        ``N`` the last N, 0 none (subscribers still see everything) — for unbounded streams.
+        """
         text = query if isinstance(query, str) else to_cql(query)
         q_ast = parse_query(query) if isinstance(query, str) else query
         plan = Binder(self.catalog, text).bind_top(q_ast)
-        return self._start_query(BoundQuery(plan, text), name)
+        if retain is not None and retain < 0:
+            raise SluiceError(f"retain must be None, 0 or a positive number of elements, not {retain}")
+        return self._start_query(BoundQuery(plan, text), name, retain)
 
-    def _start_query(self, bq: BoundQuery, name: str | None) -> Query:
+    def _start_query(self, bq: BoundQuery, name: str | None, retain: int | None = None) -> Query:
         name = name or f"q{len(self.queries) + 1}"
         if name in self.queries:
             raise SluiceError(f"a query named {name!r} is already registered")
-        q = Query(name, bq, _close=self.unregister)
+        q = Query(name, bq, retain=retain, _close=self.unregister)
         released = max((s._wm_out for s in self.sources.values()), default=NEG_INF)
         if self.ctx.start is not None and (released > NEG_INF or any(s.output.enqueued for s in self.sources.values())):
             # Registered while running: the query starts at the first instant not yet released

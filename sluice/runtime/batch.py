@@ -63,6 +63,11 @@ def _schema(types: tuple[DataType, ...]) -> pa.Schema:  # building one costs ~0.
 
 
 def empty(types: Sequence[DataType]) -> pa.Table:
+    return _empty(tuple(types))
+
+
+@functools.lru_cache(maxsize=4096)
+def _empty(types: tuple[DataType, ...]) -> pa.Table:  # tables are immutable: one per schema
     return arrow_schema(types).empty_table()
 
 
@@ -124,6 +129,25 @@ def concat(batches: Sequence[pa.Table], types: Sequence[DataType]) -> pa.Table:
     if len(bs) == 1:
         return bs[0]
     return pa.concat_tables(bs)
+
+
+@functools.lru_cache(maxsize=4096)
+def _row_width(schema: pa.Schema) -> int | None:
+    """Bytes per row when every column is fixed-width (None if any is not)."""
+    width = 0
+    for f in schema:
+        if not pa.types.is_primitive(f.type) or pa.types.is_boolean(f.type):
+            return None
+        width += f.type.bit_width // 8
+    return width
+
+
+def nbytes(b: pa.Table) -> int:
+    """The bytes a batch's values take (``Table.nbytes`` costs ~15 µs a call: computed from the
+    row width when every column is fixed-width; validity bitmaps are not counted).
+    """
+    w = _row_width(b.schema)
+    return b.num_rows * w if w is not None else b.nbytes
 
 
 def ts_of(b: pa.Table) -> np.ndarray:

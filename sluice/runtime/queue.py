@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from sluice.datatypes import DataType
 from sluice.errors import InternalError
-from sluice.runtime.batch import NEG_INF, concat, ts_of
+from sluice.runtime.batch import NEG_INF, concat, nbytes, ts_of
 
 
 class Queue:
@@ -64,7 +64,7 @@ class Queue:
     def append(self, batch: pa.Table) -> None:
         if batch.num_rows == 0:
             return
-        size = batch.nbytes
+        size = nbytes(batch)
         self._batches.append(batch)
         self._sizes.append(size)
         self._end += batch.num_rows

@@ -153,7 +153,9 @@ class Output(_Completing):
     def progress(self, wm: int) -> None:
         done = self._complete(wm)
         if done is not None:
-            d = canonical(done if self.pure else net(done, self.types))
+            # a pure input needs no netting, and its instants no canonical order: only the
+            # contract's "deletions, then insertions" (a stable sort on two integer columns)
+            d = done if self.pure else canonical(net(done, self.types))
             if d.num_rows:
                 signs = d.column(1).to_numpy()
                 order = np.lexsort((signs, ts_of(d)))  # per instant: deletions, then insertions
