@@ -284,13 +284,15 @@ class _Counting:
             rows += a.arg is not None
             self.sum_row.append(rows if a.fn in ("SUM", "AVG") else -1)
             rows += a.fn in ("SUM", "AVG")
-        self.state: np.ndarray = np.zeros((rows, 16), dtype=np.int64)
+        # one row per group id, one column per state value: gathering a group's state is contiguous
+        self.state: np.ndarray = np.zeros((16, rows), dtype=np.int64)
+        self._mag = 0.0  # an upper bound on |every state value| (int64 while it stays < 2^62)
         self.gid: dict[tuple[Any, ...], int] = {}
         self.keys: list[tuple[Any, ...] | None] = []
         self.free: list[int] = []
 
     def state_bytes(self) -> int:
-        return len(self.gid) * (64 + 8 * self.state.shape[0])
+        return len(self.gid) * (64 + 8 * self.state.shape[1])
 
     def _alloc(self, key: tuple[Any, ...]) -> int:
         if self.free:
@@ -298,9 +300,9 @@ class _Counting:
         else:
             g = len(self.keys)
             self.keys.append(None)
-            if g >= self.state.shape[1]:
-                grown = np.zeros((self.state.shape[0], 2 * self.state.shape[1]), dtype=self.state.dtype)
-                grown[:, :g] = self.state[:, :g]
+            if g >= self.state.shape[0]:
+                grown = np.zeros((2 * self.state.shape[0], self.state.shape[1]), dtype=self.state.dtype)
+                grown[:g] = self.state[:g]
                 self.state = grown
         self.keys[g] = key
         self.gid[key] = g
@@ -350,14 +352,18 @@ class _Counting:
                 x = pc.fill_null(pc.cast(v, pa.int64()), 0).to_numpy(zero_copy_only=False)
                 sums[self.sum_row[i]] = x
                 bound = max(bound, float(np.abs(x.astype(np.float64)).sum()))
-        if self.state.dtype != object and bound + float(np.abs(self.state.astype(np.float64)).max()) >= INT64_SAFE:
-            self.state = self.state.astype(object)  # exact from here on: Python integers
-        d = np.empty((self.state.shape[0], n), dtype=self.state.dtype)
-        d[0] = s
+        if self.state.dtype != object:
+            if self._mag + bound >= INT64_SAFE:  # the cheap bound says maybe: measure the live state
+                self._mag = float(np.abs(self.state.astype(np.float64)).max(initial=0.0))
+            if self._mag + bound >= INT64_SAFE:
+                self.state = self.state.astype(object)  # exact from here on: Python integers
+            self._mag += bound
+        d = np.empty((n, self.state.shape[1]), dtype=self.state.dtype)
+        d[:, 0] = s
         for r, v in nn.items():
-            d[r] = v
+            d[:, r] = v
         for r, x in sums.items():
-            d[r] = x.astype(object) * s if d.dtype == object else x * s
+            d[:, r] = x.astype(object) * s if d.dtype == object else x * s
         return d
 
     def apply(
@@ -372,8 +378,8 @@ class _Counting:
         # by group, time order kept within a group (a radix sort when ids fit 16 bits)
         small = int(gids.max()) < 65536
         order = np.argsort(gids.astype(np.uint16) if small else gids, kind="stable")
-        g, t, d = gids[order], ts[order], deltas[:, order]
-        c = np.cumsum(d, axis=1)
+        g, t = gids[order], ts[order]
+        c = np.cumsum(np.take(deltas, order, axis=0), axis=0)
         starts = np.ones(n, dtype=bool)
         starts[1:] = g[1:] != g[:-1]
         ends = np.ones(n, dtype=bool)  # the last row of each (group, instant) run
@@ -381,20 +387,23 @@ class _Counting:
         e = np.flatnonzero(ends)
         first_row = np.flatnonzero(starts)
         seg_e = np.cumsum(starts)[e] - 1  # the group run each end row belongs to
-        s0 = first_row[seg_e]
         ge, te = g[e], t[e]
-        new_e = self.state[:, ge] - (c[:, s0] - d[:, s0]) + c[:, e]  # each group's state after each instant
+        # per group run: its state before the batch minus the running sum before the run
+        before = np.zeros((len(first_row), c.shape[1]), dtype=c.dtype)
+        before[1:] = c[first_row[1:] - 1]
+        offset = np.take(self.state, g[first_row], axis=0) - before
+        new_e = (c if len(e) == n else np.take(c, e, axis=0)) + np.take(offset, seg_e, axis=0)
         first = np.ones(len(e), dtype=bool)
         first[1:] = ge[1:] != ge[:-1]
         old_e = np.empty_like(new_e)
-        old_e[:, 1:] = new_e[:, :-1]
-        old_e[:, first] = self.state[:, ge[first]]
+        old_e[1:] = new_e[:-1]
+        old_e[first] = self.state[ge[first]]
         last = np.ones(len(e), dtype=bool)
         last[:-1] = ge[1:] != ge[:-1]
         touched = ge[last]
-        self.state[:, touched] = new_e[:, last]
+        self.state[touched] = new_e[last]
         if self.nkeys:
-            for gid in touched[(self.state[0, touched] == 0).astype(bool)].tolist():
+            for gid in touched[(self.state[touched, 0] == 0).astype(bool)].tolist():
                 key = self.keys[gid]
                 assert key is not None
                 del self.gid[key]
@@ -423,23 +432,23 @@ class _Counting:
         take = pa.array(order[e][at])
         cols: list[Any] = [k.take(take) for k in keycols]
         for (xo, no), (xn, nn), ty in zip(vals_o, vals_n, types[self.nkeys :], strict=True):
-            x = np.where(is_ins, xn[at], xo[at])
-            mask = None if no is None or nn is None else np.where(is_ins, nn[at], no[at])
+            x = np.stack([xo, xn], axis=1).reshape(-1).take(pick)  # old and new interleaved, as pick counts
+            mask = None if no is None or nn is None else np.stack([no, nn], axis=1).reshape(-1).take(pick)
             cols.append(pa.array(x, arrow_type(ty), mask=mask))
         sign_out = np.where(is_ins, np.int8(1), np.int8(-1))
         return make(out_ts[out_order], sign_out, cols, types)
 
     def _values(self, st: np.ndarray) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray | None]]]:
-        """(visible, per aggregate (values, null mask)) for state columns ``st``."""
-        count = st[0]
-        visible = (count > 0).astype(bool) if self.nkeys else np.ones(st.shape[1], dtype=bool)
+        """(visible, per aggregate (values, null mask)) for state rows ``st``."""
+        count = st[:, 0]
+        visible = (count > 0).astype(bool) if self.nkeys else np.ones(st.shape[0], dtype=bool)
         out: list[tuple[np.ndarray, np.ndarray | None]] = []
         for i, a in enumerate(self.aggs):
-            nn = st[self.nn_row[i]]
+            nn = st[:, self.nn_row[i]]
             if a.fn == "COUNT":
                 out.append((nn, None))
                 continue
-            sm = st[self.sum_row[i]]
+            sm = st[:, self.sum_row[i]]
             null = nn == 0
             if a.fn == "SUM":
                 out.append((sm, null))
@@ -452,7 +461,7 @@ class _Counting:
 
     def initial_row(self) -> tuple[Any, ...]:
         """The one row of an aggregate without GROUP BY over nothing (COUNT 0, SUM/AVG NULL)."""
-        _, vals = self._values(np.zeros((self.state.shape[0], 1), dtype=np.int64))
+        _, vals = self._values(np.zeros((1, self.state.shape[1]), dtype=np.int64))
         return tuple(None if m is not None and m[0] else x[0].item() for x, m in vals)
 
 
