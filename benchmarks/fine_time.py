@@ -149,7 +149,7 @@ RSS_QUERY = "select A, count(*), sum(B) from S [Range 10 Seconds] group by A"
 
 
 def _peak_rss() -> int:
-    """This process's peak resident set (VmHWM: unlike ru_maxrss it does not carry over the RSS
+    """The peak resident set of this process (VmHWM: unlike ru_maxrss it does not carry over the RSS
     of the parent this process was forked from).
     """
     for line in open("/proc/self/status").read().splitlines():
