@@ -298,11 +298,19 @@ def bench(
     unknown = set(engines) - set(ENGINES)
     if unknown:
         raise ValueError(f"unknown engine(s) {', '.join(sorted(unknown))}; known: {', '.join(ENGINES)}")
-    results = {}
-    for q in queries:
+    results: dict[str, Any] = {}
+    doc: dict[str, Any] = {}
+    for i, q in enumerate(queries):
         print(f"{q} ...", file=sys.stderr, flush=True)
         results[q] = run_query(q, events, batch, rate, engines, master, check)
-    return write_results(out, "nexmark", events=events, batch=batch, rate=rate, engines=list(engines), results=results)
+        # saved and printed as each query finishes: a long run that is stopped keeps what it did
+        doc = write_results(
+            out, "nexmark", events=events, batch=batch, rate=rate, engines=list(engines), results=results,
+            complete=i == len(queries) - 1,
+        )  # fmt: skip
+        lines = table({**doc, "results": {q: results[q]}}).split("\n")
+        print("\n".join(lines[:2] if i == 0 else []) + ("\n" if i == 0 else "") + lines[2], file=sys.stderr, flush=True)
+    return doc
 
 
 def _cell(r: dict[str, Any] | None) -> str:

@@ -21,6 +21,7 @@ instant (``COUNT(*) = 0`` over nothing).
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -54,9 +55,38 @@ class _Group:
     nonnull: list[int] = field(default_factory=list)  # per aggregate: non-null values
     sums: list[int] = field(default_factory=list)  # per aggregate: integer sum
     values: list[Counter[Any]] = field(default_factory=list)  # per value-level aggregate
-    lo: list[Any] = field(default_factory=list)  # cached MIN per aggregate (None: recompute)
-    hi: list[Any] = field(default_factory=list)  # cached MAX per aggregate
+    # per MIN/MAX aggregate: a heap of its values (MAX's reversed) with lazy deletion — a value
+    # whose count fell to 0 leaves when it reaches the top, so deleting the extreme never rescans
+    heaps: list[list[Any]] = field(default_factory=list)
     row: tuple[Any, ...] | None = None  # the row last emitted for this group
+
+
+class _Rev:
+    """Reverses the order of a value: a max-heap out of ``heapq``'s min-heap (strings too)."""
+
+    __slots__ = ("v",)
+
+    def __init__(self, v: Any) -> None:
+        self.v = v
+
+    def __lt__(self, other: _Rev) -> bool:
+        return bool(other.v < self.v)
+
+
+def _entry(fn: str, numeric: bool, v: Any) -> Any:
+    """A value as a heap entry: itself for MIN; negated (numbers) or reversed (strings) for MAX."""
+    return v if fn == "MIN" else -v if numeric else _Rev(v)
+
+
+def _extreme(heap: list[Any], counts: Counter[Any], fn: str, numeric: bool) -> Any:
+    """The top of a lazy heap: stale entries (count 0) are dropped first."""
+    while heap:
+        top = heap[0]
+        v = top if fn == "MIN" else -top if numeric else top.v
+        if counts.get(v, 0) > 0:
+            return v
+        heapq.heappop(heap)
+    return None
 
 
 class Aggregate(Unary):
@@ -69,6 +99,8 @@ class Aggregate(Unary):
         self.groups: dict[tuple[Any, ...], _Group] = {}
         self._started = False
         self._counting = None if any(_value_level(a) for a in aggs) else _Counting(aggs, self.nkeys)
+        numbers = ("integer", "bigint", "float", "timestamp")
+        self._numeric = [a.arg is not None and a.arg.type.kind.value in numbers for a in aggs]
         # One run sees whole instants (read_aligned), so each instant's change of a group is one
         # deletion and one insertion of different rows: the output is pure.
         self.pure = True
@@ -83,7 +115,7 @@ class Aggregate(Unary):
 
     def _new(self) -> _Group:
         n = len(self.aggs)
-        return _Group(0, [0] * n, [0] * n, [Counter() for _ in range(n)], [None] * n, [None] * n)
+        return _Group(0, [0] * n, [0] * n, [Counter() for _ in range(n)], [[] for _ in range(n)])
 
     def _row(self, key: tuple[Any, ...], g: _Group) -> tuple[Any, ...]:
         vals: list[Any] = []
@@ -100,14 +132,8 @@ class Aggregate(Unary):
                 counts = g.values[i]
                 if not counts:
                     vals.append(None)
-                elif a.fn == "MIN":
-                    if g.lo[i] is None:
-                        g.lo[i] = min(counts)
-                    vals.append(coerce(g.lo[i], a.type))
-                elif a.fn == "MAX":
-                    if g.hi[i] is None:
-                        g.hi[i] = max(counts)
-                    vals.append(coerce(g.hi[i], a.type))
+                elif a.fn in ("MIN", "MAX"):
+                    vals.append(coerce(_extreme(g.heaps[i], counts, a.fn, self._numeric[i]), a.type))
                 else:
                     items = [(v, 1 if a.distinct else c) for v, c in counts.items()]
                     vals.append(self._sum_avg(a, items))
@@ -214,19 +240,18 @@ class Aggregate(Unary):
             for i, x, c in value_changes.get((ts, key), ()):
                 if x is not None:
                     counts = grp.values[i]
-                    counts[x] += c
+                    before = counts.get(x, 0)
+                    counts[x] = before + c
                     grp.nonnull[i] += c
                     if counts[x] == 0:
                         del counts[x]
-                        if x == grp.lo[i]:
-                            grp.lo[i] = None
-                        if x == grp.hi[i]:
-                            grp.hi[i] = None
-                    elif c > 0:
-                        if grp.lo[i] is not None and x < grp.lo[i]:
-                            grp.lo[i] = x
-                        if grp.hi[i] is not None and x > grp.hi[i]:
-                            grp.hi[i] = x
+                    elif before <= 0 and self.aggs[i].fn in ("MIN", "MAX"):
+                        fn, numeric, heap = self.aggs[i].fn, self._numeric[i], grp.heaps[i]
+                        if len(heap) > 2 * len(counts) + 16:  # mostly stale: rebuild from the live values
+                            heap[:] = [_entry(fn, numeric, v) for v in counts]
+                            heapq.heapify(heap)
+                        else:
+                            heapq.heappush(heap, _entry(fn, numeric, x))
             new = self._row(key, grp) if self._visible(grp) else None
             grp.row = new
             if old != new:
