@@ -66,3 +66,55 @@ def fold_subquery(e: Subquery, x: Any, values: list[tuple[Row, int]]) -> Any:
     else:
         out = True if True in results else (None if None in results else False)
     return OPS["not"](out) if e.negated else out
+
+
+class Summary:
+    """What a quantified comparison needs of a subquery's one-column rows: emptiness, NULLs, the
+    extremes and the set of non-NULL values — so ``x op ALL/ANY (…)`` costs O(1) per outer row.
+    Built only when every value is comparable (no float NaN, which orders with nothing).
+    """
+
+    __slots__ = ("nonempty", "has_null", "lo", "hi", "values")
+
+    def __init__(self, rows: list[tuple[Row, int]]) -> None:
+        vals = [r[0] for r, n in rows if n > 0]
+        nonnull = [v for v in vals if v is not None]
+        self.nonempty = bool(vals)
+        self.has_null = len(nonnull) < len(vals)
+        self.lo = min(nonnull) if nonnull else None
+        self.hi = max(nonnull) if nonnull else None
+        self.values = set(nonnull)
+
+    @staticmethod
+    def of(rows: list[tuple[Row, int]]) -> Summary | None:
+        if any(isinstance(r[0], float) and r[0] != r[0] for r, _ in rows):
+            return None
+        return Summary(rows)
+
+
+def fold_summary(e: Subquery, x: Any, s: Summary) -> Any:
+    """``fold_subquery`` from a :class:`Summary` — the same 3VL answer for IN and ALL/ANY."""
+    op, quant = (e.op, e.quantifier) if e.kind == "QUANT" else ("eq", "ANY")
+    if not s.nonempty:
+        out: Any = quant == "ALL"
+    else:
+        some_true = some_false = False  # among the comparisons with non-NULL values
+        if s.values:
+            lo, hi, only = s.lo, s.hi, s.lo == s.hi
+            if op == "gt":
+                some_true, some_false = x > lo, not x > hi
+            elif op == "ge":
+                some_true, some_false = x >= lo, x < hi
+            elif op == "lt":
+                some_true, some_false = x < hi, not x < lo
+            elif op == "le":
+                some_true, some_false = x <= hi, x > lo
+            elif op == "eq":
+                some_true, some_false = x in s.values, not (only and x == lo)
+            else:  # ne
+                some_true, some_false = not (only and x == lo), x in s.values
+        if quant == "ALL":
+            out = False if some_false else (None if s.has_null else True)
+        else:
+            out = True if some_true else (None if s.has_null else False)
+    return OPS["not"](out) if e.negated else out

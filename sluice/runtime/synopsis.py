@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from sluice.datatypes import DataType
-from sluice.runtime.batch import META, arrow_type, concat
+from sluice.runtime.batch import META, arrow_type, concat, nbytes
 
 W = "__w"
 
@@ -125,7 +125,7 @@ class RelationSynopsis(_Budgeted):
 
     @property
     def nbytes(self) -> int:
-        return int(self.table.nbytes)
+        return nbytes(self.table)
 
     def __len__(self) -> int:
         return int(self.table.num_rows)
@@ -211,7 +211,7 @@ class WindowSynopsis(_Budgeted):
 
     @property
     def nbytes(self) -> int:
-        return sum(int(b.nbytes) for _, b in self._parts)
+        return sum(nbytes(b) for _, b in self._parts)
 
     def __len__(self) -> int:
         return sum(b.num_rows for _, b in self._parts)

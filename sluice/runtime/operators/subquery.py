@@ -20,10 +20,10 @@ from typing import Any
 
 from sluice.plan import logical as L
 from sluice.plan.aggregates import aggregate_rows
-from sluice.plan.expr import BExpr, Subquery
+from sluice.plan.expr import BExpr, OuterRef, Subquery, walk_expr
 from sluice.runtime.batch import NEG_INF, from_signed_rows, to_elements
 from sluice.runtime.operators.base import Operator
-from sluice.runtime.rowexpr import Row, eval_row, fold_subquery
+from sluice.runtime.rowexpr import Row, Summary, eval_row, fold_subquery, fold_summary
 from sluice.runtime.synopsis import HashSynopsis
 
 
@@ -48,6 +48,12 @@ class SubqueryMap(Operator):
         self.by_node: dict[Subquery, int] = {}
         for i, spec in enumerate(specs):
             self.by_node.setdefault(spec.node, i)
+        self._by_id: dict[int, int] = {}  # id(node) -> index: hashing a node hashes its whole plan
+        # an uncorrelated subquery (no keys, no outer reference in its chain) has one answer per
+        # instant for every outer row: its rows (and their Summary) are kept until X changes
+        self._uncorrelated = [not s.keys and not any(_reads_outer(n) for n in s.chain) for s in specs]
+        self._version = [0] * len(specs)
+        self._cache: dict[int, tuple[int, list[tuple[Row, int]], Summary | None]] = {}
         self.outer: Counter[Row] = Counter()
         self.outer_by_key: list[dict[tuple[Any, ...], Counter[Row]]] = [{} for _ in specs]
         self.inner = [HashSynopsis() for _ in specs]
@@ -60,8 +66,36 @@ class SubqueryMap(Operator):
     def _okey(self, i: int, row: Row) -> tuple[Any, ...]:
         return tuple(row[j] for _, j in self.specs[i].keys)
 
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_by_id": {}}  # ids do not survive a snapshot
+
+    def _index(self, e: Subquery) -> int:
+        i = self._by_id.get(id(e))
+        if i is None:
+            i = self._by_id[id(e)] = self.by_node[e]
+        return i
+
     def _answer(self, e: Subquery, row: Row, env: tuple[Row, ...]) -> Any:
-        i = self.by_node[e]
+        i = self._index(e)
+        if self._uncorrelated[i]:
+            cached = self._cache.get(i)
+            if cached is None or cached[0] != self._version[i]:
+                rows = self._rows(e, row, env)
+                cached = self._cache[i] = (
+                    self._version[i],
+                    rows,
+                    Summary.of(rows) if e.kind in ("IN", "QUANT") else None,
+                )
+            x_val = eval_row(e.operand, row, env, self._answer) if e.operand is not None else None
+            if cached[2] is not None and x_val is not None and not (isinstance(x_val, float) and x_val != x_val):
+                return fold_summary(e, x_val, cached[2])
+            return fold_subquery(e, x_val, cached[1])
+        x_val = eval_row(e.operand, row, env, self._answer) if e.operand is not None else None
+        return fold_subquery(e, x_val, self._rows(e, row, env))
+
+    def _rows(self, e: Subquery, row: Row, env: tuple[Row, ...]) -> list[tuple[Row, int]]:
+        """The subquery's rows for outer row ``row``: X's rows (its key's bucket) through the chain."""
+        i = self._index(e)
         spec = self.specs[i]
         key = self._okey(i, row)
         bucket = self.inner[i].query(key) if None not in key else None
@@ -79,8 +113,7 @@ class SubqueryMap(Operator):
                 assert isinstance(node, L.Aggregate)
                 expanded = [r for r, n in rows for _ in range(n)]
                 rows = [(r, 1) for r in aggregate_rows(expanded, node, ev)]
-        x_val = eval_row(e.operand, row, env, self._answer) if e.operand is not None else None
-        return fold_subquery(e, x_val, rows)
+        return rows
 
     def _map(self, row: Row) -> Row | None:
         if self.is_filter:
@@ -139,6 +172,7 @@ class SubqueryMap(Operator):
                 key = tuple(row[xi] for xi, _ in spec.keys)
                 if None not in key:
                     self.inner[k - 1].insert(key, row, sign)
+                    self._version[k - 1] += 1
         for r in affected:
             n_new = self.outer.get(r, 0)
             new = self._map(r) if n_new > 0 else None
@@ -167,3 +201,8 @@ class SubqueryMap(Operator):
 
     def state_bytes(self) -> int:
         return 64 * len(self.outer) + super().state_bytes()
+
+
+def _reads_outer(node: L.LogicalNode) -> bool:
+    """Whether a chain node's expressions read the outer row (an OuterRef)."""
+    return any(isinstance(x, OuterRef) for e in node.exprs() for x in walk_expr(e))
