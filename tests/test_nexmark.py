@@ -125,3 +125,13 @@ def test_bench_spark_column_equals_the_embedded_engine(spark, tmp_path) -> None:
         s = doc["results"][q]["spark"]
         assert s["answer_equal"] and s["events_per_s"] > 0, q
     assert "native" in doc["results"]["q2"]["spark"]["partitioning"]
+
+
+def test_events_without_extras_differ_only_in_extra() -> None:
+    """``extra`` is each event's last draw from its own Random(n): leaving it out changes nothing else."""
+    import dataclasses
+
+    full = list(NexmarkGenerator(rate=10_000).events(2000))
+    lean = list(NexmarkGenerator(rate=10_000, extras=False).events(2000))
+    assert any(e.extra for e in full) and not any(e.extra for e in lean)
+    assert [dataclasses.replace(e, extra="") for e in full] == lean

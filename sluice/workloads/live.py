@@ -112,7 +112,7 @@ def nexmark_events(count: int, rate: int = 10_000, first: int = 0) -> Iterator[t
     """NEXMark events (Beam's generator) as ``(stream, row)`` pairs, millisecond timestamps."""
     from sluice.workloads.nexmark import NexmarkGenerator, as_rows
 
-    gen = NexmarkGenerator(rate=rate)
+    gen = NexmarkGenerator(rate=rate, extras=False)  # as_rows drops them
     for e in gen.events(count, first):
         for name, rows in as_rows(iter([e])).items():
             for r in rows:
