@@ -32,6 +32,7 @@ engine delivers synchronously); p50/p99 over batches.  Writes benchmarks/results
 from __future__ import annotations
 
 import argparse
+import json
 import resource
 import subprocess
 import sys
@@ -191,7 +192,7 @@ def rss(small: int, large: int) -> dict[str, Any]:
     runs = []
     for n in (small, large):
         cmd = [sys.executable, __file__, "--rss-run", str(n)]
-        runs.append(eval(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout))  # noqa: S307
+        runs.append(json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout))
         r = runs[-1]
         print(
             f"rss       {n:>12,} events: peak RSS {r['peak_rss_bytes'] / 2**20:7.1f} MiB, engine state "
@@ -205,7 +206,7 @@ def rss(small: int, large: int) -> dict[str, Any]:
 
 def main() -> None:
     if len(sys.argv) == 3 and sys.argv[1] == "--rss-run":
-        print(repr(rss_run(int(sys.argv[2]))))
+        print(json.dumps(rss_run(int(sys.argv[2]))))
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--events", type=int, default=1_000_000)

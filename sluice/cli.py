@@ -17,6 +17,7 @@ from typing import Any
 
 from sluice.catalog import Catalog, Kind, SourceDef
 from sluice.cql import CQLError
+from sluice.cql.ast import TimeUnit
 from sluice.errors import SluiceError
 from sluice.io.csv_input import read_csv
 from sluice.plan import BoundQuery, execute
@@ -286,7 +287,7 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
-UNITS = ["millisecond", "second", "minute", "hour", "day"]
+UNITS = [u.name.lower() for u in TimeUnit]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -80,13 +80,15 @@ class Planner:
             memo[key] = op
         return op
 
-    def _new(self, cls: type, node: L.LogicalNode, inputs: list[Operator], detail: str = "") -> Any:
+    def _new(
+        self, cls: type, node: L.LogicalNode, inputs: list[Operator], detail: str = "", at_end: bool = False
+    ) -> Any:
         self._count += 1
         name = f"{cls.__name__.lower()}#{self._count}"
         op = cls(
             name=name,
             schema=node.schema,
-            readers=[i.output.reader() for i in inputs],
+            readers=[i.output.reader(at_end) for i in inputs],
             output=Queue(f"q:{name}", node.schema.types),
             ctx=self.ctx,
             detail=detail,
@@ -101,18 +103,8 @@ class Planner:
             raise InternalError(f"no source for {n.name}")
         if self.since is None:
             return src
-        self._count += 1
-        name = f"since#{self._count}"
-        op = Since(
-            name=name,
-            schema=n.schema,
-            readers=[src.output.reader(at_end=True)],
-            output=Queue(f"q:{name}", n.schema.types),
-            ctx=self.ctx,
-            detail=f"from instant {self.since}",
-        ).setup(src, self.since)
-        self.operators.append(op)
-        return op
+        # only what the source releases from now on
+        return self._new(Since, n, [src], f"from instant {self.since}", at_end=True).setup(src, self.since)
 
     def begin_epoch(self, ctx: ExecContext, since: int) -> None:
         """Queries planned from now on start at instant ``since``: their operators share state with
@@ -212,7 +204,7 @@ class Planner:
             if chain and isinstance(chain[0], L.Filter):
                 keys = tuple(k for k in (_corr_key(c) for c in _conjuncts(chain[0].predicate)) if k is not None)
             inputs.append(self._op(base))
-            specs.append(SubquerySpec(sub, tuple(chain), keys))
+            specs.append(SubquerySpec(sub, tuple(chain), keys, not keys and not _has_outer(sub.plan)))
         names = n.inputs()[0].schema.names
         detail = ("filter " if is_filter else "") + ", ".join(render(e, names) for e in exprs)
         return self._new(SubqueryMap, n, inputs, detail).setup(exprs, is_filter, specs)

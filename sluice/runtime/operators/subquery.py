@@ -20,7 +20,7 @@ from typing import Any
 
 from sluice.plan import logical as L
 from sluice.plan.aggregates import aggregate_rows
-from sluice.plan.expr import BExpr, OuterRef, Subquery, walk_expr
+from sluice.plan.expr import BExpr, Subquery
 from sluice.runtime.batch import NEG_INF, from_signed_rows, to_elements
 from sluice.runtime.operators.base import Operator
 from sluice.runtime.rowexpr import Row, Summary, eval_row, fold_subquery, fold_summary
@@ -36,6 +36,8 @@ class SubquerySpec:
     node: Subquery
     chain: tuple[L.LogicalNode, ...]  # Filter / Project / Aggregate / Distinct nodes, lowest first
     keys: tuple[tuple[int, int], ...]
+    # no keys and no outer reference anywhere: one answer per instant for every outer row
+    uncorrelated: bool = False
 
 
 class SubqueryMap(Operator):
@@ -51,11 +53,12 @@ class SubqueryMap(Operator):
         self._by_id: dict[int, int] = {}  # id(node) -> index: hashing a node hashes its whole plan
         # an uncorrelated subquery (no keys, no outer reference in its chain) has one answer per
         # instant for every outer row: its rows (and their Summary) are kept until X changes
-        self._uncorrelated = [not s.keys and not any(_reads_outer(n) for n in s.chain) for s in specs]
+        self._uncorrelated = [s.uncorrelated for s in specs]
         self._version = [0] * len(specs)
         self._cache: dict[int, tuple[int, list[tuple[Row, int]], Summary | None]] = {}
         self.outer: Counter[Row] = Counter()
         self.outer_by_key: list[dict[tuple[Any, ...], Counter[Row]]] = [{} for _ in specs]
+        self._keyed = [i for i, s in enumerate(specs) if s.keys]
         self.inner = [HashSynopsis() for _ in specs]
         return self
 
@@ -190,7 +193,7 @@ class SubqueryMap(Operator):
         self.outer[row] += sign
         if self.outer[row] == 0:
             del self.outer[row]
-        for i in range(len(self.specs)):
+        for i in self._keyed:  # a keyless subquery reads every outer row: self.outer
             c = self.outer_by_key[i].setdefault(self._okey(i, row), Counter())
             c[row] += sign
             if c[row] == 0:
@@ -201,8 +204,3 @@ class SubqueryMap(Operator):
 
     def state_bytes(self) -> int:
         return 64 * len(self.outer) + super().state_bytes()
-
-
-def _reads_outer(node: L.LogicalNode) -> bool:
-    """Whether a chain node's expressions read the outer row (an OuterRef)."""
-    return any(isinstance(x, OuterRef) for e in node.exprs() for x in walk_expr(e))
