@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from sluice.backends.rows import to_batch
+from sluice.backends.rows import admit_batch, to_batch
 from sluice.catalog import Catalog, Kind, SourceDef
 from sluice.cql import ast
 from sluice.cql.ast import TimeUnit
@@ -28,7 +28,7 @@ from sluice.plan.binder import Binder
 from sluice.plan.ddl import execute_statement
 from sluice.reference.evaluator import Element
 from sluice.runtime.batch import NEG_INF, to_elements
-from sluice.runtime.operators.base import ExecContext, Operator
+from sluice.runtime.operators.base import ExecContext, Operator, OperatorFailure
 from sluice.runtime.operators.sources import Source
 from sluice.runtime.operators.streams import Output
 from sluice.runtime.planner import Planner
@@ -75,6 +75,7 @@ class Query:
     start: int | None = None  # its first instant, when registered while the engine runs
     retain: int | None = None  # output elements kept for results()/arrow(): None all, 0 none, N the last N
     delivered: int = 0  # output elements produced so far (kept or not)
+    error: str | None = None  # why it stopped, if an operator of it failed (the engine went on)
     _held: int = 0
     _close: Callable[[str], None] | None = None
 
@@ -163,6 +164,7 @@ class EmbeddedEngine:
         self.sources: dict[str, Source] = {}
         self.planner = Planner(self.sources, self.ctx, sharing=sharing)
         self.queries: dict[str, Query] = {}
+        self.failures: dict[str, str] = {}  # query name → why it stopped
         self._budget = budget
         self._steps = 0
         self._units: list[Operator] = []
@@ -243,6 +245,18 @@ class EmbeddedEngine:
         self._sched_units = None  # the plan changed: rebuild the scheduling units (also while running)
         return q
 
+    def _fail(self, failure: OperatorFailure) -> None:
+        """An operator raised: every query it serves stops (its output so far stays readable,
+        ``Query.error`` says why); the engine and the other queries go on.
+        """
+        for name in sorted(failure.op.queries):
+            q = self.queries.get(name)
+            if q is None:
+                continue
+            q.error = str(failure)
+            self.failures[name] = q.error
+            self.unregister(name)
+
     def unregister(self, name: str) -> None:
         """Remove a query, also while running: its output stops, and every operator that served
         only it is removed (shared operators keep serving the other queries).
@@ -301,14 +315,21 @@ class EmbeddedEngine:
         not fit are rejected, counted and described in ``statistics()``; the rest are accepted.
         """
         src = self._source(name)
-        batch, errors = to_batch(rows, src.schema, src.relation, src.name, ts_column, sign_column)
+        tick_ns = self.catalog.time_unit.millis * 1_000_000
+        batch, errors = to_batch(rows, src.schema, src.relation, src.name, ts_column, sign_column, tick_ns)
         for msg in errors:
             src.reject("malformed", msg)
         src.push(batch)
 
     def push_batch(self, name: str, batch: pa.Table) -> None:
-        """Push an already-typed batch (``__ts``, ``__sign``, ``c0…``): the fast path."""
-        self._source(name).push(batch)
+        """Push an already-typed batch (``__ts``, ``__sign``, ``c0…``): the fast path, through
+        the same value checks as every other input (vectorised).
+        """
+        src = self._source(name)
+        batch, errors = admit_batch(batch, src.schema, src.name)
+        for msg in errors:
+            src.reject("malformed", msg)
+        src.push(batch)
 
     def heartbeat(self, ts: int, name: str | None = None) -> None:
         """No element with timestamp ≤ ``ts`` will arrive (on ``name``, or on every source)."""
@@ -401,14 +422,23 @@ class EmbeddedEngine:
                 quantum = self.strategy.quantum(u)
                 if quantum is not None:
                     budget = max(1, round(budget * quantum))
-                done = u.run(budget)
+                try:
+                    done = u.run(budget)
+                except OperatorFailure as f:
+                    self._fail(f)
+                    continue
                 self.strategy.charge(u, max(done, 1) / self.strategy.budget(u), self.view)
                 self._since_prepare += 1
                 steps += 1
             done_out = False
             for o in outputs:
                 if o.has_work():
-                    o.run(self._budget)
+                    try:
+                        o.run(self._budget)
+                    except OperatorFailure as f:
+                        self._fail(f)
+                        outputs = [u for u in self._units if u.kind == "Output"]
+                        break
                     done_out = True
             if not ready and not done_out and not any(s.has_work() for s in sources):
                 break
@@ -437,8 +467,12 @@ class EmbeddedEngine:
         )
 
     def rejected(self) -> list[str]:
-        """Messages for rejected input (first 100 per source)."""
-        return [m for s in self.sources.values() for m in s.messages]
+        """Messages for rejected input (first 100 per source) and for rows an operator could not
+        evaluate (first 100 per operator, naming its queries: ``sluice.plan.numeric``).
+        """
+        return [m for s in self.sources.values() for m in s.messages] + [
+            m for u in self._units for m in u.reject_messages
+        ]
 
     def explain_plan(self, plan: Any) -> str:
         from sluice.plan.explain import explain

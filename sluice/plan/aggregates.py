@@ -3,8 +3,8 @@ per-row subquery evaluation: NULLs are ignored by every aggregate but
 COUNT(*); SUM/AVG/MIN/MAX of no values is NULL; without GROUP BY there is exactly one
 output row, even over an empty input (``COUNT(*) = 0``).
 
-Floating-point sums use ``math.fsum`` (the correctly rounded sum), which does not depend on
-the order rows are added in; backends are compared against it with a relative tolerance.
+Floating-point sums are exact sums rounded once (``sluice.plan.numeric.float_sum``, which
+does not depend on the order rows are added in), with IEEE infinities and no NaN.
 
 >>> from sluice.plan.expr import AggCall, ColRef
 >>> from sluice.datatypes import INTEGER, BIGINT, FLOAT
@@ -14,13 +14,13 @@ the order rows are added in; backends are compared against it with a relative to
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
 from sluice.plan import logical as L
 from sluice.plan.expr import AggCall, BExpr
+from sluice.plan.numeric import RowError, float_sum, row_fits
 from sluice.plan.semantics import coerce
 
 
@@ -38,8 +38,7 @@ def aggregate_values(agg: AggCall, values: list[Any]) -> Any:
     if agg.fn == "MAX":
         return coerce(max(vals), agg.type)
     if any(isinstance(v, float) for v in vals):
-        total: Any = math.fsum(vals)
-        return total if agg.fn == "SUM" else total / len(vals)
+        return float_sum(((float(v), 1) for v in vals), 1 if agg.fn == "SUM" else len(vals))
     if agg.fn == "SUM":
         return sum(vals)
     return float(Fraction(sum(vals), len(vals)))  # AVG of integers, correctly rounded
@@ -50,19 +49,32 @@ def aggregate_rows(
     node: L.Aggregate,
     ev: Callable[[BExpr, tuple[Any, ...]], Any],
 ) -> list[tuple[Any, ...]]:
+    """The groups' rows.  A row whose key or argument cannot be evaluated (``RowError``) is
+    left out of every aggregate; a group whose result does not fit its type has no row
+    (``sluice.plan.numeric``).
+    """
     groups: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+    args = [a.arg for a in node.aggs if a.arg is not None]
     for r in rows:
-        groups.setdefault(tuple(ev(k, r) for k in node.keys), []).append(r)
+        try:
+            key = tuple(ev(k, r) for k in node.keys)
+            vals = tuple(ev(a, r) for a in args)
+        except RowError:
+            continue
+        groups.setdefault(key, []).append(vals)
     if not node.keys and not groups:
         groups[()] = []
     out = []
     for key, members in groups.items():
-        vals = []
+        res = []
+        j = 0
         for a in node.aggs:
             if a.arg is None:  # COUNT(*)
-                vals.append(len(members))
+                res.append(len(members))
             else:
-                arg = a.arg
-                vals.append(aggregate_values(a, [ev(arg, r) for r in members]))
-        out.append(key + tuple(vals))
+                res.append(aggregate_values(a, [m[j] for m in members]))
+                j += 1
+        row = key + tuple(res)
+        if row_fits(row):
+            out.append(row)
     return out

@@ -3,7 +3,8 @@
 
 Three-valued logic: ``None`` is NULL/UNKNOWN.  Integer ``/`` truncates toward zero and
 ``%`` takes the dividend's sign (C semantics, as in STREAM).  Division or modulo by zero
-yields NULL.  ``ROUND`` rounds half away from zero.
+yields NULL.  ``ROUND`` rounds half away from zero.  Arithmetic follows
+:mod:`sluice.plan.numeric`: a NaN result is NULL, an integer beyond 64 bits a ``RowError``.
 
 >>> OPS["div"](7, -2), OPS["mod"](-7, 2), OPS["div"](7.0, 2)
 (-3, -1, 3.5)
@@ -23,6 +24,8 @@ from collections.abc import Callable
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
+from sluice.plan.numeric import RowError, checked
+
 
 def _strict(fn: Callable[..., Any]) -> Callable[..., Any]:
     """NULL in, NULL out."""
@@ -36,11 +39,26 @@ def _strict(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapped
 
 
+def _arith(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """NULL in, NULL out; the result :func:`~sluice.plan.numeric.checked` (NaN → NULL, overflow → row error)."""
+
+    @functools.wraps(fn)
+    def wrapped(*args: Any) -> Any:
+        if any(a is None for a in args):
+            return None
+        try:
+            return checked(fn(*args))
+        except ValueError:  # math domain (fmod of infinity): NaN in IEEE terms
+            return None
+
+    return wrapped
+
+
 def _is_int(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-@_strict
+@_arith
 def _div(a: Any, b: Any) -> Any:
     if b == 0:
         return None
@@ -50,7 +68,7 @@ def _div(a: Any, b: Any) -> Any:
     return a / b
 
 
-@_strict
+@_arith
 def _mod(a: Any, b: Any) -> Any:
     if b == 0:
         return None
@@ -97,18 +115,20 @@ def _like(s: str, pattern: str) -> bool:
 
 @_strict
 def _round(x: Any, digits: int = 0) -> Any:
+    if isinstance(x, float) and (not math.isfinite(x) or (digits >= 0 and abs(x) >= 2.0**52)):
+        return x  # infinite, or already a whole number (Decimal's 28 digits would not hold it)
     q = Decimal(repr(x)).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP)
     return float(q) if isinstance(x, float) else int(q)
 
 
 @_strict
 def _floor(x: Any) -> Any:
-    return float(math.floor(x)) if isinstance(x, float) else x
+    return float(math.floor(x)) if isinstance(x, float) and math.isfinite(x) else x
 
 
 @_strict
 def _ceil(x: Any) -> Any:
-    return float(math.ceil(x)) if isinstance(x, float) else x
+    return float(math.ceil(x)) if isinstance(x, float) and math.isfinite(x) else x
 
 
 def _coalesce(*args: Any) -> Any:
@@ -119,13 +139,27 @@ def _nullif(a: Any, b: Any) -> Any:
     return None if a is not None and b is not None and a == b else a
 
 
+def call_udf(name: str, fn: Callable[..., Any], strict: bool, args: list[Any]) -> Any:
+    """A user's function on one row's values: NULL in, NULL out when ``strict``; its failure (or
+    a result that cannot be stored) is the row's :class:`~sluice.plan.numeric.RowError`.
+    """
+    if strict and any(a is None for a in args):
+        return None
+    try:
+        return checked(fn(*args))
+    except RowError:
+        raise
+    except Exception as ex:  # any failure of user code is that row's error, never the engine's
+        raise RowError(f"{name}: {type(ex).__name__}: {ex}") from None
+
+
 OPS: dict[str, Callable[..., Any]] = {
-    "add": _strict(operator.add),
-    "sub": _strict(operator.sub),
-    "mul": _strict(operator.mul),
+    "add": _arith(operator.add),
+    "sub": _arith(operator.sub),
+    "mul": _arith(operator.mul),
     "div": _div,
     "mod": _mod,
-    "neg": _strict(operator.neg),
+    "neg": _arith(operator.neg),
     "concat": _strict(operator.add),
     "eq": _strict(operator.eq),
     "ne": _strict(operator.ne),
@@ -139,7 +173,7 @@ OPS: dict[str, Callable[..., Any]] = {
     "is_null": lambda a: a is None,
     "is_not_null": lambda a: a is not None,
     "like": _like,
-    "abs": _strict(abs),
+    "abs": _arith(abs),
     "floor": _floor,
     "ceil": _ceil,
     "round": _round,

@@ -53,7 +53,8 @@ from sluice.plan.expr import (
     UdfCall,
     walk_expr,
 )
-from sluice.plan.scalar import OPS
+from sluice.plan.numeric import RowError
+from sluice.plan.scalar import OPS, call_udf
 from sluice.plan.semantics import coerce, sample_keep, sort_key
 
 Row = tuple[Any, ...]
@@ -233,10 +234,11 @@ class Evaluator:
         return out
 
     def _filter_stream(self, node: L.Filter) -> list[tuple[int, Row]]:
-        return [(t, r) for t, r in self.stream(node.input) if self.eval(node.predicate, r, _Ctx(t)) is True]
+        return [(t, r) for t, r in self.stream(node.input) if _try(self.eval, node.predicate, r, _Ctx(t)) is True]
 
     def _project_stream(self, node: L.Project) -> list[tuple[int, Row]]:
-        return [(t, tuple(self.eval(e, r, _Ctx(t)) for e in node.columns)) for t, r in self.stream(node.input)]
+        out = [(t, _try(self._values, node.columns, r, _Ctx(t))) for t, r in self.stream(node.input)]
+        return [(t, r) for t, r in out if r is not None]
 
     def _stream_op(self, node: L.StreamOp) -> list[tuple[int, Row]]:
         out: list[tuple[int, Row]] = []
@@ -325,11 +327,11 @@ class Evaluator:
         if isinstance(node.input, L.Join):
             return self._filtered_join(node, ctx)
         pred = self._row_function((node.predicate,), ctx)
-        return [r for r in self.relation(node.input, ctx) if pred(r)[0] is True]
+        return [r for r in self.relation(node.input, ctx) if (_try(pred, r) or (None,))[0] is True]
 
     def _project(self, node: L.Project, ctx: _Ctx) -> list[Row]:
         fn = self._row_function(node.columns, ctx)
-        return [fn(r) for r in self.relation(node.input, ctx)]
+        return [x for x in (_try(fn, r) for r in self.relation(node.input, ctx)) if x is not None]
 
     def _row_function(self, exprs: tuple[BExpr, ...], ctx: _Ctx) -> Callable[[Row], Row]:
         """``row -> values of exprs``; memoised across instants when the expressions only read
@@ -382,10 +384,10 @@ class Evaluator:
             else:
                 acc = [a + b for a in acc for b in rows]
             for c, _ in usable:
-                acc = [r for r in acc if self.eval(c, r, ctx) is True]
+                acc = [r for r in acc if _try(self.eval, c, r, ctx) is True]
             width = new_width
         for c, _ in pending:  # subqueries and column-free conjuncts
-            acc = [r for r in acc if self.eval(c, r, ctx) is True]
+            acc = [r for r in acc if _try(self.eval, c, r, ctx) is True]
         return acc
 
     def _aggregate(self, node: L.Aggregate, ctx: _Ctx) -> list[Row]:
@@ -412,6 +414,9 @@ class Evaluator:
         raise EvaluationError(f"{type(node).__name__} yields a stream; a window must turn it into a relation")
 
     # -- scalar expressions --------------------------------------------------------------
+    def _values(self, exprs: tuple[BExpr, ...], row: Row, ctx: _Ctx) -> Row:
+        return tuple(self.eval(e, row, ctx) for e in exprs)
+
     def eval(self, e: BExpr, row: Row, ctx: _Ctx) -> Any:
         if isinstance(e, ColRef):
             return row[e.index]
@@ -427,10 +432,7 @@ class Evaluator:
                     return self.eval(res, row, ctx)
             return self.eval(e.else_, row, ctx)
         if isinstance(e, UdfCall):
-            args = [self.eval(a, row, ctx) for a in e.args]
-            if e.strict and any(a is None for a in args):
-                return None
-            return e.fn(*args)
+            return call_udf(e.name, e.fn, e.strict, [self.eval(a, row, ctx) for a in e.args])
         if isinstance(e, CurrentTime):
             return ctx.ts
         if isinstance(e, Subquery):
@@ -454,6 +456,14 @@ class Evaluator:
         else:
             out = True if True in results else (None if None in results else False)
         return OPS["not"](out) if e.negated else out
+
+
+def _try(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)``, or ``None`` when the row cannot be evaluated: it is dropped (``sluice.plan.numeric``)."""
+    try:
+        return fn(*args)
+    except RowError:
+        return None
 
 
 def _coerce_row(row: Row, node: L.LogicalNode) -> Row:

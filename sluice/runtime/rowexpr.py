@@ -10,7 +10,7 @@ from typing import Any
 
 from sluice.errors import InternalError
 from sluice.plan.expr import BExpr, Call, CaseWhen, ColRef, Const, CurrentTime, OuterRef, Subquery, UdfCall
-from sluice.plan.scalar import OPS
+from sluice.plan.scalar import OPS, call_udf
 
 Row = tuple[Any, ...]
 SubqueryFn = Callable[[Subquery, Row, tuple[Row, ...]], Any]
@@ -34,10 +34,7 @@ def eval_row(e: BExpr, row: Row, env: tuple[Row, ...], sub: SubqueryFn, now: int
                 return eval_row(res, row, env, sub, now)
         return eval_row(e.else_, row, env, sub, now)
     if isinstance(e, UdfCall):
-        args = [eval_row(a, row, env, sub, now) for a in e.args]
-        if e.strict and any(a is None for a in args):
-            return None
-        return e.fn(*args)
+        return call_udf(e.name, e.fn, e.strict, [eval_row(a, row, env, sub, now) for a in e.args])
     if isinstance(e, Subquery):
         return sub(e, row, env)
     if isinstance(e, CurrentTime):

@@ -14,6 +14,7 @@ class OperatorStats:
     runs: int
     seconds: float
     state_bytes: int
+    rejected: int = 0  # rows it could not evaluate (dropped and counted: sluice.plan.numeric)
 
     @property
     def selectivity(self) -> float:

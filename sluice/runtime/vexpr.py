@@ -16,16 +16,18 @@ pattern, UDFs — runs row by row through the shared scalar definitions in
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sluice.datatypes import TypeKind
 from sluice.errors import InternalError, SluiceError
 from sluice.plan.expr import BExpr, Call, CaseWhen, ColRef, Const, CurrentTime, OuterRef, Subquery, UdfCall
-from sluice.plan.scalar import OPS
+from sluice.plan.numeric import RowError
+from sluice.plan.scalar import OPS, call_udf
 from sluice.runtime.batch import META, arrow_type
 
 # (batch, instant) -> Arrow array or scalar.  ``instant`` is None where CURRENT_TIME means the
@@ -113,10 +115,10 @@ def _compile(e: BExpr) -> VFn:
         args = [_compile(a) for a in e.args]
         fn, strict = e.fn, e.strict
 
+        name = e.name
+
         def udf(*vals: Any) -> Any:
-            if strict and any(v is None for v in vals):
-                return None
-            return fn(*vals)
+            return call_udf(name, fn, strict, list(vals))
 
         return _rowwise(udf, args, e)
     if isinstance(e, Subquery | OuterRef):
@@ -137,6 +139,8 @@ def _call(e: Call) -> VFn:
     args = [_compile(a) for a in e.args]
     if e.fn in _KERNELS:
         k = _KERNELS[e.fn]
+        if e.fn in _NAN_PRONE and e.type.kind is TypeKind.FLOAT:
+            k = _nan_to_null(k)
         if len(args) == 1:
             a0 = args[0]
             return lambda b, now: k(a0(b, now))
@@ -148,7 +152,7 @@ def _call(e: Call) -> VFn:
         def div(b: pa.Table, now: int | None) -> Any:
             d = a1(b, now)
             d = pc.if_else(pc.equal(d, 0), pa.scalar(None, d.type), d)  # x / 0 is NULL
-            return pc.divide(a0(b, now), d)  # Arrow truncates toward zero, as CQL does
+            return pc.divide_checked(a0(b, now), d)  # truncates toward zero, as CQL does
 
         return div
     if e.fn == "div":
@@ -158,7 +162,7 @@ def _call(e: Call) -> VFn:
             x = pc.cast(a0(b, now), pa.float64())
             d = pc.cast(a1(b, now), pa.float64())
             d = pc.if_else(pc.equal(d, 0), pa.scalar(None, pa.float64()), d)
-            return pc.divide(x, d)
+            return _no_nan(pc.divide(x, d))
 
         return fdiv
     if e.fn == "concat":
@@ -174,6 +178,18 @@ def _call(e: Call) -> VFn:
     if e.fn in OPS:
         return _rowwise(OPS[e.fn], args, e)
     raise InternalError(f"no kernel for {e.fn}")
+
+
+_NAN_PRONE = frozenset({"add", "sub", "mul"})  # inf − inf, 0 × inf
+
+
+def _no_nan(v: Any) -> Any:
+    """NaN → NULL (``sluice.plan.numeric``: Sluice has no NaN)."""
+    return pc.if_else(pc.is_nan(v), pa.scalar(None, pa.float64()), v)
+
+
+def _nan_to_null(k: Callable[..., Any]) -> Callable[..., Any]:
+    return lambda *a: _no_nan(k(*a))
 
 
 def _rowwise(fn: Callable[..., Any], args: list[VFn], e: BExpr) -> VFn:
@@ -195,7 +211,52 @@ def _rowwise(fn: Callable[..., Any], args: list[VFn], e: BExpr) -> VFn:
 
 def predicate_mask(fn: VFn, b: pa.Table, now: int | None = None) -> pa.Array:
     """TRUE rows of a predicate (NULL and FALSE both drop the row)."""
-    v = fn(b, now)
+    return truth_mask(fn(b, now), b.num_rows)
+
+
+def truth_mask(v: Any, n: int) -> pa.Array:
+    """A predicate's value (array or scalar) as a filter: TRUE keeps, NULL and FALSE drop."""
     if isinstance(v, pa.Scalar):
-        return pa.array(np.full(b.num_rows, bool(v.as_py()), dtype=bool))
+        return pa.array(np.full(n, v.as_py() is True, dtype=bool))
     return pc.fill_null(v, False)
+
+
+class Evaluated(NamedTuple):
+    batch: pa.Table  # the rows kept
+    values: list[Any]  # each expression's value over them
+    rejected: list[str]  # one reason per dropped row
+    kept: np.ndarray | None  # indices of the kept rows in the input (None: all of them)
+
+
+def evaluate_rows(fns: Sequence[VFn], exprs: Sequence[BExpr], b: pa.Table, now: int | None = None) -> Evaluated:
+    """``exprs`` over a batch, vectorised; if that fails, row by row by the definition
+    (``sluice.runtime.rowexpr``), where a row that cannot be evaluated (integer overflow, a UDF
+    raising: a ``RowError``) is dropped.  Per-row Python runs only for a batch holding such a row.
+    """
+    try:
+        return Evaluated(b, [f(b, now) for f in fns], [], None)
+    except Exception:  # noqa: BLE001 — the row path below decides, by the definition
+        pass
+    from sluice.runtime.rowexpr import eval_row
+
+    def no_subquery(e: Subquery, row: tuple[Any, ...], env: tuple[tuple[Any, ...], ...]) -> Any:
+        raise InternalError("evaluate_rows: a subquery in a vectorised expression")
+
+    keep: list[int] = []
+    values: list[list[Any]] = [[] for _ in exprs]
+    reasons: list[str] = []
+    ts = b.column(0).to_pylist()
+    cols = [c.to_pylist() for c in b.columns[META:]]
+    for i, t in enumerate(ts):
+        row = tuple(c[i] for c in cols)
+        try:
+            vals = [eval_row(e, row, (), no_subquery, t if now is None else now) for e in exprs]
+        except RowError as ex:
+            reasons.append(f"row {row!r} at {t}: {ex}")
+            continue
+        keep.append(i)
+        for acc, v in zip(values, vals, strict=True):
+            acc.append(v)
+    kept = np.array(keep, dtype=np.int64)
+    arrays = [pa.array(v, arrow_type(e.type)) for v, e in zip(values, exprs, strict=True)]
+    return Evaluated(b.take(pa.array(kept)), arrays, reasons, kept)

@@ -31,17 +31,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from sluice.plan.expr import AggCall, BExpr
+from sluice.plan.numeric import INT_MAX, INT_MIN, float_sum, row_fits
 from sluice.plan.semantics import coerce
 from sluice.runtime.batch import TS, arrow_type, from_signed_rows, make, sign_of, signed_counts, ts_of
-from sluice.runtime.operators.base import Unary
-from sluice.runtime.vexpr import compile_expr
-
-SCALE = 1074  # every finite double is an integer multiple of 2^-1074
-
-
-def _exact(v: float) -> int:
-    n, d = v.as_integer_ratio()
-    return n * ((1 << SCALE) // d)
+from sluice.runtime.operators.base import Operator, Unary
+from sluice.runtime.vexpr import compile_expr, evaluate_rows
 
 
 def _value_level(a: AggCall) -> bool:
@@ -96,6 +90,8 @@ class Aggregate(Unary):
         self.key_fns = [compile_expr(k) for k in keys]
         self.aggs = aggs
         self.arg_fns = [compile_expr(a.arg) if a.arg is not None else None for a in aggs]
+        self._exprs = list(keys) + [a.arg for a in aggs if a.arg is not None]
+        self._fns = self.key_fns + [f for f in self.arg_fns if f is not None]
         self.groups: dict[tuple[Any, ...], _Group] = {}
         self._started = False
         self._counting = None if any(_value_level(a) for a in aggs) else _Counting(aggs, self.nkeys)
@@ -150,9 +146,7 @@ class Aggregate(Unary):
     def _sum_avg(a: AggCall, items: list[tuple[Any, int]]) -> Any:
         n = sum(c for _, c in items)
         if any(isinstance(v, float) for v, _ in items):
-            total = sum(_exact(float(v)) * c for v, c in items)
-            exact = Fraction(total, 1 << SCALE)
-            return float(exact) if a.fn == "SUM" else float(exact / n)
+            return float_sum(((float(v), c) for v, c in items), 1 if a.fn == "SUM" else n)
         s = sum(v * c for v, c in items)
         return s if a.fn == "SUM" else float(Fraction(s, n))
 
@@ -186,25 +180,34 @@ class Aggregate(Unary):
         if changes is not None and changes.num_rows:
             self.emit(changes)
 
+    def _evaluate(self, b: pa.Table) -> tuple[pa.Table, list[Any], list[Any]]:
+        """(rows kept, key columns, argument columns — None for COUNT(*)): a row whose key or
+        argument cannot be evaluated is left out of every aggregate (``sluice.plan.numeric``).
+        """
+        r = evaluate_rows(self._fns, self._exprs, b)
+        self.reject_rows(r.rejected)
+        n = r.batch.num_rows
+        vals = iter(_full(v, n) for v in r.values[self.nkeys :])
+        keycols = [_full(v, n) for v in r.values[: self.nkeys]]
+        return r.batch, keycols, [None if f is None else next(vals) for f in self.arg_fns]
+
     def process(self, b: pa.Table) -> None:
         start_row = self._take_start()
-        n = b.num_rows
+        b, keycols, argcols = self._evaluate(b)
         if self._counting is not None:
-            keycols = [_full(f(b, None), n) for f in self.key_fns]
-            args = [None if f is None else _full(f(b, None), n) for f in self.arg_fns]
-            self._emit_changes(self._counting.apply(ts_of(b), sign_of(b), keycols, args, self.types), start_row)
+            delta = self._counting.apply(ts_of(b), sign_of(b), keycols, argcols, self.types)
+            self._counting.reject_rows(self)
+            self._emit_changes(delta, start_row)
             return
         out: list[tuple[int, int, tuple[Any, ...]]] = []
-        keycols = [_full(f(b, None), n) for f in self.key_fns]
         cols: dict[str, Any] = {TS: b.column(0), "s": pc.cast(b.column(1), pa.int64())}
         for k, c in enumerate(keycols):
             cols[f"k{k}"] = c
         knames = [f"k{k}" for k in range(self.nkeys)]
         aggs_spec = [("s", "sum")]
-        for i, (a, f) in enumerate(zip(self.aggs, self.arg_fns, strict=True)):
-            if f is None or _value_level(a):
+        for i, (a, v) in enumerate(zip(self.aggs, argcols, strict=True)):
+            if v is None or _value_level(a):
                 continue
-            v = _full(f(b, None), n)
             valid = pc.cast(pc.is_valid(v), pa.int64())
             cols[f"n{i}"] = pc.multiply(valid, cols["s"])
             cols[f"v{i}"] = pc.multiply(pc.fill_null(pc.cast(v, pa.int64()), 0), cols["s"])
@@ -217,10 +220,10 @@ class Aggregate(Unary):
             changes[(row[TS], key)] = row
         # value-level aggregates: net count of each (instant, group, value)
         value_changes: dict[tuple[int, tuple[Any, ...]], list[tuple[int, Any, int]]] = {}
-        for i, (a, f) in enumerate(zip(self.aggs, self.arg_fns, strict=True)):
-            if f is None or not _value_level(a):
+        for i, (a, v) in enumerate(zip(self.aggs, argcols, strict=True)):
+            if v is None or not _value_level(a):
                 continue
-            vt = pa.table({TS: b.column(0), "s": cols["s"], **{k: cols[k] for k in knames}, "x": _full(f(b, None), n)})
+            vt = pa.table({TS: b.column(0), "s": cols["s"], **{k: cols[k] for k in knames}, "x": v})
             vg = vt.group_by([TS] + knames + ["x"], use_threads=False).aggregate([("s", "sum")])
             for row in vg.to_pylist():
                 key = tuple(row[k] for k in knames)
@@ -253,6 +256,9 @@ class Aggregate(Unary):
                         else:
                             heapq.heappush(heap, _entry(fn, numeric, x))
             new = self._row(key, grp) if self._visible(grp) else None
+            if new is not None and not row_fits(new):  # a SUM beyond 64 bits: no row while it is
+                self.reject_rows([f"group {key!r} at {ts}: SUM outside BIGINT's range; the group has no row"])
+                new = None
             grp.row = new
             if old != new:
                 if old is not None:
@@ -315,6 +321,11 @@ class _Counting:
         self.gid: dict[tuple[Any, ...], int] = {}
         self.keys: list[tuple[Any, ...] | None] = []
         self.free: list[int] = []
+        self.rejects: list[str] = []  # rows not emitted since the last batch (a SUM beyond 64 bits)
+
+    def reject_rows(self, op: Operator) -> None:
+        op.reject_rows(self.rejects)
+        self.rejects = []
 
     def state_bytes(self) -> int:
         return len(self.gid) * (64 + 8 * self.state.shape[1])
@@ -436,6 +447,12 @@ class _Counting:
                 self.free.append(gid)
         vis_o, vals_o = self._values(old_e)
         vis_n, vals_n = self._values(new_e)
+        if new_e.dtype == object:  # a group whose SUM is beyond 64 bits has no row (numeric.py)
+            hidden = np.flatnonzero(~vis_n & (new_e[:, 0] > 0 if self.nkeys else True))
+            self.rejects += [
+                f"group {self.keys[int(ge[k])]!r} at {int(te[k])}: SUM outside BIGINT's range; no row"
+                for k in hidden.tolist()
+            ]
         changed = vis_o != vis_n
         both = vis_o & vis_n
         for (xo, no), (xn, nn) in zip(vals_o, vals_n, strict=True):
@@ -476,6 +493,11 @@ class _Counting:
             sm = st[:, self.sum_row[i]]
             null = nn == 0
             if a.fn == "SUM":
+                if st.dtype == object:
+                    big = np.array([not INT_MIN <= int(x) <= INT_MAX for x in sm], dtype=bool)
+                    if big.any():
+                        visible = visible & ~big
+                        sm = np.where(big, 0, sm)
                 out.append((sm, null))
             elif st.dtype != object and (sm.size == 0 or float(np.abs(sm).max()) < FLOAT_EXACT):
                 out.append((sm.astype(np.float64) / np.where(null, 1, nn), null))

@@ -13,9 +13,22 @@ import numpy as np
 import pyarrow as pa
 from sluice.catalog import Schema
 from sluice.datatypes import DataType
+from sluice.errors import EvaluationError
 from sluice.runtime.batch import NEG_INF
 from sluice.runtime.queue import Queue, Reader, count_upto
 from sluice.runtime.stats import OperatorStats
+
+
+class OperatorFailure(EvaluationError):
+    """An operator raised while running: its queries cannot go on (the others can)."""
+
+    def __init__(self, op: Operator, cause: BaseException) -> None:
+        self.op, self.cause = op, cause
+        queries = ", ".join(sorted(op.queries)) or "?"
+        super().__init__(f"{queries}: {op.kind} {op.name} failed: {type(cause).__name__}: {cause}")
+
+
+MAX_MESSAGES = 100  # per operator: the rest are counted only
 
 
 @dataclass
@@ -47,6 +60,9 @@ class Operator:
     _seconds: float = 0.0
     _wm_out: int = NEG_INF
     queries: set[str] = field(default_factory=set)
+    # rows this operator could not evaluate (sluice.plan.numeric: dropped, counted, described)
+    rows_rejected: int = 0
+    reject_messages: list[str] = field(default_factory=list)
 
     @property
     def types(self) -> list[DataType]:
@@ -88,9 +104,16 @@ class Operator:
         return [r.read(c) for r, c in zip(self.readers, counts, strict=True)]
 
     def run(self, budget: int) -> int:
-        """Process up to about ``budget`` input elements; return how many were processed."""
+        """Process up to about ``budget`` input elements; return how many were processed.
+        Anything it raises comes out as an :class:`OperatorFailure` naming it and its queries.
+        """
         t0 = time.perf_counter()
-        n = self._run(budget)
+        try:
+            n = self._run(budget)
+        except OperatorFailure:
+            raise
+        except Exception as ex:  # the engine decides: the queries it serves fail, the rest run on
+            raise OperatorFailure(self, ex) from ex
         self._seconds += time.perf_counter() - t0
         self._runs += 1
         self._in += n
@@ -98,6 +121,16 @@ class Operator:
 
     def _run(self, budget: int) -> int:
         raise NotImplementedError
+
+    def reject_rows(self, reasons: Sequence[str]) -> None:
+        """Count rows dropped because they could not be evaluated; keep the first messages."""
+        if not reasons:
+            return
+        self.rows_rejected += len(reasons)
+        room = MAX_MESSAGES - len(self.reject_messages)
+        if room > 0:
+            where = f"{', '.join(sorted(self.queries)) or '?'}: {self.kind} {self.name}"
+            self.reject_messages.extend(f"{where}: {r}" for r in reasons[:room])
 
     def emit(self, b: pa.Table) -> None:
         self._out += b.num_rows
@@ -116,7 +149,9 @@ class Operator:
         return sum(s.nbytes for s in self.synopses())
 
     def statistics(self) -> OperatorStats:
-        return OperatorStats(self.name, self.kind, self._in, self._out, self._runs, self._seconds, self.state_bytes())
+        return OperatorStats(
+            self.name, self.kind, self._in, self._out, self._runs, self._seconds, self.state_bytes(), self.rows_rejected
+        )
 
     def inputs(self) -> Sequence[Queue]:
         return [r.queue for r in self.readers]

@@ -20,7 +20,7 @@ from sluice.plan.expr import BExpr
 from sluice.runtime.batch import META, NEG_INF, concat, make, sort_by_ts, ts_of
 from sluice.runtime.operators.base import Operator
 from sluice.runtime.synopsis import RelationSynopsis, W
-from sluice.runtime.vexpr import compile_expr, predicate_mask
+from sluice.runtime.vexpr import compile_expr, evaluate_rows, truth_mask
 
 
 class Join(Operator):
@@ -34,6 +34,7 @@ class Join(Operator):
         self.stateful = True
         self.lt, self.rt = list(left_types), list(right_types)
         self.keys = list(keys)
+        self._residual_expr = residual
         self.residual = compile_expr(residual) if residual is not None else None
         self.left = RelationSynopsis(self.lt)
         self.right = RelationSynopsis(self.rt)
@@ -99,9 +100,13 @@ class Join(Operator):
         cols = [left.column(loff + c).take(pa.array(i)) for c in range(len(self.lt))]
         cols += [right.column(roff + c).take(pa.array(j)) for c in range(len(self.rt))]
         b = make(ts, np.sign(w).astype(np.int8), cols, self.types)
-        if self.residual is not None:
-            mask = predicate_mask(self.residual, b)
-            b = b.filter(mask)
+        if self.residual is not None and self._residual_expr is not None:
+            r = evaluate_rows([self.residual], [self._residual_expr], b)
+            self.reject_rows(r.rejected)
+            if r.kept is not None:
+                w = w[r.kept]
+            mask = truth_mask(r.values[0], r.batch.num_rows)
+            b = r.batch.filter(mask)
             w = w[np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool)]
         reps = np.abs(w)
         if np.all(reps == 1):

@@ -10,7 +10,7 @@ from sluice.plan.expr import BExpr
 from sluice.plan.semantics import sample_keep
 from sluice.runtime.batch import to_elements, with_attrs
 from sluice.runtime.operators.base import Unary
-from sluice.runtime.vexpr import compile_expr, predicate_mask
+from sluice.runtime.vexpr import compile_expr, evaluate_rows, truth_mask
 
 
 class Select(Unary):
@@ -19,22 +19,26 @@ class Select(Unary):
     """
 
     def setup(self, predicate: BExpr) -> Select:
+        self._expr = predicate
         self._pred = compile_expr(predicate)
         return self
 
     def process(self, b: pa.Table) -> None:
-        mask = predicate_mask(self._pred, b, None)
-        self.emit(b.filter(mask))
+        r = evaluate_rows([self._pred], [self._expr], b)
+        self.reject_rows(r.rejected)
+        self.emit(r.batch.filter(truth_mask(r.values[0], r.batch.num_rows)))
 
 
 class Project(Unary):
     def setup(self, columns: tuple[BExpr, ...]) -> Project:
+        self._exprs = columns
         self._fns = [compile_expr(c) for c in columns]
         return self
 
     def process(self, b: pa.Table) -> None:
-        cols = [f(b, None) for f in self._fns]
-        self.emit(with_attrs(b, cols, self.types))
+        r = evaluate_rows(self._fns, self._exprs, b)
+        self.reject_rows(r.rejected)
+        self.emit(with_attrs(r.batch, r.values, self.types))
 
 
 class Sample(Unary):
