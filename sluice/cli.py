@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from sluice.backends.rows import admit_rows
 from sluice.catalog import Catalog, Kind, SourceDef
 from sluice.cql import CQLError
 from sluice.cql.ast import TimeUnit
@@ -28,7 +29,7 @@ def _load(files: Sequence[str]) -> tuple[Catalog, list[BoundQuery | str | None]]
     cat = Catalog()
     results: list[BoundQuery | str | None] = []
     for f in files:
-        text = Path(f).read_text()
+        text = read_cql(f)
         try:
             results += execute(cat, text)
         except CQLError as e:
@@ -49,13 +50,50 @@ def _check(args: argparse.Namespace) -> int:
     return 0
 
 
-def _pairs(items: Sequence[str], what: str) -> dict[str, str]:
-    out = {}
+def read_cql(path: str | Path) -> str:
+    """A CQL file's text; one clear error (file:line:column) if it is not UTF-8."""
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise SluiceError(f"{path}:{line}:{col}: not UTF-8 (byte {data[e.start]:#04x})") from None
+
+
+def _positive(text: str) -> int:
+    """An argparse type: an integer ≥ 1 (a one-line error otherwise)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def _fractions(text: str) -> list[float]:
+    """An argparse type: comma-separated numbers in [0, 1]."""
+    out = []
+    for part in filter(None, (x.strip() for x in text.split(","))):
+        try:
+            f = float(part)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{part!r} is not a number") from None
+        if not 0.0 <= f <= 1.0:
+            raise argparse.ArgumentTypeError(f"a selectivity is between 0 and 1, got {f}")
+        out.append(f)
+    return out
+
+
+def _pairs(items: Sequence[str], what: str) -> dict[str, list[str]]:
+    """``NAME=PATH`` options by name (case-insensitive); a name given twice reads every file."""
+    out: dict[str, list[str]] = {}
     for item in items:
         name, sep, path = item.partition("=")
-        if not sep:
+        if not sep or not name or not path:
             raise SluiceError(f"--{what} takes NAME=PATH, got {item!r}")
-        out[name] = path
+        out.setdefault(name.lower(), []).append(path)
     return out
 
 
@@ -68,17 +106,23 @@ def _reference(args: argparse.Namespace) -> int:
     relations: dict[str, Any] = {}
     bad = 0
     for what, mapping, target in (("stream", args.stream, streams), ("relation", args.relation, relations)):
-        for name, path in _pairs(mapping, what).items():
+        for name, paths in _pairs(mapping, what).items():
             try:
                 d = cat.lookup(name)
             except KeyError:
                 raise SluiceError(f"--{what} {name}: no such {what} in {args.file}") from None
             if not isinstance(d, SourceDef) or d.kind is not (Kind.STREAM if what == "stream" else Kind.RELATION):
                 raise SluiceError(f"--{what} {name}: {name} is not a registered {what}")
-            rows, errors = read_csv(path, d.schema, what == "relation")
-            for msg in errors:
+            rows, errors = [], []
+            for path in paths:
+                got, errs = read_csv(path, d.schema, what == "relation")
+                rows += got
+                errors += errs
+            rows.sort(key=lambda r: r[0])  # files of one source merged by timestamp (stable)
+            rows, more = admit_rows(rows, d.schema, what == "relation", d.name)  # the engine's checks
+            for msg in errors + more:
                 print(f"rejected: {msg}", file=sys.stderr)
-            bad += len(errors)
+            bad += len(errors) + len(more)
             target[d.name] = rows
     for r in results:
         if not isinstance(r, BoundQuery):
@@ -123,34 +167,35 @@ def _engine(args: argparse.Namespace) -> Any:
 def _run(args: argparse.Namespace) -> int:
     from sluice.catalog import Kind
     from sluice.compat.stream_script import format_element
-    from sluice.io.sources import read_source
+    from sluice.io.sources import merge_sources, read_source
 
     spark = args.backend == "spark"
     eng = _engine(args)
     try:
-        results = eng.execute(Path(args.file).read_text())
+        results = eng.execute(read_cql(args.file))
     except CQLError as e:
         raise SluiceError(f"{args.file}:{e.render()}") from None
     queries = [r for r in results if hasattr(r, "bound")]
     if not queries:
         raise SluiceError(f"{args.file} registers no query")
-    for name, path in _pairs(args.source, "source").items():
+    for name, paths in _pairs(args.source, "source").items():
         try:
             d = eng.catalog.lookup(name)
         except KeyError:
             raise SluiceError(f"--source {name}: no such stream or relation in {args.file}") from None
         try:
-            rows, errors = read_source(path, d.schema, d.kind is Kind.RELATION)
+            parts = [read_source(path, d.schema, d.kind is Kind.RELATION) for path in paths]
         except (OSError, ValueError) as e:
             raise SluiceError(str(e)) from None
-        for msg in errors:
-            if spark:
-                print(f"rejected: {msg}", file=sys.stderr)
-            else:
-                eng.sources[name.lower()].reject("malformed", msg)
-        eng.push(name, rows)
-        if not spark:
-            eng.run()
+        for data, errors in merge_sources(parts):
+            for msg in errors:
+                if spark:
+                    print(f"rejected: {msg}", file=sys.stderr)
+                else:
+                    eng.sources[name.lower()].reject("malformed", msg)
+            eng.push(name, data)
+            if not spark:
+                eng.run()
     eng.close(args.until)
     out_dir = Path(args.out) if args.out else None
     for q in queries:
@@ -249,7 +294,7 @@ def _gen(args: argparse.Namespace) -> int:
             streams[name] = (["ts", "LocationId", "Value"], [(t, *r) for t, r in readings])
         ddl = examples.DATACENTER_DDL
     elif args.kind == "trace":
-        sels = [float(x) for x in args.selectivities.split(",")] if args.selectivities else []
+        sels = args.selectivities
         packets: list[tuple[Any, ...]] = examples.trace_stream(
             args.trace, args.events, speedup=args.speedup, selectivities=sels
         )
@@ -320,7 +365,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("experiment", help="reproduce a scheduling paper's experiment (CSV, PNG, JSON)")
     p.add_argument("name", help="an experiment name, 'all', or 'list'")
     p.add_argument("--out", default="out/experiments")
-    p.add_argument("--slots", type=int, default=None, help="simulated time units")
+    p.add_argument("--slots", type=_positive, default=None, help="simulated time units")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--on-spark", action="store_true", help="fan the strategy × workload × seed grid out on Spark")
     p.add_argument("--seeds", type=int, default=4, help="seeds per cell of the Spark sweep")
@@ -328,22 +373,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.set_defaults(fn=_experiment)
     p = sub.add_parser("gen", help="generate a workload (nexmark, requests, datacenter, trace) as Parquet files")
     p.add_argument("kind", help="nexmark | requests | datacenter | trace")
-    p.add_argument("--events", type=int, default=100_000, help="events (nexmark), requests, or trace packets")
-    p.add_argument("--rate", type=int, default=10_000, help="nexmark: events per second of event time")
-    p.add_argument("--seconds", type=int, default=3600, help="datacenter: seconds of readings")
-    p.add_argument("--locations", type=int, default=100, help="datacenter: sensor locations")
+    p.add_argument("--events", type=_positive, default=100_000, help="events (nexmark), requests, or trace packets")
+    p.add_argument("--rate", type=_positive, default=10_000, help="nexmark: events per second of event time")
+    p.add_argument("--seconds", type=_positive, default=3600, help="datacenter: seconds of readings")
+    p.add_argument("--locations", type=_positive, default=100, help="datacenter: sensor locations")
     p.add_argument("--trace", default="dec-pkt-1-udp", help="trace: dec-pkt-1-udp, bc-aug89, … (../shared/data/traces)")
     p.add_argument("--speedup", type=float, default=1.0, help="trace: replay this many times faster")
     p.add_argument(
-        "--selectivities", default="", help="trace: e.g. 0.5,0.1 — attributes a0, a1 with these selectivities"
+        "--selectivities",
+        type=_fractions,
+        default=[],
+        help="trace: e.g. 0.5,0.1 — attributes a0, a1 with these selectivities",
     )
     p.add_argument("--out", default="out/nexmark")
     p.set_defaults(fn=_gen)
     p = sub.add_parser("bench", help="NEXMark queries on Sluice's engines, DuckDB and peers (JSON + table)")
     p.add_argument("--queries", default="q0,q1,q2,q3,q5,q7,q8")
-    p.add_argument("--events", type=int, default=200_000)
-    p.add_argument("--batch", type=int, default=10_000)
-    p.add_argument("--rate", type=int, default=10_000, help="events per second of event time")
+    p.add_argument("--events", type=_positive, default=200_000)
+    p.add_argument("--batch", type=_positive, default=10_000)
+    p.add_argument("--rate", type=_positive, default=10_000, help="events per second of event time")
     p.add_argument("--out", default="benchmarks/results/nexmark.json")
     p.add_argument(
         "--engines",

@@ -1,21 +1,39 @@
-"""Turning user input (tuples, dicts, Arrow tables, pandas frames) into typed batches.
+"""The one admission check.  Every way input enters — tuples, dicts, CSV/JSONL rows, Arrow
+tables, pandas frames, typed batches (``push_batch``), on either backend — ends in
+:func:`admit`, which checks each value against its declared type:
 
-Rows that do not fit the schema are rejected one by one with a reason naming the stream and
-the row; the others are kept.
+* integers within 64 bits; a NaN float is NULL, ±infinity a value (``sluice.plan.numeric``);
+* CHAR/VARCHAR(n) at most n characters, BYTE one;
+* a timestamp present and within ±2^62 (the engine's ±infinity lie beyond);
+* a relation's sign ``+``/``-`` (or ±1); anything else is rejected, never read as a deletion.
+
+A value that does not fit rejects its row alone, with a reason naming the stream and row (or the
+file and line); the other rows of the same push or file are kept.  Tables are checked
+vectorised; Python rows are checked value by value only while being turned into columns.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from sluice.catalog import Schema
-from sluice.datatypes import DataType, TypeKind
+from sluice.datatypes import BIGINT, DataType, TypeKind
 from sluice.errors import SluiceError
-from sluice.runtime.batch import arrow_type, make
+from sluice.plan.numeric import INT_MAX, INT_MIN
+from sluice.runtime.batch import META, NEG_INF, POS_INF, arrow_schema, arrow_type, make
+
+TS_MIN, TS_MAX = NEG_INF + 1, POS_INF - 1  # admissible timestamps
+
+
+def _limit(t: DataType) -> int | None:
+    if t.kind is TypeKind.BYTE:
+        return 1
+    return t.length if t.kind in (TypeKind.CHAR, TypeKind.VARCHAR) else None
 
 
 def check_value(v: Any, t: DataType) -> Any:
@@ -26,21 +44,109 @@ def check_value(v: Any, t: DataType) -> Any:
     if t.is_integer or k is TypeKind.TIMESTAMP:
         if isinstance(v, bool) or not isinstance(v, int | np.integer):
             raise ValueError(f"{v!r} is not an integer")
+        if not INT_MIN <= int(v) <= INT_MAX:
+            raise ValueError(f"{v} is outside {t.sql()}'s range (64 bits)")
         return int(v)
     if k is TypeKind.FLOAT:
         if isinstance(v, bool) or not isinstance(v, int | float | np.integer | np.floating):
             raise ValueError(f"{v!r} is not a number")
-        return float(v)
+        f = float(v)
+        return None if f != f else f  # NaN is NULL
     if k is TypeKind.BOOLEAN:
         if not isinstance(v, bool | np.bool_):
             raise ValueError(f"{v!r} is not a boolean")
         return bool(v)
     if not isinstance(v, str):
         raise ValueError(f"{v!r} is not a string")
-    limit = 1 if k is TypeKind.BYTE else t.length
+    limit = _limit(t)
     if limit is not None and len(v) > limit:
         raise ValueError(f"{v!r} is longer than {t.sql()}")
     return v
+
+
+def _too_long(c: Any, t: DataType) -> Callable[[int], str]:
+    return lambda i: f"{c[i].as_py()!r} is longer than {t.sql()}"
+
+
+def admit(
+    batch: pa.Table, types: Sequence[DataType], name: str, row_names: Callable[[int], str] | None = None
+) -> tuple[pa.Table, list[str]]:
+    """The value checks every batch passes (vectorised): the rows that fit, and one message per
+    row that does not.  ``row_names(i)`` names row ``i`` in messages (default ``row i+1``).
+    """
+    n = batch.num_rows
+    if n == 0:
+        return batch, []
+    bad = np.zeros(n, dtype=bool)
+    why: dict[int, str] = {}
+
+    def flag(mask: Any, reason: Callable[[int], str]) -> None:
+        m = np.asarray(pc.fill_null(mask, False).to_numpy(zero_copy_only=False), dtype=bool)
+        for i in np.flatnonzero(m & ~bad).tolist():
+            why[i] = reason(i)
+        bad[m] = True
+
+    ts, sign = batch.column(0), batch.column(1)
+    flag(pc.is_null(ts), lambda i: "timestamp missing")
+    flag(
+        pc.or_(pc.less(ts, TS_MIN), pc.greater(ts, TS_MAX)),
+        lambda i: f"timestamp {ts[i].as_py()} is outside ±2^62",
+    )
+    flag(
+        pc.invert(pc.is_in(pc.fill_null(sign, 0), pa.array([1, -1], sign.type))),
+        lambda i: f"sign {sign[i].as_py()!r} is not + or -",
+    )
+    cols = list(batch.columns)
+    for j, t in enumerate(types):
+        c = cols[META + j]
+        if t.kind is TypeKind.FLOAT and c.null_count < len(c) and pc.any(pc.is_nan(c)).as_py():
+            cols[META + j] = pc.if_else(pc.is_nan(c), pa.scalar(None, pa.float64()), c)  # NaN is NULL
+        limit = _limit(t)
+        if limit is not None:
+            flag(pc.greater(pc.utf8_length(c), limit), _too_long(c, t))
+    if any(a is not b for a, b in zip(cols, batch.columns, strict=True)):
+        batch = pa.Table.from_arrays(cols, schema=batch.schema)
+    if not bad.any():
+        return batch, []
+    label = row_names or (lambda i: f"row {i + 1}")
+    return batch.filter(pa.array(~bad)), [f"{name}, {label(i)}: {why[i]}" for i in sorted(why)]
+
+
+def check_row(
+    r: Any, schema: Schema, relation: bool, ts_key: str = "ts", sign_key: str = "sign"
+) -> tuple[int, int, list[Any]]:
+    """A tuple ``(ts, [sign,] v1, …)`` or dict ``{ts, [sign], attr: value}`` as (ts, ±1, values);
+    ``ValueError`` (or ``KeyError``/``TypeError``) saying why it does not fit.
+    """
+    types = schema.types
+    lead = 2 if relation else 1
+    if isinstance(r, Mapping):
+        ts = r[ts_key]
+        sign = r.get(sign_key, "+")
+        vals = [r.get(c.name, r.get(c.name.lower())) for c in schema.columns]
+        extra = (
+            set(r) - {ts_key, sign_key} - {c.name for c in schema.columns} - {c.name.lower() for c in schema.columns}
+        )
+        if extra:
+            raise ValueError(f"unknown attribute(s) {', '.join(sorted(map(str, extra)))}")
+    else:
+        r = tuple(r)
+        if len(r) != len(types) + lead:
+            raise ValueError(
+                f"{len(r)} values, expected {len(types) + lead} (ts{', sign' if relation else ''}, attributes)"
+            )
+        ts, sign, vals = r[0], (r[1] if relation else "+"), list(r[lead:])
+    if isinstance(ts, bool) or not isinstance(ts, int | np.integer):
+        raise ValueError(f"timestamp {ts!r} is not an integer")
+    if not TS_MIN <= int(ts) <= TS_MAX:
+        raise ValueError(f"timestamp {ts} is outside ±2^62")
+    if sign in ("+", 1):
+        s = 1
+    elif sign in ("-", -1):
+        s = -1
+    else:
+        raise ValueError(f"sign {sign!r} is not + or -")
+    return int(ts), s, [check_value(v, t) for v, t in zip(vals, types, strict=True)]
 
 
 def rows_to_batch(
@@ -48,86 +154,179 @@ def rows_to_batch(
 ) -> tuple[pa.Table, list[str]]:
     """Tuples ``(ts, [sign,] v1, …)`` or dicts ``{ts, [sign], attr: value}`` → (batch, errors)."""
     types = schema.types
-    lead = 2 if relation else 1
     ts_out: list[int] = []
     signs: list[int] = []
     cols: list[list[Any]] = [[] for _ in types]
     errors: list[str] = []
+    index: list[int] = []
     for i, r in enumerate(rows):
         try:
-            if isinstance(r, Mapping):
-                ts = r[ts_key]
-                sign = r.get(sign_key, "+")
-                vals = [r.get(c.name, r.get(c.name.lower())) for c in schema.columns]
-                extra = (
-                    set(r)
-                    - {ts_key, sign_key}
-                    - {c.name for c in schema.columns}
-                    - {c.name.lower() for c in schema.columns}
-                )
-                if extra:
-                    raise ValueError(f"unknown attribute(s) {', '.join(sorted(map(str, extra)))}")
-            else:
-                r = tuple(r)
-                if len(r) != len(types) + lead:
-                    raise ValueError(
-                        f"{len(r)} values, expected {len(types) + lead} (ts{', sign' if relation else ''}, attributes)"
-                    )
-                ts, sign, vals = r[0], (r[1] if relation else "+"), list(r[lead:])
-            if isinstance(ts, bool) or not isinstance(ts, int | np.integer):
-                raise ValueError(f"timestamp {ts!r} is not an integer")
-            if sign in ("+", 1):
-                s = 1
-            elif sign in ("-", -1):
-                s = -1
-            else:
-                raise ValueError(f"sign {sign!r} is not + or -")
-            checked = [check_value(v, t) for v, t in zip(vals, types, strict=True)]
+            ts, s, checked = check_row(r, schema, relation, ts_key, sign_key)
         except (ValueError, KeyError, TypeError) as e:
             errors.append(f"{name}, row {i + 1}: {e}")
             continue
-        ts_out.append(int(ts))
+        index.append(i)
+        ts_out.append(ts)
         signs.append(s)
         for c, v in zip(cols, checked, strict=True):
             c.append(v)
     arrays = [pa.array(c, arrow_type(t)) for c, t in zip(cols, types, strict=True)]
-    return make(ts_out, signs, arrays, types), errors
+    batch, more = admit(make(ts_out, signs, arrays, types), types, name, lambda k: f"row {index[k] + 1}")
+    return batch, errors + more
 
 
-def table_to_batch(table: Any, schema: Schema, relation: bool, ts_column: str, sign_column: str) -> pa.Table:
-    """An Arrow table or pandas frame with a timestamp column (and a sign column for relations)."""
+def _cast(col: Any, t: DataType, what: str) -> tuple[Any, np.ndarray, list[str]]:
+    """A user's column as type ``t``: (column, bad-row mask, reason per bad row).  Vectorised when
+    every value casts; value by value (to find the bad ones) when some do not.
+    """
+    at = arrow_type(t)
+    n = len(col)
+    if pa.types.is_floating(col.type) and t.kind is not TypeKind.FLOAT:  # pandas: integers with NaN
+        col = pc.if_else(pc.is_nan(col), pa.scalar(None, col.type), col)
+    try:
+        return pc.cast(col, at, safe=True), np.zeros(n, dtype=bool), []
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        pass
+    vals: list[Any] = []
+    bad = np.zeros(n, dtype=bool)
+    reasons: list[str] = []
+    for i, v in enumerate(col.to_pylist()):
+        try:
+            if isinstance(v, float) and t.is_integer and v.is_integer():
+                v = int(v)
+            vals.append(check_value(v, t))
+        except (ValueError, TypeError) as e:
+            vals.append(None)
+            bad[i] = True
+            reasons.append(f"{what}: {e}")
+    return pa.array(vals, at), bad, reasons
+
+
+def _sign(raw: Any, n: int) -> Any:
+    """A relation's sign column as int8 ±1, and 0 for anything that is not + or − (rejected)."""
+    if pa.types.is_string(raw.type) or pa.types.is_large_string(raw.type):
+        s = pc.if_else(pc.equal(raw, "+"), 1, pc.if_else(pc.equal(raw, "-"), -1, 0))
+    elif pa.types.is_integer(raw.type):
+        s = pc.if_else(pc.is_in(raw, pa.array([1, -1], raw.type)), raw, 0)
+    else:
+        return pa.array(np.zeros(n, dtype=np.int8))
+    return pc.cast(pc.fill_null(s, 0), pa.int8())
+
+
+def table_to_batch(
+    table: Any,
+    schema: Schema,
+    relation: bool,
+    ts_column: str,
+    sign_column: str,
+    name: str = "",
+    tick_ns: int | None = None,
+) -> tuple[pa.Table, list[str]]:
+    """An Arrow table or pandas frame with a timestamp column (and a sign column for relations)
+    → (the rows that fit as a typed batch, one message per row that does not).  A missing column
+    is an error of the whole table.  A datetime timestamp column becomes ticks of ``tick_ns``
+    nanoseconds (the engine's time unit; truncated).
+    """
     if not isinstance(table, pa.Table):
         table = pa.Table.from_pandas(table, preserve_index=False)
     names = {n.lower(): n for n in table.column_names}
-    cols = []
     for c in schema.columns:
         if c.name.lower() not in names:
             raise ValueError(f"column {c.name!r} is missing (have: {', '.join(table.column_names)})")
-        cols.append(table.column(names[c.name.lower()]))
     if ts_column.lower() not in names:
         raise ValueError(f"timestamp column {ts_column!r} is missing")
-    ts = table.column(names[ts_column.lower()]).to_numpy()
-    sign: Any = 1
-    if relation:
-        if sign_column.lower() not in names:
-            raise ValueError(f"sign column {sign_column!r} is missing")
-        raw = table.column(names[sign_column.lower()]).to_pylist()
-        sign = np.array([1 if s in ("+", 1) else -1 for s in raw], dtype=np.int8)
-    return make(ts, sign, cols, list(schema.types))
+    if relation and sign_column.lower() not in names:
+        raise ValueError(f"sign column {sign_column!r} is missing")
+    n = table.num_rows
+    bad = np.zeros(n, dtype=bool)
+    why: dict[int, str] = {}
+
+    def note(mask: np.ndarray, reasons: list[str]) -> None:
+        for i, r in zip(np.flatnonzero(mask).tolist(), reasons, strict=True):
+            why.setdefault(i, r)
+        bad[mask] = True
+
+    ts = table.column(names[ts_column.lower()]).combine_chunks()
+    if pa.types.is_timestamp(ts.type) or pa.types.is_date(ts.type):
+        if tick_ns is None:
+            raise ValueError(f"timestamp column {ts_column!r} holds datetimes; give integer ticks")
+        ns = pc.cast(pc.cast(ts, pa.timestamp("ns")), pa.int64())
+        ts = pc.divide(ns, pa.scalar(tick_ns, pa.int64()))
+    elif ts.type != pa.int64():
+        ts, tbad, treasons = _cast(ts, BIGINT, "timestamp")
+        note(tbad, treasons)
+    null_ts = np.asarray(pc.is_null(ts).to_numpy(zero_copy_only=False), dtype=bool)
+    note(null_ts & ~bad, ["timestamp missing"] * int((null_ts & ~bad).sum()))
+    sign = _sign(table.column(names[sign_column.lower()]).combine_chunks(), n) if relation else 1
+    cols = []
+    for c in schema.columns:
+        col, cbad, reasons = _cast(table.column(names[c.name.lower()]).combine_chunks(), c.type, c.name)
+        note(cbad, reasons)
+        cols.append(col)
+    batch = make(pc.fill_null(ts, 0).to_numpy(zero_copy_only=False), sign, cols, list(schema.types))
+    msgs = [f"{name}, row {i + 1}: {why[i]}" for i in sorted(why)]
+    keep = np.flatnonzero(~bad)
+    if len(keep) < n:
+        batch = batch.take(pa.array(keep))
+    checked, more = admit(batch, list(schema.types), name, lambda k: f"row {int(keep[k]) + 1}")
+    return checked, msgs + more
 
 
 def to_batch(
-    rows: Any, schema: Schema, relation: bool, name: str, ts_column: str = "ts", sign_column: str = "sign"
+    rows: Any,
+    schema: Schema,
+    relation: bool,
+    name: str,
+    ts_column: str = "ts",
+    sign_column: str = "sign",
+    tick_ns: int | None = None,
 ) -> tuple[pa.Table, list[str]]:
-    """What a user pushes — tuples, dicts, an Arrow table or a pandas frame — as a typed batch and
-    the messages for the rows that did not fit.  A table that does not fit as a whole is an error.
+    """What a user pushes — tuples, dicts, an Arrow table or a pandas frame — as a typed batch of
+    the rows that fit and one message per row that does not.  A table missing a column is an error.
     """
     if isinstance(rows, pa.Table) or type(rows).__name__ == "DataFrame":
         try:
-            return table_to_batch(rows, schema, relation, ts_column, sign_column), []
+            return table_to_batch(rows, schema, relation, ts_column, sign_column, name, tick_ns)
         except (ValueError, pa.ArrowInvalid, pa.ArrowTypeError) as e:
             raise SluiceError(f"{name}: {e}") from None
     return rows_to_batch(rows, schema, relation, name, ts_column, sign_column)
 
 
-__all__ = ["Sequence", "rows_to_batch", "table_to_batch", "to_batch"]
+def admit_rows(rows: list[Any], schema: Schema, relation: bool, name: str) -> tuple[list[Any], list[str]]:
+    """Rows ``(ts, row)`` (relations ``(ts, sign, row)``) as the engine would admit them — for the
+    reference evaluator, so both see the same input (NaN as NULL, bad rows rejected).
+    """
+    flat = [(r[0], r[1], *r[2]) if relation else (r[0], *r[1]) for r in rows]
+    batch, errors = rows_to_batch(flat, schema, relation, name)
+    ts = batch.column(0).to_pylist()
+    sg = batch.column(1).to_pylist()
+    cols = [c.to_pylist() for c in batch.columns[META:]]
+    vals = list(zip(*cols, strict=True)) if cols else [()] * len(ts)
+    if relation:
+        return [(t, "+" if s > 0 else "-", tuple(v)) for t, s, v in zip(ts, sg, vals, strict=True)], errors
+    return [(t, tuple(v)) for t, v in zip(ts, vals, strict=True)], errors
+
+
+def admit_batch(batch: pa.Table, schema: Schema, name: str) -> tuple[pa.Table, list[str]]:
+    """A typed batch (``push_batch``: ``__ts``, ``__sign``, ``c0…``) through the same checks."""
+    want = arrow_schema(list(schema.types))
+    if batch.schema != want:
+        if batch.num_columns != len(want) or batch.schema.names != want.names:
+            raise SluiceError(f"{name}: a typed batch needs the columns {', '.join(want.names)}")
+        try:
+            batch = batch.cast(want)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
+            raise SluiceError(f"{name}: the batch does not fit the schema: {e}") from None
+    return admit(batch, list(schema.types), name)
+
+
+__all__ = [
+    "admit",
+    "admit_batch",
+    "admit_rows",
+    "check_row",
+    "check_value",
+    "rows_to_batch",
+    "table_to_batch",
+    "to_batch",
+]

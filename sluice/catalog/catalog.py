@@ -26,6 +26,21 @@ from sluice.datatypes import DataType, parse_type_name
 from sluice.errors import SluiceError
 
 
+def check_identifier(name: Any, what: str) -> None:
+    """Names of streams, relations, views, attributes and functions are CQL identifiers (a letter
+    or ``_``, then letters, digits, ``_``; not a reserved word) — checked here, once, for every
+    backend, so a name can never smuggle text into the catalog's DDL or a backend's SQL.
+    """
+    from sluice.cql.tokens import RESERVED
+
+    if not isinstance(name, str) or not name or not (name[0].isalpha() or name[0] == "_"):
+        raise CatalogError(f"{what} {name!r} is not an identifier (a letter or _, then letters, digits, _)")
+    if not all(c.isalnum() or c == "_" for c in name):
+        raise CatalogError(f"{what} {name!r} is not an identifier (a letter or _, then letters, digits, _)")
+    if name.upper() in RESERVED:
+        raise CatalogError(f"{what} {name!r} is a reserved word of CQL")
+
+
 class CatalogError(SluiceError):
     """A registration conflicts with what the catalog holds, or a name is unknown."""
 
@@ -106,6 +121,7 @@ class Catalog:
 
     # -- registration --------------------------------------------------------------------
     def _check_free(self, name: str) -> None:
+        check_identifier(name, "name")
         key = name.lower()
         if key in self._sources or key in self._views:
             raise CatalogError(f"{name!r} is already registered")
@@ -124,6 +140,8 @@ class Catalog:
                 f"{name} counts time in {unit.name.lower()}s, finer than the catalog's tick "
                 f"({self.time_unit.name.lower()}); open the catalog with time_unit={unit.name}"
             )
+        for n, _ in (columns := list(columns)):
+            check_identifier(n, f"attribute of {name}")
         cols = tuple(Column(n, _to_type(t)) for n, t in columns)
         if not cols:
             raise CatalogError(f"{kind.value} {name!r} needs at least one attribute")
@@ -169,6 +187,7 @@ class Catalog:
         strict: bool = True,
     ) -> FunctionDef:
         """Register a scalar UDF callable from CQL as ``name(args...)``."""
+        check_identifier(name, "function name")
         key = name.upper()
         if key in self._functions:
             raise CatalogError(f"function {name!r} is already registered")

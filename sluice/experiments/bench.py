@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from sluice.errors import SluiceError
 from sluice.experiments.results import write_results
 from sluice.workloads import to_table
 from sluice.workloads.nexmark import COLUMNS, DDL, NexmarkGenerator, as_rows, categories
@@ -94,7 +95,9 @@ def run_embedded(text: str, tables: dict[str, Any], batch: int) -> tuple[dict[st
     typed = {}
     for s, t in tables.items():  # typing the input is parsing, not the query's work
         d = eng.catalog.lookup(s)
-        typed[s] = table_to_batch(t, d.schema, False, "ts", "sign")
+        typed[s], errors = table_to_batch(t, d.schema, False, "ts", "sign", s)
+        if errors:
+            raise SluiceError(f"NEXMark input does not fit its schema: {errors[:3]}")
     stamps = {s: b.column(0).to_numpy() for s, b in typed.items()}
     merged = np.sort(np.concatenate(list(stamps.values())))
     bounds = [int(merged[min(i + batch, len(merged)) - 1]) for i in range(0, len(merged), batch)]

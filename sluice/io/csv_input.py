@@ -1,13 +1,20 @@
 """Typed CSV input for streams (``ts,v1,v2,...``) and relations (``ts,sign,v1,...``).
 
-Bad rows are reported with file and line and skipped; good rows are kept — nothing is lost
-silently.  An empty field is NULL.  A header line is skipped if its first field is not an integer.
+Each physical line is one row, parsed on its own: a bad line (too few fields, a value of the
+wrong type, an unterminated quote, bytes that are not UTF-8) is reported with file and line and
+skipped, and every other line is kept — nothing is lost silently.  An empty field is NULL.  A
+first line is a header only if it names the columns (``ts[,sign],A,B…``, any case); any other
+first line is data, and reported if bad.  Values then pass the one admission check
+(``sluice.backends.rows``).
 
 >>> from sluice.catalog import Schema
 >>> from sluice.datatypes import INTEGER, FLOAT
->>> rows, errs = parse_csv_lines(["1,2,2.5", "x,1,1", "3,4"], Schema.of(("A", INTEGER), ("B", FLOAT)), False, "d.csv")
->>> rows, errs
-([(1, (2, 2.5))], ["d.csv:2: timestamp 'x' is not an integer", 'd.csv:3: 2 fields, expected 3'])
+>>> lines = ["ts,A,B", "1,2,2.5", "x,1,1", "3,4", '4,"5,1']
+>>> rows, errs = parse_csv_lines(lines, Schema.of(("A", INTEGER), ("B", FLOAT)), False, "d.csv")
+>>> rows
+[(1, (2, 2.5))]
+>>> errs
+["d.csv:3: timestamp 'x' is not an integer", 'd.csv:4: 2 fields, expected 3', 'd.csv:5: unterminated quote']
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from typing import Any
 
 from sluice.catalog import Schema
 from sluice.datatypes import DataType, TypeKind
+from sluice.plan.numeric import INT_MAX, INT_MIN
 
 
 def parse_value(text: str, t: DataType) -> Any:
@@ -27,9 +35,12 @@ def parse_value(text: str, t: DataType) -> Any:
         return None
     if t.is_integer or t.kind is TypeKind.TIMESTAMP:
         try:
-            return int(text)
+            v = int(text)
         except ValueError:
             raise ValueError(f"{text!r} is not an integer") from None
+        if not INT_MIN <= v <= INT_MAX:
+            raise ValueError(f"{v} is outside {t.sql()}'s range (64 bits)")
+        return v
     if t.kind is TypeKind.FLOAT:
         try:
             return float(text)
@@ -48,19 +59,49 @@ def parse_value(text: str, t: DataType) -> Any:
     return text
 
 
-def parse_csv_lines(lines: Iterable[str], schema: Schema, relation: bool, name: str) -> tuple[list[Any], list[str]]:
+def _is_header(fields: list[str], schema: Schema, relation: bool) -> bool:
+    want = ["ts"] + (["sign"] if relation else []) + [c.name.lower() for c in schema.columns]
+    return [f.strip().lower() for f in fields] == want
+
+
+def _fields(line: str) -> list[str]:
+    """One line's fields; ``ValueError`` for an unterminated quote."""
+    try:
+        return next(csv.reader([line], strict=True), [])
+    except csv.Error as e:
+        raise ValueError("unterminated quote" if "end of data" in str(e) or "EOF" in str(e) else str(e)) from None
+
+
+def parse_csv_lines(
+    lines: Iterable[str | bytes], schema: Schema, relation: bool, name: str
+) -> tuple[list[Any], list[str]]:
+    """Rows ``(ts, row)`` (relations ``(ts, sign, row)``) and ``file:line: reason`` messages."""
     out: list[Any] = []
     errors: list[str] = []
     lead = 2 if relation else 1
-    for lineno, fields in enumerate(csv.reader(lines), 1):
-        if not fields or (len(fields) == 1 and not fields[0].strip()):
-            continue
+    for lineno, raw in enumerate(lines, 1):
         where = f"{name}:{lineno}"
+        if isinstance(raw, bytes):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                errors.append(f"{where}: not UTF-8 (byte {raw[e.start]:#04x} at column {e.start + 1})")
+                continue
+        else:
+            line = raw
+        line = line.rstrip("\r\n")
+        if not line.strip():
+            continue
+        try:
+            fields = _fields(line)
+        except ValueError as e:
+            errors.append(f"{where}: {e}")
+            continue
+        if lineno == 1 and _is_header(fields, schema, relation):
+            continue
         try:
             ts = int(fields[0])
         except ValueError:
-            if lineno == 1:
-                continue  # header
             errors.append(f"{where}: timestamp {fields[0]!r} is not an integer")
             continue
         if len(fields) != len(schema) + lead:
@@ -83,6 +124,7 @@ def parse_csv_lines(lines: Iterable[str], schema: Schema, relation: bool, name: 
 
 
 def read_csv(path: str | Path, schema: Schema, relation: bool) -> tuple[list[Any], list[str]]:
+    """A CSV file's rows and messages (lines read as bytes: a non-UTF-8 line is reported alone)."""
     p = Path(path)
-    with p.open(newline="") as f:
+    with p.open("rb") as f:
         return parse_csv_lines(f, schema, relation, str(p))

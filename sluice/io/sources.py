@@ -11,8 +11,33 @@ import json
 from pathlib import Path
 from typing import Any
 
+from sluice.backends.rows import check_row
 from sluice.catalog import Schema
 from sluice.io.csv_input import read_csv
+
+
+def merge_sources(parts: list[tuple[Any, list[str]]]) -> list[tuple[Any, list[str]]]:
+    """Several files of one source: rows of CSV/JSON files merged into one push in timestamp
+    order (stable); a Parquet table is pushed as it is, after them.  Every file's errors are kept.
+    """
+    if len(parts) == 1:
+        return parts
+    rows: list[Any] = []
+    errors: list[str] = []
+    tables: list[tuple[Any, list[str]]] = []
+    for data, errs in parts:
+        errors += errs
+        if isinstance(data, list):
+            rows += data
+        else:
+            tables.append((data, []))
+    rows.sort(key=lambda r: _ts(r))
+    return [(rows, errors), *tables]
+
+
+def _ts(r: Any) -> int:
+    t = r.get("ts") if isinstance(r, dict) else r[0]
+    return t if isinstance(t, int) else 0  # a bad timestamp is rejected when pushed
 
 
 def read_source(path: str | Path, schema: Schema, relation: bool) -> tuple[Any, list[str]]:
@@ -34,7 +59,8 @@ def read_source(path: str | Path, schema: Schema, relation: bool) -> tuple[Any, 
                     obj = json.loads(line)
                     if not isinstance(obj, dict):
                         raise ValueError("not an object")
-                except ValueError as e:
+                    check_row(obj, schema, relation)  # the admission check, here to name the line
+                except (ValueError, KeyError, TypeError) as e:
                     errors.append(f"{p}:{lineno}: {e}")
                     continue
                 out.append(obj)

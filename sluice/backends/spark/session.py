@@ -27,9 +27,11 @@ def get_session(master: str = "local[2]", app: str = "sluice") -> Any:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    builder = SparkSession.builder.master(master)
+    if master.startswith("local"):  # nothing listens beyond this machine (driver RPC, block manager)
+        builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
     _SESSION = (
-        SparkSession.builder.master(master)
-        .appName(app)
+        builder.appName(app)
         .config("spark.sql.shuffle.partitions", "2")
         .config(
             "spark.sql.streaming.stateStore.providerClass",
