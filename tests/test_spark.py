@@ -472,3 +472,26 @@ def test_cli_run_on_spark_and_the_console_sink(spark, tmp_path, capsys) -> None:
     with pytest.raises(SluiceError, match="console"):
         eng.results(q)
     eng.stop()
+
+
+def test_rows_pushed_before_a_query_is_registered_are_its_input(spark, tmp_path) -> None:
+    """Regression (issue: Spark pipeline): both backends keep what was pushed before
+    ``register_query``, take a dotted query name, and admit the same rows (bad values rejected
+    alone, NaN as NULL)."""
+    ddl = "register stream S (A integer, B float)"
+    query = "Select A, Count(*), Sum(B) From S [Range 2 Seconds] Group By A"
+    before = [(1, 1, 10.0), (2, 2, float("nan")), (3, 3, 30.0), (4, 2**63, 1.0), (5, 1, float("inf"))]
+    after = [(6, 2, 60.0)]
+    answers, stats = [], []
+    for eng in (EmbeddedEngine(), SparkEngine(spark=spark, workdir=tmp_path)):
+        eng.execute(ddl)
+        eng.push("S", before)
+        h = eng.register_query(query, name="q02.out")  # any name is a label, on both backends
+        eng.push("S", after)
+        eng.close()
+        answers.append(eng.results(h) if isinstance(eng, SparkEngine) else h.results())
+        stats.append(eng.rejected())
+        if isinstance(eng, SparkEngine):
+            eng.stop()
+    assert len(answers[0]) > 1 and not diff_outputs(answers[0], answers[1])
+    assert stats[0] == stats[1] and len(stats[0]) == 1 and "outside" in stats[0][0]

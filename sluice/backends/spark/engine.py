@@ -77,7 +77,7 @@ class SparkQuery:
     bound: BoundQuery
     part: Partitioning | None
     sources: list[str]  # catalog names of the sources the plan reads, in event-column order
-    seq_from: int  # events pushed before the query was registered are not its input
+    seq_from: int  # events handed to Spark before the query was registered are not its input
     sink: str
     out_path: Path | None
     stream: Any = None
@@ -149,6 +149,7 @@ class SparkEngine:
         self._batches: dict[str, list[pa.Table]] = {}  # source -> pending event batches
         self._markers: list[tuple[int, str, int]] = []
         self._seq = 0
+        self._released = 0  # events handed to Spark (flushed); later ones are every new query's input
         self._min_ts: int | None = None
         self._last_ts: int | None = None
         self._admit: dict[str, Source] = {}  # the driver's lateness check, per source (_shadow)
@@ -191,7 +192,8 @@ class SparkEngine:
         for n in L.walk_plan(bq.plan):
             if isinstance(n, L.Scan) and n.name.lower() not in {s.lower() for s in sources}:
                 sources.append(self._source(n.name).name)
-        q = SparkQuery(name, bq, partitioning(bq.plan), sources, self._seq, sink, out_path)
+        # As on the embedded engine: what was pushed but not yet run is a new query's input too
+        q = SparkQuery(name, bq, partitioning(bq.plan), sources, self._released, sink, out_path)
         self.queries[name] = q
         return q
 
@@ -302,7 +304,8 @@ class SparkEngine:
 
     def _push(self, d: SourceDef, rows: Any, *, ts_column: str = "ts", sign_column: str = "sign") -> None:
         src = self._shadow(d)
-        batch, errors = to_batch(rows, d.schema, src.relation, d.name, ts_column, sign_column)
+        tick_ns = self.catalog.time_unit.millis * 1_000_000
+        batch, errors = to_batch(rows, d.schema, src.relation, d.name, ts_column, sign_column, tick_ns)
         for msg in errors:
             src.reject("malformed", msg)
         batch = src.admit(batch)  # in ticks
@@ -381,6 +384,7 @@ class SparkEngine:
                 pa.table({"seq": pa.array(seq, pa.int64()), "kind": pa.array(kind), "ts": pa.array(ts, pa.int64())}),
             )
             self._markers.clear()
+        self._released = self._seq
 
     def _source_frame(self, name: str) -> Any:
         """One source's elements as a streaming frame ``seq, ts, sign, c0…`` (typed)."""

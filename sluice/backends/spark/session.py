@@ -38,6 +38,7 @@ def get_session(master: str = "local[2]", app: str = "sluice") -> Any:
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
         )
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")  # no [Stage 0:> …] bars over the user's output
         .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
         .getOrCreate()
     )

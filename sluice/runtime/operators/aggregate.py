@@ -22,6 +22,7 @@ instant (``COUNT(*) = 0`` over nothing).
 from __future__ import annotations
 
 import heapq
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -94,7 +95,8 @@ class Aggregate(Unary):
         self._fns = self.key_fns + [f for f in self.arg_fns if f is not None]
         self.groups: dict[tuple[Any, ...], _Group] = {}
         self._started = False
-        self._counting = None if any(_value_level(a) for a in aggs) else _Counting(aggs, self.nkeys)
+        per_value = any(a.fn in ("MIN", "MAX") or a.distinct for a in aggs)
+        self._counting = None if per_value else _Counting(aggs, self.nkeys)
         numbers = ("integer", "bigint", "float", "timestamp")
         self._numeric = [a.arg is not None and a.arg.type.kind.value in numbers for a in aggs]
         # One run sees whole instants (read_aligned), so each instant's change of a group is one
@@ -303,20 +305,33 @@ class _Counting:
 
     State row 0 is COUNT(*); an aggregate with an argument adds its non-null count and, for
     SUM/AVG, its integer sum.  Groups get dense ids (freed when their count returns to 0).
+
+    A float SUM/AVG keeps the exact sum of its finite values as an integer multiple of 2^-1074
+    (every double is one: ``sluice.plan.numeric``) and counts of +inf and −inf; the state is then
+    Python integers from the start (NumPy object arrays: the same array code, exact, no per-row
+    Python).  Its value is the exact sum rounded once — Python's int/int division rounds correctly.
     """
 
     def __init__(self, aggs: tuple[AggCall, ...], nkeys: int) -> None:
         self.aggs, self.nkeys = aggs, nkeys
         self.nn_row: list[int] = []
         self.sum_row: list[int] = []
+        self.inf_row: list[int] = []  # float SUM/AVG: the row counting +inf (the next one −inf)
         rows = 1
         for a in aggs:
             self.nn_row.append(rows if a.arg is not None else 0)
             rows += a.arg is not None
             self.sum_row.append(rows if a.fn in ("SUM", "AVG") else -1)
             rows += a.fn in ("SUM", "AVG")
+            fl = a.fn in ("SUM", "AVG") and a.arg is not None and a.arg.type.kind.value == "float"
+            self.inf_row.append(rows if fl else -1)
+            rows += 2 * fl
         # one row per group id, one column per state value: gathering a group's state is contiguous
-        self.state: np.ndarray = np.zeros((16, rows), dtype=np.int64)
+        exact = any(r >= 0 for r in self.inf_row)
+        self.state: np.ndarray = np.zeros((16, rows), dtype=object if exact else np.int64)
+        # float SUM/AVG: the sum is an integer × 2^exp, exp the lowest bit any value had so far
+        # (it only decreases; the state is rescaled then) — small integers, fast to add and round
+        self.exp: list[int] = [0] * len(aggs)
         self._mag = 0.0  # an upper bound on |every state value| (int64 while it stays < 2^62)
         self.gid: dict[tuple[Any, ...], int] = {}
         self.keys: list[tuple[Any, ...] | None] = []
@@ -375,6 +390,29 @@ class _Counting:
             ids[j] = self._alloc(key) if g is None else g
         return ids[inv.reshape(-1)]
 
+    def _scaled(self, i: int, f: np.ndarray) -> np.ndarray:
+        """Finite doubles as exact integers × 2^exp[i] (object array; ±inf and NULL count 0).
+        A value with a lower bit than any before lowers exp[i] and rescales the state.
+        """
+        f = np.where(np.isfinite(f), f, 0.0)
+        mant, ex = np.frexp(f)  # f = mant · 2^ex, |mant| in [0.5, 1): mant · 2^53 is an exact integer
+        m = (mant * float(1 << 53)).astype(np.int64)
+        low = ex.astype(np.int64) - 53  # f = m · 2^low
+        nz = m != 0
+        if nz.any():
+            tz = _trailing_zeros(m[nz])
+            lowest = int((low[nz] + tz).min())
+            if lowest < self.exp[i]:
+                r = self.sum_row[i]
+                self.state[:, r] = np.left_shift(self.state[:, r], self.exp[i] - lowest)
+                self.exp[i] = lowest
+        shift = low - self.exp[i]
+        neg = shift < 0  # only where trailing zeros make the right shift exact (or m is 0)
+        if neg.any():
+            m = np.where(neg, m >> np.where(neg, -shift, 0), m)
+            shift = np.maximum(shift, 0)
+        return np.left_shift(m.astype(object), shift.astype(object))
+
     def _deltas(self, sign: np.ndarray, args: list[Any], n: int) -> np.ndarray:
         s = sign.astype(np.int64)
         sums: dict[int, np.ndarray] = {}
@@ -384,7 +422,12 @@ class _Counting:
             if v is None:
                 continue
             nn[self.nn_row[i]] = pc.is_valid(v).to_numpy(zero_copy_only=False).astype(np.int64) * s
-            if self.sum_row[i] >= 0:
+            if self.inf_row[i] >= 0:
+                f = pc.fill_null(pc.cast(v, pa.float64()), 0.0).to_numpy(zero_copy_only=False)
+                sums[self.sum_row[i]] = self._scaled(i, f)
+                nn[self.inf_row[i]] = (f == np.inf).astype(np.int64) * s
+                nn[self.inf_row[i] + 1] = (f == -np.inf).astype(np.int64) * s
+            elif self.sum_row[i] >= 0:
                 x = pc.fill_null(pc.cast(v, pa.int64()), 0).to_numpy(zero_copy_only=False)
                 sums[self.sum_row[i]] = x
                 bound = max(bound, float(np.abs(x.astype(np.float64)).sum()))
@@ -445,8 +488,15 @@ class _Counting:
                 del self.gid[key]
                 self.keys[gid] = None
                 self.free.append(gid)
-        vis_o, vals_o = self._values(old_e)
+        # each end row's old state is the previous end row's new one, but for a group's first
+        # (its state before the batch): values are computed once per end row, not twice
         vis_n, vals_n = self._values(new_e)
+        vis_f, vals_f = self._values(old_e[first])
+        vis_o = _shifted(vis_n, first, vis_f)
+        vals_o = [
+            (_shifted(xn, first, xf), None if nn is None or nf is None else _shifted(nn, first, nf))
+            for (xn, nn), (xf, nf) in zip(vals_n, vals_f, strict=True)
+        ]
         if new_e.dtype == object:  # a group whose SUM is beyond 64 bits has no row (numeric.py)
             hidden = np.flatnonzero(~vis_n & (new_e[:, 0] > 0 if self.nkeys else True))
             self.rejects += [
@@ -492,6 +542,9 @@ class _Counting:
                 continue
             sm = st[:, self.sum_row[i]]
             null = nn == 0
+            if self.inf_row[i] >= 0:
+                out.append(_float_values(a.fn, sm, nn, st[:, self.inf_row[i]], st[:, self.inf_row[i] + 1], self.exp[i]))
+                continue
             if a.fn == "SUM":
                 if st.dtype == object:
                     big = np.array([not INT_MIN <= int(x) <= INT_MAX for x in sm], dtype=bool)
@@ -508,8 +561,87 @@ class _Counting:
 
     def initial_row(self) -> tuple[Any, ...]:
         """The one row of an aggregate without GROUP BY over nothing (COUNT 0, SUM/AVG NULL)."""
-        _, vals = self._values(np.zeros((1, self.state.shape[1]), dtype=np.int64))
-        return tuple(None if m is not None and m[0] else x[0].item() for x, m in vals)
+        _, vals = self._values(np.zeros((1, self.state.shape[1]), dtype=self.state.dtype))
+        return tuple(None if m is not None and m[0] else _py(x[0]) for x, m in vals)
+
+
+def _py(v: Any) -> Any:
+    """A NumPy scalar as a Python value (object arrays already hold Python values)."""
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _trailing_zeros(m: np.ndarray) -> np.ndarray:
+    """Trailing zero bits of nonzero int64 values (vectorised: the lowest set bit's position)."""
+    low = np.abs(m) & -np.abs(m)  # isolates the lowest set bit (exact for |m| < 2^63)
+    return np.log2(low.astype(np.float64)).astype(np.int64)
+
+
+def _shifted(new: np.ndarray, first: np.ndarray, at_first: np.ndarray) -> np.ndarray:
+    """``new`` moved one row down, with ``at_first`` where a group's run starts."""
+    out = np.empty_like(new)
+    out[1:] = new[:-1]
+    out[first] = at_first
+    return out
+
+
+def _int_float(x: Any) -> float:
+    try:
+        return float(x)
+    except OverflowError:
+        return math.inf if x > 0 else -math.inf
+
+
+def _as_float(sm: np.ndarray) -> np.ndarray:
+    """Integers (object array) as doubles, each correctly rounded (±inf beyond the largest)."""
+    try:
+        return sm.astype(np.float64)
+    except OverflowError:
+        return np.array([_int_float(x) for x in sm], dtype=np.float64)
+
+
+def _divide(num: Any, den: Any) -> float:
+    try:
+        return float(num / den)  # int / int: correctly rounded
+    except OverflowError:
+        return math.inf if num > 0 else -math.inf
+
+
+_DIVIDE = np.frompyfunc(_divide, 2, 1)
+_SMALL = 2**1022  # ldexp of a correctly rounded double is exact while the result stays normal
+
+
+def _float_values(
+    fn: str, sm: np.ndarray, nn: np.ndarray, pinf: np.ndarray, ninf: np.ndarray, exp: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Float SUM/AVG of sums ``sm`` × 2^exp: the exact value rounded once; NULL without values or
+    with both infinities (``sluice.plan.numeric``).
+    """
+    nn, pinf, ninf = (np.asarray(x, dtype=np.int64) for x in (nn, pinf, ninf))
+    null = (nn == 0) | ((pinf > 0) & (ninf > 0))
+    if len(sm) == 0:
+        return np.zeros(0), null
+    if fn == "SUM":
+        # float(int) rounds correctly; × 2^exp is exact unless the result is subnormal or beyond
+        # the largest double — those few go through exact division
+        with np.errstate(over="ignore"):
+            vals = np.ldexp(_as_float(sm), exp)
+        odd = np.flatnonzero((np.abs(vals) < 2.0**-1022) & (vals != 0) | ~np.isfinite(vals))
+    else:
+        approx = _as_float(sm)
+        big = np.abs(approx) >= 2.0**53
+        with np.errstate(over="ignore", invalid="ignore"):
+            vals = np.ldexp(approx / np.maximum(nn, 1), exp)  # exact operands (below 2^53): one rounding
+        odd = np.flatnonzero(big | (np.abs(vals) < 2.0**-1022) & (vals != 0) | ~np.isfinite(vals))
+    if len(odd):
+        num = sm[odd]
+        den = np.maximum(nn[odd], 1).astype(object) if fn == "AVG" else np.ones(len(odd), dtype=object)
+        if exp >= 0:
+            num = np.left_shift(num, exp)
+        else:
+            den = np.left_shift(den, -exp)
+        vals[odd] = np.asarray(_DIVIDE(num, den), dtype=np.float64)
+    vals = np.where(pinf > 0, np.inf, np.where(ninf > 0, -np.inf, vals))
+    return np.where(null, 0.0, vals), null
 
 
 class Distinct(Unary):
