@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -164,10 +165,84 @@ def _engine(args: argparse.Namespace) -> Any:
     return Sluice(args.backend, **opts)
 
 
+def progress(desc: str, total: int | None = None, unit: str = "rows") -> Any:
+    """A progress bar on stderr with rate and ETA (only on a terminal: quiet in pipes and tests)."""
+    from tqdm import tqdm
+
+    return tqdm(desc=desc, total=total, unit=unit, unit_scale=True, disable=None, file=sys.stderr, leave=False)
+
+
+class _Outputs:
+    """Each query's output written as its instants complete: to ``DIR/NAME.out`` through a
+    ``NAME.out.partial`` renamed when the run completes (a file named ``.out`` is always
+    whole), or spooled to a temporary file and printed at the end, grouped per query.
+    """
+
+    def __init__(self, queries: list[Any], out_dir: Path | None) -> None:
+        import tempfile
+
+        from sluice.compat.stream_script import format_element
+
+        self.fmt = format_element
+        self.out_dir = out_dir
+        self.files: dict[str, Any] = {}
+        self.counts: dict[str, int] = {}
+        for q in queries:
+            if out_dir is not None:
+                out_dir.mkdir(parents=True, exist_ok=True)
+                self.files[q.name] = (out_dir / f"{q.name}.out.partial").open("w")
+            else:
+                self.files[q.name] = tempfile.TemporaryFile("w+")
+            self.counts[q.name] = 0
+
+    def write(self, name: str, elements: Any) -> None:
+        f = self.files[name]
+        n = 0
+        for e in elements:
+            f.write(self.fmt(e.ts, e.sign, e.row) + "\n")
+            n += 1
+        self.counts[name] += n
+
+    def subscribe(self, q: Any) -> None:
+        """Deliver the query's output here only (it keeps none: memory stays bounded)."""
+        from sluice.reference import Element
+        from sluice.runtime.batch import to_elements
+
+        q.retain = 0
+        q.batches.clear()
+        q.subscribe_arrow(lambda b, name=q.name: self.write(name, (Element(*e) for e in to_elements(b))))
+
+    def finish(self, queries: list[Any], complete: bool, explain: Any = None) -> None:
+        for q in queries:
+            f = self.files[q.name]
+            if self.out_dir is not None:
+                f.flush()
+                os.fsync(f.fileno())
+                f.close()
+                partial = self.out_dir / f"{q.name}.out.partial"
+                if complete:
+                    dest = self.out_dir / f"{q.name}.out"
+                    partial.replace(dest)  # atomic: the .out file appears whole
+                    print(f"{q.name}: {self.counts[q.name]} elements -> {dest}", file=sys.stderr)
+                else:
+                    print(
+                        f"{q.name}: {self.counts[q.name]} elements of completed instants -> {partial}", file=sys.stderr
+                    )
+                continue
+            where = f" ({explain(q).splitlines()[0]})" if explain is not None else ""
+            print(f"# {q.name}{where}: {' '.join(q.bound.text.split())}")
+            f.seek(0)
+            for line in f:
+                sys.stdout.write(line)
+            f.close()
+        sys.stdout.flush()
+
+
 def _run(args: argparse.Namespace) -> int:
+    import signal
+
     from sluice.catalog import Kind
-    from sluice.compat.stream_script import format_element
-    from sluice.io.sources import merge_sources, read_source
+    from sluice.io.feed import feed
 
     spark = args.backend == "spark"
     eng = _engine(args)
@@ -178,51 +253,63 @@ def _run(args: argparse.Namespace) -> int:
     queries = [r for r in results if hasattr(r, "bound")]
     if not queries:
         raise SluiceError(f"{args.file} registers no query")
+    files: list[tuple[str, str]] = []
+    schemas: dict[str, Any] = {}
     for name, paths in _pairs(args.source, "source").items():
         try:
             d = eng.catalog.lookup(name)
         except KeyError:
             raise SluiceError(f"--source {name}: no such stream or relation in {args.file}") from None
-        try:
-            parts = [read_source(path, d.schema, d.kind is Kind.RELATION) for path in paths]
-        except (OSError, ValueError) as e:
-            raise SluiceError(str(e)) from None
-        for data, errors in merge_sources(parts):
-            for msg in errors:
-                if spark:
-                    print(f"rejected: {msg}", file=sys.stderr)
-                else:
-                    eng.sources[name.lower()].reject("malformed", msg)
-            eng.push(name, data)
-            if not spark:
-                eng.run()
-    eng.close(args.until)
-    out_dir = Path(args.out) if args.out else None
-    for q in queries:
-        elements = eng.results(q) if spark else q.results()
-        lines = [format_element(e.ts, e.sign, e.row) for e in elements]
-        if out_dir is not None:
-            out_dir.mkdir(parents=True, exist_ok=True)
-            dest = out_dir / f"{q.name}.out"
-            dest.write_text("".join(line + "\n" for line in lines))
-            print(f"{q.name}: {len(lines)} elements -> {dest}", file=sys.stderr)
-        else:
-            where = f" ({eng.explain(q).splitlines()[0]})" if spark else ""
-            print(f"# {q.name}{where}: {' '.join(q.bound.text.split())}")
-            for line in lines:
-                print(line)
+        for path in paths:
+            p = Path(path)
+            if not p.is_file():
+                raise SluiceError(f"--source {name}={path}: no such file")
+            if p.suffix.lower() not in (".csv", ".txt", ".dat", ".jsonl", ".json", ".ndjson", ".parquet"):
+                raise SluiceError(f"--source {name}={path}: unknown file type {p.suffix!r} (.csv, .jsonl or .parquet)")
+            files.append((d.name, path))
+        schemas[d.name] = (d.schema, d.kind is Kind.RELATION)
+    outputs = _Outputs(queries, Path(args.out) if args.out else None)
+    if not spark:
+        for q in queries:
+            outputs.subscribe(q)
+    stopping: list[int] = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: stopping.append(signum))
+    try:
+        with progress("input") as bar:
+            done = [0]
+
+            def advance(total: int) -> None:
+                bar.update(total - done[0])
+                done[0] = total
+
+            tick_ns = eng.catalog.time_unit.millis * 1_000_000
+            chunk = 1_000_000 if spark else 65_536  # each round is a Spark micro-batch per query
+            feed(eng, files, schemas, tick_ns=tick_ns, chunk=chunk, progress=advance, stop=lambda: bool(stopping))
+        if not stopping:
+            eng.close(args.until)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if spark:
+        for q in queries:
+            outputs.write(q.name, eng.results(q))
+    outputs.finish(queries, complete=not stopping, explain=eng.explain if spark else None)
     if spark:
         stats = eng.statistics()
         eng.stop()
         for m in stats["rejected"][:20] + [m for q in stats["queries"].values() for m in q["rejected"]][:20]:
             print(f"rejected: {m}", file=sys.stderr)
-        return 0
-    for st in eng.statistics().sources:
-        if st.rejected:
-            reasons = ", ".join(f"{n} {r}" for r, n in st.rejected_reasons)
-            print(f"{st.name}: {st.accepted} accepted, {st.rejected} rejected ({reasons})", file=sys.stderr)
-    for m in eng.rejected()[:20]:
-        print(f"rejected: {m}", file=sys.stderr)
+    else:
+        for st in eng.statistics().sources:
+            if st.rejected:
+                reasons = ", ".join(f"{n} {r}" for r, n in st.rejected_reasons)
+                print(f"{st.name}: {st.accepted} accepted, {st.rejected} rejected ({reasons})", file=sys.stderr)
+        for m in eng.rejected()[:20]:
+            print(f"rejected: {m}", file=sys.stderr)
+        for name, why in eng.failures.items():
+            print(f"query {name} stopped: {why}", file=sys.stderr)
+    if stopping:
+        print("sluice: interrupted (SIGTERM): input not finished; outputs hold the completed instants", file=sys.stderr)
+        return 128 + signal.SIGTERM
     return 0
 
 
@@ -275,9 +362,17 @@ def _gen(args: argparse.Namespace) -> int:
     from sluice.workloads.nexmark import write
 
     if args.kind == "nexmark":
-        counts = write(args.out, args.events, rate=args.rate)
+        with progress("events", total=args.events, unit="events") as bar:
+
+            def wrap(events: Any) -> Any:
+                for e in events:
+                    bar.update()
+                    yield e
+
+            counts = write(args.out, args.events, rate=args.rate, wrap=wrap)
         for name, n in counts.items():
             print(f"{name}: {n} rows -> {args.out}/{name}.parquet")
+        print(f"schema: {args.out}/schema.cql (Person, Auction, Bid streams; Category relation)")
         return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -321,6 +321,12 @@ class EmbeddedEngine:
             src.reject("malformed", msg)
         src.push(batch)
 
+    def reject(self, name: str, messages: Sequence[str]) -> None:
+        """Count rows rejected before they reached the engine (a reader's bad lines), as malformed."""
+        src = self._source(name)
+        for msg in messages:
+            src.reject("malformed", msg)
+
     def push_batch(self, name: str, batch: pa.Table) -> None:
         """Push an already-typed batch (``__ts``, ``__sign``, ``c0…``): the fast path, through
         the same value checks as every other input (vectorised).

@@ -73,13 +73,15 @@ def _fields(line: str) -> list[str]:
 
 
 def parse_csv_lines(
-    lines: Iterable[str | bytes], schema: Schema, relation: bool, name: str
+    lines: Iterable[str | bytes], schema: Schema, relation: bool, name: str, first_line: int = 1
 ) -> tuple[list[Any], list[str]]:
-    """Rows ``(ts, row)`` (relations ``(ts, sign, row)``) and ``file:line: reason`` messages."""
+    """Rows ``(ts, row)`` (relations ``(ts, sign, row)``) and ``file:line: reason`` messages;
+    ``first_line`` numbers the first of ``lines`` (a chunk of a file).
+    """
     out: list[Any] = []
     errors: list[str] = []
     lead = 2 if relation else 1
-    for lineno, raw in enumerate(lines, 1):
+    for lineno, raw in enumerate(lines, first_line):
         where = f"{name}:{lineno}"
         if isinstance(raw, bytes):
             try:

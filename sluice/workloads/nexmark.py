@@ -15,8 +15,9 @@ reimplemented bit for bit, in Beam's order, so the streams are deterministic and
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 PERSON_PROPORTION, AUCTION_PROPORTION, BID_PROPORTION = 1, 3, 46
 DENOMINATOR = PERSON_PROPORTION + AUCTION_PROPORTION + BID_PROPORTION
@@ -314,12 +315,18 @@ COLUMNS = {
     "Person": ["id", "name", "emailAddress", "creditCard", "city", "state", "dateTime"],
     "Auction": ["id", "itemName", "description", "initialBid", "reserve", "dateTime", "expires", "seller", "category"],
     "Bid": ["auction", "bidder", "price", "dateTime"],
+    "Category": ["id", "name"],
 }
 
 
-def write(out: str, events: int, rate: int = 10_000, first: int = 0) -> dict[str, int]:
+def write(
+    out: str, events: int, rate: int = 10_000, first: int = 0, wrap: Callable[[Iterator[Event]], Any] | None = None
+) -> dict[str, int]:
     """Generate ``events`` events into ``out/{Person,Auction,Bid}.parquet`` (a ``ts`` column plus
-    the attributes), ready for ``sluice run --source Bid=out/Bid.parquet``; returns row counts.
+    the attributes), the ``Category`` relation (``ts, sign, id, name``) and ``schema.cql`` (the
+    DDL), ready for ``sluice run out/schema.cql+queries --source Bid=out/Bid.parquet
+    --source Category=out/Category.parquet``; returns row counts.  ``wrap`` wraps the event
+    iterator (a progress bar).
     """
     from pathlib import Path
 
@@ -327,11 +334,15 @@ def write(out: str, events: int, rate: int = 10_000, first: int = 0) -> dict[str
 
     from sluice.workloads import to_table
 
-    rows = as_rows(NexmarkGenerator(rate=rate, extras=False).events(events, first))
+    it = NexmarkGenerator(rate=rate, extras=False).events(events, first)
+    rows = as_rows(wrap(it) if wrap is not None else it)
+    rows["Category"] = categories()
     o = Path(out)
     o.mkdir(parents=True, exist_ok=True)
     counts = {}
     for name, rs in rows.items():
-        pq.write_table(to_table(["ts", *COLUMNS[name]], rs), o / f"{name}.parquet")
+        cols = ["ts", "sign", *COLUMNS[name]] if name == "Category" else ["ts", *COLUMNS[name]]
+        pq.write_table(to_table(cols, rs), o / f"{name}.parquet")
         counts[name] = len(rs)
+    (o / "schema.cql").write_text(DDL.strip() + "\n")
     return counts

@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-from sluice.backends.rows import rows_to_batch, to_batch
+from sluice.backends.rows import admit_batch, rows_to_batch, to_batch
 from sluice.backends.spark.compile import BUCKETS, NativePlan, Partitioning, native, partitioning, pushdown, to_column
 from sluice.backends.spark.processor import EVENT_TIME_OFFSET, SluiceProcessor, output_schema
 from sluice.backends.spark.types import spark_type
@@ -302,10 +302,22 @@ class SparkEngine:
             raise SluiceError(f"{d.name} is static (attach_static): its contents cannot change")
         self._push(d, rows, ts_column=ts_column, sign_column=sign_column)
 
+    def push_batch(self, name: str, batch: pa.Table) -> None:
+        """Push an already-typed batch (``__ts``, ``__sign``, ``c0…``), through the same checks."""
+        d = self._source(name)
+        if d.name.lower() in self.static:
+            raise SluiceError(f"{d.name} is static (attach_static): its contents cannot change")
+        batch, errors = admit_batch(batch, d.schema, d.name)
+        self._push_typed(d, batch, errors)
+
     def _push(self, d: SourceDef, rows: Any, *, ts_column: str = "ts", sign_column: str = "sign") -> None:
-        src = self._shadow(d)
         tick_ns = self.catalog.time_unit.millis * 1_000_000
-        batch, errors = to_batch(rows, d.schema, src.relation, d.name, ts_column, sign_column, tick_ns)
+        relation = d.kind is Kind.RELATION
+        batch, errors = to_batch(rows, d.schema, relation, d.name, ts_column, sign_column, tick_ns)
+        self._push_typed(d, batch, errors)
+
+    def _push_typed(self, d: SourceDef, batch: pa.Table, errors: list[str]) -> None:
+        src = self._shadow(d)
         for msg in errors:
             src.reject("malformed", msg)
         batch = src.admit(batch)  # in ticks
@@ -334,10 +346,15 @@ class SparkEngine:
             self._admit[key] = src
         return self._admit[key]
 
-    @property
     def rejected(self) -> list[str]:
         """Messages for rejected input (the first 100 per source), as the embedded engine keeps them."""
         return [m for src in self._admit.values() for m in src.messages]
+
+    def reject(self, name: str, messages: Sequence[str]) -> None:
+        """Count rows rejected before they reached the engine (a reader's bad lines), as malformed."""
+        src = self._shadow(self._source(name))
+        for msg in messages:
+            src.reject("malformed", msg)
 
     def _marker(self, kind: str, ts: int) -> None:
         self._push_static()  # static rows are in before any instant completes
@@ -667,7 +684,7 @@ class SparkEngine:
     def statistics(self) -> dict[str, Any]:
         """Rejections (the driver's and each query's processors'), per query."""
         return {
-            "rejected": list(self.rejected),
+            "rejected": self.rejected(),
             "queries": {
                 n: {
                     "rejected": list(q.notes)
