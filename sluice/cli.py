@@ -151,6 +151,10 @@ def _engine_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--time-unit", default="second", choices=UNITS, help="what one tick is (NEXMark: millisecond)")
 
 
+def _engine_key(args: argparse.Namespace) -> tuple[Any, ...]:
+    return (args.backend, args.scheduler, args.seed, args.time_unit, args.slack)
+
+
 def _engine(args: argparse.Namespace) -> Any:
     from sluice.backends import Sluice
 
@@ -176,9 +180,12 @@ class _Outputs:
     """Each query's output written as its instants complete: to ``DIR/NAME.out`` through a
     ``NAME.out.partial`` renamed when the run completes (a file named ``.out`` is always
     whole), or spooled to a temporary file and printed at the end, grouped per query.
+    ``resume`` (from a checkpoint) cuts each partial file back to what the checkpoint saw.
     """
 
-    def __init__(self, queries: list[Any], out_dir: Path | None) -> None:
+    def __init__(
+        self, queries: list[Any], out_dir: Path | None, resume: dict[str, tuple[int, int]] | None = None
+    ) -> None:
         import tempfile
 
         from sluice.compat.stream_script import format_element
@@ -188,18 +195,26 @@ class _Outputs:
         self.files: dict[str, Any] = {}
         self.counts: dict[str, int] = {}
         for q in queries:
-            if out_dir is not None:
-                out_dir.mkdir(parents=True, exist_ok=True)
-                self.files[q.name] = (out_dir / f"{q.name}.out.partial").open("w")
+            if out_dir is None:
+                self.files[q.name] = tempfile.TemporaryFile("w+b")
+                self.counts[q.name] = 0
+                continue
+            out_dir.mkdir(parents=True, exist_ok=True)
+            partial = out_dir / f"{q.name}.out.partial"
+            if resume is not None:
+                size, count = resume[q.name]
+                f = partial.open("r+b")
+                f.truncate(size)
+                f.seek(size)
+                self.files[q.name], self.counts[q.name] = f, count
             else:
-                self.files[q.name] = tempfile.TemporaryFile("w+")
-            self.counts[q.name] = 0
+                self.files[q.name], self.counts[q.name] = partial.open("wb"), 0
 
     def write(self, name: str, elements: Any) -> None:
         f = self.files[name]
         n = 0
         for e in elements:
-            f.write(self.fmt(e.ts, e.sign, e.row) + "\n")
+            f.write((self.fmt(e.ts, e.sign, e.row) + "\n").encode())
             n += 1
         self.counts[name] += n
 
@@ -211,6 +226,15 @@ class _Outputs:
         q.retain = 0
         q.batches.clear()
         q.subscribe_arrow(lambda b, name=q.name: self.write(name, (Element(*e) for e in to_elements(b))))
+
+    def sync(self) -> dict[str, tuple[int, int]]:
+        """Flush every file to disk; (size, elements) per query — what a checkpoint records."""
+        out = {}
+        for name, f in self.files.items():
+            f.flush()
+            os.fsync(f.fileno())
+            out[name] = (f.tell(), self.counts[name])
+        return out
 
     def finish(self, queries: list[Any], complete: bool, explain: Any = None) -> None:
         for q in queries:
@@ -225,32 +249,52 @@ class _Outputs:
                     partial.replace(dest)  # atomic: the .out file appears whole
                     print(f"{q.name}: {self.counts[q.name]} elements -> {dest}", file=sys.stderr)
                 else:
-                    print(
-                        f"{q.name}: {self.counts[q.name]} elements of completed instants -> {partial}", file=sys.stderr
-                    )
+                    n = self.counts[q.name]
+                    print(f"{q.name}: {n} elements of completed instants -> {partial}", file=sys.stderr)
                 continue
             where = f" ({explain(q).splitlines()[0]})" if explain is not None else ""
             print(f"# {q.name}{where}: {' '.join(q.bound.text.split())}")
+            sys.stdout.flush()
             f.seek(0)
             for line in f:
-                sys.stdout.write(line)
+                sys.stdout.write(line.decode())
             f.close()
         sys.stdout.flush()
 
 
 def _run(args: argparse.Namespace) -> int:
+    import hashlib
+    import pickle
     import signal
+    import time
 
     from sluice.catalog import Kind
-    from sluice.io.feed import feed
+    from sluice.io.atomic import write_atomic
+    from sluice.io.feed import Feeder
 
     spark = args.backend == "spark"
-    eng = _engine(args)
-    try:
-        results = eng.execute(read_cql(args.file))
-    except CQLError as e:
-        raise SluiceError(f"{args.file}:{e.render()}") from None
-    queries = [r for r in results if hasattr(r, "bound")]
+    ck = Path(args.checkpoint) / "run.ckpt" if args.checkpoint else None
+    if ck is not None and (spark or not args.out):
+        raise SluiceError("--checkpoint is for the embedded engine writing --out DIR (Spark checkpoints by itself)")
+    text = read_cql(args.file)
+    # what must not change between a run and its resumption
+    fingerprint = hashlib.sha256(repr((text, args.source, args.until, _engine_key(args))).encode()).hexdigest()
+    saved: dict[str, Any] | None = None
+    if ck is not None and ck.exists():
+        with ck.open("rb") as fh:
+            saved = pickle.load(fh)
+        if saved["fingerprint"] != fingerprint:
+            raise SluiceError(f"{ck} is from a run with another CQL file, sources or options: remove it to start over")
+        eng = saved["engine"]
+        queries = list(eng.queries.values())
+        print(f"resuming from {ck} ({saved['rows']} input rows done)", file=sys.stderr)
+    else:
+        eng = _engine(args)
+        try:
+            results = eng.execute(text)
+        except CQLError as e:
+            raise SluiceError(f"{args.file}:{e.render()}") from None
+        queries = [r for r in results if hasattr(r, "bound")]
     if not queries:
         raise SluiceError(f"{args.file} registers no query")
     files: list[tuple[str, str]] = []
@@ -268,23 +312,27 @@ def _run(args: argparse.Namespace) -> int:
                 raise SluiceError(f"--source {name}={path}: unknown file type {p.suffix!r} (.csv, .jsonl or .parquet)")
             files.append((d.name, path))
         schemas[d.name] = (d.schema, d.kind is Kind.RELATION)
-    outputs = _Outputs(queries, Path(args.out) if args.out else None)
+    outputs = _Outputs(queries, Path(args.out) if args.out else None, saved["outputs"] if saved else None)
     if not spark:
         for q in queries:
             outputs.subscribe(q)
     stopping: list[int] = []
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: stopping.append(signum))
     try:
+        tick_ns = eng.catalog.time_unit.millis * 1_000_000
+        chunk = 1_000_000 if spark else 65_536  # each round is a Spark micro-batch per query
+        feeder = Feeder(eng, files, schemas, tick_ns=tick_ns, chunk=chunk, resume=saved["feed"] if saved else None)
+        last = time.monotonic()
         with progress("input") as bar:
-            done = [0]
-
-            def advance(total: int) -> None:
-                bar.update(total - done[0])
-                done[0] = total
-
-            tick_ns = eng.catalog.time_unit.millis * 1_000_000
-            chunk = 1_000_000 if spark else 65_536  # each round is a Spark micro-batch per query
-            feed(eng, files, schemas, tick_ns=tick_ns, chunk=chunk, progress=advance, stop=lambda: bool(stopping))
+            bar.update(feeder.total)
+            while not stopping and feeder.round():
+                bar.update(feeder.total - bar.n)
+                if ck is not None and time.monotonic() - last >= args.checkpoint_every:
+                    state = {"fingerprint": fingerprint, "engine": eng, "feed": feeder.state()}
+                    state.update(outputs=outputs.sync(), rows=feeder.total)
+                    # atomic: a kill leaves the previous checkpoint or this one
+                    write_atomic(ck, pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
+                    last = time.monotonic()
         if not stopping:
             eng.close(args.until)
     finally:
@@ -310,6 +358,8 @@ def _run(args: argparse.Namespace) -> int:
     if stopping:
         print("sluice: interrupted (SIGTERM): input not finished; outputs hold the completed instants", file=sys.stderr)
         return 128 + signal.SIGTERM
+    if ck is not None and ck.exists():
+        ck.unlink()  # the run is complete: a new one starts over
     return 0
 
 
@@ -438,6 +488,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--source", action="append", default=[], metavar="NAME=PATH", help=".csv, .jsonl or .parquet")
     p.add_argument("--out", help="write each query's output to DIR/NAME.out instead of printing it")
     p.add_argument("--until", type=int, default=None, help="complete instants up to this timestamp")
+    p.add_argument("--checkpoint", metavar="DIR", help="save the run's state here; a killed run resumes from it")
+    p.add_argument(
+        "--checkpoint-every", type=float, default=10.0, metavar="SECONDS", help="how often to checkpoint (default 10)"
+    )
     _engine_options(p)
     p.set_defaults(fn=_run)
     p = sub.add_parser("script", help="run a STREAM 0.6.0 script file unchanged")

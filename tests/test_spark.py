@@ -375,8 +375,13 @@ def test_stateless_queries_run_as_native_spark_expressions(spark, tmp_path) -> N
         "select A, B from S where N like 'a%'",  # LIKE stays in Python: not native, still exact
     ]
     rows = [
-        (1, 7, -2, 0.75, "ab"), (1, -7, 2, 0.25, None), (2, 2**60 + 3, 7, 1.5, "cd"), (2, 5, 0, None, "ab"),
-        (3, None, 3, 2.0, None), (3, 9, 3, 0.0, "ab"), (4, 9, 4, 0.6, "zz"),
+        (1, 7, -2, 0.75, "ab"),
+        (1, -7, 2, 0.25, None),
+        (2, 2**60 + 3, 7, 1.5, "cd"),
+        (2, 5, 0, None, "ab"),
+        (3, None, 3, 2.0, None),
+        (3, 9, 3, 0.0, "ab"),
+        (4, 9, 4, 0.6, "zz"),
     ]
     eng = SparkEngine(spark=spark, workdir=tmp_path)
     eng.execute(ddl)

@@ -39,7 +39,10 @@ def keys(query: str):
         ("select K, V from S [Now] where V > 1", {"s": (0, 1)}),
         ("select S.V, T.W from S [Range 5 Seconds], T [Now] where S.K = T.K", {"s": (0,), "t": (0,)}),
         ("select S.V, R.N from S [Now], R where S.K = R.K", {"s": (0,), "r": (0,)}),
-        ("select S.V, T.W from S [Range 5 Seconds], T [Range 5 Seconds] where S.V = T.W and S.K < T.K", {"s": (1,), "t": (1,)}),
+        (
+            "select S.V, T.W from S [Range 5 Seconds], T [Range 5 Seconds] where S.V = T.W and S.K < T.K",
+            {"s": (1,), "t": (1,)},
+        ),
         ("select distinct V from S [Range 10 Seconds] group by K, V", {"s": (1,)}),
         ("select V from S where K < 50", {"s": (0, 1)}),  # Istream over an insert-only relation: any split
     ],

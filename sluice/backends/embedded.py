@@ -10,8 +10,10 @@
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -23,6 +25,7 @@ from sluice.cql.ast import TimeUnit
 from sluice.cql.parser import parse_query, parse_script
 from sluice.cql.printer import to_cql
 from sluice.errors import SluiceError
+from sluice.io.atomic import write_atomic
 from sluice.plan import BoundQuery, register_view
 from sluice.plan.binder import Binder
 from sluice.plan.ddl import execute_statement
@@ -111,6 +114,14 @@ class Query:
         if self._close is not None:
             self._close(self.name)
             self._close = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A checkpoint keeps the query and its retained output, not its subscribers (callables:
+        subscribe again after ``EmbeddedEngine.restore``).
+        """
+        state = dict(self.__dict__)
+        state["subscribers"], state["arrow_subscribers"] = [], []
+        return state
 
     def subscribe(self, fn: Callable[[list[Element]], None]) -> None:
         """Call ``fn(elements)`` with every batch of output as its instants complete."""
@@ -320,6 +331,31 @@ class EmbeddedEngine:
         for msg in errors:
             src.reject("malformed", msg)
         src.push(batch)
+
+    # -- checkpoints ---------------------------------------------------------------------
+    def checkpoint(self, path: str | Path) -> None:
+        """Save the whole state — catalog, sources (buffered and late-checked), every operator's
+        synopses and queues, the queries and their retained output — atomically (temp + rename).
+        ``EmbeddedEngine.restore(path)`` continues exactly where this engine is now.
+        Subscribers are not saved: subscribe again after restoring.
+        """
+        p = Path(path)
+        try:
+            data = pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL)
+        except (pickle.PicklingError, TypeError, AttributeError) as e:
+            raise SluiceError(
+                f"checkpoint: the engine's state cannot be saved ({e}); are all UDFs module-level?"
+            ) from None
+        write_atomic(p, data)
+
+    @staticmethod
+    def restore(path: str | Path) -> EmbeddedEngine:
+        """An engine from a checkpoint (``checkpoint``): same queries, same state, same answers."""
+        with Path(path).open("rb") as f:
+            eng = pickle.load(f)
+        if not isinstance(eng, EmbeddedEngine):
+            raise SluiceError(f"{path} is not an embedded-engine checkpoint")
+        return eng
 
     def reject(self, name: str, messages: Sequence[str]) -> None:
         """Count rows rejected before they reached the engine (a reader's bad lines), as malformed."""

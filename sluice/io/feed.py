@@ -12,7 +12,7 @@ no source runs ahead of another by more than a chunk.  A file out of order by mo
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,35 +28,51 @@ from sluice.runtime.batch import sort_by_ts, ts_of
 CHUNK = 65536  # rows per read
 
 
-def _lines(path: Path, chunk: int) -> Iterator[tuple[int, list[bytes]]]:
-    """(number of the chunk's first line, its lines) — bytes, so a bad byte costs one line."""
+Position = tuple[int, int]  # (byte offset, line number) of a text file; (batches read, rows read) of Parquet
+
+
+def _lines(path: Path, chunk: int, at: Position) -> Iterator[tuple[int, list[bytes], Position]]:
+    """(number of the chunk's first line, its lines, the position after it) — bytes, so a bad
+    byte costs one line.
+    """
+    offset, first = at
     with path.open("rb") as f:
-        buf: list[bytes] = []
-        first = 1
-        for line in f:
-            buf.append(line)
-            if len(buf) >= chunk:
-                yield first, buf
-                first += len(buf)
-                buf = []
-        if buf:
-            yield first, buf
+        f.seek(offset)
+        while True:
+            buf: list[bytes] = []
+            while len(buf) < chunk:
+                line = f.readline()
+                if not line:
+                    break
+                buf.append(line)
+            if not buf:
+                return
+            yield first, buf, (f.tell(), first + len(buf))
+            first += len(buf)
 
 
 def read_chunks(
-    path: str | Path, schema: Schema, relation: bool, name: str, tick_ns: int | None = None, chunk: int = CHUNK
-) -> Iterator[tuple[pa.Table, list[str]]]:
-    """A file as (typed batch, messages for its bad rows) per chunk, by its extension."""
+    path: str | Path,
+    schema: Schema,
+    relation: bool,
+    name: str,
+    tick_ns: int | None = None,
+    chunk: int = CHUNK,
+    at: Position | None = None,
+) -> Iterator[tuple[pa.Table, list[str], Position]]:
+    """A file as (typed batch, messages for its bad rows, position after it) per chunk, by its
+    extension; ``at`` resumes from a position a previous chunk returned.
+    """
     p = Path(path)
     suffix = p.suffix.lower()
     if suffix in (".csv", ".txt", ".dat"):
-        for first, lines in _lines(p, chunk):
+        for first, lines, pos in _lines(p, chunk, at or (0, 1)):
             rows, errors = parse_csv_lines(lines, schema, relation, str(p), first_line=first)
             flat = [(t, s, *r) for t, s, r in rows] if relation else [(t, *r) for t, r in rows]
             batch, more = rows_to_batch(flat, schema, relation, name)
-            yield sort_by_ts(batch), errors + more
+            yield sort_by_ts(batch), errors + more, pos
     elif suffix in (".jsonl", ".json", ".ndjson"):
-        for first, lines in _lines(p, chunk):
+        for first, lines, pos in _lines(p, chunk, at or (0, 1)):
             objs, errors = [], []
             for k, raw in enumerate(lines):
                 if not raw.strip():
@@ -71,18 +87,20 @@ def read_chunks(
                     continue
                 objs.append(obj)
             batch, more = rows_to_batch(objs, schema, relation, name)
-            yield sort_by_ts(batch), errors + more
+            yield sort_by_ts(batch), errors + more, pos
     elif suffix == ".parquet":
         import pyarrow.parquet as pq
 
-        done = 0
-        for rb in pq.ParquetFile(p).iter_batches(batch_size=chunk):
+        skip, done = at or (0, 0)
+        for k, rb in enumerate(pq.ParquetFile(p).iter_batches(batch_size=chunk)):
+            if k < skip:
+                continue
             t = pa.Table.from_batches([rb])
             batch, errors = table_to_batch(t, schema, relation, "ts", "sign", f"{p}", tick_ns)
             # table_to_batch numbers rows from 1 within the chunk: make them the file's rows
             errors = [_renumber(m, done) for m in errors]
             done += t.num_rows
-            yield sort_by_ts(batch), errors
+            yield sort_by_ts(batch), errors, (k + 1, done)
     else:
         raise ValueError(f"{p}: unknown file type {suffix!r} (use .csv, .jsonl or .parquet)")
 
@@ -96,44 +114,68 @@ def _renumber(msg: str, offset: int) -> str:
 @dataclass
 class _Feed:
     source: str
-    chunks: Iterator[tuple[pa.Table, list[str]]]
+    path: str
+    chunks: Iterator[tuple[pa.Table, list[str], Position]]
+    pos: Position | None = None  # after the last chunk read
     pending: list[pa.Table] = field(default_factory=list)
     done: bool = False
     high: int = -(2**63)  # the latest timestamp read from it
 
 
-def feed(
-    engine: Any,
-    files: Sequence[tuple[str, str | Path]],
-    schemas: dict[str, tuple[Schema, bool]],
-    *,
-    tick_ns: int | None = None,
-    chunk: int = CHUNK,
-    progress: Callable[[int], None] | None = None,
-    stop: Callable[[], bool] | None = None,
-) -> int:
-    """Push ``(source, file)`` pairs into ``engine`` chunk by chunk, merged by timestamp, running
-    the engine after each round; bad rows go to ``engine.reject``.  Returns the rows read.
-    ``progress(rows)`` is called after each round; ``stop()`` ends the feed early (SIGTERM).
+class Feeder:
+    """Files pushed into an engine round by round (see the module docstring); its state — each
+    file's position and the rows read but not yet pushed — is what a checkpoint saves beside the
+    engine's, so a restarted run reads on from exactly there.
     """
-    feeds = []
-    for name, path in files:
-        schema, relation = schemas[name]
-        feeds.append(_Feed(name, read_chunks(path, schema, relation, name, tick_ns, chunk)))
-    total = 0
-    while any(not f.done or f.pending for f in feeds):
-        if stop is not None and stop():
-            break
+
+    def __init__(
+        self,
+        engine: Any,
+        files: Sequence[tuple[str, str | Path]],
+        schemas: dict[str, tuple[Schema, bool]],
+        *,
+        tick_ns: int | None = None,
+        chunk: int = CHUNK,
+        resume: list[dict[str, Any]] | None = None,
+    ) -> None:
+        self.engine = engine
+        self.total = 0
+        self.feeds: list[_Feed] = []
+        for k, (name, path) in enumerate(files):
+            schema, relation = schemas[name]
+            saved = resume[k] if resume is not None else {}
+            if saved and saved["path"] != str(path):
+                raise ValueError(f"the checkpoint was taken with {saved['path']}, not {path}")
+            chunks = read_chunks(path, schema, relation, name, tick_ns, chunk, saved.get("pos"))
+            f = _Feed(name, str(path), chunks, saved.get("pos"))
+            if saved:
+                f.pending, f.done, f.high = list(saved["pending"]), saved["done"], saved["high"]
+                self.total = saved["total"]
+            self.feeds.append(f)
+
+    def state(self) -> list[dict[str, Any]]:
+        return [
+            {"path": f.path, "pos": f.pos, "pending": f.pending, "done": f.done, "high": f.high, "total": self.total}
+            for f in self.feeds
+        ]
+
+    def round(self) -> bool:
+        """Read ahead on every open file, push what every file has passed, run the engine;
+        False once everything was pushed.
+        """
+        feeds = self.feeds
+        if not any(not f.done or f.pending for f in feeds):
+            return False
         for f in feeds:  # every open file has something read ahead
             while not f.done and not f.pending:
                 try:
-                    batch, errors = next(f.chunks)
+                    batch, errors, f.pos = next(f.chunks)
                 except StopIteration:
                     f.done = True
                     break
                 if errors:
-                    engine.reject(f.source, errors)
-                total += batch.num_rows + len(errors)
+                    self.engine.reject(f.source, errors)
+                self.total += batch.num_rows + len(errors)
                 if batch.num_rows:
                     f.pending.append(batch)
                     f.high = max(f.high, int(ts_of(batch)[-1]))
@@ -149,11 +191,26 @@ def feed(
                 due.setdefault(f.source, []).append(b.slice(0, cut))
             f.pending = [b.slice(cut)] if cut < b.num_rows else []
         for source, parts in due.items():  # several files of one source: one push, in time order
-            engine.push_batch(source, sort_by_ts(pa.concat_tables(parts)) if len(parts) > 1 else parts[0])
-        engine.run()
-        if progress is not None:
-            progress(total)
-    return total
+            self.engine.push_batch(source, sort_by_ts(pa.concat_tables(parts)) if len(parts) > 1 else parts[0])
+        self.engine.run()
+        return True
 
 
-__all__ = ["CHUNK", "feed", "read_chunks"]
+def feed(
+    engine: Any,
+    files: Sequence[tuple[str, str | Path]],
+    schemas: dict[str, tuple[Schema, bool]],
+    *,
+    tick_ns: int | None = None,
+    chunk: int = CHUNK,
+) -> int:
+    """Push ``(source, file)`` pairs into ``engine`` chunk by chunk, merged by timestamp, running
+    the engine after each round; bad rows go to ``engine.reject``.  Returns the rows read.
+    """
+    feeder = Feeder(engine, files, schemas, tick_ns=tick_ns, chunk=chunk)
+    while feeder.round():
+        pass
+    return feeder.total
+
+
+__all__ = ["CHUNK", "Feeder", "feed", "read_chunks"]
