@@ -221,3 +221,62 @@ def test_a_killed_run_resumes_from_its_checkpoint_with_identical_output(tmp_path
     for name in ("q1.out", "q2.out"):
         assert (out / name).read_bytes() == (tmp_path / "whole" / name).read_bytes()
     assert not (ck / "run.ckpt").exists()  # complete: a new run starts over
+
+
+_FIELDS = {
+    "ts": ["1", "7", "-3", "x", "", "4611686018427387904", " 2", "1_0"],
+    "sign": ["+", "-", "x", "", " +"],
+    "int": ["5", "-12", "", "NULL", "null", "1.5", "9223372036854775808", "+3", "a", "0", " 4"],
+    "float": ["2.5", "nan", "inf", "-inf", "1e400", "", "Null", "x", "1_0", "3", "-0.0"],
+    "bool": ["true", "T", "yes", "NO", "0", "1", "f", "maybe", "", " true"],
+    "str": ["ab", "abcdef", "", "NULL", "x y", "é", "NA"],
+}
+
+
+@pytest.mark.parametrize("relation", [False, True])
+def test_the_vectorised_csv_reader_gives_the_per_line_answer(relation: bool) -> None:
+    """Whatever the lines, a block read by pyarrow gives exactly the rows and messages of the
+    per-line rules (the reader falls back to them for blocks pyarrow cannot take)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    from sluice.backends.rows import rows_to_batch
+    from sluice.datatypes import BOOLEAN, DataType, TypeKind
+    from sluice.io.csv_input import csv_block, parse_csv_lines
+
+    schema = Schema.of(("A", INTEGER), ("B", FLOAT), ("C", BOOLEAN), ("D", DataType(TypeKind.VARCHAR, 4)))
+    kinds = ["ts", *(["sign"] if relation else []), "int", "float", "bool", "str"]
+    good = st.tuples(*(st.sampled_from(_FIELDS[k][:2]) for k in kinds)).map(",".join)
+    any_line = st.one_of(
+        st.tuples(*(st.sampled_from(_FIELDS[k]) for k in kinds)).map(",".join),
+        st.sampled_from(["", "1,2", '1,"2', "1,+,2,2.0,t,ab,extra"]),
+    )
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(st.one_of(good, good, any_line), min_size=1, max_size=12), st.booleans())
+    def check(lines: list[str], newline_at_end: bool) -> None:
+        data = ("\n".join(lines) + ("\n" if newline_at_end else "")).encode()
+        got, got_errors = csv_block(data, schema, relation, "f.csv", 1)
+        numbers: list[int] = []
+        rows, errors = parse_csv_lines(data.split(b"\n"), schema, relation, "f.csv", 1, numbers)
+        flat = [(t, s, *r) for t, s, r in rows] if relation else [(t, *r) for t, r in rows]
+        want, more = rows_to_batch(flat, schema, relation, "f.csv", locate=lambda i: f"f.csv:{numbers[i]}")
+        assert got.to_pylist() == want.to_pylist()
+        assert sorted(got_errors) == sorted(errors + more)
+
+    check()
+
+
+def test_a_big_csv_is_read_by_pyarrow_in_blocks(tmp_path: Path) -> None:
+    """Blocks of whole lines, numbered across the file; a bad line costs only its block the
+    vectorised path, never a row."""
+    from sluice.io.feed import read_chunks
+
+    p = tmp_path / "s.csv"
+    lines = [f"{t},{t % 7},{t / 4}" for t in range(1, 1001)]
+    lines[500] = "501,oops,1.0"
+    p.write_text("ts,A,B\n" + "\n".join(lines) + "\n")
+    chunks = list(read_chunks(p, SCHEMA, False, "S", chunk=300))
+    assert [pos for _, _, pos in chunks][-1] == (p.stat().st_size, 1002)
+    rows = [r for b, _, _ in chunks for r in b.to_pylist()]
+    assert len(rows) == 999 and [m for _, ms, _ in chunks for m in ms] == [f"{p}:502: 'oops' is not an integer"]
+    assert rows[-1] == {"__ts": 1000, "__sign": 1, "c0": 1000 % 7, "c1": 250.0}

@@ -500,3 +500,63 @@ def test_rows_pushed_before_a_query_is_registered_are_its_input(spark, tmp_path)
             eng.stop()
     assert len(answers[0]) > 1 and not diff_outputs(answers[0], answers[1])
     assert stats[0] == stats[1] and len(stats[0]) == 1 and "outside" in stats[0][0]
+
+
+def test_every_input_path_conserves_rows_on_spark_as_embedded(spark, tmp_path) -> None:
+    """Conservation on both backends: tuples, dicts, a pandas frame, an Arrow table, a typed batch
+    and a JSONL file, each with bad values — accepted + rejected = pushed, the same rows rejected
+    for the same reasons, and the accepted rows give the same answer."""
+    import json
+
+    import pandas as pd
+    import pyarrow as pa
+    from sluice.io.feed import read_chunks
+    from sluice.runtime.batch import make
+
+    ddl = "register stream S (K integer, V float, N varchar(3))"
+    rows = [
+        (1, 1, 1.5, "a"),
+        (2, 2**63, 1.0, "b"),
+        (3, 3, float("nan"), "c"),
+        (4, 4, float("inf"), "toolong"),
+        (5, "x", 2.0, None),
+        (6, None, None, None),
+    ]
+    jsonl = tmp_path / "s.jsonl"
+    jsonl.write_text(
+        "".join(json.dumps({"ts": 20 + t, "K": k, "V": v, "N": n}) + "\n" for t, k, v, n in rows) + "not json\n"
+    )
+    arrow = pa.table({"ts": [30, 31, 32], "K": [1, 2, 3], "V": [float("nan"), 2.0, -1.0], "N": ["abcd", "ok", None]})
+    pushed = 4 * len(rows) + 1 + arrow.num_rows + 3  # four paths of `rows`, a bad JSONL line, Arrow, typed
+    answers, stats = [], []
+    for eng in (EmbeddedEngine(), SparkEngine(spark=spark, workdir=tmp_path / "w")):
+        eng.execute(ddl)
+        h = eng.register_query("select K, count(*), sum(V) from S [Range Unbounded] group by K")
+        eng.push("S", rows)
+        eng.push("S", [{"ts": 10 + t, "K": k, "V": v, "N": n} for t, k, v, n in rows])
+        eng.push("S", pd.DataFrame([(17, *r[1:]) for r in rows], columns=["ts", "K", "V", "N"], dtype=object))
+        (d,) = eng.catalog.sources
+        for batch, errors, _ in read_chunks(jsonl, d.schema, False, "S"):
+            eng.reject("S", errors)
+            eng.push_batch("S", batch)
+        eng.push("S", arrow)
+        eng.push_batch(
+            "S",
+            make(
+                [40, 41, 2**62],
+                1,
+                [pa.array([7, 8, 9]), pa.array([1.0, float("nan"), 3.0]), pa.array(["x", "y", "z"])],
+                d.schema.types,
+            ),
+        )
+        eng.close()
+        answers.append(eng.results(h) if isinstance(eng, SparkEngine) else h.results())
+        st = eng.statistics()
+        (src,) = st["sources"] if isinstance(eng, SparkEngine) else st.sources
+        assert src.accepted + src.rejected == pushed, (type(eng).__name__, src, eng.rejected())
+        stats.append((src.accepted, src.rejected, sorted(eng.rejected())))
+        if isinstance(eng, SparkEngine):
+            eng.stop()
+    # per path of `rows`: 2**63, 'x', 'toolong'; 'not json'; Arrow's 'abcd'; the typed batch's ts 2**62
+    assert stats[0] == stats[1] and stats[0][1] == 4 * 3 + 1 + 1 + 1
+    assert len(answers[0]) > 1 and not diff_outputs(answers[0], answers[1])

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sluice.catalog import Schema
-from sluice.datatypes import BIGINT, DataType, TypeKind
+from sluice.datatypes import BIGINT, VARCHAR, DataType, TypeKind
 from sluice.errors import SluiceError
 from sluice.plan.numeric import INT_MAX, INT_MIN
 from sluice.runtime.batch import META, NEG_INF, POS_INF, arrow_schema, arrow_type, make
@@ -69,10 +69,11 @@ def _too_long(c: Any, t: DataType) -> Callable[[int], str]:
 
 
 def admit(
-    batch: pa.Table, types: Sequence[DataType], name: str, row_names: Callable[[int], str] | None = None
+    batch: pa.Table, types: Sequence[DataType], name: str, locate: Callable[[int], str] | None = None
 ) -> tuple[pa.Table, list[str]]:
     """The value checks every batch passes (vectorised): the rows that fit, and one message per
-    row that does not.  ``row_names(i)`` names row ``i`` in messages (default ``row i+1``).
+    row that does not.  ``locate(i)`` says where row ``i`` came from (default ``NAME, row i+1``;
+    a file's reader gives ``file:line``).
     """
     n = batch.num_rows
     if n == 0:
@@ -108,8 +109,8 @@ def admit(
         batch = pa.Table.from_arrays(cols, schema=batch.schema)
     if not bad.any():
         return batch, []
-    label = row_names or (lambda i: f"row {i + 1}")
-    return batch.filter(pa.array(~bad)), [f"{name}, {label(i)}: {why[i]}" for i in sorted(why)]
+    where = locate or (lambda i: f"{name}, row {i + 1}")
+    return batch.filter(pa.array(~bad)), [f"{where(i)}: {why[i]}" for i in sorted(why)]
 
 
 def check_row(
@@ -150,9 +151,18 @@ def check_row(
 
 
 def rows_to_batch(
-    rows: Iterable[Any], schema: Schema, relation: bool, name: str, ts_key: str = "ts", sign_key: str = "sign"
+    rows: Iterable[Any],
+    schema: Schema,
+    relation: bool,
+    name: str,
+    ts_key: str = "ts",
+    sign_key: str = "sign",
+    locate: Callable[[int], str] | None = None,
 ) -> tuple[pa.Table, list[str]]:
-    """Tuples ``(ts, [sign,] v1, …)`` or dicts ``{ts, [sign], attr: value}`` → (batch, errors)."""
+    """Tuples ``(ts, [sign,] v1, …)`` or dicts ``{ts, [sign], attr: value}`` → (batch, errors);
+    ``locate(i)`` names row ``i`` in messages (default ``NAME, row i+1``).
+    """
+    where = locate or (lambda i: f"{name}, row {i + 1}")
     types = schema.types
     ts_out: list[int] = []
     signs: list[int] = []
@@ -163,7 +173,7 @@ def rows_to_batch(
         try:
             ts, s, checked = check_row(r, schema, relation, ts_key, sign_key)
         except (ValueError, KeyError, TypeError) as e:
-            errors.append(f"{name}, row {i + 1}: {e}")
+            errors.append(f"{where(i)}: {e}")
             continue
         index.append(i)
         ts_out.append(ts)
@@ -171,8 +181,33 @@ def rows_to_batch(
         for c, v in zip(cols, checked, strict=True):
             c.append(v)
     arrays = [pa.array(c, arrow_type(t)) for c, t in zip(cols, types, strict=True)]
-    batch, more = admit(make(ts_out, signs, arrays, types), types, name, lambda k: f"row {index[k] + 1}")
+    batch, more = admit(make(ts_out, signs, arrays, types), types, name, lambda k: where(index[k]))
     return batch, errors + more
+
+
+def _table_value(v: Any, t: DataType) -> Any:
+    """A table's value as the checks see it: a float NaN is a missing value (NULL), and a whole
+    float fits an integer column (pandas keeps integers with missing values as floats).
+    """
+    if isinstance(v, float | np.floating):
+        if v != v:
+            return None
+        if (t.is_integer or t.kind is TypeKind.TIMESTAMP) and float(v).is_integer():
+            return int(v)
+    return v
+
+
+def _castable(have: pa.DataType, t: DataType) -> bool:
+    """Whether Arrow may cast a whole column of ``have`` to ``t`` — only where ``check_value``
+    would take every value (numbers to numbers, strings to strings, booleans to booleans).
+    """
+    if pa.types.is_null(have):
+        return True
+    if t.is_integer or t.kind in (TypeKind.TIMESTAMP, TypeKind.FLOAT):
+        return pa.types.is_integer(have) or pa.types.is_floating(have)
+    if t.kind is TypeKind.BOOLEAN:
+        return pa.types.is_boolean(have)
+    return pa.types.is_string(have) or pa.types.is_large_string(have)
 
 
 def _cast(col: Any, t: DataType, what: str) -> tuple[Any, np.ndarray, list[str]]:
@@ -183,18 +218,17 @@ def _cast(col: Any, t: DataType, what: str) -> tuple[Any, np.ndarray, list[str]]
     n = len(col)
     if pa.types.is_floating(col.type) and t.kind is not TypeKind.FLOAT:  # pandas: integers with NaN
         col = pc.if_else(pc.is_nan(col), pa.scalar(None, col.type), col)
-    try:
-        return pc.cast(col, at, safe=True), np.zeros(n, dtype=bool), []
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-        pass
+    if _castable(col.type, t):
+        try:
+            return pc.cast(col, at, safe=True), np.zeros(n, dtype=bool), []
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            pass
     vals: list[Any] = []
     bad = np.zeros(n, dtype=bool)
     reasons: list[str] = []
     for i, v in enumerate(col.to_pylist()):
         try:
-            if isinstance(v, float) and t.is_integer and v.is_integer():
-                v = int(v)
-            vals.append(check_value(v, t))
+            vals.append(check_value(_table_value(v, t), t))
         except (ValueError, TypeError) as e:
             vals.append(None)
             bad[i] = True
@@ -227,16 +261,20 @@ def table_to_batch(
     is an error of the whole table.  A datetime timestamp column becomes ticks of ``tick_ns``
     nanoseconds (the engine's time unit; truncated).
     """
-    if not isinstance(table, pa.Table):
-        table = pa.Table.from_pandas(table, preserve_index=False)
-    names = {n.lower(): n for n in table.column_names}
+    columns = [str(c) for c in table.column_names] if isinstance(table, pa.Table) else [str(c) for c in table.columns]
+    names = {n.lower(): n for n in columns}
     for c in schema.columns:
         if c.name.lower() not in names:
-            raise ValueError(f"column {c.name!r} is missing (have: {', '.join(table.column_names)})")
+            raise ValueError(f"column {c.name!r} is missing (have: {', '.join(columns)})")
     if ts_column.lower() not in names:
         raise ValueError(f"timestamp column {ts_column!r} is missing")
     if relation and sign_column.lower() not in names:
         raise ValueError(f"sign column {sign_column!r} is missing")
+    if not isinstance(table, pa.Table):
+        try:
+            table = pa.Table.from_pandas(table, preserve_index=False)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError, ValueError):
+            return _frame_rows(table, schema, relation, names[ts_column.lower()], names.get(sign_column.lower()), name)
     n = table.num_rows
     bad = np.zeros(n, dtype=bool)
     why: dict[int, str] = {}
@@ -268,8 +306,25 @@ def table_to_batch(
     keep = np.flatnonzero(~bad)
     if len(keep) < n:
         batch = batch.take(pa.array(keep))
-    checked, more = admit(batch, list(schema.types), name, lambda k: f"row {int(keep[k]) + 1}")
+    checked, more = admit(batch, list(schema.types), name, lambda k: f"{name}, row {int(keep[k]) + 1}")
     return checked, msgs + more
+
+
+def _frame_rows(
+    frame: Any, schema: Schema, relation: bool, ts: str, sign: str | None, name: str
+) -> tuple[pa.Table, list[str]]:
+    """A pandas frame Arrow cannot hold (object columns of mixed types, integers beyond 64 bits)
+    checked value by value; a float NaN is the frame's missing value, as on the Arrow path.
+    """
+    by_name = {str(c).lower(): c for c in frame.columns}
+    keys = [by_name[ts.lower()]] + ([by_name[sign.lower()]] if relation and sign else [])
+    keys += [by_name[c.name.lower()] for c in schema.columns]
+    types = [BIGINT] + ([VARCHAR] if relation else []) + list(schema.types)
+    rows = (
+        tuple(_table_value(v, t) for v, t in zip(r, types, strict=True))
+        for r in frame[keys].itertuples(index=False, name=None)
+    )
+    return rows_to_batch(rows, schema, relation, name)
 
 
 def to_batch(

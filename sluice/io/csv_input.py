@@ -7,6 +7,11 @@ first line is a header only if it names the columns (``ts[,sign],A,B…``, any c
 first line is data, and reported if bad.  Values then pass the one admission check
 (``sluice.backends.rows``).
 
+A file is read in blocks of whole lines (:func:`csv_block`): pyarrow's vectorised reader parses
+a block when every line of it is well formed under these rules; a block holding any line it
+cannot take (a bad value, a wrong field count, a quote, a blank line, a byte that is not UTF-8)
+is parsed line by line instead, so the rules and the messages are the same either way.
+
 >>> from sluice.catalog import Schema
 >>> from sluice.datatypes import INTEGER, FLOAT
 >>> lines = ["ts,A,B", "1,2,2.5", "x,1,1", "3,4", '4,"5,1']
@@ -20,13 +25,21 @@ first line is data, and reported if bad.  Values then pass the one admission che
 from __future__ import annotations
 
 import csv
+import itertools
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from sluice.backends.rows import TS_MAX, TS_MIN, admit, rows_to_batch
 from sluice.catalog import Schema
 from sluice.datatypes import DataType, TypeKind
 from sluice.plan.numeric import INT_MAX, INT_MIN
+from sluice.runtime.batch import arrow_type, make
 
 
 def parse_value(text: str, t: DataType) -> Any:
@@ -73,10 +86,16 @@ def _fields(line: str) -> list[str]:
 
 
 def parse_csv_lines(
-    lines: Iterable[str | bytes], schema: Schema, relation: bool, name: str, first_line: int = 1
+    lines: Iterable[str | bytes],
+    schema: Schema,
+    relation: bool,
+    name: str,
+    first_line: int = 1,
+    line_numbers: list[int] | None = None,
 ) -> tuple[list[Any], list[str]]:
     """Rows ``(ts, row)`` (relations ``(ts, sign, row)``) and ``file:line: reason`` messages;
-    ``first_line`` numbers the first of ``lines`` (a chunk of a file).
+    ``first_line`` numbers the first of ``lines`` (a chunk of a file); ``line_numbers``, if
+    given, receives each row's line number.
     """
     out: list[Any] = []
     errors: list[str] = []
@@ -106,6 +125,9 @@ def parse_csv_lines(
         except ValueError:
             errors.append(f"{where}: timestamp {fields[0]!r} is not an integer")
             continue
+        if not TS_MIN <= ts <= TS_MAX:  # checked first, as the admission check does
+            errors.append(f"{where}: timestamp {ts} is outside ±2^62")
+            continue
         if len(fields) != len(schema) + lead:
             errors.append(f"{where}: {len(fields)} fields, expected {len(schema) + lead}")
             continue
@@ -122,6 +144,8 @@ def parse_csv_lines(
             out.append((ts, sign, row))
         else:
             out.append((ts, row))
+        if line_numbers is not None:
+            line_numbers.append(lineno)
     return out, errors
 
 
@@ -130,3 +154,86 @@ def read_csv(path: str | Path, schema: Schema, relation: bool) -> tuple[list[Any
     p = Path(path)
     with p.open("rb") as f:
         return parse_csv_lines(f, schema, relation, str(p))
+
+
+def _cases(*words: str) -> list[str]:
+    """Every upper/lower-case spelling of each word (what ``.lower()`` compares equal)."""
+    out: list[str] = []
+    for w in words:
+        out += ["".join(c) for c in itertools.product(*({ch.lower(), ch.upper()} for ch in w))]
+    return sorted(set(out))
+
+
+_NULLS = ["", *_cases("null")]
+_TRUE, _FALSE = _cases("true", "t", "1", "yes"), _cases("false", "f", "0", "no")
+
+
+def _vectorised(
+    data: bytes, schema: Schema, relation: bool, path: str, first_line: int
+) -> tuple[pa.Table, list[str]] | None:
+    """``data`` (whole lines) parsed by pyarrow under the per-line rules, or None when some line
+    needs them spelled out (then :func:`parse_csv_lines` reads it and names the line).
+    """
+    lead = ["ts", "sign"] if relation else ["ts"]
+    names = lead + [f"c{i}" for i in range(len(schema))]
+    types = {"ts": pa.int64(), "sign": pa.string()}
+    types.update({f"c{i}": arrow_type(c.type) for i, c in enumerate(schema.columns)})
+    try:
+        t = pacsv.read_csv(
+            pa.py_buffer(data),
+            read_options=pacsv.ReadOptions(column_names=names),
+            parse_options=pacsv.ParseOptions(ignore_empty_lines=False),  # rows are then lines, one to one
+            convert_options=pacsv.ConvertOptions(
+                column_types=types,
+                null_values=_NULLS,
+                true_values=_TRUE,
+                false_values=_FALSE,
+                strings_can_be_null=True,
+            ),
+        )
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, UnicodeDecodeError):
+        return None
+    ts = t.column("ts").combine_chunks()
+    if ts.null_count:  # the per-line rules say "timestamp '' is not an integer"
+        return None
+    sign: Any = 1
+    if relation:
+        raw = t.column("sign").combine_chunks()
+        if raw.null_count or not pc.all(pc.is_in(raw, pa.array(["+", "-"]))).as_py():
+            return None
+        sign = np.where(np.asarray(pc.equal(raw, "+")), 1, -1).astype(np.int8)
+    types_ = list(schema.types)
+    batch = make(ts.to_numpy(), sign, [t.column(f"c{i}").combine_chunks() for i in range(len(schema))], types_)
+    return admit(batch, types_, path, lambda i: f"{path}:{first_line + i}")
+
+
+def csv_block(
+    data: bytes, schema: Schema, relation: bool, path: str, first_line: int = 1
+) -> tuple[pa.Table, list[str]]:
+    """A block of whole lines of a CSV file (``first_line`` the number of its first) as a typed
+    batch of its rows that fit and ``file:line: reason`` for each line that does not.
+    """
+    if first_line == 1:  # a header only if it names the columns
+        end = data.find(b"\n")
+        head = data if end < 0 else data[: end + 1]
+        try:
+            fields = _fields(head.decode("utf-8").rstrip("\r\n"))
+        except (UnicodeDecodeError, ValueError):
+            fields = []
+        if _is_header(fields, schema, relation):
+            data, first_line = data[len(head) :], 2
+    if not data:
+        return make([], 1, [[] for _ in schema.columns], list(schema.types)), []
+    # pyarrow's quoting is laxer than the per-line rules (``"ab"c``, a newline inside quotes):
+    # a block with a quote is read line by line
+    fast = None if b'"' in data else _vectorised(data, schema, relation, path, first_line)
+    if fast is not None:
+        return fast
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    numbers: list[int] = []
+    rows, errors = parse_csv_lines(lines, schema, relation, path, first_line, numbers)
+    flat = [(t, s, *r) for t, s, r in rows] if relation else [(t, *r) for t, r in rows]
+    batch, more = rows_to_batch(flat, schema, relation, path, locate=lambda i: f"{path}:{numbers[i]}")
+    return batch, errors + more

@@ -11,6 +11,7 @@ no source runs ahead of another by more than a chunk.  A file out of order by mo
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ import pyarrow as pa
 
 from sluice.backends.rows import check_row, rows_to_batch, table_to_batch
 from sluice.catalog import Schema
-from sluice.io.csv_input import parse_csv_lines
+from sluice.io.csv_input import csv_block
 from sluice.runtime.batch import sort_by_ts, ts_of
 
 CHUNK = 65536  # rows per read
@@ -31,24 +32,34 @@ CHUNK = 65536  # rows per read
 Position = tuple[int, int]  # (byte offset, line number) of a text file; (batches read, rows read) of Parquet
 
 
-def _lines(path: Path, chunk: int, at: Position) -> Iterator[tuple[int, list[bytes], Position]]:
-    """(number of the chunk's first line, its lines, the position after it) — bytes, so a bad
-    byte costs one line.
+def _blocks(path: Path, chunk: int, at: Position) -> Iterator[tuple[int, bytes, Position]]:
+    """(number of the block's first line, ``chunk`` whole lines as bytes, the position after
+    them) — bytes, so a bad byte costs one line; read in large pieces, cut at a newline.
     """
     offset, first = at
     with path.open("rb") as f:
         f.seek(offset)
+        rest = b""
         while True:
-            buf: list[bytes] = []
-            while len(buf) < chunk:
-                line = f.readline()
-                if not line:
+            parts, n = [rest], rest.count(b"\n")
+            while n < chunk:
+                piece = f.read(1 << 22)
+                if not piece:
                     break
-                buf.append(line)
-            if not buf:
+                parts.append(piece)
+                n += piece.count(b"\n")
+            data = b"".join(parts)
+            if not data:
                 return
-            yield first, buf, (f.tell(), first + len(buf))
-            first += len(buf)
+            if n >= chunk:  # cut after the chunk-th newline
+                cut = int(np.flatnonzero(np.frombuffer(data, np.uint8) == 10)[chunk - 1]) + 1
+                block, rest = data[:cut], data[cut:]
+            else:  # the end of the file (its last line may lack a newline)
+                block, rest = data, b""
+            lines = block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
+            offset += len(block)
+            yield first, block, (offset, first + lines)
+            first += lines
 
 
 def read_chunks(
@@ -66,15 +77,15 @@ def read_chunks(
     p = Path(path)
     suffix = p.suffix.lower()
     if suffix in (".csv", ".txt", ".dat"):
-        for first, lines, pos in _lines(p, chunk, at or (0, 1)):
-            rows, errors = parse_csv_lines(lines, schema, relation, str(p), first_line=first)
-            flat = [(t, s, *r) for t, s, r in rows] if relation else [(t, *r) for t, r in rows]
-            batch, more = rows_to_batch(flat, schema, relation, name)
-            yield sort_by_ts(batch), errors + more, pos
+        for first, block, pos in _blocks(p, chunk, at or (0, 1)):
+            batch, errors = csv_block(block, schema, relation, str(p), first)
+            yield sort_by_ts(batch), errors, pos
     elif suffix in (".jsonl", ".json", ".ndjson"):
-        for first, lines, pos in _lines(p, chunk, at or (0, 1)):
-            objs, errors = [], []
-            for k, raw in enumerate(lines):
+        for first, block, pos in _blocks(p, chunk, at or (0, 1)):
+            objs: list[Any] = []
+            errors = []
+            numbers: list[int] = []
+            for k, raw in enumerate(block.split(b"\n")):
                 if not raw.strip():
                     continue
                 try:
@@ -86,7 +97,8 @@ def read_chunks(
                     errors.append(f"{p}:{first + k}: {e}")
                     continue
                 objs.append(obj)
-            batch, more = rows_to_batch(objs, schema, relation, name)
+                numbers.append(first + k)
+            batch, more = rows_to_batch(objs, schema, relation, name, locate=functools.partial(_at, p, numbers))
             yield sort_by_ts(batch), errors + more, pos
     elif suffix == ".parquet":
         import pyarrow.parquet as pq
@@ -103,6 +115,10 @@ def read_chunks(
             yield sort_by_ts(batch), errors, (k + 1, done)
     else:
         raise ValueError(f"{p}: unknown file type {suffix!r} (use .csv, .jsonl or .parquet)")
+
+
+def _at(path: Path, numbers: list[int], i: int) -> str:
+    return f"{path}:{numbers[i]}"
 
 
 def _renumber(msg: str, offset: int) -> str:

@@ -321,6 +321,7 @@ class SparkEngine:
         for msg in errors:
             src.reject("malformed", msg)
         batch = src.admit(batch)  # in ticks
+        src.accepted += batch.num_rows
         if batch.num_rows == 0:
             return
         n = batch.num_rows
@@ -682,9 +683,12 @@ class SparkEngine:
         return out
 
     def statistics(self) -> dict[str, Any]:
-        """Rejections (the driver's and each query's processors'), per query."""
+        """Rejections (the driver's and each query's processors'), per query; per source, rows
+        accepted and rejected by the admission check (``SourceStats``, as the embedded engine's).
+        """
         return {
             "rejected": self.rejected(),
+            "sources": tuple(src.source_statistics() for src in self._admit.values()),
             "queries": {
                 n: {
                     "rejected": list(q.notes)
