@@ -313,3 +313,28 @@ def test_float_sums_are_exact_and_vectorised(rows: list[Any], window: str, aggs:
     assert Counter((e.ts, e.sign, repr(e.row)) for e in got) == Counter((e.ts, e.sign, repr(e.row)) for e in ref)
     (agg,) = [u for u in eng._units if u.kind == "Aggregate"]
     assert agg._counting is not None  # the vectorised path, not per-value Python
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    st.lists(st.integers(0, 30), min_size=1, max_size=25),
+    st.integers(0, 4),
+    st.lists(st.integers(1, 6), min_size=1, max_size=25),
+)
+def test_lateness_does_not_depend_on_batching(stamps: list[int], slack: int, cuts: list[int]) -> None:
+    """Out-of-order rows are accepted or rejected the same whether pushed one by one or in any
+    batches: each is judged against what had arrived before it."""
+    rows = [(t, i, 0.0, None) for i, t in enumerate(stamps)]
+    answers = []
+    for sizes in ([1] * len(rows), cuts, [len(rows)]):
+        eng = EmbeddedEngine(_cat(), slack=slack)
+        q = eng.register_query("select * from S")
+        at, k = 0, 0
+        while at < len(rows):
+            n = sizes[k % len(sizes)]
+            eng.push("S", rows[at : at + n])
+            at, k = at + n, k + 1
+        eng.close()
+        (src,) = eng.statistics().sources
+        answers.append((sorted(e.row[0] for e in q.results()), src.rejected))
+    assert answers[0] == answers[1] == answers[2]

@@ -61,16 +61,22 @@ class Source(Operator):
             return batch
         if self.scale != 1:
             batch = batch.set_column(0, "__ts", pa.array(ts_of(batch) * self.scale))
-        done = self.complete_upto()
         ts = ts_of(batch)
+        # each element against what was complete when it arrived — the elements before it in this
+        # batch count as seen — so the answer does not depend on how the input was batched
+        seen = np.maximum.accumulate(np.concatenate(([self.max_seen], ts[:-1])))
+        wide = self.slack >= 2**62  # seen − slack − 1 may not fit 64 bits: Python integers
+        lag = seen.astype(object) if wide else np.where(seen > NEG_INF, seen, 0)
+        auto = np.where(seen > NEG_INF, lag - (self.slack + 1), NEG_INF)
+        done = np.maximum(auto, self.heartbeat_ts)
         late = ts <= done
         if late.any():
             idx = np.flatnonzero(late)
             for i in idx[:5]:
                 self.reject(
                     "late",
-                    f"{self.name}{where}: element at ts {int(ts[i])} arrived after instant {done} was complete "
-                    f"(slack {self.slack})",
+                    f"{self.name}{where}: element at ts {int(ts[i])} arrived after instant {int(done[i])} was "
+                    f"complete (slack {self.slack})",
                     1,
                 )
             if len(idx) > 5:
