@@ -24,6 +24,7 @@ from sluice.errors import SluiceError
 from sluice.io.csv_input import read_csv
 from sluice.plan import BoundQuery, execute
 from sluice.plan.explain import explain
+from sluice.progress import progress, say
 
 
 def _load(files: Sequence[str]) -> tuple[Catalog, list[BoundQuery | str | None]]:
@@ -167,13 +168,6 @@ def _engine(args: argparse.Namespace) -> Any:
     if args.backend == "spark":
         opts["master"] = args.master
     return Sluice(args.backend, **opts)
-
-
-def progress(desc: str, total: int | None = None, unit: str = "rows") -> Any:
-    """A progress bar on stderr with rate and ETA (only on a terminal: quiet in pipes and tests)."""
-    from tqdm import tqdm
-
-    return tqdm(desc=desc, total=total, unit=unit, unit_scale=True, disable=None, file=sys.stderr, leave=False)
 
 
 class _Outputs:
@@ -395,13 +389,18 @@ def _experiment(args: argparse.Namespace) -> int:
     for n in names:
         if n not in EXPERIMENTS:
             raise SluiceError(f"unknown experiment {n!r}; known: {', '.join(EXPERIMENTS)}, all, list")
-        summary = run(n, args.out, args.slots, args.seed)
-        print(
-            json.dumps(
-                summary.get("peak_ratio_to_chain") or summary.get("latency_ratio_to_path_capacity") or summary, indent=1
+    with progress("experiments", total=len(names), unit="exp") as bar:
+        for n in names:
+            bar.set_postfix_str(n)
+            summary = run(n, args.out, args.slots, args.seed)
+            print(
+                json.dumps(
+                    summary.get("peak_ratio_to_chain") or summary.get("latency_ratio_to_path_capacity") or summary,
+                    indent=1,
+                )
             )
-        )
-        print(f"{n}: wrote {args.out}/{n}.csv, .png and .json", file=sys.stderr)
+            say(f"{n}: wrote {args.out}/{n}.csv, .png and .json")
+            bar.update()
     return 0
 
 

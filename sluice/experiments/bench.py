@@ -36,6 +36,7 @@ import numpy as np
 
 from sluice.errors import SluiceError
 from sluice.experiments.results import write_results
+from sluice.progress import progress, say
 from sluice.workloads import to_table
 from sluice.workloads.nexmark import COLUMNS, DDL, NexmarkGenerator, as_rows, categories
 
@@ -320,16 +321,19 @@ def bench(
     results: dict[str, Any] = {}
     doc: dict[str, Any] = {}
     tables = generate(events, rate)
-    for i, q in enumerate(queries):
-        print(f"{q} ...", file=sys.stderr, flush=True)
-        results[q] = run_query(q, events, batch, rate, engines, master, check, tables)
-        # saved and printed as each query finishes: a long run that is stopped keeps what it did
-        doc = write_results(
-            out, "nexmark", events=events, batch=batch, rate=rate, engines=list(engines), results=results,
-            complete=i == len(queries) - 1,
-        )  # fmt: skip
-        lines = table({**doc, "results": {q: results[q]}}).split("\n")
-        print("\n".join(lines[:2] if i == 0 else []) + ("\n" if i == 0 else "") + lines[2], file=sys.stderr, flush=True)
+    with progress("queries", total=len(queries), unit="query") as bar:
+        for i, q in enumerate(queries):
+            bar.set_postfix_str(q)
+            say(f"{q} ...")
+            results[q] = run_query(q, events, batch, rate, engines, master, check, tables)
+            # saved and printed as each query finishes: a long run that is stopped keeps what it did
+            doc = write_results(
+                out, "nexmark", events=events, batch=batch, rate=rate, engines=list(engines), results=results,
+                complete=i == len(queries) - 1,
+            )  # fmt: skip
+            lines = table({**doc, "results": {q: results[q]}}).split("\n")
+            say("\n".join(lines[:2] if i == 0 else []) + ("\n" if i == 0 else "") + lines[2])
+            bar.update()
     return doc
 
 
