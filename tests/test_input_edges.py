@@ -280,3 +280,62 @@ def test_a_big_csv_is_read_by_pyarrow_in_blocks(tmp_path: Path) -> None:
     rows = [r for b, _, _ in chunks for r in b.to_pylist()]
     assert len(rows) == 999 and [m for _, ms, _ in chunks for m in ms] == [f"{p}:502: 'oops' is not an integer"]
     assert rows[-1] == {"__ts": 1000, "__sign": 1, "c0": 1000 % 7, "c1": 250.0}
+
+
+_JSON_VALUES = {
+    "ts": ["1", "7", "-3", '"x"', "null", "4611686018427387904", "1.0", "true"],
+    "sign": ['"+"', '"-"', '"x"', "1", "null"],
+    "int": ["5", "-12", "null", "1.5", "9223372036854775808", '"3"', "true", "NaN"],
+    "float": ["2.5", "3", "NaN", "Infinity", "null", '"x"', "1e400", "false"],
+    "bool": ["true", "false", "null", "1", '"t"'],
+    "str": ['"ab"', '"abcdef"', '""', "null", "5", '"\\u00e9"'],
+}
+
+
+@pytest.mark.parametrize("relation", [False, True])
+def test_the_vectorised_jsonl_reader_gives_the_per_line_answer(relation: bool) -> None:
+    """As for CSV: a JSONL block read by pyarrow gives exactly the per-line rows and messages."""
+    import json
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    from sluice.backends.rows import rows_to_batch
+    from sluice.datatypes import BOOLEAN, DataType, TypeKind
+    from sluice.io.jsonl_input import jsonl_block
+
+    schema = Schema.of(("A", INTEGER), ("B", FLOAT), ("C", BOOLEAN), ("D", DataType(TypeKind.VARCHAR, 4)))
+    keys = ["ts", *(["sign"] if relation else []), "A", "B", "C", "D"]
+    kinds = ["ts", *(["sign"] if relation else []), "int", "float", "bool", "str"]
+
+    def obj(vals: tuple[str, ...]) -> str:
+        return "{" + ", ".join(f'"{k}": {v}' for k, v in zip(keys, vals, strict=True)) + "}"
+
+    good = st.tuples(*(st.sampled_from(_JSON_VALUES[k][:2]) for k in kinds)).map(obj)
+    any_line = st.one_of(
+        st.tuples(*(st.sampled_from(_JSON_VALUES[k]) for k in kinds)).map(obj),
+        st.sampled_from(["", "[1, 2]", "not json", '{"ts": 1, "Z": 2}', '{"A": 1}', '{"ts": 2, "a": 3}']),
+    )
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(st.one_of(good, good, any_line), min_size=1, max_size=10), st.booleans())
+    def check(lines: list[str], newline_at_end: bool) -> None:
+        data = ("\n".join(lines) + ("\n" if newline_at_end else "")).encode()
+        got, got_errors = jsonl_block(data, schema, relation, "f.jsonl", 1)
+        objs, errors, numbers = [], [], []
+        for k, raw in enumerate(data.split(b"\n"), 1):
+            if raw.strip():
+                try:
+                    o = json.loads(raw)
+                except ValueError as e:
+                    errors.append(f"f.jsonl:{k}: {e}")
+                    continue
+                if isinstance(o, dict):
+                    objs.append(o)
+                    numbers.append(k)
+                else:
+                    errors.append(f"f.jsonl:{k}: not an object")
+        want, more = rows_to_batch(objs, schema, relation, "f.jsonl", locate=lambda i: f"f.jsonl:{numbers[i]}")
+        assert got.to_pylist() == want.to_pylist()
+        assert sorted(got_errors) == sorted(errors + more)
+
+    check()

@@ -560,3 +560,40 @@ def test_every_input_path_conserves_rows_on_spark_as_embedded(spark, tmp_path) -
     # per path of `rows`: 2**63, 'x', 'toolong'; 'not json'; Arrow's 'abcd'; the typed batch's ts 2**62
     assert stats[0] == stats[1] and stats[0][1] == 4 * 3 + 1 + 1 + 1
     assert len(answers[0]) > 1 and not diff_outputs(answers[0], answers[1])
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "select K * 10 as X from S",
+        "select K / D, K % D from S",
+        "select -K, V - V from S where K * 2 > 0",
+        "Istream(select K * 10 as X, V from S [Now] where K > 0)",
+        "select K, sum(K) from S [Range Unbounded] group by K",
+        "select sum(V), count(*) from S [Range 3]",
+    ],
+)
+def test_integer_overflow_drops_the_row_on_spark_as_embedded(spark, tmp_path, query: str) -> None:
+    """Regression (issue: nothing crashes): a 64-bit overflow in a query Spark runs natively used
+    to kill the streaming query (ANSI ARITHMETIC_OVERFLOW); now the row is dropped and reported,
+    the query goes on, and the answer is the embedded engine's (NaN results are NULL on both)."""
+    rows = [
+        (1, 1, 1.0, 1),
+        (2, 2**62, 2.0, 0),
+        (3, 3, float("inf"), 2),
+        (4, 4, float("-inf"), 0),
+        (5, -(2**63), 1.0, -1),
+        (6, 9, 1.0, 3),
+    ]
+    answers, reports = [], []
+    for eng in (EmbeddedEngine(), SparkEngine(spark=spark, workdir=tmp_path)):
+        eng.execute("register stream S (K integer, V float, D integer)")
+        h = eng.register_query(query)
+        eng.push("S", rows)
+        eng.close()
+        answers.append(eng.results(h) if isinstance(eng, SparkEngine) else h.results())
+        reports.append([m for m in eng.rejected() if "overflow" in m])
+        if isinstance(eng, SparkEngine):
+            eng.stop()
+    assert answers[0] and not diff_outputs(answers[0], answers[1])
+    assert bool(reports[0]) == bool(reports[1])

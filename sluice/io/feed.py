@@ -11,8 +11,6 @@ no source runs ahead of another by more than a chunk.  A file out of order by mo
 
 from __future__ import annotations
 
-import functools
-import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,9 +19,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from sluice.backends.rows import check_row, rows_to_batch, table_to_batch
+from sluice.backends.rows import table_to_batch
 from sluice.catalog import Schema
 from sluice.io.csv_input import csv_block
+from sluice.io.jsonl_input import jsonl_block
 from sluice.runtime.batch import sort_by_ts, ts_of
 
 CHUNK = 65536  # rows per read
@@ -82,24 +81,8 @@ def read_chunks(
             yield sort_by_ts(batch), errors, pos
     elif suffix in (".jsonl", ".json", ".ndjson"):
         for first, block, pos in _blocks(p, chunk, at or (0, 1)):
-            objs: list[Any] = []
-            errors = []
-            numbers: list[int] = []
-            for k, raw in enumerate(block.split(b"\n")):
-                if not raw.strip():
-                    continue
-                try:
-                    obj = json.loads(raw)
-                    if not isinstance(obj, dict):
-                        raise ValueError("not an object")
-                    check_row(obj, schema, relation)  # here, to name the line
-                except (ValueError, KeyError, TypeError) as e:
-                    errors.append(f"{p}:{first + k}: {e}")
-                    continue
-                objs.append(obj)
-                numbers.append(first + k)
-            batch, more = rows_to_batch(objs, schema, relation, name, locate=functools.partial(_at, p, numbers))
-            yield sort_by_ts(batch), errors + more, pos
+            batch, errors = jsonl_block(block, schema, relation, str(p), first)
+            yield sort_by_ts(batch), errors, pos
     elif suffix == ".parquet":
         import pyarrow.parquet as pq
 
@@ -115,10 +98,6 @@ def read_chunks(
             yield sort_by_ts(batch), errors, (k + 1, done)
     else:
         raise ValueError(f"{p}: unknown file type {suffix!r} (use .csv, .jsonl or .parquet)")
-
-
-def _at(path: Path, numbers: list[int], i: int) -> str:
-    return f"{path}:{numbers[i]}"
 
 
 def _renumber(msg: str, offset: int) -> str:

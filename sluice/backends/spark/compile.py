@@ -45,6 +45,7 @@ from sluice.catalog import Kind
 from sluice.datatypes import DataType, TypeKind
 from sluice.plan import logical as L
 from sluice.plan.expr import BExpr, Call, ColRef, Const, Subquery, walk_expr
+from sluice.plan.numeric import INT_MIN
 
 BUCKETS = 8
 
@@ -412,6 +413,7 @@ def _remap(preds: list[BExpr], mapping: dict[int, int]) -> list[BExpr]:
 
 _CMP = {"eq": "__eq__", "ne": "__ne__", "lt": "__lt__", "le": "__le__", "gt": "__gt__", "ge": "__ge__"}
 _ARITH = {"add": "__add__", "sub": "__sub__", "mul": "__mul__"}
+_TRY = {"add": "try_add", "sub": "try_subtract", "mul": "try_multiply"}
 
 
 def _family(t: DataType) -> str | None:
@@ -434,57 +436,97 @@ def _comparable(a: DataType, b: DataType) -> bool:
 def to_column(e: BExpr, column: Callable[[int], Any]) -> Any | None:
     """A Spark Column computing ``e`` exactly as Sluice does (``sluice.plan.scalar``), or None.
 
-    Translated: columns, constants, comparisons, AND/OR/NOT, IS [NOT] NULL, + − × (Spark's ANSI
-    mode raises on int64 overflow, as Sluice does), / and % (truncating toward zero, the sign of
-    the dividend, NULL for a zero divisor), unary minus, ``||`` and COALESCE.  Everything else
-    (CASE, LIKE, string and rounding functions, UDFs, CURRENT_TIME, subqueries) stays in Python.
+    Translated: columns, constants, comparisons, AND/OR/NOT, IS [NOT] NULL, + − × / % and unary
+    minus (integer division truncating toward zero, ``%`` with the dividend's sign, NULL for a
+    zero divisor, a float NaN as NULL), ``||`` and COALESCE.  Everything else (CASE, LIKE, string
+    and rounding functions, UDFs, CURRENT_TIME, subqueries) stays in Python.  Integer arithmetic
+    never raises (Spark's ``try_*``): where it overflows 64 bits the value is NULL and
+    :func:`overflow` is true — the row Sluice drops and counts (``sluice.plan.numeric``).
     """
+    out = _compile(e, column)
+    return None if out is None else out[0]
+
+
+def overflow(e: BExpr, column: Callable[[int], Any]) -> Any | None:
+    """A Spark Column true where evaluating ``e`` overflows 64-bit integers (None: it cannot)."""
+    out = _compile(e, column)
+    return None if out is None else out[1]
+
+
+def _either(a: Any | None, b: Any | None) -> Any | None:
+    if a is None or b is None:
+        return a if b is None else b
+    return a | b
+
+
+def _compile(e: BExpr, column: Callable[[int], Any]) -> tuple[Any, Any | None] | None:
+    """(value, overflow condition or None) of ``e`` as Spark Columns, or None if not translatable."""
     from pyspark.sql import functions as F
 
     from sluice.backends.spark.types import spark_type
 
     if isinstance(e, ColRef):
-        return column(e.index)
+        return column(e.index), None
     if isinstance(e, Const):
         if e.value is None or _family(e.type) is None:
             return None
-        return F.lit(e.value).cast(spark_type(e.type))
+        return F.lit(e.value).cast(spark_type(e.type)), None
     if not isinstance(e, Call):
         return None
-    maybe = [to_column(a, column) for a in e.args]
+    maybe = [_compile(a, column) for a in e.args]
     if any(a is None for a in maybe):
         return None
-    args: list[Any] = maybe
+    args: list[Any] = [m[0] for m in maybe if m is not None]
+    bad: Any | None = None
+    for m in maybe:
+        if m is not None:
+            bad = _either(bad, m[1])
     if e.fn in _CMP:
         if not _comparable(e.args[0].type, e.args[1].type):
             return None
-        return getattr(args[0], _CMP[e.fn])(args[1])
+        return getattr(args[0], _CMP[e.fn])(args[1]), bad
     if e.fn == "and":
-        return args[0] & args[1]
+        return args[0] & args[1], bad
     if e.fn == "or":
-        return args[0] | args[1]
+        return args[0] | args[1], bad
     if e.fn == "not":
-        return ~args[0]
+        return ~args[0], bad
     if e.fn == "is_null":
-        return args[0].isNull()
+        return args[0].isNull(), bad
     if e.fn == "is_not_null":
-        return args[0].isNotNull()
+        return args[0].isNotNull(), bad
     numeric = all(_family(a.type) in ("int", "float") for a in e.args)
     out_type = spark_type(e.type)
-    if e.fn in _ARITH and numeric:
-        return getattr(args[0], _ARITH[e.fn])(args[1]).cast(out_type)
-    if e.fn == "neg" and numeric:
-        return (-args[0]).cast(out_type)
+    integer = e.type.is_integer
+    if e.fn in ("add", "sub", "mul", "neg") and numeric:
+        a, b = (F.lit(0).cast(out_type), args[0]) if e.fn == "neg" else (args[0].cast(out_type), args[1].cast(out_type))
+        op = "sub" if e.fn == "neg" else e.fn
+        if integer:
+            res = getattr(F, _TRY[op])(a, b)
+            return res.cast(out_type), _either(bad, a.isNotNull() & b.isNotNull() & res.isNull())
+        return _nan_null(getattr(a, _ARITH[op])(b)), bad
     if e.fn in ("div", "mod") and numeric:
         a, b = args
-        if e.type.is_integer:  # Spark's div truncates toward zero, % keeps the dividend's sign
-            exact = F.call_function("div", a, b) if e.fn == "div" else a % b
+        if integer:  # Spark's div truncates toward zero, % keeps the dividend's sign
+            big = (a == F.lit(INT_MIN)) & (b == F.lit(-1))  # the one quotient beyond 64 bits
+            if e.fn == "div":
+                exact = F.when(big, F.lit(None)).otherwise(F.call_function("div", a, b))
+                bad = _either(bad, big)
+            else:
+                exact = F.when(big, F.lit(0)).otherwise(a % b)
         else:
-            exact = a / b if e.fn == "div" else a % b
+            exact = _nan_null(a / b if e.fn == "div" else a % b)
         res = F.when(b == 0, F.lit(None)).otherwise(exact)  # no ANSI error: x / 0 is NULL
-        return res.cast(out_type)
+        return res.cast(out_type), bad
     if e.fn == "concat" and all(_family(a.type) == "str" for a in e.args):
-        return F.concat(args[0], args[1])
+        return F.concat(args[0], args[1]), bad
     if e.fn == "coalesce":
-        return F.coalesce(*args).cast(out_type)
+        return F.coalesce(*args).cast(out_type), bad
     return None
+
+
+def _nan_null(c: Any) -> Any:
+    """A float result with NaN as NULL (Sluice's rule: ``inf − inf`` is NULL)."""
+    from pyspark.sql import functions as F
+
+    return F.when(F.isnan(c), F.lit(None)).otherwise(c)

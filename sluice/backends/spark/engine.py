@@ -36,7 +36,16 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from sluice.backends.rows import admit_batch, rows_to_batch, to_batch
-from sluice.backends.spark.compile import BUCKETS, NativePlan, Partitioning, native, partitioning, pushdown, to_column
+from sluice.backends.spark.compile import (
+    BUCKETS,
+    NativePlan,
+    Partitioning,
+    native,
+    overflow,
+    partitioning,
+    pushdown,
+    to_column,
+)
 from sluice.backends.spark.processor import EVENT_TIME_OFFSET, SluiceProcessor, output_schema
 from sluice.backends.spark.types import spark_type
 from sluice.catalog import Catalog, Kind, SourceDef
@@ -348,8 +357,17 @@ class SparkEngine:
         return self._admit[key]
 
     def rejected(self) -> list[str]:
-        """Messages for rejected input (the first 100 per source), as the embedded engine keeps them."""
-        return [m for src in self._admit.values() for m in src.messages]
+        """Messages for rejected input (the first 100 per source) and for rows a query could not
+        evaluate (an integer overflow, a failing UDF: each query's notes), as the embedded engine's.
+        """
+        out = [m for src in self._admit.values() for m in src.messages]
+        for q in self.queries.values():
+            if q.stream is not None and q.sink != "console":
+                t = self._output(q)
+                if t is not None:
+                    q.notes = [n for n in t.filter(pc.equal(t.column("sign"), 0)).column("note").to_pylist() if n]
+            out += q.notes
+        return out
 
     def reject(self, name: str, messages: Sequence[str]) -> None:
         """Count rows rejected before they reached the engine (a reader's bad lines), as malformed."""
@@ -514,8 +532,9 @@ class SparkEngine:
             frame = frame.withWatermark("etime", f"{self.slack + 1} milliseconds").where(F.col("kind") == "d")
             for p in pushed.get(d.name.lower(), []):
                 col = to_column(p, lambda j: F.col(f"c{j}"))
-                if col is not None:
-                    frame = frame.where(col)
+                if col is not None:  # a row whose predicate overflows goes on: the processor counts it
+                    bad = overflow(p, lambda j: F.col(f"c{j}"))
+                    frame = frame.where(col if bad is None else col | bad)
             if q.part is None:
                 ekey = F.lit("0")
             elif d.name.lower() in q.part.keys:
@@ -559,17 +578,37 @@ class SparkEngine:
             schema = ", ".join(f"r{j} {spark_type(t).simpleString()}" for j, t in enumerate(r.schema.types))
             frame = frame.crossJoin(F.broadcast(self.spark.createDataFrame(rows, schema)))
         column = self._native_columns(plan)
+        # A row whose evaluation overflows 64 bits is dropped and counted, as in the embedded
+        # engine (sluice.plan.numeric): it becomes a note row (sign 0) naming the query and instant.
+        # Each predicate is a Select in turn: a row that fails one is not evaluated further.
+        bad = F.lit(False)
         for p in plan.predicates:
-            frame = frame.where(to_column(p, column))
+            pbad = overflow(p, column)
+            keep = to_column(p, column)
+            assert keep is not None  # checked when planned
+            if pbad is not None:
+                keep = keep | pbad
+            frame = frame.where(bad | keep)
+            if pbad is not None:
+                bad = bad | pbad
         types = q.bound.plan.schema.types
         cols = []
         for j, (c, t) in enumerate(zip(plan.columns, types, strict=True)):
             col = to_column(c, column)
             assert col is not None  # checked when planned
+            cbad = overflow(c, column)
+            if cbad is not None:
+                bad = bad | cbad
             cols.append(col.cast(spark_type(t)).alias(f"c{j}"))
         scale = self.catalog.scale(d)
-        ts = (F.col("ts") * F.lit(scale)).cast("long").alias("ts")
-        return frame.select(ts, F.lit(1).cast("int").alias("sign"), *cols, F.lit(None).cast("string").alias("note"))
+        ts = (F.col("ts") * F.lit(scale)).cast("long")
+        note = F.concat(F.lit(f"{q.name}: row at "), ts.cast("string"), F.lit(": integer overflow (64 bits)"))
+        return frame.select(
+            ts.alias("ts"),
+            F.when(bad, F.lit(0)).otherwise(F.lit(1)).cast("int").alias("sign"),
+            *cols,
+            F.when(bad, note).otherwise(F.lit(None)).cast("string").alias("note"),
+        )
 
     def _start(self, q: SparkQuery) -> None:
 

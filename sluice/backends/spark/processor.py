@@ -10,7 +10,8 @@ Runs of data between markers become Arrow batches pushed on the engine's fast pa
 processor runs in event-time mode: Spark's watermark (each input's event time minus the slack,
 the minimum over inputs) completes instants on every key, through a timer each key re-arms.  Output rows
 are the query's elements ``(ts, sign, c0…)`` with nullable typed columns; rows with sign 0 carry
-a ``note``: an element the key's engine rejected (late, or a deletion of an absent tuple).
+a ``note``: an element the key's engine rejected (late, or a deletion of an absent tuple), or a
+row one of its operators could not evaluate (an integer overflow, a failing UDF).
 """
 
 from __future__ import annotations
@@ -155,6 +156,9 @@ class SluiceProcessor(StatefulProcessor):
         q = eng.queries["q"]
         out, q.batches = q.batches, []
         notes = [m for n, s in eng.sources.items() for m in s.messages[before.get(n, 0) :]]
+        for u in eng._units:  # rows an operator could not evaluate (sluice.plan.numeric): reported once
+            notes += u.reject_messages
+            u.reject_messages = []
         self.state.update((pickle.dumps(eng),))
         frames = []
         if out:
