@@ -338,3 +338,20 @@ def test_lateness_does_not_depend_on_batching(stamps: list[int], slack: int, cut
         (src,) = eng.statistics().sources
         answers.append((sorted(e.row[0] for e in q.results()), src.rejected))
     assert answers[0] == answers[1] == answers[2]
+
+
+def test_a_timestamp_at_the_end_of_time_is_rejected_by_every_query_alike() -> None:
+    """Regression (issue: nothing lost): ts = 2^63 − 1 used to be emitted by `select *` while the
+    windowed group-by silently emitted nothing; now it is rejected at admission, with its reason,
+    and every query sees the same input."""
+    eng = EmbeddedEngine(_cat())
+    plain = eng.register_query("select * from S")
+    grouped = eng.register_query("select K, count(*) from S [Range 10] group by K")
+    eng.push("S", [(1, 1, 1.0, "a"), (2**63 - 1, 2, 2.0, "b"), (2, 3, 3.0, "c")])
+    eng.close()
+    assert [e.ts for e in plain.results()] == [1, 2]
+    assert {e.row for e in grouped.results() if e.sign == "+"} >= {(1, 1), (3, 1)}
+    (msg,) = eng.rejected()
+    assert "timestamp 9223372036854775807 is outside ±2^62" in msg
+    (src,) = eng.statistics().sources
+    assert (src.accepted, src.rejected) == (2, 1)

@@ -597,3 +597,28 @@ def test_integer_overflow_drops_the_row_on_spark_as_embedded(spark, tmp_path, qu
             eng.stop()
     assert answers[0] and not diff_outputs(answers[0], answers[1])
     assert bool(reports[0]) == bool(reports[1])
+
+
+def test_local_spark_listens_only_on_the_loopback_interface(spark) -> None:
+    """Regression (issue: nothing lost, nothing crashes): in local mode the JVM's listening sockets
+    (driver RPC, block manager) used to bind the external interface with authentication off."""
+    import os
+    from pathlib import Path
+
+    pid = spark.sparkContext._gateway.proc.pid
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    listening = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            f = line.split()
+            if f[3] == "0A" and f[9] in inodes:  # LISTEN, owned by the JVM
+                listening.append(f[1].split(":")[0])
+    loopback = {"0100007F", "00000000000000000000000001000000", "0000000000000000FFFF00000100007F"}
+    assert listening and set(listening) <= loopback, listening
