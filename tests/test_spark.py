@@ -494,7 +494,7 @@ def test_rows_pushed_before_a_query_is_registered_are_its_input(spark, tmp_path)
         h = eng.register_query(query, name="q02.out")  # any name is a label, on both backends
         eng.push("S", after)
         eng.close()
-        answers.append(eng.results(h) if isinstance(eng, SparkEngine) else h.results())
+        answers.append(h.results())
         stats.append(eng.rejected())
         if isinstance(eng, SparkEngine):
             eng.stop()
@@ -550,7 +550,7 @@ def test_every_input_path_conserves_rows_on_spark_as_embedded(spark, tmp_path) -
             ),
         )
         eng.close()
-        answers.append(eng.results(h) if isinstance(eng, SparkEngine) else h.results())
+        answers.append(h.results())
         st = eng.statistics()
         (src,) = st["sources"] if isinstance(eng, SparkEngine) else st.sources
         assert src.accepted + src.rejected == pushed, (type(eng).__name__, src, eng.rejected())
@@ -591,7 +591,7 @@ def test_integer_overflow_drops_the_row_on_spark_as_embedded(spark, tmp_path, qu
         h = eng.register_query(query)
         eng.push("S", rows)
         eng.close()
-        answers.append(eng.results(h) if isinstance(eng, SparkEngine) else h.results())
+        answers.append(h.results())
         reports.append([m for m in eng.rejected() if "overflow" in m])
         if isinstance(eng, SparkEngine):
             eng.stop()
@@ -622,3 +622,30 @@ def test_local_spark_listens_only_on_the_loopback_interface(spark) -> None:
                 listening.append(f[1].split(":")[0])
     loopback = {"0100007F", "00000000000000000000000001000000", "0000000000000000FFFF00000100007F"}
     assert listening and set(listening) <= loopback, listening
+
+
+def test_one_engine_contract_the_same_calls_on_both_backends(spark, tmp_path) -> None:
+    """``Sluice(backend)`` returns the same contract (``sluice.backends.base.Engine``): sources
+    registered through the API (with a time unit), rows pushed before the query, handles read
+    with ``handle.results()`` or ``engine.results(handle)`` — the same answers on both."""
+    from sluice.backends import Sluice
+
+    answers = []
+    for backend, opts in (("embedded", {}), ("spark", {"spark": spark, "workdir": tmp_path})):
+        eng = Sluice(backend, **opts)
+        eng.register_stream("S", [("A", "integer"), ("B", "float")])
+        eng.register_relation("R", [("A", "integer"), ("Name", "varchar(8)")])
+        eng.push("R", [(0, "+", 1, "one"), (0, "+", 2, "two")])
+        eng.push("S", [(1, 1, 1.5), (2, 2, 2.5)])
+        h = eng.register_query("select R.Name, count(*) from S [Range 2], R where S.A = R.A group by R.Name")
+        eng.push("S", [(3, 1, 3.5), (5, 2, 0.5)])
+        eng.heartbeat(4)
+        eng.close()
+        assert h.results() == eng.results(h) == eng.results(h.name)
+        assert eng.rejected() == []
+        answers.append(h.results())
+        if backend == "spark":
+            with pytest.raises(SluiceError, match="every source at once"):
+                eng.heartbeat(9, "S")
+            eng.stop()  # type: ignore[attr-defined]
+    assert len(answers[0]) > 2 and not diff_outputs(answers[0], answers[1])

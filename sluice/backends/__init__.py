@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from sluice.backends.base import Engine, QueryHandle
 from sluice.errors import SluiceError
 
 
-def Sluice(backend: str = "embedded", **options: Any) -> Any:  # noqa: N802 - reads as a class
+def Sluice(backend: str = "embedded", **options: Any) -> Engine:  # noqa: N802 - reads as a class
     """An engine: ``backend="embedded"`` (in process; options as ``EmbeddedEngine``) or
     ``backend="spark"`` (``master="local[2]"`` or a cluster URL; options as ``SparkEngine``).
     """
@@ -27,4 +28,4 @@ def Sluice(backend: str = "embedded", **options: Any) -> Any:  # noqa: N802 - re
     raise SluiceError(f"unknown backend {backend!r}; known: embedded, spark")
 
 
-__all__ = ["Sluice"]
+__all__ = ["Engine", "QueryHandle", "Sluice"]

@@ -1,23 +1,43 @@
-"""The one engine interface every backend implements (``embedded`` today; ``spark`` next)."""
+"""The one engine contract every backend implements: ``EmbeddedEngine`` and ``SparkEngine`` are
+checked against it by mypy (the functions at the end), and ``Sluice()`` returns it.
+
+The same calls, in any order, give the same answers on both: register (DDL or the API) before or
+after pushing, push tuples/dicts/tables or typed batches, heartbeat, run, close, read each
+query's output from its handle (``handle.results()``) or the engine (``engine.results(handle)``),
+and see every rejected row in ``rejected()``.  Backend-specific calls (the embedded engine's
+schedulers and checkpoints, Spark's attached sources and sinks) live on the classes.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+import pyarrow as pa
 
 from sluice.catalog import Kind
 
+if TYPE_CHECKING:
+    from sluice.backends.embedded import EmbeddedEngine, Query
+    from sluice.backends.spark.engine import SparkEngine, SparkQuery
+
 
 class QueryHandle(Protocol):
+    """A registered continuous query."""
+
     name: str
 
-    def results(self) -> list[Any]: ...
-
-    def subscribe(self, fn: Callable[[list[Any]], None]) -> None: ...
+    def results(self) -> list[Any]:
+        """Its output so far: ``(ts, sign, row)`` elements, per instant deletions first."""
+        ...
 
 
 class Engine(Protocol):
-    def execute(self, text: str) -> list[Any]: ...
+    """What both backends accept and do alike."""
+
+    def execute(self, text: str) -> list[Any]:
+        """Run CQL statements (DDL, queries, EXPLAIN); a query statement yields its handle."""
+        ...
 
     def register_stream(self, name: str, columns: Sequence[tuple[str, Any]]) -> None: ...
 
@@ -25,16 +45,41 @@ class Engine(Protocol):
 
     def register_view(self, name: str, query: str, columns: Sequence[str] = (), kind: Kind | None = None) -> None: ...
 
+    def register_function(self, name: str, fn: Callable[..., Any], return_type: Any, arg_types: Any = None) -> None: ...
+
     def register_query(self, query: str, name: str | None = None) -> Any: ...
 
-    def push(self, name: str, rows: Any) -> None: ...
+    def push(self, name: str, rows: Any, *, ts_column: str = "ts", sign_column: str = "sign") -> None: ...
 
-    def heartbeat(self, ts: int, name: str | None = None) -> None: ...
+    def push_batch(self, name: str, batch: pa.Table) -> None: ...
+
+    def reject(self, name: str, messages: Sequence[str]) -> None: ...
+
+    def heartbeat(self, ts: int) -> None: ...
+
+    def run(self) -> Any: ...
 
     def close(self, until: int | None = None) -> None: ...
 
-    def run(self) -> int: ...
+    def results(self, query: Any) -> list[Any]: ...
 
-    def explain(self, query: Any = None) -> str: ...
+    def rejected(self) -> list[str]: ...
+
+    def explain(self, query: Any) -> str: ...
 
     def statistics(self) -> Any: ...
+
+
+if TYPE_CHECKING:  # mypy checks both backends against the contract here
+
+    def _embedded(e: EmbeddedEngine) -> Engine:
+        return e
+
+    def _spark(e: SparkEngine) -> Engine:
+        return e
+
+    def _query(q: Query) -> QueryHandle:
+        return q
+
+    def _spark_query(q: SparkQuery) -> QueryHandle:
+        return q

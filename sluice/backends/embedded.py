@@ -491,6 +491,13 @@ class EmbeddedEngine:
     def _queues(self) -> list[Queue]:
         return [u.output for u in list(self.sources.values()) + self._units]
 
+    def results(self, query: str | Query) -> list[Element]:
+        """A query's output so far (``Query.results``): the same call as ``SparkEngine.results``."""
+        q = query if isinstance(query, Query) else self.queries.get(query)
+        if q is None:
+            raise SluiceError(f"no query named {query!r}")
+        return q.results()
+
     def statistics(self) -> EngineStats:
         ops = list(self.sources.values()) + self._units
         qs = self._queues()

@@ -144,7 +144,10 @@ _PRINTERS: dict[type, Callable[[Any], str]] = {
     ast.TableQuery: lambda n: n.name,
     ast.StreamOp: lambda n: f"{n.op.title()}({to_cql(n.query)})",
     ast.ColumnDef: lambda n: f"{n.name} {n.type.sql()}",
-    ast.RegisterSource: lambda n: f"REGISTER {n.kind} {n.name} ({', '.join(to_cql(c) for c in n.columns)})",
+    ast.RegisterSource: lambda n: (
+        f"REGISTER {n.kind} {n.name} ({', '.join(to_cql(c) for c in n.columns)})"
+        + (f" UNIT {n.unit.name.lower()}" if n.unit is not None else "")
+    ),
     ast.RegisterView: lambda n: (
         f"REGISTER VIEW {n.name}" + (f" ({', '.join(n.columns)})" if n.columns else "") + f" AS {to_cql(n.query)}"
     ),

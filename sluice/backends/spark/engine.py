@@ -95,6 +95,12 @@ class SparkQuery:
     native: NativePlan | None = None
     dropped: int = 0  # elements Spark dropped behind its watermark
     seen_batches: set[int] = field(default_factory=set)
+    engine: Any = field(default=None, repr=False, compare=False)  # the SparkEngine that runs it
+
+    def results(self) -> list[Element]:
+        """Its output so far (``SparkEngine.results``): the same call as on an embedded ``Query``."""
+        out: list[Element] = self.engine.results(self)
+        return out
 
     @property
     def kind(self) -> Kind:
@@ -181,6 +187,26 @@ class SparkEngine:
                 out.append(None)
         return out
 
+    def register_stream(
+        self, name: str, columns: Sequence[tuple[str, Any]], unit: TimeUnit | str | None = None
+    ) -> None:
+        """A stream, as ``EmbeddedEngine.register_stream`` (``unit``: what its timestamps count)."""
+        self._register(self.catalog.register_stream(name, columns, unit))
+
+    def register_relation(
+        self, name: str, columns: Sequence[tuple[str, Any]], unit: TimeUnit | str | None = None
+    ) -> None:
+        """A relation, as ``EmbeddedEngine.register_relation``."""
+        self._register(self.catalog.register_relation(name, columns, unit))
+
+    def _register(self, d: SourceDef) -> None:
+        """Record a source registered through the API as DDL: every key's engine on the workers
+        replays ``self.ddl``.
+        """
+        kind = "RELATION" if d.kind is Kind.RELATION else "STREAM"
+        cols = tuple(ast.ColumnDef(c.name, c.type) for c in d.schema.columns)
+        self.ddl.append(to_cql(ast.RegisterSource(kind, d.name, cols, d.unit)) + ";")
+
     def register_view(self, name: str, query: str, columns: Sequence[str] = (), kind: Kind | None = None) -> None:
         """A named view (STREAM's ``vquery``/``vtable``), checked as ``EmbeddedEngine.register_view``."""
         register_view(self.catalog, name, query, columns, kind=kind)
@@ -202,7 +228,7 @@ class SparkEngine:
             if isinstance(n, L.Scan) and n.name.lower() not in {s.lower() for s in sources}:
                 sources.append(self._source(n.name).name)
         # As on the embedded engine: what was pushed but not yet run is a new query's input too
-        q = SparkQuery(name, bq, partitioning(bq.plan), sources, self._released, sink, out_path)
+        q = SparkQuery(name, bq, partitioning(bq.plan), sources, self._released, sink, out_path, engine=self)
         self.queries[name] = q
         return q
 
@@ -389,8 +415,14 @@ class SparkEngine:
             raise SluiceError(f"query {q.name} has not started: run() first")
         return any(p.get("stateOperators") for p in q.stream.recentProgress)
 
-    def heartbeat(self, ts: int) -> None:
-        """No element stamped ≤ ts will still arrive (every source)."""
+    def heartbeat(self, ts: int, name: str | None = None) -> None:
+        """No element stamped ≤ ts will still arrive (every source; one source's heartbeat is an
+        embedded-engine call: Spark's watermark is one for all inputs).
+        """
+        if name is not None:
+            raise SluiceError(
+                f"heartbeat(ts, {name!r}): Spark completes instants on every source at once; call heartbeat(ts)"
+            )
         self._marker("h", ts)
 
     def close(self, until: int | None = None) -> None:
