@@ -306,10 +306,10 @@ class _Counting:
     State row 0 is COUNT(*); an aggregate with an argument adds its non-null count and, for
     SUM/AVG, its integer sum.  Groups get dense ids (freed when their count returns to 0).
 
-    A float SUM/AVG keeps the exact sum of its finite values as an integer multiple of 2^-1074
-    (every double is one: ``sluice.plan.numeric``) and counts of +inf and −inf; the state is then
-    Python integers from the start (NumPy object arrays: the same array code, exact, no per-row
-    Python).  Its value is the exact sum rounded once — Python's int/int division rounds correctly.
+    A float SUM/AVG keeps the exact sum of its finite values as an integer × 2^exp (every double
+    is one: ``sluice.plan.numeric``) and counts of +inf and −inf; those sums are Python integers in
+    a second part of the state (a NumPy object array: the same array code, exact, no per-row
+    Python), the counts stay int64.  Its value is the exact sum rounded once.
     """
 
     def __init__(self, aggs: tuple[AggCall, ...], nkeys: int) -> None:
@@ -317,8 +317,21 @@ class _Counting:
         self.nn_row: list[int] = []
         self.sum_row: list[int] = []
         self.inf_row: list[int] = []  # float SUM/AVG: the row counting +inf (the next one −inf)
+        self.owner: list[int] = []  # the aggregate whose state this one reads (itself, or an
+        # earlier one over the same argument: SUM(B) and AVG(B) keep one sum)
+        shared: dict[tuple[str, bool], int] = {}
         rows = 1
-        for a in aggs:
+        for i, a in enumerate(aggs):
+            key = (repr(a.arg), a.fn in ("SUM", "AVG"))
+            j = shared.get(key) if a.arg is not None else None
+            if j is not None:
+                self.owner.append(j)
+                self.nn_row.append(self.nn_row[j])
+                self.sum_row.append(self.sum_row[j])
+                self.inf_row.append(self.inf_row[j])
+                continue
+            shared[key] = i
+            self.owner.append(i)
             self.nn_row.append(rows if a.arg is not None else 0)
             rows += a.arg is not None
             self.sum_row.append(rows if a.fn in ("SUM", "AVG") else -1)
@@ -326,9 +339,18 @@ class _Counting:
             fl = a.fn in ("SUM", "AVG") and a.arg is not None and a.arg.type.kind.value == "float"
             self.inf_row.append(rows if fl else -1)
             rows += 2 * fl
-        # one row per group id, one column per state value: gathering a group's state is contiguous
-        exact = any(r >= 0 for r in self.inf_row)
-        self.state: np.ndarray = np.zeros((16, rows), dtype=object if exact else np.int64)
+        # one row per group id, one column per state value: gathering a group's state is contiguous.
+        # Two parts: counts and integer sums (int64 until a sum may pass 2^62), and the float sums
+        # (exact Python integers, an object array) — object arithmetic only where exactness needs it
+        fsums = {self.sum_row[i] for i, r in enumerate(self.inf_row) if r >= 0}
+        self.where: list[tuple[int, int]] = []  # state value → (part, column)
+        width = [0, 0]
+        for r in range(rows):
+            part = 1 if r in fsums else 0
+            self.where.append((part, width[part]))
+            width[part] += 1
+        self.state: np.ndarray = np.zeros((16, width[0]), dtype=np.int64)
+        self.fstate: np.ndarray = np.zeros((16, width[1]), dtype=object)
         # float SUM/AVG: the sum is an integer × 2^exp, exp the lowest bit any value had so far
         # (it only decreases; the state is rescaled then) — small integers, fast to add and round
         self.exp: list[int] = [0] * len(aggs)
@@ -343,7 +365,10 @@ class _Counting:
         self.rejects = []
 
     def state_bytes(self) -> int:
-        return len(self.gid) * (64 + 8 * self.state.shape[1])
+        return len(self.gid) * (64 + 8 * self.state.shape[1] + 32 * self.fstate.shape[1])
+
+    def _parts(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.state, self.fstate
 
     def _alloc(self, key: tuple[Any, ...]) -> int:
         if self.free:
@@ -352,9 +377,10 @@ class _Counting:
             g = len(self.keys)
             self.keys.append(None)
             if g >= self.state.shape[0]:
-                grown = np.zeros((2 * self.state.shape[0], self.state.shape[1]), dtype=self.state.dtype)
-                grown[:g] = self.state[:g]
-                self.state = grown
+                grown = [np.zeros((2 * p.shape[0], p.shape[1]), dtype=p.dtype) for p in self._parts()]
+                for new, old in zip(grown, self._parts(), strict=True):
+                    new[:g] = old[:g]
+                self.state, self.fstate = grown
         self.keys[g] = key
         self.gid[key] = g
         return g
@@ -403,8 +429,8 @@ class _Counting:
             tz = _trailing_zeros(m[nz])
             lowest = int((low[nz] + tz).min())
             if lowest < self.exp[i]:
-                r = self.sum_row[i]
-                self.state[:, r] = np.left_shift(self.state[:, r], self.exp[i] - lowest)
+                r = self.where[self.sum_row[i]][1]
+                self.fstate[:, r] = np.left_shift(self.fstate[:, r], self.exp[i] - lowest)
                 self.exp[i] = lowest
         shift = low - self.exp[i]
         neg = shift < 0  # only where trailing zeros make the right shift exact (or m is 0)
@@ -413,13 +439,13 @@ class _Counting:
             shift = np.maximum(shift, 0)
         return np.left_shift(m.astype(object), shift.astype(object))
 
-    def _deltas(self, sign: np.ndarray, args: list[Any], n: int) -> np.ndarray:
+    def _deltas(self, sign: np.ndarray, args: list[Any], n: int) -> tuple[np.ndarray, np.ndarray]:
         s = sign.astype(np.int64)
         sums: dict[int, np.ndarray] = {}
         bound = 0.0
         nn: dict[int, np.ndarray] = {}
         for i, v in enumerate(args):
-            if v is None:
+            if v is None or self.owner[i] != i:
                 continue
             nn[self.nn_row[i]] = pc.is_valid(v).to_numpy(zero_copy_only=False).astype(np.int64) * s
             if self.inf_row[i] >= 0:
@@ -438,12 +464,17 @@ class _Counting:
                 self.state = self.state.astype(object)  # exact from here on: Python integers
             self._mag += bound
         d = np.empty((n, self.state.shape[1]), dtype=self.state.dtype)
+        fd = np.empty((n, self.fstate.shape[1]), dtype=object)
         d[:, 0] = s
         for r, v in nn.items():
-            d[:, r] = v
+            d[:, self.where[r][1]] = v
         for r, x in sums.items():
-            d[:, r] = x.astype(object) * s if d.dtype == object else x * s
-        return d
+            part, j = self.where[r]
+            if part:
+                fd[:, j] = x * s
+            else:
+                d[:, j] = x.astype(object) * s if d.dtype == object else x * s
+        return d, fd
 
     def apply(
         self, ts: np.ndarray, sign: np.ndarray, keycols: list[Any], args: list[Any], types: list[Any]
@@ -458,7 +489,6 @@ class _Counting:
         small = int(gids.max()) < 65536
         order = np.argsort(gids.astype(np.uint16) if small else gids, kind="stable")
         g, t = gids[order], ts[order]
-        c = np.cumsum(np.take(deltas, order, axis=0), axis=0)
         starts = np.ones(n, dtype=bool)
         starts[1:] = g[1:] != g[:-1]
         ends = np.ones(n, dtype=bool)  # the last row of each (group, instant) run
@@ -467,20 +497,28 @@ class _Counting:
         first_row = np.flatnonzero(starts)
         seg_e = np.cumsum(starts)[e] - 1  # the group run each end row belongs to
         ge, te = g[e], t[e]
-        # per group run: its state before the batch minus the running sum before the run
-        before = np.zeros((len(first_row), c.shape[1]), dtype=c.dtype)
-        before[1:] = c[first_row[1:] - 1]
-        offset = np.take(self.state, g[first_row], axis=0) - before
-        new_e = (c if len(e) == n else np.take(c, e, axis=0)) + np.take(offset, seg_e, axis=0)
         first = np.ones(len(e), dtype=bool)
         first[1:] = ge[1:] != ge[:-1]
-        old_e = np.empty_like(new_e)
-        old_e[1:] = new_e[:-1]
-        old_e[first] = self.state[ge[first]]
         last = np.ones(len(e), dtype=bool)
         last[:-1] = ge[1:] != ge[:-1]
         touched = ge[last]
-        self.state[touched] = new_e[last]
+        news, olds = [], []
+        for part, d in zip(self._parts(), deltas, strict=True):
+            if part.shape[1] == 0:
+                news.append(np.zeros((len(e), 0), dtype=part.dtype))
+                olds.append(np.zeros((int(first.sum()), 0), dtype=part.dtype))
+                continue
+            c = np.cumsum(np.take(d, order, axis=0), axis=0)
+            # per group run: its state before the batch minus the running sum before the run
+            before = np.zeros((len(first_row), c.shape[1]), dtype=c.dtype)
+            before[1:] = c[first_row[1:] - 1]
+            offset = np.take(part, g[first_row], axis=0) - before
+            new = (c if len(e) == n else np.take(c, e, axis=0)) + np.take(offset, seg_e, axis=0)
+            olds.append(part[ge[first]])  # a group's state before the batch
+            part[touched] = new[last]
+            news.append(new)
+        new_e = (news[0], news[1])
+        old_first = (olds[0], olds[1])
         if self.nkeys:
             for gid in touched[(self.state[touched, 0] == 0).astype(bool)].tolist():
                 key = self.keys[gid]
@@ -491,14 +529,14 @@ class _Counting:
         # each end row's old state is the previous end row's new one, but for a group's first
         # (its state before the batch): values are computed once per end row, not twice
         vis_n, vals_n = self._values(new_e)
-        vis_f, vals_f = self._values(old_e[first])
+        vis_f, vals_f = self._values(old_first)
         vis_o = _shifted(vis_n, first, vis_f)
         vals_o = [
             (_shifted(xn, first, xf), None if nn is None or nf is None else _shifted(nn, first, nf))
             for (xn, nn), (xf, nf) in zip(vals_n, vals_f, strict=True)
         ]
-        if new_e.dtype == object:  # a group whose SUM is beyond 64 bits has no row (numeric.py)
-            hidden = np.flatnonzero(~vis_n & (new_e[:, 0] > 0 if self.nkeys else True))
+        if new_e[0].dtype == object:  # a group whose SUM is beyond 64 bits has no row (numeric.py)
+            hidden = np.flatnonzero(~vis_n & (new_e[0][:, 0] > 0 if self.nkeys else True))
             self.rejects += [
                 f"group {self.keys[int(ge[k])]!r} at {int(te[k])}: SUM outside BIGINT's range; no row"
                 for k in hidden.tolist()
@@ -530,20 +568,29 @@ class _Counting:
         sign_out = np.where(is_ins, np.int8(1), np.int8(-1))
         return make(out_ts[out_order], sign_out, cols, types)
 
-    def _values(self, st: np.ndarray) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray | None]]]:
-        """(visible, per aggregate (values, null mask)) for state rows ``st``."""
+    def _values(
+        self, parts: tuple[np.ndarray, np.ndarray]
+    ) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray | None]]]:
+        """(visible, per aggregate (values, null mask)) for state rows (both parts)."""
+        st = parts[0]
+
+        def col(r: int) -> np.ndarray:
+            part, j = self.where[r]
+            return parts[part][:, j]
+
         count = st[:, 0]
         visible = (count > 0).astype(bool) if self.nkeys else np.ones(st.shape[0], dtype=bool)
         out: list[tuple[np.ndarray, np.ndarray | None]] = []
         for i, a in enumerate(self.aggs):
-            nn = st[:, self.nn_row[i]]
+            nn = col(self.nn_row[i])
             if a.fn == "COUNT":
                 out.append((nn, None))
                 continue
-            sm = st[:, self.sum_row[i]]
+            sm = col(self.sum_row[i])
             null = nn == 0
             if self.inf_row[i] >= 0:
-                out.append(_float_values(a.fn, sm, nn, st[:, self.inf_row[i]], st[:, self.inf_row[i] + 1], self.exp[i]))
+                exp = self.exp[self.owner[i]]
+                out.append(_float_values(a.fn, sm, nn, col(self.inf_row[i]), col(self.inf_row[i] + 1), exp))
                 continue
             if a.fn == "SUM":
                 if st.dtype == object:
@@ -561,7 +608,9 @@ class _Counting:
 
     def initial_row(self) -> tuple[Any, ...]:
         """The one row of an aggregate without GROUP BY over nothing (COUNT 0, SUM/AVG NULL)."""
-        _, vals = self._values(np.zeros((1, self.state.shape[1]), dtype=self.state.dtype))
+        _, vals = self._values(
+            (np.zeros((1, self.state.shape[1]), self.state.dtype), np.zeros((1, self.fstate.shape[1]), object))
+        )
         return tuple(None if m is not None and m[0] else _py(x[0]) for x, m in vals)
 
 
@@ -639,7 +688,10 @@ def _float_values(
             num = np.left_shift(num, exp)
         else:
             den = np.left_shift(den, -exp)
-        vals[odd] = np.asarray(_DIVIDE(num, den), dtype=np.float64)
+        try:  # int / int per element, correctly rounded (NumPy calls Python's division)
+            vals[odd] = np.asarray(num / den, dtype=np.float64)
+        except OverflowError:  # some quotient beyond the largest double: ±inf for those
+            vals[odd] = np.asarray(_DIVIDE(num, den), dtype=np.float64)
     vals = np.where(pinf > 0, np.inf, np.where(ninf > 0, -np.inf, vals))
     return np.where(null, 0.0, vals), null
 
