@@ -1,0 +1,106 @@
+"""Float SUM/AVG against integer SUM/AVG, same data shape, same run (issue #17: "float aggregates
+as fast as integer ones, exactness kept").
+
+1,000,000 events, 10 keys, millisecond timestamps, typed Arrow batches of 10,000 with a heartbeat
+after each; query `select A, sum(B), avg(B) from S [Range 1 Second] group by A` (a row change per
+event).  Three runs of the same shape: B integer; B float with three decimals (53-bit mantissas:
+the exact sums need more than 64 bits); B float holding the integer values / 4 (its answers must be
+the integer run's / 4, exactly).  Before any figure is reported: each run's final row per key is
+checked against the exact answer computed with Python's ``fractions`` (correctly rounded once).
+
+    .venv/bin/python benchmarks/float_aggregates.py [--events N]
+
+Writes `benchmarks/results/float_aggregates.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sluice.backends.embedded import EmbeddedEngine
+from sluice.datatypes import FLOAT, INTEGER
+from sluice.runtime.batch import make
+
+QUERY = "select A, sum(B), avg(B) from S [Range 1 Second] group by A"
+WINDOW = 1000
+
+
+def run(ts: np.ndarray, a: np.ndarray, b: np.ndarray, kind: str, batch: int = 10_000) -> tuple[float, dict[int, Any]]:
+    eng = EmbeddedEngine(time_unit="millisecond")
+    eng.execute(f"register stream S (A integer, B {kind})")
+    q = eng.register_query(QUERY, retain=0)
+    final: dict[int, Any] = {}
+
+    def keep(t: Any) -> None:  # the last inserted row per key
+        for k, s, m, sg in zip(*(t.column(i).to_pylist() for i in (2, 3, 4, 1)), strict=True):
+            if sg > 0:
+                final[k] = (s, m)
+
+    q.subscribe_arrow(keep)
+    types = [INTEGER, FLOAT if kind == "float" else INTEGER]
+    t0 = time.perf_counter()
+    for i in range(0, len(ts), batch):
+        eng.push_batch("S", make(ts[i : i + batch], 1, [a[i : i + batch], b[i : i + batch]], types))
+        eng.heartbeat(int(ts[min(i + batch, len(ts)) - 1]))
+        eng.run()
+    dt = time.perf_counter() - t0
+    return dt, final
+
+
+def exact_final(ts: np.ndarray, a: np.ndarray, b: np.ndarray) -> dict[int, tuple[Any, float]]:
+    """Per key, SUM and AVG over the window at the last instant, by definition (exact, rounded once)."""
+    last = int(ts[-1])
+    inside = ts >= last - WINDOW
+    out = {}
+    for k in np.unique(a[inside]).tolist():
+        vals = b[inside & (a == k)].tolist()
+        total = sum(Fraction(v) for v in vals)
+        s = int(total) if isinstance(vals[0], int) else float(total)
+        out[k] = (s, float(total / len(vals)))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--out", default="benchmarks/results/float_aggregates.json")
+    args = ap.parse_args()
+    n = args.events
+    rng = np.random.default_rng(7)
+    ts = np.sort(rng.integers(0, int(n * 1.2), n)).astype(np.int64)
+    a = rng.integers(0, 10, n).astype(np.int64)
+    bi = rng.integers(0, 100_000, n).astype(np.int64)
+    data = {
+        "integer": (bi, "integer"),
+        "float (3 decimals)": (np.round(rng.random(n) * 100, 3), "float"),
+        "float (integer / 4)": (bi / 4.0, "float"),
+    }
+    rows: dict[str, Any] = {}
+    for b, kind in data.values():  # warm-up: imports and first-call costs out of the timings
+        run(ts[:20_000], a[:20_000], b[:20_000], kind)
+    for name, (b, kind) in data.items():
+        dt, final = run(ts, a, b, kind)
+        want = exact_final(ts, a, b)
+        assert {k: final[k] for k in want} == want, f"{name}: the final rows are not the exact answers"
+        rows[name] = {"seconds": round(dt, 3), "events_per_s": round(n / dt), "checked_exact": True}
+        print(f"{name:<22} {n / dt:>12,.0f} ev/s  (final rows equal the exact answers)", flush=True)
+    _, fi = run(ts, a, bi, "integer")
+    _, fq = run(ts, a, bi / 4.0, "float")
+    assert all(fq[k] == (fi[k][0] / 4, fi[k][1] / 4) for k in fi), "integer / 4 answers differ"
+    base = rows["integer"]["events_per_s"]
+    for r in rows.values():
+        r["vs_integer"] = round(r["events_per_s"] / base, 3)
+    result = {"events": n, "query": QUERY, "batch": 10_000, "runs": rows}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    print(f"-> {args.out}")
+
+
+if __name__ == "__main__":
+    main()
