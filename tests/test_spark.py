@@ -27,14 +27,19 @@ pytestmark = pytest.mark.spark
 FAST_GOLDEN = {"aggregates", "streamops"}
 
 
-def _plain_cases(g: golden.GoldenFile) -> list[golden.Case]:
-    # Cases with start=/until= options need an engine-level start/until; the rest run as pushed.
-    return [c for c in g.cases if c.kind == "query" and not c.options]
+def _query_cases(g: golden.GoldenFile) -> dict[int | None, list[golden.Case]]:
+    """The file's query cases by the instant input ends at (``until=``; None: the last pushed)."""
+    groups: dict[int | None, list[golden.Case]] = {}
+    for c in g.cases:
+        if c.kind == "query":
+            assert set(c.options) <= {"until"}, f"{c.line}: options {c.options} have no Spark run here"
+            groups.setdefault(c.options.get("until"), []).append(c)
+    return groups
 
 
 def _golden_params():
     for path in golden.all_files():
-        if not _plain_cases(golden.load(path)):
+        if not _query_cases(golden.load(path)):
             continue
         marks = [] if path.stem in FAST_GOLDEN else [pytest.mark.slow]
         yield pytest.param(path, id=path.stem, marks=marks)
@@ -42,24 +47,28 @@ def _golden_params():
 
 @pytest.mark.parametrize("path", list(_golden_params()))
 def test_golden_file_on_spark(spark, path, tmp_path) -> None:
+    """Every query case of the golden file on Spark, the ``until=`` ones too (one engine per end)."""
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(golden)  # its UDFs reach the workers by value (tests/ is not installed)
     g = golden.load(path)
-    cases = _plain_cases(g)
-    eng = SparkEngine(spark=spark, workdir=tmp_path, time_unit=g.catalog().time_unit)
-    for name in g.udfs:
-        fn, ret, args = golden.UDFS[name]
-        eng.catalog.register_function(name, fn, ret, args)
-    for text in g.ddl:
-        eng.execute(text)
-    handles = [(c, eng.register_query(c.query)) for c in cases]
-    for name, rows in g.streams.items():
-        eng.push(name, [(t, *r) for t, r in rows])
-    for name, ups in g.relations.items():
-        eng.push(name, [(t, s, *r) for t, s, r in ups])
-    eng.close()
-    for case, q in handles:
-        diffs = diff_outputs(golden.parse_expected(g, case), eng.results(q))
-        assert not diffs, f"{path.name}:{case.line}\n" + "\n".join(diffs[:10])
-    eng.stop()
+    for k, (until, cases) in enumerate(_query_cases(g).items()):
+        eng = SparkEngine(spark=spark, workdir=tmp_path / str(k), time_unit=g.catalog().time_unit)
+        for name in g.udfs:
+            fn, ret, args = golden.UDFS[name]
+            eng.register_function(name, fn, ret, args)
+        for text in g.ddl:
+            eng.execute(text)
+        handles = [(c, eng.register_query(c.query)) for c in cases]
+        for name, rows in g.streams.items():
+            eng.push(name, [(t, *r) for t, r in rows])
+        for name, ups in g.relations.items():
+            eng.push(name, [(t, s, *r) for t, s, r in ups])
+        eng.close(until)
+        for case, q in handles:
+            diffs = diff_outputs(golden.parse_expected(g, case), q.results())
+            assert not diffs, f"{path.name}:{case.line}\n" + "\n".join(diffs[:10])
+        eng.stop()
 
 
 BASE = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "stream-0.6.0"

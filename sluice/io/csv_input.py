@@ -193,8 +193,18 @@ def _vectorised(
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, UnicodeDecodeError):
         return None
+    return admit_parsed(t, names[len(lead) :], schema, relation, path, first_line)
+
+
+def admit_parsed(
+    t: pa.Table, columns: list[str], schema: Schema, relation: bool, path: str, first_line: int
+) -> tuple[pa.Table, list[str]] | None:
+    """A block parsed by pyarrow — ``ts``, ``sign`` (relations) and the attributes as
+    ``columns``, one row per line — through the admission check, rows named ``file:line``; None
+    when a timestamp is missing or a sign is not ``+``/``-`` (the per-line rules then say which).
+    """
     ts = t.column("ts").combine_chunks()
-    if ts.null_count:  # the per-line rules say "timestamp '' is not an integer"
+    if ts.null_count:
         return None
     sign: Any = 1
     if relation:
@@ -202,9 +212,9 @@ def _vectorised(
         if raw.null_count or not pc.all(pc.is_in(raw, pa.array(["+", "-"]))).as_py():
             return None
         sign = np.where(np.asarray(pc.equal(raw, "+")), 1, -1).astype(np.int8)
-    types_ = list(schema.types)
-    batch = make(ts.to_numpy(), sign, [t.column(f"c{i}").combine_chunks() for i in range(len(schema))], types_)
-    return admit(batch, types_, path, lambda i: f"{path}:{first_line + i}")
+    types = list(schema.types)
+    batch = make(ts.to_numpy(), sign, [t.column(c).combine_chunks() for c in columns], types)
+    return admit(batch, types, path, lambda i: f"{path}:{first_line + i}")
 
 
 def csv_block(

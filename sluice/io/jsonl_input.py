@@ -13,12 +13,12 @@ import json
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.json as pajson
 
-from sluice.backends.rows import admit, rows_to_batch
+from sluice.backends.rows import rows_to_batch
 from sluice.catalog import Schema
-from sluice.runtime.batch import arrow_type, make
+from sluice.io.csv_input import admit_parsed
+from sluice.runtime.batch import arrow_type
 
 
 def _vectorised(
@@ -36,18 +36,7 @@ def _vectorised(
         return None
     if t.num_rows != lines:  # a blank line: rows are no longer lines
         return None
-    ts = t.column("ts").combine_chunks()
-    if ts.null_count:  # the per-line rules name a missing "ts"
-        return None
-    sign: Any = 1
-    if relation:
-        raw = t.column("sign").combine_chunks()
-        if raw.null_count or not pc.all(pc.is_in(raw, pa.array(["+", "-"]))).as_py():
-            return None
-        sign = pc.if_else(pc.equal(raw, "+"), 1, -1).to_numpy(zero_copy_only=False)
-    types = list(schema.types)
-    batch = make(ts.to_numpy(), sign, [t.column(c.name).combine_chunks() for c in schema.columns], types)
-    return admit(batch, types, path, lambda i: f"{path}:{first_line + i}")
+    return admit_parsed(t, [c.name for c in schema.columns], schema, relation, path, first_line)
 
 
 def jsonl_block(

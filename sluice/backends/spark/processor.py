@@ -28,6 +28,7 @@ from sluice.datatypes import DataType
 from sluice.runtime.batch import arrow_type, make
 
 try:  # pyspark is an optional dependency of the embedded-only install
+    from pyspark import cloudpickle
     from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
     from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 except ImportError:  # pragma: no cover - exercised only without pyspark
@@ -159,7 +160,8 @@ class SluiceProcessor(StatefulProcessor):
         for u in eng._units:  # rows an operator could not evaluate (sluice.plan.numeric): reported once
             notes += u.reject_messages
             u.reject_messages = []
-        self.state.update((pickle.dumps(eng),))
+        # cloudpickle: a user function defined in a test or notebook module travels by value
+        self.state.update((cloudpickle.dumps(eng),))
         frames = []
         if out:
             t = pa.concat_tables(out)
