@@ -90,3 +90,14 @@ def test_pushdown_crosses_time_windows_joins_and_group_keys_only() -> None:
     assert [render(e) for e in got["s"]] == ["(S.F < 1.5)"]
     got = pushdown(plan("select K, count(*) as c from S [Now] group by K having K > 1 and count(*) > 2"))
     assert [render(e, names) for e in got["s"]] == ["(K > 1)"]
+
+
+def test_pushdown_moves_columns_inside_every_expression_kind() -> None:
+    """Regression: a pushed predicate's columns were renumbered only under plain calls, so a CASE
+    over the right side of a join kept the joined row's position (4) instead of T's own (1)."""
+    from sluice.plan.expr import ColRef, walk_expr
+
+    got = pushdown(
+        plan("select S.V from S [Now], T [Range 2 Seconds] where S.K = T.K and case when T.W > 3 then 1 else 0 end = 1")
+    )
+    assert [x.index for p in got["t"] for x in walk_expr(p) if isinstance(x, ColRef)] == [1]

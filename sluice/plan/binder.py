@@ -29,7 +29,7 @@ from sluice.cql.printer import to_cql
 from sluice.plan import functions as F
 from sluice.plan import logical as L
 from sluice.plan.bind_expr import AggContext, ExprBinder
-from sluice.plan.expr import BExpr, ColRef, walk_expr
+from sluice.plan.expr import BExpr, ColRef
 from sluice.plan.scope import Scope, ScopeColumn
 
 
@@ -385,13 +385,3 @@ def _is_identity(exprs: list[BExpr], schema: Schema, names: list[str]) -> bool:
         and all(isinstance(e, ColRef) and e.index == i for i, e in enumerate(exprs))
         and tuple(names) == schema.names
     )
-
-
-def uses_current_time(plan: L.LogicalNode) -> bool:
-    from sluice.plan.expr import CurrentTime
-
-    for n in L.walk_plan(plan):
-        for e in n.exprs():
-            if any(isinstance(x, CurrentTime) for x in walk_expr(e)):
-                return True
-    return False

@@ -40,6 +40,7 @@ from sluice.catalog.schema import Kind
 from sluice.errors import EvaluationError
 from sluice.plan import logical as L
 from sluice.plan.aggregates import aggregate_rows
+from sluice.plan.analysis import conjuncts, equi_key, plan_uses_current_time
 from sluice.plan.binder import BoundQuery
 from sluice.plan.expr import (
     BExpr,
@@ -364,8 +365,7 @@ class Evaluator:
         """
         leaves: list[L.LogicalNode] = []
         _flatten_join(node.input, leaves)
-        conjuncts = _conjuncts(node.predicate)
-        pending = [(c, _max_col(c)) for c in conjuncts]
+        pending = [(c, _max_col(c)) for c in conjuncts(node.predicate)]
         acc: list[Row] = [()]
         width = 0
         for leaf in leaves:
@@ -373,13 +373,13 @@ class Evaluator:
             new_width = width + len(leaf.schema)
             usable = [(c, m) for c, m in pending if m is not None and m < new_width]
             pending = [p for p in pending if p not in usable]
-            key = next((k for k in (_equi_key(c, width, new_width) for c, _ in usable) if k), None)
+            key = next((k for k in (equi_key(c, width, new_width) for c, _ in usable) if k), None)
             if key is not None:
                 li, ri = key
                 index: dict[Any, list[Row]] = {}
                 for r in rows:
-                    if r[ri - width] is not None:
-                        index.setdefault(r[ri - width], []).append(r)
+                    if r[ri] is not None:
+                        index.setdefault(r[ri], []).append(r)
                 acc = [a + b for a in acc if a[li] is not None for b in index.get(a[li], ())]
             else:
                 acc = [a + b for a in acc for b in rows]
@@ -476,12 +476,9 @@ def _pure(e: BExpr) -> bool:
 
 
 def _needs_every_tick(plan: L.LogicalNode) -> bool:
-    for n in L.walk_plan(plan):
-        if isinstance(n, L.StreamOp) and n.op == "RSTREAM":
-            return True
-        if any(isinstance(x, CurrentTime) for e in n.exprs() for x in walk_expr(e)):
-            return True
-    return False
+    return plan_uses_current_time(plan) or any(
+        isinstance(n, L.StreamOp) and n.op == "RSTREAM" for n in L.walk_plan(plan)
+    )
 
 
 def _flatten_join(node: L.LogicalNode, out: list[L.LogicalNode]) -> None:
@@ -490,12 +487,6 @@ def _flatten_join(node: L.LogicalNode, out: list[L.LogicalNode]) -> None:
         _flatten_join(node.right, out)
     else:
         out.append(node)
-
-
-def _conjuncts(e: BExpr) -> list[BExpr]:
-    if isinstance(e, Call) and e.fn == "and":
-        return _conjuncts(e.args[0]) + _conjuncts(e.args[1])
-    return [e]
 
 
 def _max_col(e: BExpr) -> int | None:
@@ -507,18 +498,6 @@ def _max_col(e: BExpr) -> int | None:
         if isinstance(x, ColRef):
             m = max(m, x.index)
     return m if m >= 0 else None
-
-
-def _equi_key(c: BExpr, width: int, new_width: int) -> tuple[int, int] | None:
-    """(left column, right column) if ``c`` is ``left = right`` across the new join input."""
-    if isinstance(c, Call) and c.fn == "eq":
-        a, b = c.args
-        if isinstance(a, ColRef) and isinstance(b, ColRef):
-            if a.index < width <= b.index < new_width:
-                return a.index, b.index
-            if b.index < width <= a.index < new_width:
-                return b.index, a.index
-    return None
 
 
 _STREAMS: dict[type, Callable[[Evaluator, Any], list[tuple[int, Row]]]] = {

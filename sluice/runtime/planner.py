@@ -11,14 +11,22 @@ conjuncts that read only one side of a nested join are pushed into that join.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 from sluice.catalog import Kind
 from sluice.errors import InternalError
 from sluice.plan import logical as L
-from sluice.plan.expr import BExpr, Call, ColRef, CurrentTime, walk_expr
+from sluice.plan.analysis import (
+    conjoin,
+    conjuncts,
+    equi_key,
+    has_outer_ref,
+    has_subquery,
+    shift,
+    uses_current_time,
+)
+from sluice.plan.expr import BExpr, Call, ColRef, walk_expr
 from sluice.runtime.operators.aggregate import Aggregate, Distinct
 from sluice.runtime.operators.base import ExecContext, Operator
 from sluice.runtime.operators.join import Join
@@ -139,14 +147,14 @@ class Planner:
         return op
 
     def _filter(self, n: L.Filter) -> Operator:
-        conj = _conjuncts(n.predicate)
+        conj = conjuncts(n.predicate)
         # Conjuncts with subqueries, and (over a relation) conjuncts reading CURRENT_TIME, need a
         # row-at-a-time operator; the rest — join keys included — are planned underneath as usual.
-        if any(_has_subquery(c) for c in conj):
-            base, special = self._split_filter(n, conj, _has_subquery)
+        if any(has_subquery(c) for c in conj):
+            base, special = self._split_filter(n, conj, has_subquery)
             return self._subquery_map(n, base, (special,), True)
-        if n.input.kind is Kind.RELATION and any(_uses_current_time(c) for c in conj):
-            base, special = self._split_filter(n, conj, _uses_current_time)
+        if n.input.kind is Kind.RELATION and any(uses_current_time(c) for c in conj):
+            base, special = self._split_filter(n, conj, uses_current_time)
             return self._ticking(n, (special,), True, base)
         if isinstance(n.input, L.Join):
             return self._join(n.input, conj)
@@ -158,15 +166,15 @@ class Planner:
 
     def _split_filter(self, n: L.Filter, conj: list[BExpr], special: Callable[[BExpr], bool]) -> tuple[Operator, BExpr]:
         """(the operator for the ordinary conjuncts over the input, the AND of the special ones)."""
-        plain = _and([c for c in conj if not special(c)])
-        rest = _and([c for c in conj if special(c)])
+        plain = conjoin([c for c in conj if not special(c)])
+        rest = conjoin([c for c in conj if special(c)])
         assert rest is not None
         return self._op(L.Filter(n.input, plain) if plain is not None else n.input), rest
 
     def _project(self, n: L.Project) -> Operator:
-        if any(_has_subquery(c) for c in n.columns):
+        if any(has_subquery(c) for c in n.columns):
             return self._subquery_map(n, self._op(n.input), n.columns, False)
-        if n.input.kind is Kind.RELATION and any(_uses_current_time(c) for c in n.columns):
+        if n.input.kind is Kind.RELATION and any(uses_current_time(c) for c in n.columns):
             return self._ticking(n, n.columns, False)
         child = self._op(n.input)
         from sluice.plan.expr import render
@@ -202,9 +210,9 @@ class Planner:
             chain, base = _split_correlated(sub.plan)
             keys: tuple[tuple[int, int], ...] = ()
             if chain and isinstance(chain[0], L.Filter):
-                keys = tuple(k for k in (_corr_key(c) for c in _conjuncts(chain[0].predicate)) if k is not None)
+                keys = tuple(k for k in (_corr_key(c) for c in conjuncts(chain[0].predicate)) if k is not None)
             inputs.append(self._op(base))
-            specs.append(SubquerySpec(sub, tuple(chain), keys, not keys and not _has_outer(sub.plan)))
+            specs.append(SubquerySpec(sub, tuple(chain), keys, not keys and not has_outer_ref(sub.plan)))
         names = n.inputs()[0].schema.names
         detail = ("filter " if is_filter else "") + ", ".join(render(e, names) for e in exprs)
         return self._new(SubqueryMap, n, inputs, detail).setup(exprs, is_filter, specs)
@@ -220,16 +228,16 @@ class Planner:
             if cols and max(cols) < lw and isinstance(n.left, L.Join):
                 down_left.append(c)
             elif cols and min(cols) >= lw and isinstance(n.right, L.Join):
-                down_right.append(_shift(c, -lw))
+                down_right.append(shift(c, -lw))
             else:
-                key = _equi(c, lw)
+                key = equi_key(c, lw)
                 if key is not None and key not in keys:
                     keys.append(key)
                 else:
                     here.append(c)
         left = self._join(n.left, down_left) if isinstance(n.left, L.Join) and down_left else self._op(n.left)
         right = self._join(n.right, down_right) if isinstance(n.right, L.Join) and down_right else self._op(n.right)
-        residual = _and(here)
+        residual = conjoin(here)
         for c in here:
             _no_current_time(c)
         detail = ", ".join(f"{n.schema.names[a]} = {n.schema.names[lw + b]}" for a, b in keys) or "nested loop"
@@ -289,57 +297,6 @@ def _order_sensitive_streams(plan: L.LogicalNode) -> set[L.LogicalNode]:
     return out
 
 
-def _conjuncts(e: BExpr) -> list[BExpr]:
-    if isinstance(e, Call) and e.fn == "and":
-        return _conjuncts(e.args[0]) + _conjuncts(e.args[1])
-    return [e]
-
-
-def _and(cs: list[BExpr]) -> BExpr | None:
-    out: BExpr | None = None
-    for c in cs:
-        out = c if out is None else Call("and", (out, c), c.type)
-    return out
-
-
-def _equi(c: BExpr, lw: int) -> tuple[int, int] | None:
-    if isinstance(c, Call) and c.fn == "eq":
-        a, b = c.args
-        if isinstance(a, ColRef) and isinstance(b, ColRef):
-            if a.index < lw <= b.index:
-                return a.index, b.index - lw
-            if b.index < lw <= a.index:
-                return b.index, a.index - lw
-    return None
-
-
-def _shift(e: BExpr, by: int) -> BExpr:
-    if isinstance(e, ColRef):
-        return dataclasses.replace(e, index=e.index + by)
-    changes: dict[str, Any] = {}
-    for f in dataclasses.fields(e):  # type: ignore[arg-type]
-        v = getattr(e, f.name)
-        if isinstance(v, BExpr):
-            changes[f.name] = _shift(v, by)
-        elif isinstance(v, tuple) and v and all(isinstance(x, BExpr) for x in v):
-            changes[f.name] = tuple(_shift(x, by) for x in v)
-        elif isinstance(v, tuple) and v and all(isinstance(x, tuple) for x in v):
-            changes[f.name] = tuple(tuple(_shift(y, by) for y in x) for x in v)
-    return dataclasses.replace(e, **changes) if changes else e  # type: ignore[type-var]
-
-
-def _has_subquery(e: BExpr) -> bool:
-    from sluice.plan.expr import Subquery
-
-    return any(isinstance(x, Subquery) for x in walk_expr(e))
-
-
-def _has_outer(node: L.LogicalNode) -> bool:
-    from sluice.plan.expr import OuterRef
-
-    return any(isinstance(x, OuterRef) for m in L.walk_plan(node) for e in m.exprs() for x in walk_expr(e))
-
-
 def _split_correlated(plan: L.LogicalNode) -> tuple[list[L.LogicalNode], L.LogicalNode]:
     """(Filter/Project/Aggregate/Distinct chain reading the outer row, lowest first; the
     uncorrelated input under it).
@@ -348,7 +305,7 @@ def _split_correlated(plan: L.LogicalNode) -> tuple[list[L.LogicalNode], L.Logic
 
     chain: list[L.LogicalNode] = []
     node = plan
-    while _has_outer(node):
+    while has_outer_ref(node):
         if not isinstance(node, L.Filter | L.Project | L.Aggregate | L.Distinct):
             raise UnsupportedError(
                 "the embedded engine runs a correlated subquery only when the outer columns are read above "
@@ -357,7 +314,7 @@ def _split_correlated(plan: L.LogicalNode) -> tuple[list[L.LogicalNode], L.Logic
             )
         for e in node.exprs():
             for x in walk_expr(e):
-                if _has_subquery(x) or (isinstance(x, OuterRef) and x.depth != 1):
+                if has_subquery(x) or (isinstance(x, OuterRef) and x.depth != 1):
                     raise UnsupportedError(
                         "the embedded engine does not run subqueries nested inside subqueries yet; "
                         "use the reference evaluator"
@@ -381,12 +338,8 @@ def _corr_key(c: BExpr) -> tuple[int, int] | None:
     return None
 
 
-def _uses_current_time(e: BExpr) -> bool:
-    return any(isinstance(x, CurrentTime) for x in walk_expr(e))
-
-
 def _no_current_time(e: BExpr) -> None:
-    if _uses_current_time(e):
+    if uses_current_time(e):
         raise UnsupportedError(
             "the embedded engine runs CURRENT_TIME in a window's Where, a WHERE or a select list, but not "
             "in join conditions, grouping, aggregates or together with a subquery; use the reference evaluator"

@@ -37,13 +37,22 @@ processor does the rest — never a different answer):
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from sluice.catalog import Kind
 from sluice.datatypes import DataType, TypeKind
 from sluice.plan import logical as L
+from sluice.plan.analysis import (
+    column_equalities,
+    conjuncts,
+    has_subquery,
+    insert_only,
+    plan_has_subquery,
+    substitute,
+    trace,
+)
 from sluice.plan.expr import BExpr, Call, ColRef, Const, Subquery, walk_expr
 from sluice.plan.numeric import INT_MIN
 
@@ -66,55 +75,8 @@ def _scans(plan: L.LogicalNode) -> list[L.Scan]:
     return [n for n in L.walk_plan(plan) if isinstance(n, L.Scan)]
 
 
-def _has_subquery(plan: L.LogicalNode) -> bool:
-    return any(isinstance(x, Subquery) for n in L.walk_plan(plan) for e in n.exprs() for x in walk_expr(e))
-
-
 def _keyable(t: DataType) -> bool:
     return t.kind is not TypeKind.FLOAT
-
-
-def _equalities(pred: BExpr) -> list[tuple[int, int]]:
-    """Column pairs of the ``a = b`` conjuncts of a join condition."""
-    out = []
-    for c in conjuncts(pred):
-        if isinstance(c, Call) and c.fn == "eq":
-            a, b = c.args
-            if isinstance(a, ColRef) and isinstance(b, ColRef):
-                out.append((a.index, b.index))
-    return out
-
-
-def conjuncts(e: BExpr) -> Iterator[BExpr]:
-    if isinstance(e, Call) and e.fn == "and":
-        for a in e.args:
-            yield from conjuncts(a)
-    else:
-        yield e
-
-
-def _trace(node: L.LogicalNode, col: int) -> tuple[str, int] | None:
-    """(source, column) that output column ``col`` of ``node`` copies unchanged, if any."""
-    while True:
-        if isinstance(node, L.Scan):
-            return node.name.lower(), col
-        if isinstance(node, L.Filter | L.Window | L.Sample | L.Distinct | L.StreamOp):
-            node = node.inputs()[0]
-        elif isinstance(node, L.Project):
-            c = node.columns[col]
-            if not isinstance(c, ColRef):
-                return None
-            node, col = node.input, c.index
-        elif isinstance(node, L.Join):
-            nl = len(node.left.schema)
-            node, col = (node.left, col) if col < nl else (node.right, col - nl)
-        elif isinstance(node, L.Aggregate):
-            k = node.keys[col] if col < len(node.keys) else None
-            if not isinstance(k, ColRef):
-                return None
-            node, col = node.input, k.index
-        else:
-            return None
 
 
 def _candidates(plan: L.LogicalNode) -> dict[str, list[tuple[int, ...]]]:
@@ -122,7 +84,7 @@ def _candidates(plan: L.LogicalNode) -> dict[str, list[tuple[int, ...]]]:
     out: dict[str, list[tuple[int, ...]]] = {}
 
     def add(node: L.LogicalNode, cols: list[int]) -> None:
-        traced = [_trace(node, c) for c in cols]
+        traced = [trace(node, c) for c in cols]
         by_src: dict[str, set[int]] = {}
         for t in traced:
             if t is not None:
@@ -141,7 +103,7 @@ def _candidates(plan: L.LogicalNode) -> dict[str, list[tuple[int, ...]]]:
         elif isinstance(n, L.Window) and n.spec.kind == "PARTITION":
             add(n.input, list(n.spec.partition))
         elif isinstance(n, L.Filter) and isinstance(n.input, L.Join):
-            for a, b in _equalities(n.predicate):
+            for a, b in column_equalities(n.predicate):
                 add(n.input, [a])
                 add(n.input, [b])
     return out
@@ -161,7 +123,7 @@ class _Check:
             k = self.keys.get(node.name.lower())
             return (True, k) if k is not None else (False, None)
         if isinstance(node, L.Filter) and isinstance(node.input, L.Join):
-            return self.join(node.input, _equalities(node.predicate))
+            return self.join(node.input, column_equalities(node.predicate))
         if isinstance(node, L.Join):
             return self.join(node, [])
         inputs = [self.run(c) for c in node.inputs()]
@@ -229,20 +191,9 @@ class _Check:
         return True, lc
 
 
-def insert_only(node: L.LogicalNode) -> bool:
-    """The relation only ever grows, so Istream is the identity on its new elements (and Dstream
-    empty): both distribute over any split.
-    """
-    if isinstance(node, L.Window):
-        return node.spec.kind == "UNBOUNDED"
-    if isinstance(node, L.Filter | L.Project | L.Join):
-        return all(insert_only(c) for c in node.inputs())
-    return False
-
-
 def partitioning(plan: L.LogicalNode) -> Partitioning | None:
     """How to split the query over keys, or None (it runs on one key); see the module docstring."""
-    if _has_subquery(plan):
+    if plan_has_subquery(plan):
         return None
     scans = _scans(plan)
     names = [s.name.lower() for s in scans]
@@ -299,15 +250,6 @@ class NativePlan:
         return lambda j: (first, j) if j < n else (second, j - n)
 
 
-def _subst(e: BExpr, cols: Sequence[BExpr] | Mapping[int, BExpr]) -> BExpr:
-    """``e`` with each column reference replaced by the expression at its position in ``cols``."""
-    if isinstance(e, ColRef):
-        return cols[e.index]
-    if isinstance(e, Call):
-        return Call(e.fn, tuple(_subst(a, cols) for a in e.args), e.type)
-    return e
-
-
 def native(plan: L.LogicalNode) -> NativePlan | None:
     """The plan as a ``NativePlan`` if it is ``Istream(π σ … S [Range Unbounded])`` or
     ``Rstream(π σ … S [Now])``, or the same over ``S [...] ⋈ R`` with ``R`` a relation (the
@@ -346,10 +288,10 @@ def native(plan: L.LogicalNode) -> NativePlan | None:
     preds: list[BExpr] = []
     for n in reversed(chain):
         if isinstance(n, L.Filter):
-            preds.append(_subst(n.predicate, cols))
+            preds.append(substitute(n.predicate, cols))
         else:
             assert isinstance(n, L.Project)
-            cols = [_subst(c, cols) for c in n.columns]
+            cols = [substitute(c, cols) for c in n.columns]
     if any(isinstance(x, Subquery) for e in preds + cols for x in walk_expr(e)):
         return None
     return NativePlan(scan.name, preds, cols, static, stream_first)
@@ -371,7 +313,7 @@ def pushdown(plan: L.LogicalNode) -> dict[str, list[BExpr]]:
                 out[node.name.lower()] = preds
             return
         if isinstance(node, L.Filter):
-            own = [c for c in conjuncts(node.predicate) if not _uses_subquery(c)]
+            own = [c for c in conjuncts(node.predicate) if not has_subquery(c)]
             down(node.input, preds + own)
         elif isinstance(node, L.Window):
             down(node.input, preds if node.spec.kind in TIME_WINDOWS else [])
@@ -397,17 +339,13 @@ def pushdown(plan: L.LogicalNode) -> dict[str, list[BExpr]]:
     return {src: ps for src, ps in out.items() if ps}
 
 
-def _uses_subquery(e: BExpr) -> bool:
-    return any(isinstance(x, Subquery) for x in walk_expr(e))
-
-
 def _remap(preds: list[BExpr], mapping: dict[int, int]) -> list[BExpr]:
     """The predicates all of whose columns ``mapping`` moves, with their columns moved."""
     out = []
     for p in preds:
         refs = [x for x in walk_expr(p) if isinstance(x, ColRef)]
         if refs and all(r.index in mapping for r in refs):
-            out.append(_subst(p, {r.index: ColRef(mapping[r.index], r.type, r.name) for r in refs}))
+            out.append(substitute(p, {r.index: ColRef(mapping[r.index], r.type, r.name) for r in refs}))
     return out
 
 

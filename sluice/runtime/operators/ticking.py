@@ -21,7 +21,8 @@ from collections.abc import Callable
 from typing import Any
 
 from sluice.datatypes import TypeKind
-from sluice.plan.expr import BExpr, Call, CurrentTime, walk_expr
+from sluice.plan.analysis import conjuncts, uses_current_time
+from sluice.plan.expr import BExpr, Call, CurrentTime
 from sluice.runtime.batch import from_signed_rows, to_elements
 from sluice.runtime.operators.base import Unary
 from sluice.runtime.rowexpr import Row, eval_row
@@ -43,18 +44,8 @@ _BOUNDS: dict[str, Callable[[int], tuple[float, float]]] = {
 _FLIP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq"}
 
 
-def _conjuncts(e: BExpr) -> list[BExpr]:
-    if isinstance(e, Call) and e.fn == "and":
-        return [c for a in e.args for c in _conjuncts(a)]
-    return [e]
-
-
 def _integral(e: BExpr) -> bool:
     return e.type.is_integer or e.type.kind is TypeKind.TIMESTAMP
-
-
-def _uses_now(e: BExpr) -> bool:
-    return any(isinstance(x, CurrentTime) for x in walk_expr(e))
 
 
 def interval_filter(pred: BExpr) -> tuple[list[BExpr], list[tuple[str, BExpr]]] | None:
@@ -63,16 +54,16 @@ def interval_filter(pred: BExpr) -> tuple[list[BExpr], list[tuple[str, BExpr]]] 
     """
     static: list[BExpr] = []
     bounds: list[tuple[str, BExpr]] = []
-    for c in _conjuncts(pred):
-        if not _uses_now(c):
+    for c in conjuncts(pred):
+        if not uses_current_time(c):
             static.append(c)
             continue
         if not (isinstance(c, Call) and c.fn in _BOUNDS):
             return None
         a, b = c.args
-        if isinstance(b, CurrentTime) and not _uses_now(a) and _integral(a):
+        if isinstance(b, CurrentTime) and not uses_current_time(a) and _integral(a):
             bounds.append((c.fn, a))
-        elif isinstance(a, CurrentTime) and not _uses_now(b) and _integral(b):
+        elif isinstance(a, CurrentTime) and not uses_current_time(b) and _integral(b):
             bounds.append((_FLIP[c.fn], b))
         else:
             return None
