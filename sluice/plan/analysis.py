@@ -161,7 +161,7 @@ def insert_only(node: L.LogicalNode) -> bool:
     so Istream of it is the identity on its new elements and Dstream empty.
     """
     if isinstance(node, L.Window):
-        return node.spec.kind == "UNBOUNDED"
+        return node.spec.insert_only
     if isinstance(node, L.Filter | L.Project | L.Join):
         return all(insert_only(c) for c in node.inputs())
     return False

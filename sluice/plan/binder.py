@@ -28,6 +28,7 @@ from sluice.cql.parser import parse_query
 from sluice.cql.printer import to_cql
 from sluice.plan import functions as F
 from sluice.plan import logical as L
+from sluice.plan import windows as W
 from sluice.plan.bind_expr import AggContext, ExprBinder
 from sluice.plan.expr import BExpr, ColRef
 from sluice.plan.scope import Scope, ScopeColumn
@@ -286,7 +287,7 @@ class Binder:
                 item.window.span,
                 hint="WINDOW applies to streams without a window; use one or the other",
             )
-        spec = L.WindowSpec("UNBOUNDED")
+        spec: W.WindowDef = W.Unbounded()
         scale = 1  # ticks per unit of this input's own timestamps (a registered stream may count coarser)
         if isinstance(item, ast.TableRef):
             d = self.catalog.lookup(item.name)
@@ -298,7 +299,7 @@ class Binder:
                 node = L.Filter(node, self.exprs.predicate(w.where, own, None, "a window's Where"))
             spec = self._window(w, node.schema, qualifier, isinstance(item, ast.SubqueryRef), scale)
         elif window_clause is not None:
-            spec = L.WindowSpec("RANGE", range=self._ticks(window_clause, scale))
+            spec = W.Range(self._ticks(window_clause, scale))
         explicit = item.window is not None or window_clause is not None
         return _FromBinding(L.Window(node, spec), qualifier, True, explicit)
 
@@ -318,19 +319,19 @@ class Binder:
 
     def _window(
         self, w: ast.Window, schema: Schema, qualifier: str | None, subquery: bool = False, scale: int = 1
-    ) -> L.WindowSpec:
+    ) -> W.WindowDef:
         if w.kind is ast.WindowKind.NOW:
-            return L.WindowSpec("NOW")
+            return W.Now()
         if w.kind is ast.WindowKind.ROWS:
-            return L.WindowSpec("UNBOUNDED") if w.rows is None else L.WindowSpec("ROWS", rows=w.rows)
+            return W.Unbounded() if w.rows is None else W.Rows(w.rows)
         if w.kind is ast.WindowKind.RANGE:
             if w.range is None:
-                return L.WindowSpec("UNBOUNDED")
+                return W.Unbounded()
             slide = self._ticks(w.slide, scale) if w.slide is not None else None
             if slide == 0:
                 assert w.slide is not None
                 raise self.error("Slide must be at least one tick", w.slide.span)
-            return L.WindowSpec("RANGE", range=self._ticks(w.range, scale), slide=slide)
+            return W.Range(self._ticks(w.range, scale), slide=slide)
         keys: list[int] = []
         for k in w.partition_by:
             inner_name = subquery and sum(1 for n in schema.names if n.lower() == k.name.lower()) == 1
@@ -355,11 +356,11 @@ class Binder:
                     hint="columns of this stream: " + ", ".join(schema.names),
                 ) from None
         assert w.rows is not None
-        return L.WindowSpec("PARTITION", rows=w.rows, partition=tuple(keys))
+        return W.PartitionedRows(tuple(keys), w.rows)
 
 
 def _as_relation(node: L.LogicalNode) -> L.LogicalNode:
-    return L.Window(node, L.WindowSpec("UNBOUNDED")) if node.kind is Kind.STREAM else node
+    return L.Window(node, W.Unbounded()) if node.kind is Kind.STREAM else node
 
 
 def _has_aggregate(e: ast.Expr) -> bool:

@@ -8,7 +8,8 @@ only by a :class:`StreamOp`.  Relational operators take and give relations.
 >>> from sluice.catalog import Schema
 >>> from sluice.datatypes import INTEGER
 >>> s = Scan("S", Kind.STREAM, Schema.of(("A", INTEGER)))
->>> w = Window(s, WindowSpec("ROWS", rows=2))
+>>> from sluice.plan.windows import Rows
+>>> w = Window(s, Rows(2))
 >>> w.kind, w.schema.names
 (<Kind.RELATION: 'relation'>, ('A',))
 """
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from sluice.catalog.schema import Kind, Schema
 from sluice.errors import InternalError
 from sluice.plan.expr import AggCall, BExpr, walk_expr
+from sluice.plan.windows import WindowDef
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,50 +75,11 @@ class Scan(LogicalNode):
 
 
 @dataclass(frozen=True, slots=True)
-class WindowSpec:
-    """A bound window: sizes in ticks.
-
-    kind: 'UNBOUNDED' | 'NOW' | 'RANGE' (``range`` ticks, optional ``slide``) | 'ROWS' (``rows``)
-    | 'PARTITION' (``rows`` per distinct value of the ``partition`` columns).
-    """
-
-    kind: str
-    rows: int | None = None
-    range: int | None = None
-    slide: int | None = None
-    partition: tuple[int, ...] = ()
-
-    def __post_init__(self) -> None:
-        ok = {
-            "UNBOUNDED": self.rows is None and self.range is None,
-            "NOW": self.rows is None and self.range is None,
-            "RANGE": self.range is not None and self.range >= 0,
-            "ROWS": self.rows is not None and self.rows > 0,
-            "PARTITION": self.rows is not None and self.rows > 0 and bool(self.partition),
-        }.get(self.kind, False)
-        if not ok or (self.slide is not None and (self.kind != "RANGE" or self.slide <= 0)):
-            raise InternalError(f"malformed window {self!r}")
-
-    def describe(self, names: tuple[str, ...] = ()) -> str:
-        if self.kind == "UNBOUNDED":
-            return "Range Unbounded"
-        if self.kind == "NOW":
-            return "Now"
-        if self.kind == "RANGE":
-            s = f"Range {self.range} ticks"
-            return s + (f" Slide {self.slide} ticks" if self.slide else "")
-        if self.kind == "ROWS":
-            return f"Rows {self.rows}"
-        keys = ", ".join(names[i] if i < len(names) else f"#{i}" for i in self.partition)
-        return f"Partition By {keys} Rows {self.rows}"
-
-
-@dataclass(frozen=True, slots=True)
 class Window(LogicalNode):
     """Stream → relation (seed §2.2)."""
 
     input: LogicalNode
-    spec: WindowSpec
+    spec: WindowDef
 
     def __post_init__(self) -> None:
         if self.input.kind is not Kind.STREAM:

@@ -178,16 +178,7 @@ class Evaluator:
             new: set[int] = set()
             for c in changes:
                 for w in windows:
-                    if w.kind == "NOW":
-                        new.add(c + 1)
-                    elif w.kind == "RANGE":
-                        assert w.range is not None
-                        expire = c + w.range + 1
-                        if w.slide:
-                            new.add(-(-c // w.slide) * w.slide)
-                            new.add(-(-expire // w.slide) * w.slide)
-                        else:
-                            new.add(expire)
+                    new.update(w.changes_after(c))
             grown = {t for t in new if t <= self.until} - changes
             if not grown:
                 break
@@ -305,24 +296,8 @@ class Evaluator:
 
     def _window(self, node: L.Window, ctx: _Ctx) -> list[Row]:
         s = self.stream(node.input)
-        w, tau = node.spec, ctx.ts
-        if w.kind == "RANGE" and w.slide:
-            tau = (tau // w.slide) * w.slide
-        upto = s[: bisect.bisect_right(s, tau, key=lambda e: e[0])]
-        if w.kind == "UNBOUNDED":
-            return [r for _, r in upto]
-        if w.kind == "NOW":
-            return [r for t, r in upto if t == tau]
-        if w.kind == "RANGE":
-            assert w.range is not None
-            return [r for t, r in upto if t >= tau - w.range]
-        assert w.rows is not None
-        if w.kind == "ROWS":
-            return [r for _, r in upto[-w.rows :]] if upto else []
-        parts: dict[Row, list[Row]] = {}
-        for _, r in upto:
-            parts.setdefault(tuple(r[i] for i in w.partition), []).append(r)
-        return [r for rows in parts.values() for r in rows[-w.rows :]]
+        tau = node.spec.as_of(ctx.ts)
+        return node.spec.contents(s[: bisect.bisect_right(s, tau, key=lambda e: e[0])], tau)
 
     def _filter(self, node: L.Filter, ctx: _Ctx) -> list[Row]:
         if isinstance(node.input, L.Join):

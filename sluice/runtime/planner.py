@@ -34,7 +34,7 @@ from sluice.runtime.operators.relational import SetOp
 from sluice.runtime.operators.sources import Since, Source
 from sluice.runtime.operators.stateless import Project, Sample, Select
 from sluice.runtime.operators.streams import IDstream, Rstream
-from sluice.runtime.operators.windows import PartitionWindow, RowsWindow, TimeWindow
+from sluice.runtime.operators.windows import WINDOW_OPERATORS
 from sluice.runtime.queue import Queue
 from sluice.runtime.vexpr import UnsupportedError
 
@@ -128,16 +128,11 @@ class Planner:
 
     def _window(self, n: L.Window) -> Operator:
         child = self._op(n.input)
-        s = n.spec
-        detail = s.describe(n.input.schema.names)
-        if s.kind == "ROWS":
-            assert s.rows is not None
-            return self._new(RowsWindow, n, [child], detail).setup(s.rows)
-        if s.kind == "PARTITION":
-            assert s.rows is not None
-            return self._new(PartitionWindow, n, [child], detail).setup(s.rows, s.partition)
-        op = self._new(TimeWindow, n, [child], detail).setup(s)
-        op.insert_only = s.kind == "UNBOUNDED" and child.insert_only
+        cls = WINDOW_OPERATORS.get(type(n.spec))
+        if cls is None:
+            raise InternalError(f"no operator runs the window [{n.spec.describe()}] ({type(n.spec).__qualname__})")
+        op = self._new(cls, n, [child], n.spec.describe(n.input.schema.names)).setup(n.spec)
+        op.insert_only = n.spec.insert_only and child.insert_only
         return op
 
     def _sample(self, n: L.Sample) -> Operator:
@@ -288,7 +283,7 @@ def _order_sensitive_streams(plan: L.LogicalNode) -> set[L.LogicalNode]:
     """StreamOp nodes whose output order within an instant a Rows / Partition By window reads."""
     out: set[L.LogicalNode] = set()
     for n in L.walk_plan(plan):
-        if isinstance(n, L.Window) and n.spec.kind in ("ROWS", "PARTITION"):
+        if isinstance(n, L.Window) and n.spec.order_sensitive:
             m = n.input
             while isinstance(m, L.Filter | L.Sample | L.Project) and m.kind is Kind.STREAM:
                 m = m.inputs()[0]

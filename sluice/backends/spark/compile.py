@@ -44,6 +44,7 @@ from typing import Any
 from sluice.catalog import Kind
 from sluice.datatypes import DataType, TypeKind
 from sluice.plan import logical as L
+from sluice.plan import windows as W
 from sluice.plan.analysis import (
     column_equalities,
     conjuncts,
@@ -57,8 +58,6 @@ from sluice.plan.expr import BExpr, Call, ColRef, Const, Subquery, walk_expr
 from sluice.plan.numeric import INT_MIN
 
 BUCKETS = 8
-
-TIME_WINDOWS = ("UNBOUNDED", "NOW", "RANGE")
 
 
 @dataclass(frozen=True)
@@ -100,7 +99,7 @@ def _candidates(plan: L.LogicalNode) -> dict[str, list[tuple[int, ...]]]:
     for n in L.walk_plan(plan, into_subqueries=False):
         if isinstance(n, L.Aggregate):
             add(n.input, [k.index for k in n.keys if isinstance(k, ColRef)])
-        elif isinstance(n, L.Window) and n.spec.kind == "PARTITION":
+        elif isinstance(n, L.Window) and n.spec.partition:
             add(n.input, list(n.spec.partition))
         elif isinstance(n, L.Filter) and isinstance(n.input, L.Join):
             for a, b in column_equalities(n.predicate):
@@ -141,9 +140,7 @@ class _Check:
         if not keyed:
             return False, None
         if isinstance(node, L.Window):
-            if node.spec.kind in TIME_WINDOWS:
-                return True, cols
-            if node.spec.kind == "PARTITION" and cols is not None and set(cols) <= set(node.spec.partition):
+            if node.spec.time_based or (cols is not None and node.spec.keeps_split(cols)):
                 return True, cols
             raise _Invalid
         if isinstance(node, L.Filter):
@@ -264,10 +261,10 @@ def native(plan: L.LogicalNode) -> NativePlan | None:
     while isinstance(node, L.Filter | L.Project):
         chain.append(node)
         node = node.inputs()[0]
-    want = "UNBOUNDED" if plan.op == "ISTREAM" else "NOW"
+    want: type[W.WindowDef] = W.Unbounded if plan.op == "ISTREAM" else W.Now
 
     def stream_window(n: L.LogicalNode) -> L.Scan | None:
-        if isinstance(n, L.Window) and n.spec.kind == want and isinstance(n.input, L.Scan):
+        if isinstance(n, L.Window) and isinstance(n.spec, want) and isinstance(n.input, L.Scan):
             return n.input if n.input.kind is Kind.STREAM else None
         return None
 
@@ -316,7 +313,7 @@ def pushdown(plan: L.LogicalNode) -> dict[str, list[BExpr]]:
             own = [c for c in conjuncts(node.predicate) if not has_subquery(c)]
             down(node.input, preds + own)
         elif isinstance(node, L.Window):
-            down(node.input, preds if node.spec.kind in TIME_WINDOWS else [])
+            down(node.input, preds if node.spec.time_based else [])
         elif isinstance(node, L.Distinct | L.StreamOp):
             down(node.input, preds)
         elif isinstance(node, L.SetOp):

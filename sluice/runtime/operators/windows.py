@@ -18,17 +18,26 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from sluice.plan.logical import WindowSpec
+from sluice.errors import InternalError
+from sluice.plan import windows as W
 from sluice.runtime.batch import NEG_INF, concat, from_signed_rows, to_elements, ts_of
 from sluice.runtime.operators.base import Unary
 from sluice.runtime.synopsis import WindowSynopsis
 
 
 class TimeWindow(Unary):
-    def setup(self, spec: WindowSpec) -> TimeWindow:
+    def setup(self, spec: W.WindowDef) -> TimeWindow:
         self.spec = spec
-        self.insert_only = spec.kind == "UNBOUNDED"
-        self.stateful = spec.kind != "UNBOUNDED"
+        self.insert_only = spec.insert_only
+        self.stateful = spec.stateful
+        # (T, U): an element stays T ticks; the window moves in steps of U (None: unbounded)
+        self._span: tuple[int, int] | None = None
+        if isinstance(spec, W.Now):
+            self._span = (0, 1)
+        elif isinstance(spec, W.Range):
+            self._span = (spec.range, spec.slide or 1)
+        elif not isinstance(spec, W.Unbounded):
+            raise InternalError(f"TimeWindow cannot run {spec!r}")
         self._ins = WindowSynopsis(self.types)  # admitted, visible from their insert time (Slide)
         self.window = WindowSynopsis(self.types)  # the window's contents, each with its leave time
         self._last_ts = NEG_INF
@@ -37,12 +46,10 @@ class TimeWindow(Unary):
     def process(self, b: pa.Table) -> None:
         ts = ts_of(b)
         self._last_ts = max(self._last_ts, int(ts[-1]))
-        s = self.spec
-        if s.kind == "UNBOUNDED":
+        if self._span is None:
             self.emit(b)
             return
-        T = 0 if s.kind == "NOW" else int(s.range or 0)
-        U = s.slide or 1
+        T, U = self._span
         a = -(-ts // U) * U
         d = ((ts + T) // U) * U + U
         visible = a < d
@@ -55,7 +62,7 @@ class TimeWindow(Unary):
         self._release(max(self._last_ts, self.readers[0].watermark()))
 
     def progress(self, wm: int) -> None:
-        if self.spec.kind != "UNBOUNDED":
+        if self._span is not None:
             self._release(max(self._last_ts, wm))
         self.advance(wm)
 
@@ -74,8 +81,10 @@ class TimeWindow(Unary):
 
 
 class RowsWindow(Unary):
-    def setup(self, rows: int) -> RowsWindow:
-        self.n = rows
+    def setup(self, spec: W.WindowDef) -> RowsWindow:
+        if not isinstance(spec, W.Rows):
+            raise InternalError(f"RowsWindow cannot run {spec!r}")
+        self.n = spec.rows
         self.stateful = True
         self.window = WindowSynopsis(self.types)  # the last N elements
         return self
@@ -112,9 +121,10 @@ class RowsWindow(Unary):
 
 
 class PartitionWindow(Unary):
-    def setup(self, rows: int, keys: tuple[int, ...]) -> PartitionWindow:
-        self.n = rows
-        self.keys = keys
+    def setup(self, spec: W.WindowDef) -> PartitionWindow:
+        if not isinstance(spec, W.PartitionedRows):
+            raise InternalError(f"PartitionWindow cannot run {spec!r}")
+        self.n, self.keys = spec.rows, spec.keys
         self.stateful = True
         self._parts: dict[tuple[Any, ...], deque[tuple[Any, ...]]] = {}
         return self
@@ -132,3 +142,13 @@ class PartitionWindow(Unary):
 
     def state_bytes(self) -> int:
         return sum(len(q) for q in self._parts.values()) * 8 * max(1, len(self.types))
+
+
+#: The operator that runs each window kind (``sluice.plan.windows``); every kind must have one.
+WINDOW_OPERATORS: dict[type[W.WindowDef], type[TimeWindow | RowsWindow | PartitionWindow]] = {
+    W.Unbounded: TimeWindow,
+    W.Now: TimeWindow,
+    W.Range: TimeWindow,
+    W.Rows: RowsWindow,
+    W.PartitionedRows: PartitionWindow,
+}
