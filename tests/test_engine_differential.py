@@ -111,7 +111,7 @@ def queries(draw: st.DrawFn) -> str:
     w = draw(windows)
     p = draw(preds)
     where = f" where {q(p)}" if p else ""
-    shape = draw(st.integers(0, 11))
+    shape = draw(st.integers(0, 12))
     if shape == 0:
         if draw(st.booleans()):
             return f"select K, CURRENT_TIME - V from S {w}{where}"
@@ -143,6 +143,13 @@ def queries(draw: st.DrawFn) -> str:
         return f"select count(*), max(T.V) from Istream({inner}) {outer_w} T"
     if shape == 9:
         return f"select X.V, Y.V from S {w} X, S [Rows 2] Y where X.K = Y.K and X.V <= Y.V"
+    if shape == 12:  # three inputs, one-sided conjuncts on each (the push-down rules, sluice.plan.rules)
+        w2 = draw(windows.filter(lambda x: "V" not in x))
+        one_sided = [q(p, "S")] if p else []
+        one_sided += draw(st.lists(st.sampled_from(["S2.W > 0", "R.N = 'a'", "S2.W % 2 = 0"]), max_size=2))
+        return "select S.V, S2.W, R.N from S {}, S2 {}, R where {}".format(
+            w, w2, " and ".join(["S.K = S2.K", "S2.K = R.K", *one_sided])
+        )
     if shape == 10:
         sub = draw(
             st.sampled_from(

@@ -29,6 +29,7 @@ from sluice.io.atomic import write_atomic
 from sluice.plan import BoundQuery, register_view
 from sluice.plan.binder import Binder
 from sluice.plan.ddl import execute_statement
+from sluice.plan.rules import rewrite
 from sluice.reference.evaluator import Element
 from sluice.runtime.batch import NEG_INF, to_elements
 from sluice.runtime.operators.base import ExecContext, Operator, OperatorFailure
@@ -79,6 +80,7 @@ class Query:
     retain: int | None = None  # output elements kept for results()/arrow(): None all, 0 none, N the last N
     delivered: int = 0  # output elements produced so far (kept or not)
     error: str | None = None  # why it stopped, if an operator of it failed (the engine went on)
+    rewrites: tuple[str, ...] = ()  # the rewrite rules that changed its plan (sluice.plan.rules)
     _held: int = 0
     _close: Callable[[str], None] | None = None
 
@@ -240,7 +242,9 @@ class EmbeddedEngine:
                 self._epoch = since
             q.start = since
         n_before = len(self.planner.operators)
-        top = self.planner.build(bq.plan, name)
+        rw = rewrite(bq.plan)
+        q.rewrites = rw.applied
+        top = self.planner.build(rw.plan, name)
         out = Output(
             name=f"output:{name}",
             schema=bq.schema,
@@ -534,6 +538,8 @@ class EmbeddedEngine:
         lines: list[str] = []
         for q in qs:
             lines.append(f"query {q.name}: {' '.join(q.bound.text.split())}  -> {q.kind.value}")
+            if q.rewrites:
+                lines.append(f"rewritten by: {', '.join(q.rewrites)}")
             assert q.output is not None
             self._explain_op(q.output, "", "", lines, q.name)
         return "\n".join(lines)

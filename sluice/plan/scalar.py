@@ -20,7 +20,7 @@ import functools
 import math
 import operator
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
@@ -183,3 +183,17 @@ OPS: dict[str, Callable[..., Any]] = {
     "coalesce": _coalesce,
     "nullif": _nullif,
 }
+
+
+def quantified(results: Iterable[Any], every: bool) -> Any:
+    """SQL's ``x op ALL (…)`` (``every``) / ``ANY``/``IN`` from the comparisons' 3VL results:
+    ALL is FALSE if one is FALSE, else NULL if one is NULL, else TRUE (TRUE over no rows);
+    ANY is TRUE if one is TRUE, else NULL if one is NULL, else FALSE.
+
+    >>> quantified([True, None], every=True), quantified([True, None], every=False), quantified([], every=True)
+    (None, True, True)
+    """
+    rs = set(results)
+    if every:
+        return False if False in rs else (None if None in rs else True)
+    return True if True in rs else (None if None in rs else False)

@@ -55,7 +55,7 @@ from sluice.plan.expr import (
     walk_expr,
 )
 from sluice.plan.numeric import RowError
-from sluice.plan.scalar import OPS, call_udf
+from sluice.plan.scalar import OPS, call_udf, quantified
 from sluice.plan.semantics import coerce, sample_keep, sort_key
 
 Row = tuple[Any, ...]
@@ -425,11 +425,7 @@ class Evaluator:
         assert e.operand is not None
         x = self.eval(e.operand, row, ctx)
         cmp = OPS[e.op if e.kind == "QUANT" else "eq"]
-        results = [cmp(x, r[0]) for r in rows]
-        if e.kind == "QUANT" and e.quantifier == "ALL":
-            out = False if False in results else (None if None in results else True)
-        else:
-            out = True if True in results else (None if None in results else False)
+        out = quantified((cmp(x, r[0]) for r in rows), e.kind == "QUANT" and e.quantifier == "ALL")
         return OPS["not"](out) if e.negated else out
 
 

@@ -5,8 +5,9 @@ records with structural equality, so a second query whose subplan *equals* an ex
 reuses that operator and reads its output queue through a cursor of its own.  ``sharing=False``
 builds private operators for every query (sources are always shared: they are where data enters).
 
-Fusion: a Filter over a Join becomes one join operator whose equality conjuncts are hash keys;
-conjuncts that read only one side of a nested join are pushed into that join.
+Plans arrive rewritten (``sluice.plan.rules``: selections pushed into join inputs and below time
+windows).  Fusion: a Filter over a Join becomes one join operator whose equality conjuncts are
+hash keys.
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ from sluice.plan.analysis import (
     equi_key,
     has_outer_ref,
     has_subquery,
-    shift,
     uses_current_time,
 )
 from sluice.plan.expr import BExpr, Call, ColRef, walk_expr
+from sluice.plan.rules import rewrite
 from sluice.runtime.operators.aggregate import Aggregate, Distinct
 from sluice.runtime.operators.base import ExecContext, Operator
 from sluice.runtime.operators.join import Join
@@ -206,32 +207,27 @@ class Planner:
             keys: tuple[tuple[int, int], ...] = ()
             if chain and isinstance(chain[0], L.Filter):
                 keys = tuple(k for k in (_corr_key(c) for c in conjuncts(chain[0].predicate)) if k is not None)
-            inputs.append(self._op(base))
+            inputs.append(self._op(rewrite(base).plan))
             specs.append(SubquerySpec(sub, tuple(chain), keys, not keys and not has_outer_ref(sub.plan)))
         names = n.inputs()[0].schema.names
         detail = ("filter " if is_filter else "") + ", ".join(render(e, names) for e in exprs)
         return self._new(SubqueryMap, n, inputs, detail).setup(exprs, is_filter, specs)
 
     def _join(self, n: L.Join, conjuncts: list[BExpr]) -> Operator:
+        """One join operator: equality conjuncts across the inputs are its hash keys, the rest a
+        residual filter.  (Conjuncts reading one input were pushed into it by the rewrite rules,
+        ``sluice.plan.rules``.)
+        """
         lw = len(n.left.schema)
         keys: list[tuple[int, int]] = []
         here: list[BExpr] = []
-        down_left: list[BExpr] = []
-        down_right: list[BExpr] = []
         for c in conjuncts:
-            cols = [x.index for x in walk_expr(c) if isinstance(x, ColRef)]
-            if cols and max(cols) < lw and isinstance(n.left, L.Join):
-                down_left.append(c)
-            elif cols and min(cols) >= lw and isinstance(n.right, L.Join):
-                down_right.append(shift(c, -lw))
+            key = equi_key(c, lw)
+            if key is not None and key not in keys:
+                keys.append(key)
             else:
-                key = equi_key(c, lw)
-                if key is not None and key not in keys:
-                    keys.append(key)
-                else:
-                    here.append(c)
-        left = self._join(n.left, down_left) if isinstance(n.left, L.Join) and down_left else self._op(n.left)
-        right = self._join(n.right, down_right) if isinstance(n.right, L.Join) and down_right else self._op(n.right)
+                here.append(c)
+        left, right = self._op(n.left), self._op(n.right)
         residual = conjoin(here)
         for c in here:
             _no_current_time(c)

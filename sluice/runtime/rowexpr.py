@@ -10,7 +10,7 @@ from typing import Any
 
 from sluice.errors import InternalError
 from sluice.plan.expr import BExpr, Call, CaseWhen, ColRef, Const, CurrentTime, OuterRef, Subquery, UdfCall
-from sluice.plan.scalar import OPS, call_udf
+from sluice.plan.scalar import OPS, call_udf, quantified
 
 Row = tuple[Any, ...]
 SubqueryFn = Callable[[Subquery, Row, tuple[Row, ...]], Any]
@@ -57,11 +57,7 @@ def fold_subquery(e: Subquery, x: Any, values: list[tuple[Row, int]]) -> Any:
             raise EvaluationError(f"a scalar subquery returned {total} rows")
         return values[0][0][0] if total else None
     cmp = OPS[e.op if e.kind == "QUANT" else "eq"]
-    results = {cmp(x, r[0]) for r, n in values if n > 0}
-    if e.kind == "QUANT" and e.quantifier == "ALL":
-        out = False if False in results else (None if None in results else True)
-    else:
-        out = True if True in results else (None if None in results else False)
+    out = quantified((cmp(x, r[0]) for r, n in values if n > 0), e.kind == "QUANT" and e.quantifier == "ALL")
     return OPS["not"](out) if e.negated else out
 
 

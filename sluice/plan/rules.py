@@ -1,0 +1,155 @@
+"""The rewrite layer: an ordered tuple of named rules over the logical plan (issue #18, item 1).
+
+Each rule rewrites one node into an equivalent one — the same answer at every instant, by CQL's
+definition — or declines (None).  ``rewrite`` applies the rules in order, each bottom-up to a
+fixed point, checks after every rule that the plan's kind and schema are unchanged (naming the
+rule that broke them), and records which rules changed the plan; the embedded engine's EXPLAIN
+lists them.  The reference evaluator never sees rewritten plans: it evaluates the bound plan by
+definition, so every differential test also checks the rules.
+
+The rules (seed §4 of Arasu et al. on plan generation; the classic selection push-down):
+
+``push-selection-into-join-inputs``
+    σ_p(L ⋈ R) = σ_{p_L}(L) ⋈ σ_{p_R}(R) with the rest of p above, where p_L (p_R) are the
+    conjuncts reading only L's (R's) columns.  A conjunct must be TRUE for p to be; selecting
+    before the join removes exactly the rows that cannot satisfy it.  Conjuncts with subqueries,
+    CURRENT_TIME or outer references stay where they are (they need their own operators).
+``push-selection-below-window``
+    σ_p(S [W]) = (σ_p S) [W] for a window whose contents depend on timestamps alone
+    (``WindowDef.time_based``: Unbounded, Now, Range with or without Slide): an element is in
+    the window of σ_p S exactly when it is in S's window and satisfies p.  Not for Rows or
+    Partition By, whose contents depend on which other elements arrived.  The window then holds
+    only the elements that pass (smaller synopses, seed §3.3).
+
+>>> from sluice.catalog import Catalog
+>>> from sluice.plan import bind_query
+>>> from sluice.plan.ddl import execute
+>>> cat = Catalog()
+>>> _ = execute(cat, "register stream S (A integer, B integer); register relation R (A integer)")
+>>> r = rewrite(bind_query(cat, "select S.B from S [Range 5], R where S.A = R.A and S.B > 1").plan)
+>>> r.applied
+('push-selection-into-join-inputs', 'push-selection-below-window')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sluice.errors import InternalError
+from sluice.plan import logical as L
+from sluice.plan.analysis import conjoin, conjuncts, has_subquery, shift, uses_current_time
+from sluice.plan.expr import BExpr, ColRef, OuterRef, walk_expr
+
+Rewrite = Callable[[L.LogicalNode], L.LogicalNode | None]
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    apply: Rewrite
+
+
+@dataclass(frozen=True)
+class Rewritten:
+    plan: L.LogicalNode
+    applied: tuple[str, ...]
+
+
+def transform(node: L.LogicalNode, fn: Rewrite) -> L.LogicalNode:
+    """Bottom-up: every input rewritten first, then ``fn`` at the node (its result kept, if any).
+
+    Generic over the node classes: every field holding a logical node is an input.
+    """
+    changes = {}
+    for f in dataclasses.fields(node):
+        v = getattr(node, f.name)
+        if isinstance(v, L.LogicalNode):
+            nv = transform(v, fn)
+            if nv is not v:
+                changes[f.name] = nv
+    if changes:
+        node = dataclasses.replace(node, **changes)
+    out = fn(node)
+    return node if out is None else out
+
+
+def rewrite(plan: L.LogicalNode, rules: tuple[Rule, ...] | None = None) -> Rewritten:
+    """``plan`` rewritten by ``rules`` (default: ``RULES``), in order, each to a fixed point."""
+    applied: list[str] = []
+    for rule in RULES if rules is None else rules:
+        for _ in range(1000):
+            new = transform(plan, rule.apply)
+            if new == plan:
+                break
+            if new.kind is not plan.kind or new.schema != plan.schema:
+                raise InternalError(
+                    f"rewrite rule {rule.name!r} changed the plan's result: "
+                    f"{plan.kind.value} {plan.schema} became {new.kind.value} {new.schema}"
+                )
+            plan = new
+            if rule.name not in applied:
+                applied.append(rule.name)
+        else:
+            raise InternalError(f"rewrite rule {rule.name!r} did not reach a fixed point")
+    return Rewritten(plan, tuple(applied))
+
+
+# -- the rules -------------------------------------------------------------------------------------
+
+
+def _movable(c: BExpr) -> bool:
+    """A conjunct a selection can evaluate anywhere its columns are: no subquery, no
+    CURRENT_TIME, no outer row, and at least one column.
+    """
+    return (
+        not has_subquery(c)
+        and not uses_current_time(c)
+        and not any(isinstance(x, OuterRef) for x in walk_expr(c))
+        and any(isinstance(x, ColRef) for x in walk_expr(c))
+    )
+
+
+def _select(node: L.LogicalNode, cs: list[BExpr]) -> L.LogicalNode:
+    p = conjoin(cs)
+    return node if p is None else L.Filter(node, p)
+
+
+def push_selection_into_join_inputs(node: L.LogicalNode) -> L.LogicalNode | None:
+    if not (isinstance(node, L.Filter) and isinstance(node.input, L.Join)):
+        return None
+    j = node.input
+    lw = len(j.left.schema)
+    left: list[BExpr] = []
+    right: list[BExpr] = []
+    here: list[BExpr] = []
+    for c in conjuncts(node.predicate):
+        cols = [x.index for x in walk_expr(c) if isinstance(x, ColRef)]
+        if _movable(c) and max(cols) < lw:
+            left.append(c)
+        elif _movable(c) and min(cols) >= lw:
+            right.append(shift(c, -lw))
+        else:
+            here.append(c)
+    if not left and not right:
+        return None
+    joined = L.Join(_select(j.left, left), _select(j.right, right))
+    return _select(joined, here)
+
+
+def push_selection_below_window(node: L.LogicalNode) -> L.LogicalNode | None:
+    if not (isinstance(node, L.Filter) and isinstance(node.input, L.Window) and node.input.spec.time_based):
+        return None
+    w = node.input
+    down = [c for c in conjuncts(node.predicate) if _movable(c)]
+    if not down:
+        return None
+    stay = [c for c in conjuncts(node.predicate) if not _movable(c)]
+    return _select(L.Window(_select(w.input, down), w.spec), stay)
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("push-selection-into-join-inputs", push_selection_into_join_inputs),
+    Rule("push-selection-below-window", push_selection_below_window),
+)

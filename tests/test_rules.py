@@ -1,0 +1,105 @@
+"""The rewrite layer (``sluice.plan.rules``): which rules fire, where they must not, the schema
+check, and the engine's answers on rewritten plans equal the reference evaluator's on the bound ones."""
+
+from __future__ import annotations
+
+import pytest
+from sluice import EmbeddedEngine
+from sluice.catalog import Catalog, Schema
+from sluice.errors import InternalError
+from sluice.plan import bind_query, execute
+from sluice.plan import logical as L
+from sluice.plan.explain import explain
+from sluice.plan.rules import RULES, Rule, rewrite
+from sluice.reference import evaluate
+from sluice.reference.compare import diff_outputs
+
+DDL = "register stream S (K integer, V integer); register stream T (K integer, W integer); register relation R (K integer, N varchar(4))"
+
+
+def _cat() -> Catalog:
+    cat = Catalog()
+    execute(cat, DDL)
+    return cat
+
+
+def _rw(query: str):
+    return rewrite(bind_query(_cat(), query).plan)
+
+
+def test_selections_move_into_join_inputs_and_below_time_windows() -> None:
+    r = _rw(
+        "select S.V, R.N from S [Range 5], T [Now], R where S.K = T.K and T.K = R.K and S.V > 1 and T.W < 2 and R.N = 'a'"
+    )
+    assert r.applied == ("push-selection-into-join-inputs", "push-selection-below-window")
+    text = explain(r.plan)
+    # each one-sided conjunct sits on its own input (S's and T's under their windows)
+    assert "Window Range 5 ticks" in text and "Filter (S.V > 1)  -> stream" in text
+    assert "Filter (T.W < 2)  -> stream" in text and "Filter (R.N = 'a')  -> relation" in text
+    top = r.plan.inputs()[0] if isinstance(r.plan, L.StreamOp) else r.plan
+    assert "S.V > 1" not in explain(top).split("\n")[1]  # the join's own filter keeps only the equalities
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "select * from S [Rows 3] where V > 1",  # contents depend on the other elements
+        "select * from S [Partition By K Rows 1] where V > 1",
+        "select * from S [Range 5] where V > CURRENT_TIME",  # needs the ticking operator
+        "select * from S [Now] where V in (select K from R)",  # needs the subquery operator
+        "select * from R where K > 1",  # nothing to push into
+    ],
+)
+def test_rules_leave_alone_what_they_cannot_move(query: str) -> None:
+    r = _rw(query)
+    assert r.applied == ()
+    assert r.plan == bind_query(_cat(), query).plan
+
+
+def test_a_rule_that_changes_the_schema_is_named() -> None:
+    def drop_column(n: L.LogicalNode) -> L.LogicalNode | None:
+        if isinstance(n, L.Project) and len(n.columns) > 1:
+            return L.Project(n.input, n.columns[:1], Schema(n.out_schema.columns[:1]))
+        return None
+
+    with pytest.raises(InternalError, match="rewrite rule 'broken' changed the plan's result"):
+        rewrite(bind_query(_cat(), "select V, K from S").plan, (Rule("broken", drop_column),))
+
+
+def test_rules_are_named_and_explain_lists_the_ones_applied() -> None:
+    assert [r.name for r in RULES] == ["push-selection-into-join-inputs", "push-selection-below-window"]
+    eng = EmbeddedEngine(_cat())
+    q = eng.register_query("select S.V from S [Range 2], R where S.K = R.K and S.V > 0")
+    assert q.rewrites == ("push-selection-into-join-inputs", "push-selection-below-window")
+    text = eng.explain(q)
+    assert "rewritten by: push-selection-into-join-inputs, push-selection-below-window" in text
+    # the selection runs on the stream, before the window and the join
+    assert "TimeWindow [Range 2 ticks]" in text and "└─ Select [(S.V > 0)]" in text.split("TimeWindow")[1]
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "select S.V, T.W from S [Range 3], T [Now] where S.K = T.K and S.V > 0 and T.W <> 1",
+        "select S.V, R.N from S [Range 2 Slide 2], R where S.K = R.K and S.V + 1 > 1 and R.N = 'a'",
+        "Istream(select S.V from S [Range Unbounded], T [Range 1], R where S.K = T.K and T.K = R.K and T.W > 0)",
+        "select S.V, T.W from S [Rows 2], T [Range 2] where S.K = T.K and S.V > 0 and T.W > 0",
+    ],
+)
+def test_engine_on_rewritten_plans_equals_the_definition(query: str) -> None:
+    cat = _cat()
+    streams = {
+        "S": [(t, (t % 3, t % 5 - 1)) for t in range(1, 15)],
+        "T": [(t, (t % 3, t % 4)) for t in range(2, 15, 2)],
+    }
+    relations = {"R": [(0, "+", (0, "a")), (0, "+", (1, "b")), (6, "+", (2, "a")), (9, "-", (0, "a"))]}
+    expected = evaluate(bind_query(cat, query), streams, relations, start=0, until=16)
+    eng = EmbeddedEngine(cat, start=0)
+    q = eng.register_query(query)
+    assert q.rewrites, "the case is meant to exercise a rule"
+    eng.push("R", [(t, s, *r) for t, s, r in relations["R"]])
+    for name, rows in streams.items():
+        eng.push(name, [(t, *r) for t, r in rows])
+    eng.close(16)
+    diffs = diff_outputs(expected, q.results())
+    assert not diffs, "\n".join(diffs[:10])
