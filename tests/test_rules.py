@@ -103,3 +103,24 @@ def test_engine_on_rewritten_plans_equals_the_definition(query: str) -> None:
     eng.close(16)
     diffs = diff_outputs(expected, q.results())
     assert not diffs, "\n".join(diffs[:10])
+
+
+def test_subquery_plans_are_rewritten_with_the_query() -> None:
+    """Regression (review of the rewrite layer): the subquery's base was rewritten only when its
+    operator was built, after the planner had recorded which Istream feeds a [Rows N] window on
+    the unrewritten plan, so that Istream passed elements through in arrival order."""
+    query = (
+        "select S.K from S [Now] where S.K in "
+        "(select T.V from Istream(select K, V from S [Range Unbounded] where V > 0) [Rows 1] T)"
+    )
+    cat = _cat()
+    rows = [(1, (5, 7)), (1, (1, 5)), (1, (7, 0))]
+    expected = evaluate(bind_query(cat, query), {"S": rows, "T": []}, {"R": []}, start=0, until=5)
+    r = rewrite(bind_query(cat, query).plan)
+    assert r.applied == ("push-selection-below-window",)  # inside the subquery
+    eng = EmbeddedEngine(cat, start=0)
+    q = eng.register_query(query)
+    eng.push("S", [(t, *v) for t, v in rows])
+    eng.close(5)
+    assert not diff_outputs(expected, q.results())
+    assert "pass-through" not in eng.explain(q)

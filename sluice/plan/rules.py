@@ -58,21 +58,48 @@ class Rewritten:
 
 
 def transform(node: L.LogicalNode, fn: Rewrite) -> L.LogicalNode:
-    """Bottom-up: every input rewritten first, then ``fn`` at the node (its result kept, if any).
+    """Bottom-up: every input — and every subquery's plan in the node's expressions — rewritten
+    first, then ``fn`` at the node (its result kept, if any).
 
-    Generic over the node classes: every field holding a logical node is an input.
+    Generic over the node classes: every field holding a logical node is an input.  (Subquery
+    plans are rewritten here, with the query, so the physical planner sees one consistent plan.)
     """
-    changes = {}
+    changes: dict[str, object] = {}
     for f in dataclasses.fields(node):
         v = getattr(node, f.name)
         if isinstance(v, L.LogicalNode):
-            nv = transform(v, fn)
-            if nv is not v:
-                changes[f.name] = nv
+            nv: object = transform(v, fn)
+        elif isinstance(v, BExpr):
+            nv = _in_subqueries(v, fn)
+        elif isinstance(v, tuple) and v and all(isinstance(x, BExpr) for x in v):
+            nv = tuple(_in_subqueries(x, fn) for x in v)
+            nv = v if nv == v else nv
+        else:
+            continue
+        if nv is not v:
+            changes[f.name] = nv
     if changes:
         node = dataclasses.replace(node, **changes)
     out = fn(node)
     return node if out is None else out
+
+
+def _in_subqueries(e: BExpr, fn: Rewrite) -> BExpr:
+    """``e`` with the plan of every subquery in it transformed by ``fn``."""
+    if not has_subquery(e):
+        return e
+    changes: dict[str, object] = {}
+    for f in dataclasses.fields(e):  # type: ignore[arg-type]
+        v = getattr(e, f.name)
+        if isinstance(v, L.LogicalNode):
+            changes[f.name] = transform(v, fn)
+        elif isinstance(v, BExpr):
+            changes[f.name] = _in_subqueries(v, fn)
+        elif isinstance(v, tuple) and v and all(isinstance(x, BExpr) for x in v):
+            changes[f.name] = tuple(_in_subqueries(x, fn) for x in v)
+        elif isinstance(v, tuple) and v and all(isinstance(x, tuple) for x in v):
+            changes[f.name] = tuple(tuple(_in_subqueries(y, fn) for y in x) for x in v)
+    return dataclasses.replace(e, **changes)  # type: ignore[type-var]
 
 
 def rewrite(plan: L.LogicalNode, rules: tuple[Rule, ...] | None = None) -> Rewritten:

@@ -27,7 +27,6 @@ from sluice.plan.analysis import (
     uses_current_time,
 )
 from sluice.plan.expr import BExpr, Call, ColRef, walk_expr
-from sluice.plan.rules import rewrite
 from sluice.runtime.operators.aggregate import Aggregate, Distinct
 from sluice.runtime.operators.base import ExecContext, Operator
 from sluice.runtime.operators.join import Join
@@ -207,7 +206,7 @@ class Planner:
             keys: tuple[tuple[int, int], ...] = ()
             if chain and isinstance(chain[0], L.Filter):
                 keys = tuple(k for k in (_corr_key(c) for c in conjuncts(chain[0].predicate)) if k is not None)
-            inputs.append(self._op(rewrite(base).plan))
+            inputs.append(self._op(base))  # (rewritten with the query: sluice.plan.rules)
             specs.append(SubquerySpec(sub, tuple(chain), keys, not keys and not has_outer_ref(sub.plan)))
         names = n.inputs()[0].schema.names
         detail = ("filter " if is_filter else "") + ", ".join(render(e, names) for e in exprs)
