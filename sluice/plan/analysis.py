@@ -37,6 +37,7 @@ __all__ = [
     "has_outer_ref",
     "has_subquery",
     "insert_only",
+    "map_children",
     "map_columns",
     "plan_has_subquery",
     "plan_uses_current_time",
@@ -122,25 +123,35 @@ def has_outer_ref(plan: L.LogicalNode) -> bool:
 # -- rewriting expressions -------------------------------------------------------------------------
 
 
-def map_columns(e: BExpr, fn: Callable[[ColRef], BExpr]) -> BExpr:
-    """``e`` with every column reference ``c`` replaced by ``fn(c)``.
-
-    Generic over the expression classes (every field that holds expressions is rewritten), so a
-    new expression class needs no change here.  A subquery's own plan is not entered: its column
-    references are its own input's, and its references to this row are ``OuterRef``s.
+def map_children(
+    e: BExpr, fn: Callable[[BExpr], BExpr], plan_fn: Callable[[L.LogicalNode], L.LogicalNode] | None = None
+) -> BExpr:
+    """``e`` rebuilt with ``fn`` applied to each expression directly inside it (and ``plan_fn``,
+    if given, to a subquery's plan).  Generic over the expression classes: every field that holds
+    expressions is mapped, so a new expression class needs no change here.
     """
-    if isinstance(e, ColRef):
-        return fn(e)
     changes: dict[str, Any] = {}
     for f in dataclasses.fields(e):  # type: ignore[arg-type]
         v = getattr(e, f.name)
         if isinstance(v, BExpr):
-            changes[f.name] = map_columns(v, fn)
+            changes[f.name] = fn(v)
+        elif isinstance(v, L.LogicalNode) and plan_fn is not None:
+            changes[f.name] = plan_fn(v)
         elif isinstance(v, tuple) and v and all(isinstance(x, BExpr) for x in v):
-            changes[f.name] = tuple(map_columns(x, fn) for x in v)
+            changes[f.name] = tuple(fn(x) for x in v)
         elif isinstance(v, tuple) and v and all(isinstance(x, tuple) for x in v):
-            changes[f.name] = tuple(tuple(map_columns(y, fn) for y in x) for x in v)
+            changes[f.name] = tuple(tuple(fn(y) for y in x) for x in v)
     return dataclasses.replace(e, **changes) if changes else e  # type: ignore[type-var]
+
+
+def map_columns(e: BExpr, fn: Callable[[ColRef], BExpr]) -> BExpr:
+    """``e`` with every column reference ``c`` replaced by ``fn(c)``.  A subquery's own plan is
+    not entered: its column references are its own input's, and its references to this row are
+    ``OuterRef``s.
+    """
+    if isinstance(e, ColRef):
+        return fn(e)
+    return map_children(e, lambda c: map_columns(c, fn))
 
 
 def shift(e: BExpr, by: int) -> BExpr:

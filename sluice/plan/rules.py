@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 from sluice.errors import InternalError
 from sluice.plan import logical as L
-from sluice.plan.analysis import conjoin, conjuncts, has_subquery, shift, uses_current_time
+from sluice.plan.analysis import conjoin, conjuncts, has_subquery, map_children, shift, uses_current_time
 from sluice.plan.expr import BExpr, ColRef, OuterRef, walk_expr
 
 Rewrite = Callable[[L.LogicalNode], L.LogicalNode | None]
@@ -88,18 +88,7 @@ def _in_subqueries(e: BExpr, fn: Rewrite) -> BExpr:
     """``e`` with the plan of every subquery in it transformed by ``fn``."""
     if not has_subquery(e):
         return e
-    changes: dict[str, object] = {}
-    for f in dataclasses.fields(e):  # type: ignore[arg-type]
-        v = getattr(e, f.name)
-        if isinstance(v, L.LogicalNode):
-            changes[f.name] = transform(v, fn)
-        elif isinstance(v, BExpr):
-            changes[f.name] = _in_subqueries(v, fn)
-        elif isinstance(v, tuple) and v and all(isinstance(x, BExpr) for x in v):
-            changes[f.name] = tuple(_in_subqueries(x, fn) for x in v)
-        elif isinstance(v, tuple) and v and all(isinstance(x, tuple) for x in v):
-            changes[f.name] = tuple(tuple(_in_subqueries(y, fn) for y in x) for x in v)
-    return dataclasses.replace(e, **changes)  # type: ignore[type-var]
+    return map_children(e, lambda c: _in_subqueries(c, fn), lambda p: transform(p, fn))
 
 
 def rewrite(plan: L.LogicalNode, rules: tuple[Rule, ...] | None = None) -> Rewritten:
