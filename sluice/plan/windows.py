@@ -22,11 +22,27 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from sluice.errors import InternalError
 
+if TYPE_CHECKING:
+    import numpy as np
+
 Row = tuple[Any, ...]
+T = TypeVar("T", int, "np.ndarray")
+
+
+def visible(ts: T, span: int, step: int) -> tuple[T, T]:
+    """``(a, d)``: an element with timestamp ``ts`` of a window of ``span`` ticks moving in steps
+    of ``step`` is in the window from instant ``a`` until just before ``d`` — the window at τ is
+    as of ``⌊τ/U⌋·U`` and holds timestamps in ``[τ − T, τ]``, so ``a = ⌈ts/U⌉·U`` and
+    ``d = ⌊(ts+T)/U⌋·U + U`` (never visible if ``a ≥ d``).  Scalars or NumPy arrays.
+
+    >>> visible(3, 4, 2), visible(5, 0, 1)
+    ((4, 8), (5, 6))
+    """
+    return -(-ts // step) * step, ((ts + span) // step) * step + step
 
 
 class WindowDef(ABC):
@@ -66,11 +82,20 @@ class WindowDef(ABC):
         """The instant whose window the relation shows at ``tau`` (a Slide holds it still)."""
         return tau
 
+    @property
+    def lifetime(self) -> tuple[int, int] | None:
+        """``(T, U)`` for a window whose elements each stay a fixed time: ``T`` ticks after their
+        timestamp, the window moving in steps of ``U`` ticks; None if elements never leave by time
+        alone (Unbounded, Rows, Partition By).
+        """
+        return None
+
     def changes_after(self, ts: int) -> tuple[int, ...]:
         """Instants at which an element with timestamp ``ts`` may enter or leave the window
-        besides ``ts`` itself (with no further input).
+        (with no further input).
         """
-        return ()
+        span = self.lifetime
+        return () if span is None else tuple(int(x) for x in visible(ts, *span))
 
     @abstractmethod
     def contents(self, upto: Sequence[tuple[int, Row]], tau: int) -> list[Row]:
@@ -103,8 +128,9 @@ class Now(WindowDef):
 
     time_based: ClassVar[bool] = True
 
-    def changes_after(self, ts: int) -> tuple[int, ...]:
-        return (ts + 1,)
+    @property
+    def lifetime(self) -> tuple[int, int] | None:
+        return (0, 1)
 
     def contents(self, upto: Sequence[tuple[int, Row]], tau: int) -> list[Row]:
         return [r for t, r in upto if t == tau]
@@ -130,11 +156,9 @@ class Range(WindowDef):
     def as_of(self, tau: int) -> int:
         return (tau // self.slide) * self.slide if self.slide else tau
 
-    def changes_after(self, ts: int) -> tuple[int, ...]:
-        expire = ts + self.range + 1
-        if self.slide:
-            return (-(-ts // self.slide) * self.slide, -(-expire // self.slide) * self.slide)
-        return (expire,)
+    @property
+    def lifetime(self) -> tuple[int, int] | None:
+        return (self.range, self.slide or 1)
 
     def contents(self, upto: Sequence[tuple[int, Row]], tau: int) -> list[Row]:
         return [r for t, r in upto if t >= tau - self.range]

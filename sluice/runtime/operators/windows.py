@@ -3,7 +3,7 @@
 Time-based windows map each element to an insertion time ``a`` and a deletion time ``d``:
 ``[Range T]`` gives ``a = ts, d = ts + T + 1``; ``[Now]`` is ``T = 0``; with ``Slide U`` the
 window is as of ``⌊τ/U⌋·U``, so ``a = ⌈ts/U⌉·U`` and ``d = ⌊(ts+T)/U⌋·U + U`` (an element with
-``a ≥ d`` is never visible).  Both times grow with ``ts``, so pending insertions and deletions
+``a ≥ d`` is never visible; ``sluice.plan.windows.visible``).  Both times grow with ``ts``, so pending insertions and deletions
 are two FIFOs, released merged in time order up to ``max(watermark, last input ts)`` — every
 deletion due by then is already known.
 
@@ -30,13 +30,8 @@ class TimeWindow(Unary):
         self.spec = spec
         self.insert_only = spec.insert_only
         self.stateful = spec.stateful
-        # (T, U): an element stays T ticks; the window moves in steps of U (None: unbounded)
-        self._span: tuple[int, int] | None = None
-        if isinstance(spec, W.Now):
-            self._span = (0, 1)
-        elif isinstance(spec, W.Range):
-            self._span = (spec.range, spec.slide or 1)
-        elif not isinstance(spec, W.Unbounded):
+        self._span = spec.lifetime  # (T, U); None: elements never leave
+        if self._span is None and not spec.insert_only:
             raise InternalError(f"TimeWindow cannot run {spec!r}")
         self._ins = WindowSynopsis(self.types)  # admitted, visible from their insert time (Slide)
         self.window = WindowSynopsis(self.types)  # the window's contents, each with its leave time
@@ -49,9 +44,7 @@ class TimeWindow(Unary):
         if self._span is None:
             self.emit(b)
             return
-        T, U = self._span
-        a = -(-ts // U) * U
-        d = ((ts + T) // U) * U + U
+        a, d = W.visible(ts, *self._span)
         visible = a < d
         if not visible.all():
             b, a, d = b.filter(pa.array(visible)), a[visible], d[visible]
