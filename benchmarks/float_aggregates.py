@@ -7,6 +7,8 @@ event).  Three runs of the same shape: B integer; B float with three decimals (5
 the exact sums need more than 64 bits); B float holding the integer values / 4 (its answers must be
 the integer run's / 4, exactly).  Before any figure is reported: each run's final row per key is
 checked against the exact answer computed with Python's ``fractions`` (correctly rounded once).
+Beside them, in the same run, the hand-written baseline: DuckDB (1 thread) computing the same
+per-event sliding SUM/AVG by key with a window function (its float sums are plain doubles).
 
     .venv/bin/python benchmarks/float_aggregates.py [--events N]
 
@@ -16,15 +18,16 @@ Writes `benchmarks/results/float_aggregates.json`.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from fractions import Fraction
-from pathlib import Path
 from typing import Any
 
+import duckdb
 import numpy as np
+import pyarrow as pa
 from sluice.backends.embedded import EmbeddedEngine
 from sluice.datatypes import FLOAT, INTEGER
+from sluice.experiments.results import write_results
 from sluice.runtime.batch import make
 
 QUERY = "select A, sum(B), avg(B) from S [Range 1 Second] group by A"
@@ -51,6 +54,22 @@ def run(ts: np.ndarray, a: np.ndarray, b: np.ndarray, kind: str, batch: int = 10
         eng.run()
     dt = time.perf_counter() - t0
     return dt, final
+
+
+DUCKDB = (
+    "select A, sum(B) over w, avg(B) over w from s "
+    "window w as (partition by A order by ts range between 1000 preceding and current row)"
+)
+
+
+def duckdb_window(ts: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
+    """Seconds DuckDB (1 thread) takes for the per-event sliding SUM/AVG by key, output fetched."""
+    con = duckdb.connect()
+    con.execute("set threads = 1")
+    s = pa.table({"ts": ts, "A": a, "B": b})  # noqa: F841 - read by DuckDB
+    t0 = time.perf_counter()
+    con.sql(DUCKDB).to_arrow_table()
+    return time.perf_counter() - t0
 
 
 def exact_final(ts: np.ndarray, a: np.ndarray, b: np.ndarray) -> dict[int, tuple[Any, float]]:
@@ -96,9 +115,12 @@ def main() -> None:
     base = rows["integer"]["events_per_s"]
     for r in rows.values():
         r["vs_integer"] = round(r["events_per_s"] / base, 3)
-    result = {"events": n, "query": QUERY, "batch": 10_000, "runs": rows}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    for name, (b, _) in data.items():  # the hand-written baseline: DuckDB's window function, 1 thread
+        secs = duckdb_window(ts, a, b)
+        rows[name]["duckdb_events_per_s"] = round(n / secs)
+        rows[name]["vs_duckdb"] = round(rows[name]["events_per_s"] / (n / secs), 3)
+        print(f"{name:<22} DuckDB {n / secs:>12,.0f} ev/s  (sums in doubles: not checked exact)", flush=True)
+    write_results(args.out, "float_aggregates", events=n, query=QUERY, duckdb_sql=DUCKDB, batch=10_000, runs=rows)
     print(f"-> {args.out}")
 
 

@@ -18,7 +18,6 @@ Writes `benchmarks/results/run_files.json`.
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
+from sluice.experiments.results import write_results
 
 WINDOW = 10_000  # ms
 QUERY = "Istream(select A, count(*), sum(B) from S [Range 10 Seconds Slide 10 Seconds] group by A)"
@@ -139,9 +139,9 @@ def main() -> None:
         runs = [one(n, Path(d)) for n in sizes]
     ratio = runs[-1]["peak_rss_bytes"] / runs[0]["peak_rss_bytes"]
     print(f"peak RSS {sizes[-1]:,} vs {sizes[0]:,} events: ratio {ratio:.3f}")
-    result = {"query": QUERY, "duckdb_sql": DUCKDB.strip(), "runs": runs, "peak_rss_ratio": round(ratio, 3)}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    write_results(
+        args.out, "run_files", query=QUERY, duckdb_sql=DUCKDB.strip(), runs=runs, peak_rss_ratio=round(ratio, 3)
+    )
     print(f"-> {args.out}")
 
 
