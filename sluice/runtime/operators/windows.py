@@ -3,9 +3,9 @@
 Time-based windows map each element to an insertion time ``a`` and a deletion time ``d``:
 ``[Range T]`` gives ``a = ts, d = ts + T + 1``; ``[Now]`` is ``T = 0``; with ``Slide U`` the
 window is as of ``⌊τ/U⌋·U``, so ``a = ⌈ts/U⌉·U`` and ``d = ⌊(ts+T)/U⌋·U + U`` (an element with
-``a ≥ d`` is never visible; ``sluice.plan.windows.visible``).  Both times grow with ``ts``, so pending insertions and deletions
-are two FIFOs, released merged in time order up to ``max(watermark, last input ts)`` — every
-deletion due by then is already known.
+``a ≥ d`` is never visible; ``sluice.plan.windows.visible``).  Both times grow with ``ts``, so
+pending insertions and deletions are two FIFOs, released merged in time order up to
+``max(watermark, last input ts)`` — every deletion due by then is already known.
 
 ``[Rows N]`` deletes element i when element i+N arrives, at that element's timestamp.
 ``[Partition By k Rows N]`` does that per key (per element: the arrival order is the semantics).
