@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 from sluice.backends.embedded import EmbeddedEngine
@@ -23,20 +24,29 @@ def run_engine(
     extra_queries: tuple[str, ...] = (),
     scheduler: str = "round-robin",
     engines: list[EmbeddedEngine] | None = None,
+    snapshots: bool = False,
 ) -> list[Element]:
-    """The engine's output for ``query`` over the inputs (pushed in ``chunk``-sized pieces, run between)."""
+    """The engine's output for ``query`` over the inputs (pushed in ``chunk``-sized pieces, run between).
+
+    ``snapshots``: after every piece, the engine's state is pickled (``snapshot_state``) and the
+    run goes on in a new engine built the same way that restored it — as the Spark processor does.
+    """
     stamps = [t for rows in streams.values() for t, _ in rows] + [t for ups in relations.values() for t, _, _ in ups]
-    eng = EmbeddedEngine(
-        catalog,
-        sharing=sharing,
-        budget=budget,
-        seed=seed,
-        scheduler=scheduler,
-        start=start if start is not None else (min(stamps) if stamps else 0),
-    )
-    for extra in extra_queries:
-        eng.register_query(extra)
-    q = eng.register_query(query)
+
+    def build() -> tuple[EmbeddedEngine, Any]:
+        eng = EmbeddedEngine(
+            catalog,
+            sharing=sharing,
+            budget=budget,
+            seed=seed,
+            scheduler=scheduler,
+            start=start if start is not None else (min(stamps) if stamps else 0),
+        )
+        for extra in extra_queries:
+            eng.register_query(extra)
+        return eng, eng.register_query(query)
+
+    eng, q = build()
     feeds: list[tuple[int, str, tuple[Any, ...]]] = []
     for name, rows in streams.items():
         feeds += [(t, name, (t, *r)) for t, r in rows]
@@ -51,6 +61,10 @@ def run_engine(
         for name, rows in by_name.items():
             eng.push(name, rows)
         eng.run()
+        if snapshots:
+            blob = pickle.dumps(eng.snapshot_state())
+            eng, q = build()
+            eng.restore_state(pickle.loads(blob))
     eng.close(until)
     assert not eng.rejected(), eng.rejected()
     if engines is not None:

@@ -210,7 +210,8 @@ def relation_updates(draw: st.DrawFn) -> list[tuple[int, str, tuple[int, str]]]:
     stream_rows,
     stream_rows,
     relation_updates(),
-    st.sampled_from([(None, 65536), (1, 1), (3, 2)]),
+    # (piece size, tuple budget, snapshot + restore into a new engine after each piece)
+    st.sampled_from([(None, 65536, False), (1, 1, False), (3, 2, False), (1, 65536, True), (2, 3, True)]),
     st.booleans(),
     st.sampled_from(SCHEDULERS),
 )
@@ -222,7 +223,7 @@ def test_engine_equals_reference(query, s_rows, s2_rows, r_ups, feed, sharing, s
     start = min(stamps) if stamps else 0
     until = max(stamps) if stamps else 0
     expected = evaluate(bq, streams, relations, start=start, until=until)
-    chunk, budget = feed
+    chunk, budget, snapshots = feed
     extra = (query,) if sharing else ()
     got = run_engine(
         CAT,
@@ -236,6 +237,7 @@ def test_engine_equals_reference(query, s_rows, s2_rows, r_ups, feed, sharing, s
         sharing=sharing,
         extra_queries=extra,
         scheduler=scheduler,
+        snapshots=snapshots,
     )
     diffs = diff_outputs(expected, got)
     assert not diffs, f"{query} [{scheduler}]\n" + "\n".join(diffs[:10])

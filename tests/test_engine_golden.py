@@ -1,8 +1,9 @@
-"""The golden files on the embedded engine, in three execution modes, against the hand-checked outputs.
+"""The golden files on the embedded engine, in four execution modes, against the hand-checked outputs.
 
 Modes: all input pushed then run; one element at a time with a tuple budget of 1 (every
 operator sees partial input and partial instants); and beside a second query that shares
-its subplans (the shared queues must not change either answer).
+its subplans (the shared queues must not change either answer); and one element at a time with
+the engine's state snapshotted and restored into a new engine after each (operator protocol v2).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ MODES = {
     "bulk": {},
     "trickle": {"chunk": 1, "budget": 1},
     "shared": {"extra_queries": ("__SAME__",)},
+    # every element in its own piece, the state pickled and restored into a new engine after each
+    "snapshots": {"chunk": 1, "snapshots": True},
 }
 
 

@@ -42,6 +42,8 @@ from sluice.runtime.synopsis import SynopsisStats
 from sluice.runtime.units import EngineUnit, EngineView, OnlineStats, make_units, model_paths, operator_paths
 from sluice.scheduling.strategies import make
 
+SNAPSHOT_FORMAT = 1  # EmbeddedEngine.snapshot_state's layout
+
 
 class UnknownNameError(SluiceError):
     """Data was pushed to, or a heartbeat given for, a name that is not a registered stream/relation."""
@@ -124,6 +126,14 @@ class Query:
         state = dict(self.__dict__)
         state["subscribers"], state["arrow_subscribers"] = [], []
         return state
+
+    def snapshot(self) -> dict[str, Any]:
+        """Its retained output and counts (``EmbeddedEngine.snapshot_state``)."""
+        return {"batches": list(self.batches), "held": self._held, "delivered": self.delivered, "error": self.error}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.batches, self._held = list(state["batches"]), state["held"]
+        self.delivered, self.error = state["delivered"], state["error"]
 
     def subscribe(self, fn: Callable[[list[Element]], None]) -> None:
         """Call ``fn(elements)`` with every batch of output as its instants complete."""
@@ -360,6 +370,58 @@ class EmbeddedEngine:
         if not isinstance(eng, EmbeddedEngine):
             raise SluiceError(f"{path} is not an embedded-engine checkpoint")
         return eng
+
+    def snapshot_state(self) -> dict[str, Any]:
+        """The state of every operator, queue and query output (operator protocol v2: each
+        operator's ``snapshot()``) — not the catalog, the plans or the scheduler's bookkeeping,
+        which change when results appear, never what they are.  :meth:`restore_state` puts it into
+        an engine that registered the same streams and queries in the same order.  The Spark
+        processor stores this per key.  Values are live objects: pickle them before running on.
+        """
+        ops = list(self.sources.values()) + self._units
+        return {
+            "format": SNAPSHOT_FORMAT,
+            "start": self.ctx.start,
+            "steps": self._steps,
+            "operators": {o.name: (o.kind, o.snapshot()) for o in ops},
+            "queues": {q.name: q.snapshot() for q in self._queues()},
+            "queries": {n: q.snapshot() for n, q in self.queries.items()},
+            "failures": dict(self.failures),
+        }
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`snapshot_state` of an engine built the same way (same results)."""
+        if not isinstance(state, dict) or state.get("format") != SNAPSHOT_FORMAT:
+            raise SluiceError(f"not an engine state snapshot of format {SNAPSHOT_FORMAT}")
+        for name, why in state["failures"].items():  # queries that stopped there stop here too
+            if name in self.queries:
+                self.queries[name].error = why
+                self.failures[name] = why
+                self.unregister(name)
+        ops = {o.name: o for o in list(self.sources.values()) + self._units}
+        queues = {q.name: q for q in self._queues()}
+        for what, here, there in (
+            ("operators", ops, state["operators"]),
+            ("queues", queues, state["queues"]),
+            ("queries", self.queries, state["queries"]),
+        ):
+            if set(here) != set(there):
+                raise SluiceError(
+                    f"the snapshot is of a different plan: {what} only in it: {sorted(set(there) - set(here))}, "
+                    f"only here: {sorted(set(here) - set(there))}"
+                )
+        for name, (kind, st) in state["operators"].items():
+            if ops[name].kind != kind:
+                raise SluiceError(
+                    f"the snapshot is of a different plan: {name} is a {kind} there, {ops[name].kind} here"
+                )
+            ops[name].restore(st)
+        for name, st in state["queues"].items():
+            queues[name].restore(st)
+        for name, st in state["queries"].items():
+            self.queries[name].restore(st)
+        self.ctx.start, self._steps = state["start"], state["steps"]
+        self._sched_units = None
 
     def reject(self, name: str, messages: Sequence[str]) -> None:
         """Count rows rejected before they reached the engine (a reader's bad lines), as malformed."""

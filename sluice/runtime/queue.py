@@ -41,6 +41,33 @@ class Queue:
         self.peak_nbytes = 0
         self.enqueued = 0
 
+    def snapshot(self) -> dict[str, Any]:
+        """What it holds and where each reader is (readers in creation order)."""
+        return {
+            "batches": list(self._batches),
+            "sizes": list(self._sizes),
+            "base": self._base,
+            "end": self._end,
+            "watermark": self.watermark,
+            "nbytes": self.nbytes,
+            "peak_nbytes": self.peak_nbytes,
+            "enqueued": self.enqueued,
+            "cursors": [r.cursor for r in self._readers],
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Put a :meth:`snapshot` into a queue with the same readers (a plan built the same way)."""
+        if len(state["cursors"]) != len(self._readers):
+            raise InternalError(
+                f"queue {self.name}: a snapshot with {len(state['cursors'])} reader(s) cannot restore "
+                f"{len(self._readers)}"
+            )
+        self._batches, self._sizes = deque(state["batches"]), deque(state["sizes"])
+        self._base, self._end, self.watermark = state["base"], state["end"], state["watermark"]
+        self.nbytes, self.peak_nbytes, self.enqueued = state["nbytes"], state["peak_nbytes"], state["enqueued"]
+        for r, c in zip(self._readers, state["cursors"], strict=True):
+            r.cursor = c
+
     def reader(self, at_end: bool = False) -> Reader:
         """A cursor from the oldest held element (``at_end``: only what is appended from now on)."""
         r = Reader(self, self._end if at_end else self._base)

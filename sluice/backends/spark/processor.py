@@ -1,8 +1,11 @@
-"""The stateful processor: one embedded engine per partition key, kept in Spark's state store.
+"""The stateful processor: the query's operators per partition key, their state in Spark's store.
 
-Each key's engine runs the query's whole plan — the same operators as the embedded backend — on
-the key's elements.  After every micro-batch the engine is snapshotted (pickled) into a
-``ValueState``, so the RocksDB state store and Spark's checkpoints carry it across restarts.
+Each processor instance builds the query's plan once — an embedded engine, the same operators as
+the embedded backend.  For each key it restores that key's operator state into it
+(``EmbeddedEngine.restore_state``: operator protocol v2), runs the key's elements, and stores the
+operators' new state (``snapshot_state``, pickled) in a ``ValueState``, so the RocksDB state
+store and Spark's checkpoints carry it across restarts.  The state holds data only — synopses,
+queues, buffered output — never the plan, the catalog or user functions.
 
 Input rows are events in typed columns: data (``d``) for source ``i`` in ``s{i}c{j}`` (with
 ``s{i}n{j}`` is-null flags for non-string columns), heartbeats (``h``) and end of input (``e``).
@@ -28,7 +31,6 @@ from sluice.datatypes import DataType
 from sluice.runtime.batch import arrow_type, make
 
 try:  # pyspark is an optional dependency of the embedded-only install
-    from pyspark import cloudpickle
     from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
     from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 except ImportError:  # pragma: no cover - exercised only without pyspark
@@ -80,12 +82,28 @@ class SluiceProcessor(StatefulProcessor):
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
         self.state = handle.getValueState("engine", StructType([StructField("blob", BinaryType())]))
+        self._plan: Any = None  # the engine this instance restores each key's state into
+        self._fresh = b""  # the state of a key seen for the first time
 
     def _engine(self) -> Any:
+        """The plan with this key's operator state in it."""
+        from sluice.backends.embedded import EmbeddedEngine
+
+        if self._plan is None:
+            self._plan = self._build()
+            self._fresh = pickle.dumps(self._plan.snapshot_state(), protocol=pickle.HIGHEST_PROTOCOL)
+        blob = self._fresh
         if self.state.exists():
-            blob = self.state.get()
-            assert blob is not None
-            return pickle.loads(blob[0])
+            stored = self.state.get()
+            assert stored is not None
+            blob = stored[0]
+        state = pickle.loads(blob)
+        if isinstance(state, EmbeddedEngine):  # a checkpoint written before operator state: a whole engine
+            return state
+        self._plan.restore_state(state)
+        return self._plan
+
+    def _build(self) -> Any:
         from sluice.backends.embedded import EmbeddedEngine
         from sluice.cql.ast import TimeUnit
 
@@ -160,8 +178,7 @@ class SluiceProcessor(StatefulProcessor):
         for u in eng._units:  # rows an operator could not evaluate (sluice.plan.numeric): reported once
             notes += u.reject_messages
             u.reject_messages = []
-        # cloudpickle: a user function defined in a test or notebook module travels by value
-        self.state.update((cloudpickle.dumps(eng),))
+        self.state.update((pickle.dumps(eng.snapshot_state(), protocol=pickle.HIGHEST_PROTOCOL),))
         frames = []
         if out:
             t = pa.concat_tables(out)

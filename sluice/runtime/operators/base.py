@@ -1,5 +1,11 @@
 """The operator protocol (STYLE §6): ``name``, ``schema``, ``inputs``, ``run(budget)``,
 ``statistics()``, capability flags with safe defaults.  EXPLAIN renders from this alone.
+
+State (protocol v2): each class names the attributes that change while it runs in ``STATE``
+(inherited names included); everything else is fixed when the operator is built.
+``snapshot()`` returns that state and ``restore()`` puts it into an operator built the same way —
+the unit the Spark processor stores per key (``EmbeddedEngine.snapshot_state``).  A test runs every
+operator kind and fails if an attribute outside ``STATE`` changed (``tests/test_snapshots.py``).
 """
 
 from __future__ import annotations
@@ -7,13 +13,13 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
 from sluice.catalog import Schema
 from sluice.datatypes import DataType
-from sluice.errors import EvaluationError
+from sluice.errors import EvaluationError, InternalError
 from sluice.runtime.batch import NEG_INF
 from sluice.runtime.queue import Queue, Reader, count_upto
 from sluice.runtime.stats import OperatorStats
@@ -63,6 +69,43 @@ class Operator:
     # rows this operator could not evaluate (sluice.plan.numeric: dropped, counted, described)
     rows_rejected: int = 0
     reject_messages: list[str] = field(default_factory=list)
+
+    # what changes while it runs (subclasses add theirs; see the module docstring)
+    STATE: ClassVar[tuple[str, ...]] = (
+        "_in",
+        "_out",
+        "_runs",
+        "_seconds",
+        "_wm_out",
+        "rows_rejected",
+        "reject_messages",
+    )
+    # derived lookups that fill while it runs but are rebuilt on demand: neither state nor fixed
+    CACHES: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def state_names(cls) -> tuple[str, ...]:
+        """Every ``STATE`` name of the class and its bases, base first."""
+        names: list[str] = []
+        for k in reversed(cls.__mro__):
+            names += [n for n in vars(k).get("STATE", ()) if n not in names]
+        return tuple(names)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The operator's state (not its queues: the engine saves those).  The values are the
+        live objects: serialise them (pickle) before the operator runs again.
+        """
+        return {n: getattr(self, n) for n in self.state_names()}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Put a :meth:`snapshot` of an operator built the same way into this one."""
+        names = self.state_names()
+        if set(state) != set(names):
+            raise InternalError(
+                f"{self.kind} {self.name}: a snapshot with state {sorted(state)} cannot restore {sorted(names)}"
+            )
+        for n in names:
+            setattr(self, n, state[n])
 
     @property
     def types(self) -> list[DataType]:

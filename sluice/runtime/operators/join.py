@@ -24,6 +24,8 @@ from sluice.runtime.vexpr import compile_expr, evaluate_rows, truth_mask
 
 
 class Join(Operator):
+    STATE = ("left", "right")
+
     def setup(
         self,
         left_types: Sequence[DataType],

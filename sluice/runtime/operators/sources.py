@@ -24,6 +24,8 @@ MAX_MESSAGES = 100
 
 
 class Source(Operator):
+    STATE = ("_pending", "_buffered", "max_seen", "heartbeat_ts", "accepted", "rejected", "messages", "_contents")
+
     def __init__(self, name: str, schema: Schema, ctx: ExecContext, slack: int = 0, relation: bool = False) -> None:
         super().__init__(name=name, schema=schema, readers=[], output=Queue(name, schema.types), ctx=ctx)
         self.slack = slack
@@ -170,6 +172,8 @@ class Since(Operator):
     elements with ``ts ≥ τ0``; a relation's contents at registration as insertions at τ0, then
     its changes (any stamped before τ0 apply at τ0).
     """
+
+    STATE = ("_prime", "_primed")
 
     def setup(self, source: Source, start: int) -> Since:
         self.start = start

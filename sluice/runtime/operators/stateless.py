@@ -44,6 +44,8 @@ class Project(Unary):
 class Sample(Unary):
     """Sample(p) with the shared deterministic hash (``sluice.plan.semantics.sample_keep``)."""
 
+    STATE = ("_seen", "_seen_ts")
+
     def setup(self, fraction: float, salt: int) -> Sample:
         self._fraction = fraction
         self._salt = salt

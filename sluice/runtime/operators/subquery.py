@@ -41,6 +41,9 @@ class SubquerySpec:
 
 
 class SubqueryMap(Operator):
+    STATE = ("_version", "_cache", "outer", "outer_by_key", "inner")
+    CACHES = ("_by_id",)  # id(node) → index, filled as nodes are met: not state (ids differ per build)
+
     def setup(self, exprs: tuple[BExpr, ...], is_filter: bool, specs: list[SubquerySpec]) -> SubqueryMap:
         self.stateful = True
         self.exprs = exprs

@@ -71,6 +71,8 @@ def interval_filter(pred: BExpr) -> tuple[list[BExpr], list[tuple[str, BExpr]]] 
 
 
 class TickingMap(Unary):
+    STATE = ("state", "_held", "_last", "_tick", "_events", "_seq")
+
     def setup(self, exprs: tuple[BExpr, ...], is_filter: bool) -> TickingMap:
         self.stateful = True
         self.exprs = exprs

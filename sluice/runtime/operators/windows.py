@@ -26,6 +26,8 @@ from sluice.runtime.synopsis import WindowSynopsis
 
 
 class TimeWindow(Unary):
+    STATE = ("_ins", "window", "_last_ts")
+
     def setup(self, spec: W.WindowDef) -> TimeWindow:
         self.spec = spec
         self.insert_only = spec.insert_only
@@ -74,6 +76,8 @@ class TimeWindow(Unary):
 
 
 class RowsWindow(Unary):
+    STATE = ("window",)
+
     def setup(self, spec: W.WindowDef) -> RowsWindow:
         if not isinstance(spec, W.Rows):
             raise InternalError(f"RowsWindow cannot run {spec!r}")
@@ -114,6 +118,8 @@ class RowsWindow(Unary):
 
 
 class PartitionWindow(Unary):
+    STATE = ("_parts",)
+
     def setup(self, spec: W.WindowDef) -> PartitionWindow:
         if not isinstance(spec, W.PartitionedRows):
             raise InternalError(f"PartitionWindow cannot run {spec!r}")
