@@ -1,47 +1,30 @@
 """GROUP BY and aggregates by definition (SQL), shared by the reference evaluator and the engine's
-per-row subquery evaluation: NULLs are ignored by every aggregate but
-COUNT(*); SUM/AVG/MIN/MAX of no values is NULL; without GROUP BY there is exactly one
-output row, even over an empty input (``COUNT(*) = 0``).
+per-row subquery evaluation: each aggregate is its accumulator (``sluice.plan.accumulators``) fed
+the group's values at once; without GROUP BY there is exactly one output row, even over an empty
+input (``COUNT(*) = 0``).
 
-Floating-point sums are exact sums rounded once (``sluice.plan.numeric.float_sum``, which
-does not depend on the order rows are added in), with IEEE infinities and no NaN.
-
->>> from sluice.plan.expr import AggCall, ColRef
+>>> from sluice.plan.expr import AggCall, AggKind, ColRef
 >>> from sluice.datatypes import INTEGER, BIGINT, FLOAT
->>> aggregate_values(AggCall("AVG", ColRef(0, INTEGER), False, FLOAT), [1, 2, None])
+>>> aggregate_values(AggCall(AggKind.AVG, ColRef(0, INTEGER), False, FLOAT), [1, 2, None])
 1.5
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from fractions import Fraction
 from typing import Any
 
 from sluice.plan import logical as L
+from sluice.plan.accumulators import accumulator
 from sluice.plan.expr import AggCall, BExpr
-from sluice.plan.numeric import RowError, float_sum, row_fits
-from sluice.plan.semantics import coerce
+from sluice.plan.numeric import RowError, row_fits
 
 
 def aggregate_values(agg: AggCall, values: list[Any]) -> Any:
     """One aggregate over the argument values of a group (``None`` entries are NULLs)."""
-    vals = [v for v in values if v is not None]
-    if agg.distinct:
-        vals = list(dict.fromkeys(vals))
-    if agg.fn == "COUNT":
-        return len(vals)
-    if not vals:
-        return None
-    if agg.fn == "MIN":
-        return coerce(min(vals), agg.type)
-    if agg.fn == "MAX":
-        return coerce(max(vals), agg.type)
-    if any(isinstance(v, float) for v in vals):
-        return float_sum(((float(v), 1) for v in vals), 1 if agg.fn == "SUM" else len(vals))
-    if agg.fn == "SUM":
-        return sum(vals)
-    return float(Fraction(sum(vals), len(vals)))  # AVG of integers, correctly rounded
+    acc = accumulator(agg)
+    acc.insert(values)
+    return acc.evaluate()
 
 
 def aggregate_rows(

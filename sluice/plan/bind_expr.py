@@ -18,6 +18,7 @@ from sluice.datatypes import BIGINT, BOOLEAN, INTEGER, NULLTYPE, TIMESTAMP, Data
 from sluice.plan import functions as F
 from sluice.plan.expr import (
     AggCall,
+    AggKind,
     BExpr,
     Call,
     CaseWhen,
@@ -276,15 +277,15 @@ class ExprBinder:
             hint = "filter groups with HAVING" if clause == "WHERE" else None
             raise self.error(f"aggregate {e.name} is not allowed in {clause or 'this place'}", e.span, hint)
         if e.star:
-            if e.name != "COUNT":
+            if e.name != AggKind.COUNT:
                 raise self.error(f"{e.name}(*) is not allowed; only COUNT(*)", e.span)
-            return agg.agg_ref(AggCall("COUNT", None, False, BIGINT))
+            return agg.agg_ref(AggCall(AggKind.COUNT, None, False, BIGINT))
         if len(e.args) != 1:
             raise self.error(f"{e.name} takes one argument, got {len(e.args)}", e.span)
         # The argument is evaluated per input row: bind it pre-aggregation (no nesting).
         arg = self.bind(e.args[0], scope, None, f"an argument of {e.name}")
         t = self._typed(e.span, F.aggregate, e.name, arg.type)
-        return agg.agg_ref(AggCall(e.name, arg, e.distinct, t))
+        return agg.agg_ref(AggCall(AggKind(e.name), arg, e.distinct, t))
 
     # -- subqueries ----------------------------------------------------------------------
     def _sub_scope(self, scope: Scope, agg: AggContext | None) -> Scope:

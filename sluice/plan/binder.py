@@ -89,7 +89,7 @@ class Binder:
         """A whole query (or a view body, or a FROM subquery): CQL's default Istream applies."""
         b = self._query(q, None)
         if b.monotone and b.node.kind is Kind.RELATION:
-            return L.StreamOp("ISTREAM", b.node, implicit=True)
+            return L.StreamOp(L.StreamOpKind.ISTREAM, b.node, implicit=True)
         return b.node
 
     def bind_subquery_expr(self, q: ast.Query, outer: Scope) -> L.LogicalNode:
@@ -104,7 +104,7 @@ class Binder:
             return self._set_op(q, outer)
         if isinstance(q, ast.StreamOp):
             inner = self._query(q.query, outer)
-            return _Bound(L.StreamOp(q.op, _as_relation(inner.node)), False)
+            return _Bound(L.StreamOp(L.StreamOpKind(q.op), _as_relation(inner.node)), False)
         if isinstance(q, ast.TableQuery):
             node = self._named_input(q.name, q.span)
             return _Bound(node, False)
@@ -128,7 +128,7 @@ class Binder:
                     q.span,
                 )
             cols.append(Column(a.name, t))
-        node = L.SetOp(q.op, q.all, left.node, right.node, Schema(tuple(cols)))
+        node = L.SetOp(L.SetOpKind(q.op), q.all, left.node, right.node, Schema(tuple(cols)))
         # Union and intersection of growing relations grow; a difference need not.
         monotone = left.monotone and right.monotone and q.op != "EXCEPT"
         return _Bound(node, monotone)
@@ -180,7 +180,7 @@ class Binder:
         if q.distinct:
             node = L.Distinct(node)
         if q.stream_op is not None:
-            return _Bound(L.StreamOp(q.stream_op, node), False)
+            return _Bound(L.StreamOp(L.StreamOpKind(q.stream_op), node), False)
         stream_items = [b for b in items if b.from_stream]
         monotone = not aggregating and bool(stream_items) and not any(b.explicit_window for b in stream_items)
         return _Bound(node, monotone)

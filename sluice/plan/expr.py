@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from sluice.datatypes import DataType
@@ -115,14 +116,28 @@ class Subquery(BExpr):
         return (self.operand,) if self.operand is not None else ()
 
 
+class AggKind(StrEnum):
+    """The aggregate functions (their definitions: ``sluice.plan.accumulators.AGGREGATES``)."""
+
+    COUNT = "COUNT"
+    SUM = "SUM"
+    AVG = "AVG"
+    MIN = "MIN"
+    MAX = "MAX"
+
+
 @dataclass(frozen=True, slots=True)
 class AggCall:
     """An aggregate computed by an ``Aggregate`` node; ``arg`` None for COUNT(*)."""
 
-    fn: str  # COUNT SUM AVG MIN MAX
+    fn: AggKind
     arg: BExpr | None
     distinct: bool
     type: DataType
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.fn, AggKind):  # a name: "count" / "COUNT"; unknown names raise
+            object.__setattr__(self, "fn", AggKind(self.fn.upper()))
 
     def render(self, names: tuple[str, ...] = ()) -> str:
         if self.arg is None:

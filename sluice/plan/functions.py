@@ -10,6 +10,7 @@ DataType(kind=<TypeKind.INTEGER: 'integer'>, length=None)
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import assert_never
 
 from sluice.datatypes import (
     BIGINT,
@@ -24,10 +25,11 @@ from sluice.datatypes import (
     comparable,
     unify,
 )
+from sluice.plan.expr import AggKind
 
 ARITH_OPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "%": "mod"}
 COMPARE_OPS = {"=": "eq", "<>": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
-AGGREGATES = frozenset({"COUNT", "SUM", "AVG", "MIN", "MAX"})
+AGGREGATES = frozenset(k.value for k in AggKind)
 
 
 def arith(fn: str, a: DataType, b: DataType) -> DataType:
@@ -138,13 +140,18 @@ BUILTINS: dict[str, tuple[int, int, Callable[[Sequence[DataType]], DataType]]] =
 
 def aggregate(name: str, arg: DataType | None) -> DataType:
     """Result type of an aggregate; ``arg`` None is COUNT(*)."""
-    if name == "COUNT":
+    kind = AggKind(name)
+    if kind is AggKind.COUNT:
         return BIGINT
     assert arg is not None
-    if name in ("SUM", "AVG"):
-        if not (arg.is_numeric or arg.is_null):
-            raise TypeError(f"{name} needs a number, not {arg}")
-        if name == "AVG":
-            return FLOAT
-        return FLOAT if arg.kind is TypeKind.FLOAT else BIGINT
-    return arg if not arg.is_null else INTEGER
+    match kind:
+        case AggKind.SUM | AggKind.AVG:
+            if not (arg.is_numeric or arg.is_null):
+                raise TypeError(f"{name} needs a number, not {arg}")
+            if kind is AggKind.AVG:
+                return FLOAT
+            return FLOAT if arg.kind is TypeKind.FLOAT else BIGINT
+        case AggKind.MIN | AggKind.MAX:
+            return arg if not arg.is_null else INTEGER
+        case _:  # pragma: no cover - exhaustive (mypy checks it)
+            assert_never(kind)

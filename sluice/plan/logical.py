@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from sluice.catalog.schema import Kind, Schema
 from sluice.errors import InternalError
@@ -230,15 +231,31 @@ class Distinct(LogicalNode):
         return (self.input,)
 
 
+class SetOpKind(StrEnum):
+    UNION = "UNION"
+    EXCEPT = "EXCEPT"
+    INTERSECT = "INTERSECT"
+
+
+class StreamOpKind(StrEnum):
+    ISTREAM = "ISTREAM"
+    DSTREAM = "DSTREAM"
+    RSTREAM = "RSTREAM"
+
+
 @dataclass(frozen=True, slots=True)
 class SetOp(LogicalNode):
     """UNION / EXCEPT / INTERSECT of relations; ``all`` for bag semantics."""
 
-    op: str
+    op: SetOpKind
     all: bool
     left: LogicalNode
     right: LogicalNode
     out_schema: Schema
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.op, SetOpKind):  # the parser's word; an unknown one raises
+            object.__setattr__(self, "op", SetOpKind(self.op.upper()))
 
     @property
     def kind(self) -> Kind:
@@ -256,11 +273,13 @@ class SetOp(LogicalNode):
 class StreamOp(LogicalNode):
     """Relation → stream: ISTREAM, DSTREAM or RSTREAM (seed §2.2)."""
 
-    op: str
+    op: StreamOpKind
     input: LogicalNode
     implicit: bool = field(default=False, compare=False)  # added by CQL's default rule
 
     def __post_init__(self) -> None:
+        if not isinstance(self.op, StreamOpKind):  # the parser's word; an unknown one raises
+            object.__setattr__(self, "op", StreamOpKind(self.op.upper()))
         if self.input.kind is not Kind.RELATION:
             raise InternalError(f"{self.op} over a stream")
 

@@ -237,11 +237,11 @@ class Evaluator:
         prev: Counter[Row] = Counter()
         for t in self._ticks:
             rows = self.relation(node.input, _Ctx(t))
-            if node.op == "RSTREAM":
+            if node.op is L.StreamOpKind.RSTREAM:
                 out.extend((t, r) for r in sorted(rows, key=sort_key))
                 continue
             cur = Counter(rows)
-            diff = cur - prev if node.op == "ISTREAM" else prev - cur
+            diff = cur - prev if node.op is L.StreamOpKind.ISTREAM else prev - cur
             out.extend((t, r) for r in sorted(diff.elements(), key=sort_key))
             prev = cur
         return out
@@ -377,9 +377,9 @@ class Evaluator:
         fix = lambda rows: [tuple(coerce(v, t) for v, t in zip(r, types, strict=True)) for r in rows]  # noqa: E731
         a = Counter(fix(self.relation(node.left, ctx)))
         b = Counter(fix(self.relation(node.right, ctx)))
-        if node.op == "UNION":
+        if node.op is L.SetOpKind.UNION:
             res = a + b if node.all else Counter(dict.fromkeys(a + b, 1))
-        elif node.op == "EXCEPT":
+        elif node.op is L.SetOpKind.EXCEPT:
             res = a - b if node.all else Counter({r: 1 for r in a if r not in b})
         else:
             res = a & b if node.all else Counter({r: 1 for r in a if r in b})
@@ -448,7 +448,7 @@ def _pure(e: BExpr) -> bool:
 
 def _needs_every_tick(plan: L.LogicalNode) -> bool:
     return plan_uses_current_time(plan) or any(
-        isinstance(n, L.StreamOp) and n.op == "RSTREAM" for n in L.walk_plan(plan)
+        isinstance(n, L.StreamOp) and n.op is L.StreamOpKind.RSTREAM for n in L.walk_plan(plan)
     )
 
 

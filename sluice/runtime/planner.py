@@ -258,17 +258,17 @@ class Planner:
     def _set_op(self, n: L.SetOp) -> Operator:
         left, right = self._op(n.left), self._op(n.right)
         op = self._new(SetOp, n, [left, right], f"{n.op}{' ALL' if n.all else ''}").setup(n.op, n.all)
-        op.insert_only = left.insert_only and right.insert_only and n.op != "EXCEPT"
+        op.insert_only = left.insert_only and right.insert_only and n.op is not L.SetOpKind.EXCEPT
         return op
 
     def _stream_op(self, n: L.StreamOp) -> Operator:
         child = self._op(n.input)
-        if n.op == "RSTREAM":
+        if n.op is L.StreamOpKind.RSTREAM:
             return self._new(Rstream, n, [child]).setup()
         # Over an insert-only input Istream is the identity — unless a [Rows N] / Partition By
         # window reads this stream: then each instant must come out in canonical order (the
         # definition of a derived stream), which needs the instant complete.
-        passthrough = n.op == "ISTREAM" and child.insert_only and n not in self._ordered
+        passthrough = n.op is L.StreamOpKind.ISTREAM and child.insert_only and n not in self._ordered
         pure = not passthrough and child.pure and n not in self._ordered
         detail = "insert-only input: pass-through" if passthrough else "pure input: no netting" if pure else ""
         return self._new(IDstream, n, [child], detail).setup(n.op, passthrough, pure)

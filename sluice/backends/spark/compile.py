@@ -133,7 +133,7 @@ class _Check:
             if not (lk and rk):
                 raise _Invalid
             same = lc if lc == rc else None
-            if not (node.op == "UNION" and node.all) and same is None:
+            if not (node.op is L.SetOpKind.UNION and node.all) and same is None:
                 raise _Invalid
             return True, same
         keyed, cols = inputs[0]
@@ -162,7 +162,7 @@ class _Check:
                 raise _Invalid
             return True, tuple(pos[c] for c in cols)
         if isinstance(node, L.StreamOp):
-            if node.op != "RSTREAM" and cols is None and not insert_only(node.input):
+            if node.op is not L.StreamOpKind.RSTREAM and cols is None and not insert_only(node.input):
                 raise _Invalid
             return True, cols
         raise _Invalid
@@ -254,14 +254,14 @@ def native(plan: L.LogicalNode) -> NativePlan | None:
     Spark needs no state — else None.  (``Istream`` over ``[Now]`` is not: a tuple repeated at
     consecutive instants is not new.)
     """
-    if not isinstance(plan, L.StreamOp) or plan.op == "DSTREAM":
+    if not isinstance(plan, L.StreamOp) or plan.op is L.StreamOpKind.DSTREAM:
         return None
     chain: list[L.LogicalNode] = []
     node = plan.input
     while isinstance(node, L.Filter | L.Project):
         chain.append(node)
         node = node.inputs()[0]
-    want: type[W.WindowDef] = W.Unbounded if plan.op == "ISTREAM" else W.Now
+    want: type[W.WindowDef] = W.Unbounded if plan.op is L.StreamOpKind.ISTREAM else W.Now
 
     def stream_window(n: L.LogicalNode) -> L.Scan | None:
         if isinstance(n, L.Window) and isinstance(n.spec, want) and isinstance(n.input, L.Scan):

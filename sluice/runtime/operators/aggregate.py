@@ -21,7 +21,6 @@ instant (``COUNT(*) = 0`` over nothing).
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections import Counter
 from dataclasses import dataclass, field
@@ -31,60 +30,25 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from sluice.plan.expr import AggCall, BExpr
-from sluice.plan.numeric import INT_MAX, INT_MIN, float_sum, row_fits
-from sluice.plan.semantics import coerce
+from sluice.datatypes import TypeKind
+from sluice.plan.accumulators import Accumulator, IntegerSum, Summable, accumulator, counting
+from sluice.plan.expr import AggCall, AggKind, BExpr
+from sluice.plan.numeric import INT_MAX, INT_MIN, row_fits
 from sluice.runtime.batch import TS, arrow_type, from_signed_rows, make, sign_of, signed_counts, ts_of
 from sluice.runtime.operators.base import Operator, Unary
 from sluice.runtime.vexpr import compile_expr, evaluate_rows
 
 
-def _value_level(a: AggCall) -> bool:
-    """Aggregates that need per-value counts (deletions must be able to undo them exactly)."""
-    return a.fn in ("MIN", "MAX") or a.distinct or (a.arg is not None and a.arg.type.kind.value == "float")
-
-
 @dataclass
 class _Group:
-    count: int = 0  # COUNT(*)
-    nonnull: list[int] = field(default_factory=list)  # per aggregate: non-null values
-    sums: list[int] = field(default_factory=list)  # per aggregate: integer sum
-    values: list[Counter[Any]] = field(default_factory=list)  # per value-level aggregate
-    # per MIN/MAX aggregate: a heap of its values (MAX's reversed) with lazy deletion — a value
-    # whose count fell to 0 leaves when it reaches the top, so deleting the extreme never rescans
-    heaps: list[list[Any]] = field(default_factory=list)
+    count: int = 0  # COUNT(*): elements in the group
+    accs: list[Accumulator | None] = field(default_factory=list)  # per aggregate (None: COUNT(*))
     row: tuple[Any, ...] | None = None  # the row last emitted for this group
 
 
-class _Rev:
-    """Reverses the order of a value: a max-heap out of ``heapq``'s min-heap (strings too)."""
-
-    __slots__ = ("v",)
-
-    def __init__(self, v: Any) -> None:
-        self.v = v
-
-    def __lt__(self, other: _Rev) -> bool:
-        return bool(other.v < self.v)
-
-
-def _entry(fn: str, numeric: bool, v: Any) -> Any:
-    """A value as a heap entry: itself for MIN; negated (numbers) or reversed (strings) for MAX."""
-    return v if fn == "MIN" else -v if numeric else _Rev(v)
-
-
-def _extreme(heap: list[Any], counts: Counter[Any], fn: str, numeric: bool) -> Any:
-    """The top of a lazy heap: stale entries (count 0) are dropped first."""
-    while heap:
-        top = heap[0]
-        v = top if fn == "MIN" else -top if numeric else top.v
-        if counts.get(v, 0) > 0:
-            return v
-        heapq.heappop(heap)
-    return None
-
-
 class Aggregate(Unary):
+    STATE = ("groups", "_started", "_counting")
+
     def setup(self, keys: tuple[BExpr, ...], aggs: tuple[AggCall, ...]) -> Aggregate:
         self.stateful = True
         self.nkeys = len(keys)
@@ -95,10 +59,12 @@ class Aggregate(Unary):
         self._fns = self.key_fns + [f for f in self.arg_fns if f is not None]
         self.groups: dict[tuple[Any, ...], _Group] = {}
         self._started = False
-        per_value = any(a.fn in ("MIN", "MAX") or a.distinct for a in aggs)
-        self._counting = None if per_value else _Counting(aggs, self.nkeys)
-        numbers = ("integer", "bigint", "float", "timestamp")
-        self._numeric = [a.arg is not None and a.arg.type.kind.value in numbers for a in aggs]
+        self._counting = _Counting(aggs, self.nkeys) if all(counting(a) for a in aggs) else None
+        # per aggregate with an argument: counted (and summed) per (instant, group) by Arrow, or fed
+        # to its accumulator value by value
+        protos = [accumulator(a) for a in aggs]
+        self._summable = [a.arg is not None and isinstance(p, Summable) for a, p in zip(aggs, protos, strict=True)]
+        self._summed = [isinstance(p, IntegerSum) for p in protos]
         # One run sees whole instants (read_aligned), so each instant's change of a group is one
         # deletion and one insertion of different rows: the output is pure.
         self.pure = True
@@ -112,45 +78,10 @@ class Aggregate(Unary):
         return b.num_rows
 
     def _new(self) -> _Group:
-        n = len(self.aggs)
-        return _Group(0, [0] * n, [0] * n, [Counter() for _ in range(n)], [[] for _ in range(n)])
+        return _Group(0, [None if a.arg is None else accumulator(a) for a in self.aggs])
 
     def _row(self, key: tuple[Any, ...], g: _Group) -> tuple[Any, ...]:
-        vals: list[Any] = []
-        for i, a in enumerate(self.aggs):
-            if a.fn == "COUNT":
-                if a.arg is None:
-                    vals.append(g.count)
-                elif a.distinct:
-                    vals.append(sum(1 for c in g.values[i].values() if c > 0))
-                else:
-                    vals.append(g.nonnull[i])
-                continue
-            if _value_level(a):
-                counts = g.values[i]
-                if not counts:
-                    vals.append(None)
-                elif a.fn in ("MIN", "MAX"):
-                    vals.append(coerce(_extreme(g.heaps[i], counts, a.fn, self._numeric[i]), a.type))
-                else:
-                    items = [(v, 1 if a.distinct else c) for v, c in counts.items()]
-                    vals.append(self._sum_avg(a, items))
-                continue
-            if g.nonnull[i] == 0:
-                vals.append(None)
-            elif a.fn == "SUM":
-                vals.append(g.sums[i])
-            else:  # AVG of integers, correctly rounded
-                vals.append(float(Fraction(g.sums[i], g.nonnull[i])))
-        return key + tuple(vals)
-
-    @staticmethod
-    def _sum_avg(a: AggCall, items: list[tuple[Any, int]]) -> Any:
-        n = sum(c for _, c in items)
-        if any(isinstance(v, float) for v, _ in items):
-            return float_sum(((float(v), c) for v, c in items), 1 if a.fn == "SUM" else n)
-        s = sum(v * c for v, c in items)
-        return s if a.fn == "SUM" else float(Fraction(s, n))
+        return key + tuple(g.count if acc is None else acc.evaluate() for acc in g.accs)
 
     def _visible(self, g: _Group) -> bool:
         return self.nkeys == 0 or g.count > 0
@@ -207,23 +138,25 @@ class Aggregate(Unary):
             cols[f"k{k}"] = c
         knames = [f"k{k}" for k in range(self.nkeys)]
         aggs_spec = [("s", "sum")]
-        for i, (a, v) in enumerate(zip(self.aggs, argcols, strict=True)):
-            if v is None or _value_level(a):
+        for i, v in enumerate(argcols):
+            if not self._summable[i]:
                 continue
             valid = pc.cast(pc.is_valid(v), pa.int64())
             cols[f"n{i}"] = pc.multiply(valid, cols["s"])
-            cols[f"v{i}"] = pc.multiply(pc.fill_null(pc.cast(v, pa.int64()), 0), cols["s"])
-            aggs_spec += [(f"n{i}", "sum"), (f"v{i}", "sum")]
+            aggs_spec.append((f"n{i}", "sum"))
+            if self._summed[i]:
+                cols[f"v{i}"] = pc.multiply(pc.fill_null(pc.cast(v, pa.int64()), 0), cols["s"])
+                aggs_spec.append((f"v{i}", "sum"))
         t = pa.table(cols)
         g = t.group_by([TS] + knames, use_threads=False).aggregate(aggs_spec)
         changes: dict[tuple[int, tuple[Any, ...]], dict[str, Any]] = {}
         for row in g.to_pylist():
             key = tuple(row[k] for k in knames)
             changes[(row[TS], key)] = row
-        # value-level aggregates: net count of each (instant, group, value)
+        # the other aggregates: net count of each (instant, group, value)
         value_changes: dict[tuple[int, tuple[Any, ...]], list[tuple[int, Any, int]]] = {}
-        for i, (a, v) in enumerate(zip(self.aggs, argcols, strict=True)):
-            if v is None or not _value_level(a):
+        for i, v in enumerate(argcols):
+            if v is None or self._summable[i]:
                 continue
             vt = pa.table({TS: b.column(0), "s": cols["s"], **{k: cols[k] for k in knames}, "x": v})
             vg = vt.group_by([TS] + knames + ["x"], use_threads=False).aggregate([("s", "sum")])
@@ -238,25 +171,15 @@ class Aggregate(Unary):
             row = changes.get((ts, key))
             if row is not None:
                 grp.count += row["s_sum"]
-                for i in range(len(self.aggs)):
+                for i, acc in enumerate(grp.accs):
                     if f"n{i}_sum" in row:
-                        grp.nonnull[i] += row[f"n{i}_sum"]
-                        grp.sums[i] += row[f"v{i}_sum"]
+                        assert isinstance(acc, Summable)
+                        acc.add_totals(row[f"n{i}_sum"], row.get(f"v{i}_sum", 0))
             for i, x, c in value_changes.get((ts, key), ()):
-                if x is not None:
-                    counts = grp.values[i]
-                    before = counts.get(x, 0)
-                    counts[x] = before + c
-                    grp.nonnull[i] += c
-                    if counts[x] == 0:
-                        del counts[x]
-                    elif before <= 0 and self.aggs[i].fn in ("MIN", "MAX"):
-                        fn, numeric, heap = self.aggs[i].fn, self._numeric[i], grp.heaps[i]
-                        if len(heap) > 2 * len(counts) + 16:  # mostly stale: rebuild from the live values
-                            heap[:] = [_entry(fn, numeric, v) for v in counts]
-                            heapq.heapify(heap)
-                        else:
-                            heapq.heappush(heap, _entry(fn, numeric, x))
+                if x is not None and c:
+                    acc = grp.accs[i]
+                    assert acc is not None
+                    acc.add(x, c)
             new = self._row(key, grp) if self._visible(grp) else None
             if new is not None and not row_fits(new):  # a SUM beyond 64 bits: no row while it is
                 self.reject_rows([f"group {key!r} at {ts}: SUM outside BIGINT's range; the group has no row"])
@@ -287,7 +210,7 @@ class Aggregate(Unary):
     def state_bytes(self) -> int:
         if self._counting is not None:
             return self._counting.state_bytes()
-        return sum(64 + 16 * sum(len(v) for v in g.values) for g in self.groups.values())
+        return sum(64 + 16 * sum(a.entries for a in g.accs if a is not None) for g in self.groups.values())
 
 
 def _full(v: Any, n: int) -> Any:
@@ -322,7 +245,8 @@ class _Counting:
         shared: dict[tuple[str, bool], int] = {}
         rows = 1
         for i, a in enumerate(aggs):
-            key = (repr(a.arg), a.fn in ("SUM", "AVG"))
+            summing = a.fn in (AggKind.SUM, AggKind.AVG)
+            key = (repr(a.arg), summing)
             j = shared.get(key) if a.arg is not None else None
             if j is not None:
                 self.owner.append(j)
@@ -334,9 +258,9 @@ class _Counting:
             self.owner.append(i)
             self.nn_row.append(rows if a.arg is not None else 0)
             rows += a.arg is not None
-            self.sum_row.append(rows if a.fn in ("SUM", "AVG") else -1)
-            rows += a.fn in ("SUM", "AVG")
-            fl = a.fn in ("SUM", "AVG") and a.arg is not None and a.arg.type.kind.value == "float"
+            self.sum_row.append(rows if summing else -1)
+            rows += summing
+            fl = summing and a.arg is not None and a.arg.type.kind is TypeKind.FLOAT
             self.inf_row.append(rows if fl else -1)
             rows += 2 * fl
         # one row per group id, one column per state value: gathering a group's state is contiguous.
@@ -583,7 +507,7 @@ class _Counting:
         out: list[tuple[np.ndarray, np.ndarray | None]] = []
         for i, a in enumerate(self.aggs):
             nn = col(self.nn_row[i])
-            if a.fn == "COUNT":
+            if a.fn is AggKind.COUNT:
                 out.append((nn, None))
                 continue
             sm = col(self.sum_row[i])
@@ -592,7 +516,7 @@ class _Counting:
                 exp = self.exp[self.owner[i]]
                 out.append(_float_values(a.fn, sm, nn, col(self.inf_row[i]), col(self.inf_row[i] + 1), exp))
                 continue
-            if a.fn == "SUM":
+            if a.fn is AggKind.SUM:
                 if st.dtype == object:
                     big = np.array([not INT_MIN <= int(x) <= INT_MAX for x in sm], dtype=bool)
                     if big.any():
@@ -660,7 +584,7 @@ _SMALL = 2**1022  # ldexp of a correctly rounded double is exact while the resul
 
 
 def _float_values(
-    fn: str, sm: np.ndarray, nn: np.ndarray, pinf: np.ndarray, ninf: np.ndarray, exp: int
+    fn: AggKind, sm: np.ndarray, nn: np.ndarray, pinf: np.ndarray, ninf: np.ndarray, exp: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Float SUM/AVG of sums ``sm`` × 2^exp: the exact value rounded once; NULL without values or
     with both infinities (``sluice.plan.numeric``).
@@ -669,7 +593,7 @@ def _float_values(
     null = (nn == 0) | ((pinf > 0) & (ninf > 0))
     if len(sm) == 0:
         return np.zeros(0), null
-    if fn == "SUM":
+    if fn is AggKind.SUM:
         # float(int) rounds correctly; × 2^exp is exact unless the result is subnormal or beyond
         # the largest double — those few go through exact division
         with np.errstate(over="ignore"):
@@ -683,7 +607,7 @@ def _float_values(
         odd = np.flatnonzero(big | (np.abs(vals) < 2.0**-1022) & (vals != 0) | ~np.isfinite(vals))
     if len(odd):
         num = sm[odd]
-        den = np.maximum(nn[odd], 1).astype(object) if fn == "AVG" else np.ones(len(odd), dtype=object)
+        den = np.maximum(nn[odd], 1).astype(object) if fn is AggKind.AVG else np.ones(len(odd), dtype=object)
         if exp >= 0:
             num = np.left_shift(num, exp)
         else:
@@ -698,6 +622,8 @@ def _float_values(
 
 class Distinct(Unary):
     """Duplicate elimination over a relation: a tuple is in the output while its count is > 0."""
+
+    STATE = ("counts",)
 
     def setup(self) -> Distinct:
         self.stateful = True

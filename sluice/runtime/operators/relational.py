@@ -14,22 +14,25 @@ from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
+from sluice.plan.logical import SetOpKind
 from sluice.runtime.batch import NEG_INF, concat, from_signed_rows, signed_counts, sort_by_ts
 from sluice.runtime.operators.base import Operator
 
-_F: dict[tuple[str, bool], Callable[[int, int], int]] = {  # (left count, right count) -> output count
-    ("UNION", False): lambda a, b: 1 if a + b > 0 else 0,
-    ("EXCEPT", True): lambda a, b: max(0, a - b),
-    ("EXCEPT", False): lambda a, b: 1 if a > 0 and b <= 0 else 0,
-    ("INTERSECT", True): lambda a, b: min(a, b),
-    ("INTERSECT", False): lambda a, b: 1 if a > 0 and b > 0 else 0,
+_F: dict[tuple[SetOpKind, bool], Callable[[int, int], int]] = {  # (left count, right count) -> output count
+    (SetOpKind.UNION, False): lambda a, b: 1 if a + b > 0 else 0,
+    (SetOpKind.EXCEPT, True): lambda a, b: max(0, a - b),
+    (SetOpKind.EXCEPT, False): lambda a, b: 1 if a > 0 and b <= 0 else 0,
+    (SetOpKind.INTERSECT, True): lambda a, b: min(a, b),
+    (SetOpKind.INTERSECT, False): lambda a, b: 1 if a > 0 and b > 0 else 0,
 }
 
 
 class SetOp(Operator):
-    def setup(self, op: str, all_: bool) -> SetOp:
+    STATE = ("counts",)
+
+    def setup(self, op: SetOpKind, all_: bool) -> SetOp:
         self.op, self.all = op, all_
-        self.stateful = not (op == "UNION" and all_)
+        self.stateful = not (op is SetOpKind.UNION and all_)
         self.insert_only = False
         self.counts: tuple[Counter[tuple[Any, ...]], Counter[tuple[Any, ...]]] = (Counter(), Counter())
         return self
@@ -41,7 +44,7 @@ class SetOp(Operator):
         bound = self._arrival_bound()
         parts = self.read_aligned(budget)
         n = sum(p.num_rows for p in parts)
-        if self.op == "UNION" and self.all:
+        if self.op is SetOpKind.UNION and self.all:
             out = sort_by_ts(concat(parts, self.types))
             if out.num_rows:
                 self.emit(out)

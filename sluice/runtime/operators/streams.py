@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
+from sluice.plan.logical import StreamOpKind
 from sluice.plan.semantics import sort_key
 from sluice.runtime.batch import canonical, concat, from_signed_rows, net, to_elements, ts_of
 from sluice.runtime.operators.base import Unary
@@ -22,6 +23,8 @@ from sluice.runtime.operators.base import Unary
 
 class _Completing(Unary):
     """Holds elements until their instant is complete."""
+
+    STATE: ClassVar[tuple[str, ...]] = ("_held",)
 
     def setup_buffer(self) -> None:
         self._held: list[pa.Table] = []
@@ -43,7 +46,7 @@ class _Completing(Unary):
 
 
 class IDstream(_Completing):
-    def setup(self, op: str, passthrough: bool, pure: bool = False) -> IDstream:
+    def setup(self, op: StreamOpKind, passthrough: bool, pure: bool = False) -> IDstream:
         """``pure``: no instant of the input holds a tuple with both signs and no reader needs
         canonical order, so R(τ) − R(τ−1) is the instant's insertions (deletions for Dstream),
         emitted as they arrive — no holding, netting or sorting.
@@ -59,7 +62,7 @@ class IDstream(_Completing):
         if self.passthrough:
             self.emit(b)
         elif self.pure:
-            want = 1 if self.op == "ISTREAM" else -1
+            want = 1 if self.op is StreamOpKind.ISTREAM else -1
             d = b.filter(pa.array(b.column(1).to_numpy() == want))
             if d.num_rows:
                 self.emit(d if want == 1 else d.set_column(1, "__sign", pa.array(np.ones(d.num_rows, np.int8))))
@@ -71,7 +74,7 @@ class IDstream(_Completing):
         if done is not None:
             d = net(done, self.types)
             if d.num_rows:
-                want = 1 if self.op == "ISTREAM" else -1
+                want = 1 if self.op is StreamOpKind.ISTREAM else -1
                 d = d.filter(pa.array(d.column(1).to_numpy() == want))
                 if d.num_rows:
                     d = d.set_column(1, "__sign", pa.array(np.ones(d.num_rows, dtype=np.int8)))
@@ -80,6 +83,8 @@ class IDstream(_Completing):
 
 
 class Rstream(_Completing):
+    STATE = ("state", "_tick", "_table")
+
     def setup(self) -> Rstream:
         self.insert_only = True
         self.state: Counter[tuple[Any, ...]] = Counter()
