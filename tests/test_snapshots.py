@@ -3,7 +3,7 @@ restored into an engine built the same way continues with the same answers.
 
 The golden files run with a snapshot after every element (``tests/test_engine_golden.py``,
 mode ``snapshots``) and the differential test draws it too; here: the declaration is complete
-for every operator kind, and what a wrong snapshot gets.
+for every operator kind, and what a wrong snapshot gets; and an operator with two output ports.
 """
 
 from __future__ import annotations
@@ -11,12 +11,17 @@ from __future__ import annotations
 import pickle
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from pyspark import cloudpickle
 from sluice.backends.embedded import EmbeddedEngine
 from sluice.errors import SluiceError
 from sluice.runtime.operators import base as opbase
-from sluice.runtime.operators.base import Operator
+from sluice.runtime.operators.base import Operator, Unary
+from sluice.runtime.operators.stateless import Select
+from sluice.runtime.queue import Queue
+from sluice.runtime.units import operator_paths
 
 DDL = """
 REGISTER STREAM S (A integer, B integer, F float);
@@ -160,3 +165,55 @@ def test_a_failed_query_stays_failed_after_restore() -> None:
     _feed(again, 8, 10)
     again.close()
     assert [e.ts for e in again.queries["good"].results()][-2:] == [9, 9]
+
+
+class _Split(Unary):
+    """A two-port operator (test only): even A to port 0, odd A to port 1."""
+
+    def process(self, b: pa.Table) -> None:
+        odd = pc.equal(pc.bit_wise_and(b.column(2), 1), 1)
+        self.emit(b.filter(pc.invert(odd)), 0)
+        self.emit(b.filter(odd), 1)
+
+
+def test_an_operator_with_two_outputs_feeds_each_port_its_readers() -> None:
+    eng = EmbeddedEngine(time_unit="second", start=0)
+    eng.execute(DDL)
+    src = eng.sources["s"]
+    split = _Split(
+        name="split#1",
+        schema=src.schema,
+        readers=[src.output.reader()],
+        output=Queue("q:even", src.schema.types),
+        ctx=eng.ctx,
+    )
+    odd_q = split.add_output("q:odd")
+    assert [q.name for q in split.outputs] == ["q:even", "q:odd"]
+    even_r, odd_r = split.output.reader(), odd_q.reader()
+    consumers = [
+        Select(
+            name=f"select#{i}", schema=src.schema, readers=[r], output=Queue(f"q:{i}", src.schema.types), ctx=eng.ctx
+        )
+        for i, r in enumerate((even_r, odd_r))
+    ]
+    for c in consumers:
+        c.setup(_true())
+    paths = operator_paths([src], [split, *consumers])
+    assert [[o.name for o in p] for p in paths] == [["split#1", "select#0"], ["split#1", "select#1"]]
+    eng.push("S", [(t, t, 0, 0.0) for t in range(6)])
+    eng.heartbeat(9)
+    src.run(100)
+    split.run(100)
+    assert even_r.read().column(2).to_pylist() == [0, 2, 4]
+    assert odd_r.read().column(2).to_pylist() == [1, 3, 5]
+    assert split.output.watermark == odd_q.watermark == 9  # every port completes together
+    state = odd_q.snapshot()
+    assert state["watermark"] == 9 and state["cursors"] == [3]
+    assert "queue q:odd (0 held, 1 reader(s))" in split.explain_line()
+
+
+def _true() -> Any:
+    from sluice.datatypes import BOOLEAN
+    from sluice.plan.expr import Const
+
+    return Const(True, BOOLEAN)

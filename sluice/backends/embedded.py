@@ -555,7 +555,7 @@ class EmbeddedEngine:
 
     # -- inspection ----------------------------------------------------------------------
     def _queues(self) -> list[Queue]:
-        return [u.output for u in list(self.sources.values()) + self._units]
+        return [q for u in list(self.sources.values()) + self._units for q in u.outputs]
 
     def results(self, query: str | Query) -> list[Element]:
         """A query's output so far (``Query.results``): the same call as ``SparkEngine.results``."""
@@ -608,18 +608,13 @@ class EmbeddedEngine:
 
     def _producer(self, queue: Queue) -> Operator:
         for u in list(self.sources.values()) + self._units:
-            if u.output is queue:
+            if queue in u.outputs:
                 return u
         raise KeyError(queue.name)
 
     def _explain_op(self, op: Operator, prefix: str, child_prefix: str, lines: list[str], qname: str) -> None:
         shared = sorted(op.queries - {qname})
-        bits = [op.kind]
-        if op.detail:
-            bits.append(f"[{op.detail}]")
-        bits.append(f"queue {op.output.name} ({op.output.length} held, {op.output.readers} reader(s))")
-        if op.stateful:
-            bits.append(f"synopsis {op.state_bytes()} B")
+        bits = [op.explain_line()]
         if shared:
             bits.append(f"shared with {', '.join(shared)}")
         lines.append(prefix + " ".join(bits))

@@ -48,6 +48,7 @@ class Planner:
         self.operators: list[Operator] = []  # in creation order = a topological order
         self._memo: dict[Any, Operator] = {}
         self._count = 0
+        self._producers: dict[int, Operator] = {}  # id(queue) → the operator writing it
         self._query = ""
         self._dispatch: dict[type, Callable[[Any], Operator]] = {
             L.Scan: self._scan,
@@ -83,9 +84,21 @@ class Planner:
         if fn is None:
             raise InternalError(f"no physical operator for {type(node).__name__}")
         op = fn(node)
+        if not isinstance(op, Source):  # its capabilities, from its own kind and its inputs'
+            op.declare([self._producer(r.queue) for r in op.readers])
+            for q in op.outputs:
+                self._producers[id(q)] = op
         op.queries.add(self._query)
         if not isinstance(op, Source):
             memo[key] = op
+        return op
+
+    def _producer(self, q: Queue) -> Operator:
+        op = self._producers.get(id(q))
+        if op is None:
+            op = next((s for s in self.sources.values() if q in s.outputs), None)
+        if op is None:
+            raise InternalError(f"no operator writes {q.name}")
         return op
 
     def _new(
@@ -132,14 +145,11 @@ class Planner:
         if cls is None:
             raise InternalError(f"no operator runs the window [{n.spec.describe()}] ({type(n.spec).__qualname__})")
         op = self._new(cls, n, [child], n.spec.describe(n.input.schema.names)).setup(n.spec)
-        op.insert_only = n.spec.insert_only and child.insert_only
         return op
 
     def _sample(self, n: L.Sample) -> Operator:
         child = self._op(n.input)
-        op = self._new(Sample, n, [child], f"{n.fraction * 100:g}%").setup(n.fraction, n.salt)
-        op.insert_only = child.insert_only
-        return op
+        return self._new(Sample, n, [child], f"{n.fraction * 100:g}%").setup(n.fraction, n.salt)
 
     def _filter(self, n: L.Filter) -> Operator:
         conj = conjuncts(n.predicate)
@@ -154,10 +164,7 @@ class Planner:
         if isinstance(n.input, L.Join):
             return self._join(n.input, conj)
         child = self._op(n.input)
-        op = self._new(Select, n, [child], _render(n.predicate, n.input)).setup(n.predicate)
-        op.insert_only = child.insert_only
-        op.pure = child.pure
-        return op
+        return self._new(Select, n, [child], _render(n.predicate, n.input)).setup(n.predicate)
 
     def _split_filter(self, n: L.Filter, conj: list[BExpr], special: Callable[[BExpr], bool]) -> tuple[Operator, BExpr]:
         """(the operator for the ordinary conjuncts over the input, the AND of the special ones)."""
@@ -175,12 +182,7 @@ class Planner:
         from sluice.plan.expr import render
 
         detail = ", ".join(render(c, n.input.schema.names) for c in n.columns)
-        op = self._new(Project, n, [child], detail).setup(n.columns)
-        op.insert_only = child.insert_only
-        # keeping every input column makes the projection injective: distinct rows stay distinct
-        kept = {c.index for c in n.columns if isinstance(c, ColRef)}
-        op.pure = child.pure and kept >= set(range(len(n.input.schema.types)))
-        return op
+        return self._new(Project, n, [child], detail).setup(n.columns)
 
     def _ticking(
         self, n: L.LogicalNode, exprs: tuple[BExpr, ...], is_filter: bool, child: Operator | None = None
@@ -233,9 +235,7 @@ class Planner:
         detail = ", ".join(f"{n.schema.names[a]} = {n.schema.names[lw + b]}" for a, b in keys) or "nested loop"
         if residual is not None:
             detail += f"; filter {_render(residual, n)}"
-        op = self._new(Join, n, [left, right], detail).setup(left.schema.types, right.schema.types, keys, residual)
-        op.insert_only = left.insert_only and right.insert_only
-        return op
+        return self._new(Join, n, [left, right], detail).setup(left.schema.types, right.schema.types, keys, residual)
 
     def _aggregate(self, n: L.Aggregate) -> Operator:
         child = self._op(n.input)
@@ -251,15 +251,11 @@ class Planner:
 
     def _distinct(self, n: L.Distinct) -> Operator:
         child = self._op(n.input)
-        op = self._new(Distinct, n, [child]).setup()
-        op.insert_only = child.insert_only
-        return op
+        return self._new(Distinct, n, [child]).setup()
 
     def _set_op(self, n: L.SetOp) -> Operator:
         left, right = self._op(n.left), self._op(n.right)
-        op = self._new(SetOp, n, [left, right], f"{n.op}{' ALL' if n.all else ''}").setup(n.op, n.all)
-        op.insert_only = left.insert_only and right.insert_only and n.op is not L.SetOpKind.EXCEPT
-        return op
+        return self._new(SetOp, n, [left, right], f"{n.op}{' ALL' if n.all else ''}").setup(n.op, n.all)
 
     def _stream_op(self, n: L.StreamOp) -> Operator:
         child = self._op(n.input)

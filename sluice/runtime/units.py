@@ -74,7 +74,7 @@ def operator_paths(sources: Sequence[Operator], units: Sequence[Operator]) -> li
     out: list[list[Operator]] = []
 
     def walk(op: Operator, acc: list[Operator]) -> None:
-        nxt = [r for r in readers.get(id(op.output), [])]
+        nxt = [r for q in op.outputs for r in readers.get(id(q), [])]
         inner = [r for r in nxt if r.kind != "Output"]
         if not inner:
             if acc:

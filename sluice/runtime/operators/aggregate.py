@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -624,6 +625,9 @@ class Distinct(Unary):
     """Duplicate elimination over a relation: a tuple is in the output while its count is > 0."""
 
     STATE = ("counts",)
+
+    def declare(self, inputs: Sequence[Operator]) -> None:
+        self.insert_only = inputs[0].insert_only
 
     def setup(self) -> Distinct:
         self.stateful = True

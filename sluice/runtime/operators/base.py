@@ -52,9 +52,10 @@ class Operator:
     name: str
     schema: Schema
     readers: list[Reader]
-    output: Queue
+    output: Queue  # port 0
     ctx: ExecContext
     detail: str = ""
+    extra_outputs: list[Queue] = field(default_factory=list)  # ports 1…: an operator feeding several consumers
     stateful: bool = False
     insert_only: bool = False  # its output never holds a deletion
     # Within an instant no tuple of its output has both a deletion and an insertion, so netting an
@@ -114,6 +115,33 @@ class Operator:
     @property
     def kind(self) -> str:
         return type(self).__name__
+
+    @property
+    def outputs(self) -> list[Queue]:
+        """Its output queues by port (most operators have one)."""
+        return [self.output, *self.extra_outputs]
+
+    def add_output(self, name: str, types: Sequence[DataType] | None = None) -> Queue:
+        """A further output queue (the next port); its elements are what :meth:`emit` sends there."""
+        q = Queue(name, self.types if types is None else types)
+        self.extra_outputs.append(q)
+        return q
+
+    def declare(self, inputs: Sequence[Operator]) -> None:
+        """Set the capabilities that follow from its inputs' (``insert_only``, ``pure``): called
+        once by the planner when it is built.  The default keeps the safe values from ``setup``.
+        """
+
+    def explain_line(self) -> str:
+        """Its EXPLAIN line: kind, detail, output queues, synopsis size."""
+        bits = [self.kind]
+        if self.detail:
+            bits.append(f"[{self.detail}]")
+        for q in self.outputs:
+            bits.append(f"queue {q.name} ({q.length} held, {q.readers} reader(s))")
+        if self.stateful:
+            bits.append(f"synopsis {self.state_bytes()} B")
+        return " ".join(bits)
 
     def has_work(self) -> bool:
         return any(r.available() for r in self.readers) or self._input_watermark() > self._wm_out
@@ -175,14 +203,16 @@ class Operator:
             where = f"{', '.join(sorted(self.queries)) or '?'}: {self.kind} {self.name}"
             self.reject_messages.extend(f"{where}: {r}" for r in reasons[:room])
 
-    def emit(self, b: pa.Table) -> None:
+    def emit(self, b: pa.Table, port: int = 0) -> None:
         self._out += b.num_rows
-        self.output.append(b)
+        (self.output if port == 0 else self.extra_outputs[port - 1]).append(b)
 
     def advance(self, wm: int) -> None:
+        """Every output port is complete up to ``wm``."""
         if wm > self._wm_out:
             self._wm_out = wm
-            self.output.advance(wm)
+            for q in self.outputs:
+                q.advance(wm)
 
     def synopses(self) -> list[Any]:
         """The synopses this operator keeps (seed §3)."""

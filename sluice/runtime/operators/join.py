@@ -42,6 +42,9 @@ class Join(Operator):
         self.right = RelationSynopsis(self.rt)
         return self
 
+    def declare(self, inputs: Sequence[Operator]) -> None:
+        self.insert_only = all(i.insert_only for i in inputs)
+
     def has_work(self) -> bool:
         return self.aligned_has_work()
 

@@ -10,7 +10,7 @@ watermark so both sides are seen in timestamp order.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -36,6 +36,9 @@ class SetOp(Operator):
         self.insert_only = False
         self.counts: tuple[Counter[tuple[Any, ...]], Counter[tuple[Any, ...]]] = (Counter(), Counter())
         return self
+
+    def declare(self, inputs: Sequence[Operator]) -> None:
+        self.insert_only = all(i.insert_only for i in inputs) and self.op is not SetOpKind.EXCEPT
 
     def has_work(self) -> bool:
         return self.aligned_has_work()

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
-from sluice.plan.expr import BExpr
+from sluice.plan.expr import BExpr, ColRef
 from sluice.plan.semantics import sample_keep
 from sluice.runtime.batch import to_elements, with_attrs
-from sluice.runtime.operators.base import Unary
+from sluice.runtime.operators.base import Operator, Unary
 from sluice.runtime.vexpr import compile_expr, evaluate_rows, truth_mask
 
 
@@ -23,6 +24,9 @@ class Select(Unary):
         self._pred = compile_expr(predicate)
         return self
 
+    def declare(self, inputs: Sequence[Operator]) -> None:
+        self.insert_only, self.pure = inputs[0].insert_only, inputs[0].pure
+
     def process(self, b: pa.Table) -> None:
         r = evaluate_rows([self._pred], [self._expr], b)
         self.reject_rows(r.rejected)
@@ -34,6 +38,12 @@ class Project(Unary):
         self._exprs = columns
         self._fns = [compile_expr(c) for c in columns]
         return self
+
+    def declare(self, inputs: Sequence[Operator]) -> None:
+        self.insert_only = inputs[0].insert_only
+        # keeping every input column makes the projection injective: distinct rows stay distinct
+        kept = {c.index for c in self._exprs if isinstance(c, ColRef)}
+        self.pure = inputs[0].pure and kept >= set(range(len(inputs[0].schema.types)))
 
     def process(self, b: pa.Table) -> None:
         r = evaluate_rows(self._fns, self._exprs, b)
@@ -52,6 +62,9 @@ class Sample(Unary):
         self._seen: Counter[tuple[int, tuple[object, ...]]] = Counter()
         self._seen_ts: int | None = None
         return self
+
+    def declare(self, inputs: Sequence[Operator]) -> None:
+        self.insert_only = inputs[0].insert_only
 
     def process(self, b: pa.Table) -> None:
         if self._fraction >= 1.0:

@@ -14,6 +14,7 @@ pending insertions and deletions are two FIFOs, released merged in time order up
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,7 @@ import pyarrow as pa
 from sluice.errors import InternalError
 from sluice.plan import windows as W
 from sluice.runtime.batch import NEG_INF, concat, from_signed_rows, to_elements, ts_of
-from sluice.runtime.operators.base import Unary
+from sluice.runtime.operators.base import Operator, Unary
 from sluice.runtime.synopsis import WindowSynopsis
 
 
@@ -39,6 +40,9 @@ class TimeWindow(Unary):
         self.window = WindowSynopsis(self.types)  # the window's contents, each with its leave time
         self._last_ts = NEG_INF
         return self
+
+    def declare(self, inputs: Sequence[Operator]) -> None:
+        self.insert_only = self.spec.insert_only and inputs[0].insert_only
 
     def process(self, b: pa.Table) -> None:
         ts = ts_of(b)
