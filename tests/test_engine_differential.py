@@ -10,6 +10,7 @@ from sluice.plan import bind_query, execute
 from sluice.reference import evaluate
 from sluice.reference.compare import diff_outputs
 
+from backends import SCHEDULERS
 from engine_runner import run_engine
 
 DDL = """
@@ -26,25 +27,6 @@ def _catalog() -> Catalog:
 
 
 CAT = _catalog()
-
-# Every strategy, and the modifiers: scheduling may change when results appear, never what they are.
-SCHEDULERS = [
-    "round-robin",
-    "fifo",
-    "greedy",
-    "chain",
-    "path-capacity",
-    "segment",
-    "simplified-segment",
-    "chain+oldest-first",
-    "greedy+dynamic",
-    "fifo+exhaustive",
-    "path-capacity+limited",
-    "threshold",
-    "threshold:memory=2KB",  # far below what the queues hold: saving mode, switching back and forth
-    "round-robin:quantum=0.25",
-    "chain+limited:limit=0.5",
-]
 
 
 def test_the_runner_runs_the_scheduler_it_is_given() -> None:

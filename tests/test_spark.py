@@ -20,56 +20,9 @@ from sluice.errors import SluiceError
 from sluice.reference import evaluate
 from sluice.reference.compare import diff_outputs
 
-import golden
-
 pytestmark = pytest.mark.spark
 
-FAST_GOLDEN = {"aggregates", "streamops"}
-
-
-def _query_cases(g: golden.GoldenFile) -> dict[int | None, list[golden.Case]]:
-    """The file's query cases by the instant input ends at (``until=``; None: the last pushed)."""
-    groups: dict[int | None, list[golden.Case]] = {}
-    for c in g.cases:
-        if c.kind == "query":
-            assert set(c.options) <= {"until"}, f"{c.line}: options {c.options} have no Spark run here"
-            groups.setdefault(c.options.get("until"), []).append(c)
-    return groups
-
-
-def _golden_params():
-    for path in golden.all_files():
-        if not _query_cases(golden.load(path)):
-            continue
-        marks = [] if path.stem in FAST_GOLDEN else [pytest.mark.slow]
-        yield pytest.param(path, id=path.stem, marks=marks)
-
-
-@pytest.mark.parametrize("path", list(_golden_params()))
-def test_golden_file_on_spark(spark, path, tmp_path) -> None:
-    """Every query case of the golden file on Spark, the ``until=`` ones too (one engine per end)."""
-    from pyspark import cloudpickle
-
-    cloudpickle.register_pickle_by_value(golden)  # its UDFs reach the workers by value (tests/ is not installed)
-    g = golden.load(path)
-    for k, (until, cases) in enumerate(_query_cases(g).items()):
-        eng = SparkEngine(spark=spark, workdir=tmp_path / str(k), time_unit=g.catalog().time_unit)
-        for name in g.udfs:
-            fn, ret, args = golden.UDFS[name]
-            eng.register_function(name, fn, ret, args)
-        for text in g.ddl:
-            eng.execute(text)
-        handles = [(c, eng.register_query(c.query)) for c in cases]
-        for name, rows in g.streams.items():
-            eng.push(name, [(t, *r) for t, r in rows])
-        for name, ups in g.relations.items():
-            eng.push(name, [(t, s, *r) for t, s, r in ups])
-        eng.close(until)
-        for case, q in handles:
-            diffs = diff_outputs(golden.parse_expected(g, case), q.results())
-            assert not diffs, f"{path.name}:{case.line}\n" + "\n".join(diffs[:10])
-        eng.stop()
-
+# The golden files on Spark (with the strategies): tests/test_cross_backend.py.
 
 BASE = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "stream-0.6.0"
 

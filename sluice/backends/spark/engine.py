@@ -96,6 +96,7 @@ class SparkQuery:
     dropped: int = 0  # elements Spark dropped behind its watermark
     seen_batches: set[int] = field(default_factory=set)
     engine: Any = field(default=None, repr=False, compare=False)  # the SparkEngine that runs it
+    processor: Any = field(default=None, repr=False, compare=False)  # the driver's copy of its processor
 
     def results(self) -> list[Element]:
         """Its output so far (``SparkEngine.results``): the same call as on an embedded ``Query``."""
@@ -660,6 +661,7 @@ class SparkEngine:
             self.udfs,
             self.scheduler,
         )
+        q.processor = proc
         if q.native is not None:
             out = self._native_output(q)
         else:
