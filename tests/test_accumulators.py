@@ -109,3 +109,10 @@ def test_every_kind_has_a_definition_and_an_unknown_one_is_an_error() -> None:
 def test_the_counting_path_takes_exactly_count_sum_avg_without_distinct() -> None:
     took = {(k, d) for k, d, t in CASES if A.counting(_call(k, d, t))}
     assert took == {(k, False) for k in (AggKind.COUNT, AggKind.SUM, AggKind.AVG)}
+
+
+def test_a_float_sum_stays_float_when_its_values_are_whole() -> None:
+    """1 and 1.0 are one value of the multiset; a FLOAT argument still sums as a float."""
+    acc = A.accumulator(_call(AggKind.SUM, False, FLOAT))
+    acc.insert([1, 1.0])
+    assert acc.evaluate() == 2.0 and isinstance(acc.evaluate(), float)

@@ -63,9 +63,17 @@ def _feed(eng: EmbeddedEngine, lo: int, hi: int) -> None:
         eng.run()
 
 
-def _fixed(op: Operator) -> dict[str, bytes]:
-    skip = set(op.state_names()) | set(op.CACHES) | STRUCTURE
-    return {k: cloudpickle.dumps(v) for k, v in vars(op).items() if k not in skip}
+def _fixed(op: Any) -> dict[str, bytes]:
+    """Every attribute outside the declared state, pickled; a part's own fixed attributes too."""
+    state = op.state_names() if isinstance(op, Operator) else op.STATE
+    parts = getattr(op, "PARTS", ())
+    skip = set(state) | set(getattr(op, "CACHES", ())) | STRUCTURE | set(parts)
+    out = {k: cloudpickle.dumps(v) for k, v in vars(op).items() if k not in skip}
+    for p in parts:
+        part = getattr(op, p)
+        if part is not None:
+            out.update({f"{p}.{k}": v for k, v in _fixed(part).items()})
+    return out
 
 
 def _all_kinds() -> set[type]:
@@ -132,7 +140,7 @@ def test_snapshot_of_another_plan_is_refused_by_name() -> None:
     other = EmbeddedEngine(time_unit="second")
     other.execute(DDL)
     other.register_query(QUERIES[0], name="q0")
-    with pytest.raises(SluiceError, match="different plan: operators only in it"):
+    with pytest.raises(SluiceError, match="different plan: queries only in it"):
         other.restore_state(eng.snapshot_state())
     with pytest.raises(SluiceError, match="not an engine state snapshot"):
         other.restore_state({"format": 0})
@@ -217,3 +225,98 @@ def _true() -> Any:
     from sluice.plan.expr import Const
 
     return Const(True, BOOLEAN)
+
+
+def _keyed_feed(eng: EmbeddedEngine, key: int, lo: int, hi: int) -> None:
+    """A key's own data: key 0 few rows, that pass filters; key 1 more rows, that fail them (its
+    operators' counters then go back in output while forward in input: statistics must not leak).
+    """
+    for t in range(lo, hi):
+        rows = [(t, 2 + t % 3, t % 5, t / 3)] if key == 0 else [(t, -(t % 3), t % 5, t / 3)] * 4
+        eng.push("S", rows)
+        if t % 4 == key:
+            eng.push("R", [(t, "+", t % 3, f"k{key}")])
+        eng.run()
+
+
+def test_one_engine_serves_many_keys_as_the_spark_processor_uses_it() -> None:
+    """The processor restores each key's state into one engine, runs the key, snapshots it: the
+    answers per key equal an engine per key (nothing leaks between keys, statistics included).
+    """
+    separate = {k: _engine() for k in (0, 1)}
+    shared = _engine()
+    saved = {k: pickle.dumps(shared.snapshot_state()) for k in (0, 1)}
+    for lo in range(0, 24, 4):
+        for k in (0, 1):
+            _keyed_feed(separate[k], k, lo, lo + 4)
+            shared.restore_state(pickle.loads(saved[k]))
+            _keyed_feed(shared, k, lo, lo + 4)
+            saved[k] = pickle.dumps(shared.snapshot_state())
+    for k in (0, 1):
+        separate[k].close(30)
+        shared.restore_state(pickle.loads(saved[k]))
+        shared.close(30)
+        for name, q in separate[k].queries.items():
+            assert shared.queries[name].results() == q.results(), (k, name)
+
+
+def test_the_state_holds_no_user_function() -> None:
+    """A UDF inside an aggregate's argument is part of the plan, not of the state: the state
+    pickles with plain pickle even when the function (a lambda) cannot.
+    """
+    eng = EmbeddedEngine(time_unit="second")
+    eng.register_function("twice", lambda x: 2 * x, "integer", ["integer"])
+    eng.execute(DDL)
+    q = eng.register_query("select A, sum(twice(B)), max(twice(B)) from S [Range 3] group by A", name="q")
+    eng.register_query("select A, count(twice(B)) from S group by A", name="q2")
+    _feed(eng, 0, 5)
+    blob = pickle.dumps(eng.snapshot_state())
+    with pytest.raises((pickle.PicklingError, AttributeError)):
+        pickle.dumps(eng.queries["q"].bound)
+    again = EmbeddedEngine(time_unit="second")
+    again.register_function("twice", lambda x: 2 * x, "integer", ["integer"])
+    again.execute(DDL)
+    again.register_query("select A, sum(twice(B)), max(twice(B)) from S [Range 3] group by A", name="q")
+    again.register_query("select A, count(twice(B)) from S group by A", name="q2")
+    again.restore_state(pickle.loads(blob))
+    _feed(eng, 5, 9)
+    _feed(again, 5, 9)
+    assert again.queries["q"].results() == q.results()
+
+
+def test_removed_operators_are_freed() -> None:
+    import gc
+    import weakref
+
+    eng = _engine()
+    _feed(eng, 0, 4)
+    before = {o.name for o in eng._units}
+    eng.register_query("select B, count(*) from S [Range 7] group by B", name="extra")
+    mine = [weakref.ref(o) for o in eng._units if o.name not in before and o.queries == {"extra"}]
+    assert len(mine) >= 3
+    eng.unregister("extra")
+    gc.collect()
+    assert [r() for r in mine if r() is not None] == []
+
+
+def test_a_refused_snapshot_leaves_the_engine_as_it_was() -> None:
+    eng = _engine()
+    _feed(eng, 0, 4)
+    state = eng.snapshot_state()
+    state["failures"] = {"q0": "stopped there"}
+    state["queries"] = {**{n: v for n, v in state["queries"].items() if n != "q0"}, "other": {}}
+    with pytest.raises(SluiceError, match="queries only in it: \\['other'\\]"):
+        eng.restore_state(state)
+    assert "q0" in eng.queries and not eng.failures
+
+
+def test_a_checkpoint_of_another_format_is_refused(tmp_path) -> None:
+    eng = _engine()
+    _feed(eng, 0, 4)
+    del eng.checkpoint_format  # as a checkpoint written before operator protocol v2
+    eng.checkpoint(tmp_path / "old.ckpt")
+    with pytest.raises(SluiceError, match="checkpoint of format 1, written by another version"):
+        EmbeddedEngine.restore(tmp_path / "old.ckpt")
+    (tmp_path / "bad.ckpt").write_bytes(b"not a pickle")
+    with pytest.raises(SluiceError, match="cannot be read as an embedded-engine checkpoint"):
+        EmbeddedEngine.restore(tmp_path / "bad.ckpt")

@@ -43,6 +43,9 @@ from sluice.runtime.units import EngineUnit, EngineView, OnlineStats, make_units
 from sluice.scheduling.strategies import make
 
 SNAPSHOT_FORMAT = 1  # EmbeddedEngine.snapshot_state's layout
+# EmbeddedEngine.checkpoint's: 2 since operator protocol v2 (checkpoints without it are format 1,
+# whose objects this version would misread: refused with a message, never run)
+CHECKPOINT_FORMAT = 2
 
 
 class UnknownNameError(SluiceError):
@@ -181,6 +184,7 @@ class EmbeddedEngine:
         seed: int = 0,
         start: int | None = None,
     ) -> None:
+        self.checkpoint_format = CHECKPOINT_FORMAT
         self.catalog = catalog if catalog is not None else Catalog(time_unit=time_unit)
         self.slack = slack
         self.ctx = ExecContext(start=start, seed=seed)
@@ -366,9 +370,18 @@ class EmbeddedEngine:
     def restore(path: str | Path) -> EmbeddedEngine:
         """An engine from a checkpoint (``checkpoint``): same queries, same state, same answers."""
         with Path(path).open("rb") as f:
-            eng = pickle.load(f)
+            try:
+                eng = pickle.load(f)
+            except Exception as e:  # a truncated file, or classes this version no longer has
+                raise SluiceError(f"{path} cannot be read as an embedded-engine checkpoint ({e})") from None
         if not isinstance(eng, EmbeddedEngine):
             raise SluiceError(f"{path} is not an embedded-engine checkpoint")
+        found = eng.__dict__.get("checkpoint_format", 1)
+        if found != CHECKPOINT_FORMAT:
+            raise SluiceError(
+                f"{path} is a checkpoint of format {found}, written by another version of Sluice; this one reads "
+                f"format {CHECKPOINT_FORMAT}: run from the start (or with that version)"
+            )
         return eng
 
     def snapshot_state(self) -> dict[str, Any]:
@@ -393,6 +406,16 @@ class EmbeddedEngine:
         """Continue from :meth:`snapshot_state` of an engine built the same way (same results)."""
         if not isinstance(state, dict) or state.get("format") != SNAPSHOT_FORMAT:
             raise SluiceError(f"not an engine state snapshot of format {SNAPSHOT_FORMAT}")
+
+        def differ(what: str, here: Any, there: Any) -> None:
+            if set(here) != set(there):
+                raise SluiceError(
+                    f"the snapshot is of a different plan: {what} only in it: {sorted(set(there) - set(here))}, "
+                    f"only here: {sorted(set(here) - set(there))}"
+                )
+
+        # the queries are checked before anything changes: a snapshot refused here leaves the engine as it was
+        differ("queries", set(self.queries) - set(state["failures"]), state["queries"])
         for name, why in state["failures"].items():  # queries that stopped there stop here too
             if name in self.queries:
                 self.queries[name].error = why
@@ -400,27 +423,22 @@ class EmbeddedEngine:
                 self.unregister(name)
         ops = {o.name: o for o in list(self.sources.values()) + self._units}
         queues = {q.name: q for q in self._queues()}
-        for what, here, there in (
-            ("operators", ops, state["operators"]),
-            ("queues", queues, state["queues"]),
-            ("queries", self.queries, state["queries"]),
-        ):
-            if set(here) != set(there):
-                raise SluiceError(
-                    f"the snapshot is of a different plan: {what} only in it: {sorted(set(there) - set(here))}, "
-                    f"only here: {sorted(set(here) - set(there))}"
-                )
-        for name, (kind, st) in state["operators"].items():
+        differ("operators", ops, state["operators"])
+        differ("queues", queues, state["queues"])
+        for name, (kind, _) in state["operators"].items():
             if ops[name].kind != kind:
                 raise SluiceError(
                     f"the snapshot is of a different plan: {name} is a {kind} there, {ops[name].kind} here"
                 )
+        for name, (_, st) in state["operators"].items():
             ops[name].restore(st)
         for name, st in state["queues"].items():
             queues[name].restore(st)
         for name, st in state["queries"].items():
             self.queries[name].restore(st)
         self.ctx.start, self._steps = state["start"], state["steps"]
+        # the operators' counters went back or forth: measured statistics start again
+        self.stats_window = OnlineStats(self.stats_window.window, static=self.stats_window.static)
         self._sched_units = None
 
     def reject(self, name: str, messages: Sequence[str]) -> None:

@@ -67,8 +67,8 @@ class Accumulator(ABC):
 
     @property
     def entries(self) -> int:
-        """How many things it stores (for memory accounting)."""
-        return 1
+        """How many values it stores (for memory accounting; counters and sums store none)."""
+        return 0
 
     def insert(self, values: pa.Array | Iterable[Any]) -> None:
         """Add the non-NULL values (an Arrow array or a sequence)."""
@@ -213,18 +213,19 @@ class IntegerSum(Summable):
 class ValueSum(Values):
     """SUM/AVG over value counts: of floats (exact, rounded once) and of DISTINCT values."""
 
-    __slots__ = ("avg", "distinct")
+    __slots__ = ("avg", "distinct", "floating")
 
-    def __init__(self, avg: bool, distinct: bool) -> None:
+    def __init__(self, avg: bool, distinct: bool, floating: bool) -> None:
         super().__init__()
-        self.avg, self.distinct = avg, distinct
+        self.avg, self.distinct, self.floating = avg, distinct, floating
 
     def evaluate(self) -> Any:
         if not self.counts:
             return None
         items = [(v, 1 if self.distinct else c) for v, c in self.counts.items()]
         n = sum(c for _, c in items)
-        if any(isinstance(v, float) for v, _ in items):
+        # a float argument sums as floats even when its values are whole (1 and 1.0 are one key)
+        if self.floating or any(isinstance(v, float) for v, _ in items):
             return float_sum(((float(v), c) for v, c in items), n if self.avg else 1)
         s = sum(v * c for v, c in items)
         return float(Fraction(s, n)) if self.avg else s
@@ -301,7 +302,7 @@ def _float_arg(a: AggCall) -> bool:
 def _sum(avg: bool) -> Callable[[AggCall], Accumulator]:
     def make(a: AggCall) -> Accumulator:
         if a.distinct or _float_arg(a):
-            return ValueSum(avg, a.distinct)
+            return ValueSum(avg, a.distinct, _float_arg(a))
         return IntegerSum(avg)
 
     return make

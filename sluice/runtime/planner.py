@@ -137,6 +137,7 @@ class Planner:
     def forget(self, ops: set[int]) -> None:
         """Drop removed operators (by id) from the sharing memo and the operator list."""
         self._memo = {k: v for k, v in self._memo.items() if id(v) not in ops}
+        self._producers = {k: v for k, v in self._producers.items() if id(v) not in ops}
         self.operators = [o for o in self.operators if id(o) not in ops]
 
     def _window(self, n: L.Window) -> Operator:

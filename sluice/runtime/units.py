@@ -50,7 +50,7 @@ class OnlineStats:
             prev = self._last.get(op.name, (0, 0, 0.0))
             delta = (s.tuples_in - prev[0], s.tuples_out - prev[1], s.seconds - prev[2])
             self._last[op.name] = (s.tuples_in, s.tuples_out, s.seconds)
-            if delta[0] > 0:
+            if delta[0] > 0 and delta[1] >= 0:  # (counters restored from a snapshot may go back)
                 self.runs.setdefault(op.name, deque(maxlen=self.window)).append(delta)
 
     def estimate(self, op: Operator) -> tuple[float, float]:

@@ -28,6 +28,7 @@ import pandas as pd
 import pyarrow as pa
 
 from sluice.datatypes import DataType
+from sluice.errors import SluiceError
 from sluice.runtime.batch import arrow_type, make
 
 try:  # pyspark is an optional dependency of the embedded-only install
@@ -98,8 +99,11 @@ class SluiceProcessor(StatefulProcessor):
             assert stored is not None
             blob = stored[0]
         state = pickle.loads(blob)
-        if isinstance(state, EmbeddedEngine):  # a checkpoint written before operator state: a whole engine
-            return state
+        if isinstance(state, EmbeddedEngine):  # a whole engine: written before operator state
+            raise SluiceError(
+                "this query's Spark checkpoint was written by an older version of Sluice (a pickled engine per "
+                "key); delete its checkpoint directory and run it again from the start"
+            )
         self._plan.restore_state(state)
         return self._plan
 

@@ -36,7 +36,7 @@ from sluice.plan.accumulators import Accumulator, IntegerSum, Summable, accumula
 from sluice.plan.expr import AggCall, AggKind, BExpr
 from sluice.plan.numeric import INT_MAX, INT_MIN, row_fits
 from sluice.runtime.batch import TS, arrow_type, from_signed_rows, make, sign_of, signed_counts, ts_of
-from sluice.runtime.operators.base import Operator, Unary
+from sluice.runtime.operators.base import Operator, Part, Unary
 from sluice.runtime.vexpr import compile_expr, evaluate_rows
 
 
@@ -48,7 +48,8 @@ class _Group:
 
 
 class Aggregate(Unary):
-    STATE = ("groups", "_started", "_counting")
+    STATE = ("groups", "_started")
+    PARTS = ("_counting",)
 
     def setup(self, keys: tuple[BExpr, ...], aggs: tuple[AggCall, ...]) -> Aggregate:
         self.stateful = True
@@ -224,7 +225,7 @@ INT64_SAFE = float(2**62)  # sums whose magnitude stays below this cannot overfl
 FLOAT_EXACT = float(2**53)  # integers below this are exact doubles: s / n is then correctly rounded
 
 
-class _Counting:
+class _Counting(Part):
     """Per-group state of counting aggregates as columns of one array, updated for a whole batch.
 
     State row 0 is COUNT(*); an aggregate with an argument adds its non-null count and, for
@@ -235,6 +236,8 @@ class _Counting:
     a second part of the state (a NumPy object array: the same array code, exact, no per-row
     Python), the counts stay int64.  Its value is the exact sum rounded once.
     """
+
+    STATE = ("state", "fstate", "exp", "_mag", "gid", "keys", "free", "rejects")
 
     def __init__(self, aggs: tuple[AggCall, ...], nkeys: int) -> None:
         self.aggs, self.nkeys = aggs, nkeys

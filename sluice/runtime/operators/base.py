@@ -37,6 +37,23 @@ class OperatorFailure(EvaluationError):
 MAX_MESSAGES = 100  # per operator: the rest are counted only
 
 
+class Part:
+    """A helper an operator keeps state in (named in the operator's ``PARTS``): like an operator,
+    it lists what changes in ``STATE`` and everything else is fixed when it is built.
+    """
+
+    STATE: ClassVar[tuple[str, ...]] = ()
+
+    def snapshot(self) -> dict[str, Any]:
+        return {n: getattr(self, n) for n in self.STATE}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        if set(state) != set(self.STATE):
+            raise InternalError(f"{type(self).__name__}: a snapshot with {sorted(state)} cannot restore {self.STATE}")
+        for n in self.STATE:
+            setattr(self, n, state[n])
+
+
 @dataclass
 class ExecContext:
     """What every operator of one engine shares: the first instant, and the sampling seed."""
@@ -83,6 +100,9 @@ class Operator:
     )
     # derived lookups that fill while it runs but are rebuilt on demand: neither state nor fixed
     CACHES: ClassVar[tuple[str, ...]] = ()
+    # attributes holding a helper with state of its own (a :class:`Part`, or None): its
+    # ``snapshot()`` is saved, never the helper itself (it may hold compiled plans or user functions)
+    PARTS: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def state_names(cls) -> tuple[str, ...]:
@@ -96,17 +116,28 @@ class Operator:
         """The operator's state (not its queues: the engine saves those).  The values are the
         live objects: serialise them (pickle) before the operator runs again.
         """
-        return {n: getattr(self, n) for n in self.state_names()}
+        out = {n: getattr(self, n) for n in self.state_names()}
+        for p in self.PARTS:
+            part = getattr(self, p)
+            out[f"part:{p}"] = None if part is None else part.snapshot()
+        return out
 
     def restore(self, state: dict[str, Any]) -> None:
         """Put a :meth:`snapshot` of an operator built the same way into this one."""
         names = self.state_names()
-        if set(state) != set(names):
+        want = set(names) | {f"part:{p}" for p in self.PARTS}
+        if set(state) != want:
             raise InternalError(
-                f"{self.kind} {self.name}: a snapshot with state {sorted(state)} cannot restore {sorted(names)}"
+                f"{self.kind} {self.name}: a snapshot with state {sorted(state)} cannot restore {sorted(want)}"
             )
         for n in names:
             setattr(self, n, state[n])
+        for p in self.PARTS:
+            part, saved = getattr(self, p), state[f"part:{p}"]
+            if (part is None) != (saved is None):
+                raise InternalError(f"{self.kind} {self.name}: the snapshot's {p} does not match this operator's")
+            if part is not None:
+                part.restore(saved)
 
     @property
     def types(self) -> list[DataType]:
