@@ -52,6 +52,8 @@ bench: venv java
 	$(PY) benchmarks/reference_vs_duckdb.py
 	$(PY) benchmarks/rewrites.py
 	$(PY) benchmarks/snapshots.py
+	$(PY) benchmarks/extremes.py
+	$(PY) benchmarks/float_aggregates.py
 	$(PY) benchmarks/spark_throughput.py
 	$(PY) -m sluice bench --queries q0,q1,q2,q3,q4,q5,q6,q7 --events 100000
 

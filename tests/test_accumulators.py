@@ -106,9 +106,12 @@ def test_every_kind_has_a_definition_and_an_unknown_one_is_an_error() -> None:
         AggCall("MEDIAN", None, False, BIGINT)  # type: ignore[arg-type]
 
 
-def test_the_counting_path_takes_exactly_count_sum_avg_without_distinct() -> None:
+def test_the_counting_path_takes_count_sum_avg_without_distinct_and_fifo_extremes() -> None:
     took = {(k, d) for k, d, t in CASES if A.counting(_call(k, d, t))}
     assert took == {(k, False) for k in (AggKind.COUNT, AggKind.SUM, AggKind.AVG)}
+    # over an input that deletes in insertion order (a window), MIN and MAX too, DISTINCT or not
+    fifo = {(k, d) for k, d, t in CASES if A.counting(_call(k, d, t), fifo=True)}
+    assert fifo == took | {(k, d) for k in (AggKind.MIN, AggKind.MAX) for d in (False, True)}
 
 
 def test_a_float_sum_stays_float_when_its_values_are_whole() -> None:

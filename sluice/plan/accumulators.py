@@ -13,7 +13,8 @@ argument is never NULL.
 ``insert``/``retract`` take an Arrow array (vectorised: one Arrow kernel for counts and integer
 sums, one ``value_counts`` for the per-value kinds) or a Python sequence; ``add(value, count)``
 is the per-value step.  The engine's counting path (``runtime/operators/aggregate._Counting``)
-keeps COUNT and integer SUM/AVG state for many groups in arrays instead; ``AggregateDef.counting``
+keeps COUNT and SUM/AVG state for many groups in arrays instead, and MIN/MAX too where the input
+deletes values in the order it inserted them (a window over a stream); ``AggregateDef.counting``
 says which calls it takes, and the differential tests hold it to these definitions.
 
 >>> from sluice.datatypes import INTEGER, FLOAT
@@ -287,12 +288,13 @@ _NUMBERS = (TypeKind.INTEGER, TypeKind.BIGINT, TypeKind.FLOAT, TypeKind.TIMESTAM
 @dataclass(frozen=True)
 class AggregateDef:
     """One aggregate function: how to accumulate it, and whether the engine's vectorised counting
-    path (``_Counting``) takes a call of it (COUNT, and SUM/AVG of integers, without DISTINCT).
+    path (``_Counting``) takes a call of it — ``counting(call, fifo)``, ``fifo`` when the input
+    deletes values in the order it inserted them (COUNT, SUM/AVG without DISTINCT; MIN/MAX on a FIFO).
     """
 
     kind: AggKind
     make: Callable[[AggCall], Accumulator]
-    counting: Callable[[AggCall], bool]
+    counting: Callable[[AggCall, bool], bool]
 
 
 def _float_arg(a: AggCall) -> bool:
@@ -310,12 +312,13 @@ def _sum(avg: bool) -> Callable[[AggCall], Accumulator]:
 
 AGGREGATES: dict[AggKind, AggregateDef] = {
     AggKind.COUNT: AggregateDef(
-        AggKind.COUNT, lambda a: CountDistinct() if a.distinct else Count(), lambda a: not a.distinct
+        AggKind.COUNT, lambda a: CountDistinct() if a.distinct else Count(), lambda a, fifo: not a.distinct
     ),
-    AggKind.SUM: AggregateDef(AggKind.SUM, _sum(False), lambda a: not a.distinct),
-    AggKind.AVG: AggregateDef(AggKind.AVG, _sum(True), lambda a: not a.distinct),
-    AggKind.MIN: AggregateDef(AggKind.MIN, Extreme, lambda a: False),
-    AggKind.MAX: AggregateDef(AggKind.MAX, Extreme, lambda a: False),
+    AggKind.SUM: AggregateDef(AggKind.SUM, _sum(False), lambda a, fifo: not a.distinct),
+    AggKind.AVG: AggregateDef(AggKind.AVG, _sum(True), lambda a, fifo: not a.distinct),
+    # MIN(DISTINCT x) is MIN(x): the same FIFO path
+    AggKind.MIN: AggregateDef(AggKind.MIN, Extreme, lambda a, fifo: fifo),
+    AggKind.MAX: AggregateDef(AggKind.MAX, Extreme, lambda a, fifo: fifo),
 }
 
 
@@ -331,6 +334,8 @@ def accumulator(a: AggCall) -> Accumulator:
     return definition(a).make(a)
 
 
-def counting(a: AggCall) -> bool:
-    """Whether the engine's vectorised counting path takes this call."""
-    return definition(a).counting(a)
+def counting(a: AggCall, fifo: bool = False) -> bool:
+    """Whether the engine's vectorised counting path takes this call (``fifo``: over an input that
+    deletes in insertion order).
+    """
+    return definition(a).counting(a, fifo)

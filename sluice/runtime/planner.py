@@ -34,7 +34,7 @@ from sluice.runtime.operators.relational import SetOp
 from sluice.runtime.operators.sources import Since, Source
 from sluice.runtime.operators.stateless import Project, Sample, Select
 from sluice.runtime.operators.streams import IDstream, Rstream
-from sluice.runtime.operators.windows import WINDOW_OPERATORS
+from sluice.runtime.operators.windows import WINDOW_OPERATORS, RowsWindow, TimeWindow
 from sluice.runtime.queue import Queue
 from sluice.runtime.vexpr import UnsupportedError
 
@@ -248,7 +248,22 @@ class Planner:
         detail = ", ".join(a.render(names) for a in n.aggs)
         if n.keys:
             detail = "by " + ", ".join(render(k, names) for k in n.keys) + ": " + detail
-        return self._new(Aggregate, n, [child], detail).setup(n.keys, n.aggs)
+        fifo = self._fifo(child)
+        if fifo:
+            detail += "; input deletes in insertion order"
+        return self._new(Aggregate, n, [child], detail).setup(n.keys, n.aggs, fifo)
+
+    def _fifo(self, op: Operator) -> bool:
+        """Whether ``op``'s output deletes elements in the order it inserted them: a window over a
+        stream (time-based windows: both an element's insert and delete time grow with its
+        timestamp; ``[Rows N]``: the oldest goes), through selections and projections (which treat
+        an element's insertion and deletion alike).
+        """
+        while isinstance(op, Select | Project):
+            op = self._producer(op.readers[0].queue)
+        if not isinstance(op, TimeWindow | RowsWindow):
+            return False
+        return self._producer(op.readers[0].queue).insert_only
 
     def _distinct(self, n: L.Distinct) -> Operator:
         child = self._op(n.input)

@@ -51,7 +51,10 @@ class Aggregate(Unary):
     STATE = ("groups", "_started")
     PARTS = ("_counting",)
 
-    def setup(self, keys: tuple[BExpr, ...], aggs: tuple[AggCall, ...]) -> Aggregate:
+    def setup(self, keys: tuple[BExpr, ...], aggs: tuple[AggCall, ...], fifo: bool = False) -> Aggregate:
+        """``fifo``: the input deletes values in the order it inserted them (the planner proves it),
+        so MIN/MAX run vectorised too.
+        """
         self.stateful = True
         self.nkeys = len(keys)
         self.key_fns = [compile_expr(k) for k in keys]
@@ -61,7 +64,7 @@ class Aggregate(Unary):
         self._fns = self.key_fns + [f for f in self.arg_fns if f is not None]
         self.groups: dict[tuple[Any, ...], _Group] = {}
         self._started = False
-        self._counting = _Counting(aggs, self.nkeys) if all(counting(a) for a in aggs) else None
+        self._counting = _Counting(aggs, self.nkeys) if all(counting(a, fifo) for a in aggs) else None
         # per aggregate with an argument: counted (and summed) per (instant, group) by Arrow, or fed
         # to its accumulator value by value
         protos = [accumulator(a) for a in aggs]
@@ -237,7 +240,7 @@ class _Counting(Part):
     Python), the counts stay int64.  Its value is the exact sum rounded once.
     """
 
-    STATE = ("state", "fstate", "exp", "_mag", "gid", "keys", "free", "rejects")
+    STATE = ("state", "fstate", "exp", "_mag", "gid", "keys", "free", "rejects", "ext")
 
     def __init__(self, aggs: tuple[AggCall, ...], nkeys: int) -> None:
         self.aggs, self.nkeys = aggs, nkeys
@@ -246,22 +249,33 @@ class _Counting(Part):
         self.inf_row: list[int] = []  # float SUM/AVG: the row counting +inf (the next one −inf)
         self.owner: list[int] = []  # the aggregate whose state this one reads (itself, or an
         # earlier one over the same argument: SUM(B) and AVG(B) keep one sum)
-        shared: dict[tuple[str, bool], int] = {}
+        self.ins_row: list[int] = []  # MIN/MAX: the row counting the non-NULL values ever inserted
+        # MIN/MAX over a FIFO input (a window): per aggregate, per group, the positions and values of
+        # the alive values that no later value beats (a monotonic queue; the rest can never be
+        # the extreme again, since they leave first)
+        self.ext: dict[int, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
+        shared: dict[tuple[str, str], int] = {}
         rows = 1
         for i, a in enumerate(aggs):
             summing = a.fn in (AggKind.SUM, AggKind.AVG)
-            key = (repr(a.arg), summing)
+            extreme = a.fn in (AggKind.MIN, AggKind.MAX)
+            key = (repr(a.arg), a.fn.value if extreme else str(summing))
             j = shared.get(key) if a.arg is not None else None
             if j is not None:
                 self.owner.append(j)
                 self.nn_row.append(self.nn_row[j])
                 self.sum_row.append(self.sum_row[j])
                 self.inf_row.append(self.inf_row[j])
+                self.ins_row.append(self.ins_row[j])
                 continue
             shared[key] = i
             self.owner.append(i)
             self.nn_row.append(rows if a.arg is not None else 0)
             rows += a.arg is not None
+            self.ins_row.append(rows if extreme else -1)
+            rows += extreme
+            if extreme:
+                self.ext[i] = {}
             self.sum_row.append(rows if summing else -1)
             rows += summing
             fl = summing and a.arg is not None and a.arg.type.kind is TypeKind.FLOAT
@@ -293,7 +307,8 @@ class _Counting(Part):
         self.rejects = []
 
     def state_bytes(self) -> int:
-        return len(self.gid) * (64 + 8 * self.state.shape[1] + 32 * self.fstate.shape[1])
+        queued = sum(len(p) for groups in self.ext.values() for p, _ in groups.values())
+        return len(self.gid) * (64 + 8 * self.state.shape[1] + 32 * self.fstate.shape[1]) + 16 * queued
 
     def _parts(self) -> tuple[np.ndarray, np.ndarray]:
         return self.state, self.fstate
@@ -375,7 +390,10 @@ class _Counting(Part):
         for i, v in enumerate(args):
             if v is None or self.owner[i] != i:
                 continue
-            nn[self.nn_row[i]] = pc.is_valid(v).to_numpy(zero_copy_only=False).astype(np.int64) * s
+            valid = pc.is_valid(v).to_numpy(zero_copy_only=False).astype(np.int64)
+            nn[self.nn_row[i]] = valid * s
+            if self.ins_row[i] >= 0:
+                nn[self.ins_row[i]] = valid * (s > 0)
             if self.inf_row[i] >= 0:
                 f = pc.fill_null(pc.cast(v, pa.float64()), 0.0).to_numpy(zero_copy_only=False)
                 sums[self.sum_row[i]] = self._scaled(i, f)
@@ -447,6 +465,10 @@ class _Counting(Part):
             news.append(new)
         new_e = (news[0], news[1])
         old_first = (olds[0], olds[1])
+        ext_n: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        ext_f: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        for i in self.ext:
+            ext_n[i], ext_f[i] = self._extremes(i, args[i], sign, order, g, ge, first, last, new_e[0], old_first[0])
         if self.nkeys:
             for gid in touched[(self.state[touched, 0] == 0).astype(bool)].tolist():
                 key = self.keys[gid]
@@ -454,10 +476,12 @@ class _Counting(Part):
                 del self.gid[key]
                 self.keys[gid] = None
                 self.free.append(gid)
+                for queues in self.ext.values():
+                    queues.pop(gid, None)
         # each end row's old state is the previous end row's new one, but for a group's first
         # (its state before the batch): values are computed once per end row, not twice
-        vis_n, vals_n = self._values(new_e)
-        vis_f, vals_f = self._values(old_first)
+        vis_n, vals_n = self._values(new_e, ext_n)
+        vis_f, vals_f = self._values(old_first, ext_f)
         vis_o = _shifted(vis_n, first, vis_f)
         vals_o = [
             (_shifted(xn, first, xf), None if nn is None or nf is None else _shifted(nn, first, nf))
@@ -496,10 +520,106 @@ class _Counting(Part):
         sign_out = np.where(is_ins, np.int8(1), np.int8(-1))
         return make(out_ts[out_order], sign_out, cols, types)
 
+    def _extremes(
+        self,
+        i: int,
+        arg: Any,
+        sign: np.ndarray,
+        order: np.ndarray,
+        g: np.ndarray,
+        ge: np.ndarray,
+        first: np.ndarray,
+        last: np.ndarray,
+        new: np.ndarray,
+        old: np.ndarray,
+    ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+        """MIN/MAX ``i`` at every end row (``new``: their states) and before the batch for each
+        touched group (``old``: the groups' first end rows), with null masks; updates the groups'
+        monotonic queues.
+
+        The input deletes in insertion order, so a group's alive values are those with positions
+        in [inserted − alive, inserted) of its sequence of non-NULL insertions (both counts are
+        state columns, cumulated for every end row like the others).  Per touched group the
+        candidates are its queue (older values no later one beats) followed by the batch's
+        insertions; every end row's extreme is a range maximum over that concatenation, answered
+        for all rows at once with a sparse table of ranks.  No Python step per row or per instant.
+        """
+        is_max = self.aggs[i].fn is AggKind.MAX
+        ins_c, nn_c = self.where[self.ins_row[i]][1], self.where[self.nn_row[i]][1]
+        groups = ge[first]  # touched groups, ascending (rows are ordered by group)
+        gi_e = np.cumsum(first) - 1  # each end row's group index
+        base = np.asarray(old[:, ins_c], dtype=np.int64)  # position of the batch's first insertion
+        # the batch's non-NULL insertions, by group, in arrival order
+        valid = pc.is_valid(arg).to_numpy(zero_copy_only=False)[order] & (sign[order] > 0)
+        rows = order[valid]
+        col = arg.combine_chunks() if isinstance(arg, pa.ChunkedArray) else arg
+        bvals = col.take(pa.array(rows)).to_numpy(zero_copy_only=False)
+        bgi = np.searchsorted(groups, g[valid])
+        nb = np.bincount(bgi, minlength=len(groups))
+        bstart = np.concatenate(([0], np.cumsum(nb)))
+        queues = self.ext[i]
+        pieces_v: list[np.ndarray] = []
+        pieces_p: list[np.ndarray] = []
+        nd = np.zeros(len(groups), dtype=np.int64)
+        for k, gid in enumerate(groups.tolist()):  # once per touched group
+            q = queues.get(gid)
+            if q is not None:
+                pieces_p.append(q[0])
+                pieces_v.append(q[1])
+                nd[k] = len(q[0])
+            pieces_v.append(bvals[bstart[k] : bstart[k + 1]])
+            pieces_p.append(base[k] + np.arange(nb[k], dtype=np.int64))
+        vals = np.concatenate(pieces_v) if pieces_v else bvals
+        pos = np.concatenate(pieces_p) if pieces_p else np.zeros(0, dtype=np.int64)
+        seg_off = np.concatenate(([0], np.cumsum(nd + nb)))
+        seg = np.repeat(np.arange(len(groups)), nd + nb)
+        n_e = len(ge)
+        if len(vals) == 0:  # nothing alive anywhere: every value NULL
+            empty = np.zeros(n_e, dtype=bvals.dtype)
+            return (empty, np.ones(n_e, dtype=bool)), (empty[: len(groups)], np.ones(len(groups), dtype=bool))
+        _, inv = np.unique(vals, return_inverse=True)
+        rank = inv.reshape(-1).astype(np.int64)
+        if not is_max:
+            rank = rank.max() - rank
+        # every end row's alive range, as indices into the concatenation
+        hi = np.asarray(new[:, ins_c], dtype=np.int64)
+        alive = np.asarray(new[:, nn_c], dtype=np.int64)
+        lo = hi - alive
+        b = base[gi_e]
+        in_batch = seg_off[gi_e] + nd[gi_e] + (lo - b)
+        span = 1 << 40  # group index × span + position: one sorted key for every queue's positions
+        qkey = seg * span + pos
+        in_queue = np.searchsorted(qkey, gi_e * span + lo)  # the first queued candidate at or after lo
+        start = np.where(lo < b, in_queue, in_batch)
+        end = seg_off[gi_e] + nd[gi_e] + (hi - b)
+        null = alive <= 0
+        best = _range_argmax(rank, np.where(null, 0, start), np.where(null, 1, end))
+        out_new = vals[best]
+        # before the batch: the head of each group's queue (its extreme), if it had values
+        had = nd > 0
+        out_old = vals[np.where(had, seg_off[:-1], 0)]
+        # the new queues: candidates still alive after the batch that no later one beats
+        lo_final = lo[last]
+        later = _segment_suffix_max(rank, seg, len(groups))
+        keep = (rank > later) & (pos >= lo_final[seg])
+        kept = np.flatnonzero(keep)
+        cut = np.searchsorted(seg[kept], np.arange(len(groups) + 1))
+        for k, gid in enumerate(groups.tolist()):
+            sel = kept[cut[k] : cut[k + 1]]
+            if len(sel):
+                queues[gid] = (pos[sel], vals[sel])
+            else:
+                queues.pop(gid, None)
+        return (out_new, null), (out_old, ~had)
+
     def _values(
-        self, parts: tuple[np.ndarray, np.ndarray]
+        self,
+        parts: tuple[np.ndarray, np.ndarray],
+        ext: dict[int, tuple[np.ndarray, np.ndarray]] | None = None,
     ) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray | None]]]:
-        """(visible, per aggregate (values, null mask)) for state rows (both parts)."""
+        """(visible, per aggregate (values, null mask)) for state rows (both parts); MIN/MAX come
+        from ``ext`` (computed by :meth:`_extremes`; NULL without it).
+        """
         st = parts[0]
 
         def col(r: int) -> np.ndarray:
@@ -511,6 +631,13 @@ class _Counting(Part):
         out: list[tuple[np.ndarray, np.ndarray | None]] = []
         for i, a in enumerate(self.aggs):
             nn = col(self.nn_row[i])
+            if self.ins_row[i] >= 0:  # MIN/MAX
+                j = self.owner[i]
+                if ext is None or j not in ext:
+                    out.append((np.zeros(st.shape[0], dtype=np.int64), np.ones(st.shape[0], dtype=bool)))
+                else:
+                    out.append(ext[j])
+                continue
             if a.fn is AggKind.COUNT:
                 out.append((nn, None))
                 continue
@@ -540,6 +667,43 @@ class _Counting(Part):
             (np.zeros((1, self.state.shape[1]), self.state.dtype), np.zeros((1, self.fstate.shape[1]), object))
         )
         return tuple(None if m is not None and m[0] else _py(x[0]) for x, m in vals)
+
+
+def _range_argmax(rank: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """For each [start, end) (non-empty), the index of its highest rank (a sparse table:
+    log2(n) levels of NumPy passes, then two lookups per range).
+    """
+    n = len(rank)
+    levels = [np.arange(n, dtype=np.int64)]
+    width = 1
+    while 2 * width <= n:
+        prev = levels[-1]
+        a, b = prev[: n - 2 * width + 1], prev[width : n - width + 1]
+        levels.append(np.where(rank[a] >= rank[b], a, b))
+        width *= 2
+    length = end - start
+    j = np.floor(np.log2(np.maximum(length, 1))).astype(np.int64)
+    out = np.empty(len(start), dtype=np.int64)
+    for lv in np.unique(j).tolist():
+        m = j == lv
+        table = levels[lv]
+        a, b = table[start[m]], table[end[m] - (1 << lv)]
+        out[m] = np.where(rank[a] >= rank[b], a, b)
+    return out
+
+
+def _segment_suffix_max(rank: np.ndarray, seg: np.ndarray, nseg: int) -> np.ndarray:
+    """For each element, the highest rank after it in its segment (−1 when it is the last)."""
+    if len(rank) == 0:
+        return rank
+    r = rank - rank.min()
+    width = int(r.max()) + 1
+    key = (nseg - 1 - seg) * width + r  # later segments below earlier ones: a reversed running max stays within
+    inclusive = np.maximum.accumulate(key[::-1])[::-1] - (nseg - 1 - seg) * width
+    out = np.full(len(rank), -1, dtype=np.int64)
+    same = seg[1:] == seg[:-1]
+    out[:-1] = np.where(same, inclusive[1:], -1)
+    return np.where(out >= 0, out + rank.min(), np.iinfo(np.int64).min)
 
 
 def _py(v: Any) -> Any:
