@@ -20,10 +20,9 @@ import argparse
 import time
 from typing import Any
 
-import duckdb
 import numpy as np
-import pyarrow as pa
 import sluice.runtime.planner as planner
+from float_aggregates import duckdb_window, events
 from sluice.backends.embedded import EmbeddedEngine
 from sluice.datatypes import INTEGER
 from sluice.experiments.results import write_results
@@ -72,25 +71,13 @@ def direct_final(ts: np.ndarray, a: np.ndarray, b: np.ndarray) -> dict[int, tupl
     }
 
 
-def duckdb_window(ts: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
-    con = duckdb.connect()
-    con.execute("set threads = 1")
-    s = pa.table({"ts": ts, "A": a, "B": b})  # noqa: F841 - read by DuckDB
-    t0 = time.perf_counter()
-    con.sql(DUCKDB).to_arrow_table()
-    return time.perf_counter() - t0
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--out", default="benchmarks/results/extremes.json")
     args = ap.parse_args()
     n = args.events
-    rng = np.random.default_rng(7)
-    ts = np.sort(rng.integers(0, int(n * 1.2), n)).astype(np.int64)
-    a = rng.integers(0, 10, n).astype(np.int64)
-    b = rng.integers(0, 100_000, n).astype(np.int64)
+    ts, a, b, _ = events(n)  # the same events as float_aggregates.py
     run(ts[:20_000], a[:20_000], b[:20_000], True)  # warm-up: imports and first-call costs
     rows: dict[str, Any] = {}
     small = min(n, 100_000)
@@ -100,7 +87,7 @@ def main() -> None:
         assert {k: final[k] for k in want} == want, f"{name}: the final rows are not the answers"
         rows[name] = {"events": m, "seconds": round(dt, 3), "events_per_s": round(m / dt), "checked": True}
         print(f"{name:<24} {m:>9,} events {m / dt:>12,.0f} ev/s  (final rows checked)", flush=True)
-    secs = duckdb_window(ts, a, b)
+    secs = duckdb_window(ts, a, b, DUCKDB)
     rows["duckdb window function"] = {"events": n, "seconds": round(secs, 3), "events_per_s": round(n / secs)}
     print(f"{'DuckDB window function':<24} {n:>9,} events {n / secs:>12,.0f} ev/s", flush=True)
     fast = rows["vectorised (FIFO)"]["events_per_s"]
