@@ -1,6 +1,6 @@
 """MIN/MAX over a sliding window by key: the vectorised FIFO path (monotonic queues and range
-maxima, ``_Counting._extremes``) beside the general accumulator path and DuckDB, same data, same run
-(issue #11: "vectorised MIN/MAX").
+maxima, ``runtime/operators/counting.py``) beside the general accumulator path and DuckDB, same
+data, same run (issue #11: "vectorised MIN/MAX").
 
 1,000,000 events, 10 keys, millisecond timestamps, typed Arrow batches of 10,000 with a heartbeat
 after each; query `select A, max(B), min(B) from S [Range 1 Second] group by A`.  Before a figure

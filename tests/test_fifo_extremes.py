@@ -1,6 +1,6 @@
-"""MIN/MAX over a window of a stream, vectorised (``_Counting._extremes``): the window deletes in
-insertion order, so each group keeps a monotonic queue and every instant's extreme is a range
-maximum.  Against the reference evaluator: integers, floats, strings, NULLs, groups that empty
+"""MIN/MAX over a window of a stream, vectorised (``runtime/operators/counting.py``,
+``Counting._extremes``): the window deletes in insertion order, so each group keeps a monotonic
+queue and every instant's extreme is a range maximum.  Against the reference evaluator: integers, floats, strings, NULLs, groups that empty
 and come back, every window kind that deletes in order, input in pieces, snapshots between them.
 """
 

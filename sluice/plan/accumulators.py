@@ -12,7 +12,7 @@ argument is never NULL.
 
 ``insert``/``retract`` take an Arrow array (vectorised: one Arrow kernel for counts and integer
 sums, one ``value_counts`` for the per-value kinds) or a Python sequence; ``add(value, count)``
-is the per-value step.  The engine's counting path (``runtime/operators/aggregate._Counting``)
+is the per-value step.  The engine's counting path (``runtime/operators/counting.Counting``)
 keeps COUNT and SUM/AVG state for many groups in arrays instead, and MIN/MAX too where the input
 deletes values in the order it inserted them (a window over a stream); ``AggregateDef.counting``
 says which calls it takes, and the differential tests hold it to these definitions.
@@ -288,7 +288,7 @@ _NUMBERS = (TypeKind.INTEGER, TypeKind.BIGINT, TypeKind.FLOAT, TypeKind.TIMESTAM
 @dataclass(frozen=True)
 class AggregateDef:
     """One aggregate function: how to accumulate it, and whether the engine's vectorised counting
-    path (``_Counting``) takes a call of it — ``counting(call, fifo)``, ``fifo`` when the input
+    path (``Counting``) takes a call of it — ``counting(call, fifo)``, ``fifo`` when the input
     deletes values in the order it inserted them (COUNT, SUM/AVG without DISTINCT; MIN/MAX on a FIFO).
     """
 

@@ -1,0 +1,588 @@
+"""Counting aggregates for many groups at once, vectorised across every instant of a batch.
+
+Rows are stably sorted by group, running sums per group (``numpy.cumsum`` with the group's state as
+the base) give each group's state after every instant, and the last row of each (group, instant)
+run is compared with the one before it.  A batch spanning thousands of instants costs a few array
+passes, not a Python step per instant.  Sums stay int64 while a bound shows they cannot overflow;
+past that the same arrays hold Python integers (exact, slower).  Float sums are exact (integers ×
+2^exp, rounded once).  MIN/MAX over an input that deletes in insertion order keep a monotonic
+queue per group and are answered as range maxima (``Counting._extremes``; design 013).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from sluice.datatypes import TypeKind
+from sluice.plan.expr import AggCall, AggKind
+from sluice.plan.numeric import INT_MAX, INT_MIN
+from sluice.runtime.batch import arrow_type, make
+from sluice.runtime.operators.base import Operator, Part
+
+INT64_SAFE = float(2**62)  # sums whose magnitude stays below this cannot overflow int64
+FLOAT_EXACT = float(2**53)  # integers below this are exact doubles: s / n is then correctly rounded
+
+
+class Counting(Part):
+    """Per-group state of counting aggregates as columns of one array, updated for a whole batch.
+
+    State row 0 is COUNT(*); an aggregate with an argument adds its non-null count and, for
+    SUM/AVG, its integer sum.  Groups get dense ids (freed when their count returns to 0).
+
+    A float SUM/AVG keeps the exact sum of its finite values as an integer × 2^exp (every double
+    is one: ``sluice.plan.numeric``) and counts of +inf and −inf; those sums are Python integers in
+    a second part of the state (a NumPy object array: the same array code, exact, no per-row
+    Python), the counts stay int64.  Its value is the exact sum rounded once.
+    """
+
+    STATE = ("state", "fstate", "exp", "_mag", "gid", "keys", "free", "rejects", "ext")
+
+    def __init__(self, aggs: tuple[AggCall, ...], nkeys: int) -> None:
+        self.aggs, self.nkeys = aggs, nkeys
+        self.nn_row: list[int] = []
+        self.sum_row: list[int] = []
+        self.inf_row: list[int] = []  # float SUM/AVG: the row counting +inf (the next one −inf)
+        self.owner: list[int] = []  # the aggregate whose state this one reads (itself, or an
+        # earlier one over the same argument: SUM(B) and AVG(B) keep one sum)
+        self.ins_row: list[int] = []  # MIN/MAX: the row counting the non-NULL values ever inserted
+        # MIN/MAX over a FIFO input (a window): per aggregate, per group, the positions and values of
+        # the alive values that no later value beats (a monotonic queue; the rest can never be
+        # the extreme again, since they leave first)
+        self.ext: dict[int, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
+        shared: dict[tuple[str, str], int] = {}
+        rows = 1
+        for i, a in enumerate(aggs):
+            summing = a.fn in (AggKind.SUM, AggKind.AVG)
+            extreme = a.fn in (AggKind.MIN, AggKind.MAX)
+            key = (repr(a.arg), a.fn.value if extreme else str(summing))
+            j = shared.get(key) if a.arg is not None else None
+            if j is not None:
+                self.owner.append(j)
+                self.nn_row.append(self.nn_row[j])
+                self.sum_row.append(self.sum_row[j])
+                self.inf_row.append(self.inf_row[j])
+                self.ins_row.append(self.ins_row[j])
+                continue
+            shared[key] = i
+            self.owner.append(i)
+            self.nn_row.append(rows if a.arg is not None else 0)
+            rows += a.arg is not None
+            self.ins_row.append(rows if extreme else -1)
+            rows += extreme
+            if extreme:
+                self.ext[i] = {}
+            self.sum_row.append(rows if summing else -1)
+            rows += summing
+            fl = summing and a.arg is not None and a.arg.type.kind is TypeKind.FLOAT
+            self.inf_row.append(rows if fl else -1)
+            rows += 2 * fl
+        # one row per group id, one column per state value: gathering a group's state is contiguous.
+        # Two parts: counts and integer sums (int64 until a sum may pass 2^62), and the float sums
+        # (exact Python integers, an object array) — object arithmetic only where exactness needs it
+        fsums = {self.sum_row[i] for i, r in enumerate(self.inf_row) if r >= 0}
+        self.where: list[tuple[int, int]] = []  # state value → (part, column)
+        width = [0, 0]
+        for r in range(rows):
+            part = 1 if r in fsums else 0
+            self.where.append((part, width[part]))
+            width[part] += 1
+        self.state: np.ndarray = np.zeros((16, width[0]), dtype=np.int64)
+        self.fstate: np.ndarray = np.zeros((16, width[1]), dtype=object)
+        # float SUM/AVG: the sum is an integer × 2^exp, exp the lowest bit any value had so far
+        # (it only decreases; the state is rescaled then) — small integers, fast to add and round
+        self.exp: list[int] = [0] * len(aggs)
+        self._mag = 0.0  # an upper bound on |every state value| (int64 while it stays < 2^62)
+        self.gid: dict[tuple[Any, ...], int] = {}
+        self.keys: list[tuple[Any, ...] | None] = []
+        self.free: list[int] = []
+        self.rejects: list[str] = []  # rows not emitted since the last batch (a SUM beyond 64 bits)
+
+    def reject_rows(self, op: Operator) -> None:
+        op.reject_rows(self.rejects)
+        self.rejects = []
+
+    def state_bytes(self) -> int:
+        queued = sum(len(p) for groups in self.ext.values() for p, _ in groups.values())
+        return len(self.gid) * (64 + 8 * self.state.shape[1] + 32 * self.fstate.shape[1]) + 16 * queued
+
+    def _parts(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.state, self.fstate
+
+    def _alloc(self, key: tuple[Any, ...]) -> int:
+        if self.free:
+            g = self.free.pop()
+        else:
+            g = len(self.keys)
+            self.keys.append(None)
+            if g >= self.state.shape[0]:
+                grown = [np.zeros((2 * p.shape[0], p.shape[1]), dtype=p.dtype) for p in self._parts()]
+                for new, old in zip(grown, self._parts(), strict=True):
+                    new[:g] = old[:g]
+                self.state, self.fstate = grown
+        self.keys[g] = key
+        self.gid[key] = g
+        return g
+
+    def group_ids(self, keycols: list[Any], n: int) -> np.ndarray:
+        """Each row's group id: distinct keys of the batch found by NumPy, looked up once each."""
+        if not keycols:
+            if () not in self.gid:
+                self._alloc(())
+            return np.zeros(n, dtype=np.int64)
+        codes, dicts = [], []
+        for c in keycols:  # hash-based dense codes per column (Arrow), NULL a value of its own
+            d = pc.dictionary_encode(
+                c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c, null_encoding="encode"
+            )
+            codes.append(d.indices.to_numpy(zero_copy_only=False).astype(np.int64))
+            dicts.append(d.dictionary.to_pylist())
+        if len(codes) == 1:
+            inv, values = codes[0], [dicts[0]]
+        else:
+            radix = float(np.prod([float(len(d)) for d in dicts]))
+            if radix < INT64_SAFE:
+                combined = codes[0]
+                for c, d in zip(codes[1:], dicts[1:], strict=True):
+                    combined = combined * len(d) + c
+                _, first, inv = np.unique(combined, return_index=True, return_inverse=True)
+            else:
+                _, first, inv = np.unique(np.stack(codes, axis=1), axis=0, return_index=True, return_inverse=True)
+            values = [[d[x] for x in c[first].tolist()] for c, d in zip(codes, dicts, strict=True)]
+        ids = np.empty(len(values[0]), dtype=np.int64)
+        for j, key in enumerate(zip(*values, strict=True)):  # once per distinct group of the batch
+            g = self.gid.get(key)
+            ids[j] = self._alloc(key) if g is None else g
+        return ids[inv.reshape(-1)]
+
+    def _scaled(self, i: int, f: np.ndarray) -> np.ndarray:
+        """Finite doubles as exact integers × 2^exp[i] (object array; ±inf and NULL count 0).
+        A value with a lower bit than any before lowers exp[i] and rescales the state.
+        """
+        f = np.where(np.isfinite(f), f, 0.0)
+        mant, ex = np.frexp(f)  # f = mant · 2^ex, |mant| in [0.5, 1): mant · 2^53 is an exact integer
+        m = (mant * float(1 << 53)).astype(np.int64)
+        low = ex.astype(np.int64) - 53  # f = m · 2^low
+        nz = m != 0
+        if nz.any():
+            tz = _trailing_zeros(m[nz])
+            lowest = int((low[nz] + tz).min())
+            if lowest < self.exp[i]:
+                r = self.where[self.sum_row[i]][1]
+                self.fstate[:, r] = np.left_shift(self.fstate[:, r], self.exp[i] - lowest)
+                self.exp[i] = lowest
+        shift = low - self.exp[i]
+        neg = shift < 0  # only where trailing zeros make the right shift exact (or m is 0)
+        if neg.any():
+            m = np.where(neg, m >> np.where(neg, -shift, 0), m)
+            shift = np.maximum(shift, 0)
+        return np.left_shift(m.astype(object), shift.astype(object))
+
+    def _deltas(self, sign: np.ndarray, args: list[Any], n: int) -> tuple[np.ndarray, np.ndarray]:
+        s = sign.astype(np.int64)
+        sums: dict[int, np.ndarray] = {}
+        bound = 0.0
+        nn: dict[int, np.ndarray] = {}
+        for i, v in enumerate(args):
+            if v is None or self.owner[i] != i:
+                continue
+            valid = pc.is_valid(v).to_numpy(zero_copy_only=False).astype(np.int64)
+            nn[self.nn_row[i]] = valid * s
+            if self.ins_row[i] >= 0:
+                nn[self.ins_row[i]] = valid * (s > 0)
+            if self.inf_row[i] >= 0:
+                f = pc.fill_null(pc.cast(v, pa.float64()), 0.0).to_numpy(zero_copy_only=False)
+                sums[self.sum_row[i]] = self._scaled(i, f)
+                nn[self.inf_row[i]] = (f == np.inf).astype(np.int64) * s
+                nn[self.inf_row[i] + 1] = (f == -np.inf).astype(np.int64) * s
+            elif self.sum_row[i] >= 0:
+                x = pc.fill_null(pc.cast(v, pa.int64()), 0).to_numpy(zero_copy_only=False)
+                sums[self.sum_row[i]] = x
+                bound = max(bound, float(np.abs(x.astype(np.float64)).sum()))
+        if self.state.dtype != object:
+            if self._mag + bound >= INT64_SAFE:  # the cheap bound says maybe: measure the live state
+                self._mag = float(np.abs(self.state.astype(np.float64)).max(initial=0.0))
+            if self._mag + bound >= INT64_SAFE:
+                self.state = self.state.astype(object)  # exact from here on: Python integers
+            self._mag += bound
+        d = np.empty((n, self.state.shape[1]), dtype=self.state.dtype)
+        fd = np.empty((n, self.fstate.shape[1]), dtype=object)
+        d[:, 0] = s
+        for r, v in nn.items():
+            d[:, self.where[r][1]] = v
+        for r, x in sums.items():
+            part, j = self.where[r]
+            if part:
+                fd[:, j] = x * s
+            else:
+                d[:, j] = x.astype(object) * s if d.dtype == object else x * s
+        return d, fd
+
+    def apply(
+        self, ts: np.ndarray, sign: np.ndarray, keycols: list[Any], args: list[Any], types: list[Any]
+    ) -> pa.Table | None:
+        """The signed output rows for every (instant, group) the batch changes, in time order."""
+        n = len(ts)
+        if n == 0:
+            return None
+        gids = self.group_ids(keycols, n)
+        deltas = self._deltas(sign, args, n)
+        # by group, time order kept within a group (a radix sort when ids fit 16 bits)
+        small = int(gids.max()) < 65536
+        order = np.argsort(gids.astype(np.uint16) if small else gids, kind="stable")
+        g, t = gids[order], ts[order]
+        starts = np.ones(n, dtype=bool)
+        starts[1:] = g[1:] != g[:-1]
+        ends = np.ones(n, dtype=bool)  # the last row of each (group, instant) run
+        ends[:-1] = starts[1:] | (t[1:] != t[:-1])
+        e = np.flatnonzero(ends)
+        first_row = np.flatnonzero(starts)
+        seg_e = np.cumsum(starts)[e] - 1  # the group run each end row belongs to
+        ge, te = g[e], t[e]
+        first = np.ones(len(e), dtype=bool)
+        first[1:] = ge[1:] != ge[:-1]
+        last = np.ones(len(e), dtype=bool)
+        last[:-1] = ge[1:] != ge[:-1]
+        touched = ge[last]
+        news, olds = [], []
+        for part, d in zip(self._parts(), deltas, strict=True):
+            if part.shape[1] == 0:
+                news.append(np.zeros((len(e), 0), dtype=part.dtype))
+                olds.append(np.zeros((int(first.sum()), 0), dtype=part.dtype))
+                continue
+            c = np.cumsum(np.take(d, order, axis=0), axis=0)
+            # per group run: its state before the batch minus the running sum before the run
+            before = np.zeros((len(first_row), c.shape[1]), dtype=c.dtype)
+            before[1:] = c[first_row[1:] - 1]
+            offset = np.take(part, g[first_row], axis=0) - before
+            new = (c if len(e) == n else np.take(c, e, axis=0)) + np.take(offset, seg_e, axis=0)
+            olds.append(part[ge[first]])  # a group's state before the batch
+            part[touched] = new[last]
+            news.append(new)
+        new_e = (news[0], news[1])
+        old_first = (olds[0], olds[1])
+        ext_n: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        ext_f: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        for i in self.ext:
+            ext_n[i], ext_f[i] = self._extremes(i, args[i], sign, order, g, ge, first, last, new_e[0], old_first[0])
+        if self.nkeys:
+            for gid in touched[(self.state[touched, 0] == 0).astype(bool)].tolist():
+                key = self.keys[gid]
+                assert key is not None
+                del self.gid[key]
+                self.keys[gid] = None
+                self.free.append(gid)
+                for queues in self.ext.values():
+                    queues.pop(gid, None)
+        # each end row's old state is the previous end row's new one, but for a group's first
+        # (its state before the batch): values are computed once per end row, not twice
+        vis_n, vals_n = self._values(new_e, ext_n)
+        vis_f, vals_f = self._values(old_first, ext_f)
+        vis_o = _shifted(vis_n, first, vis_f)
+        vals_o = [
+            (_shifted(xn, first, xf), None if nn is None or nf is None else _shifted(nn, first, nf))
+            for (xn, nn), (xf, nf) in zip(vals_n, vals_f, strict=True)
+        ]
+        if new_e[0].dtype == object:  # a group whose SUM is beyond 64 bits has no row (numeric.py)
+            hidden = np.flatnonzero(~vis_n & (new_e[0][:, 0] > 0 if self.nkeys else True))
+            self.rejects += [
+                f"group {self.keys[int(ge[k])]!r} at {int(te[k])}: SUM outside BIGINT's range; no row"
+                for k in hidden.tolist()
+            ]
+        changed = vis_o != vis_n
+        both = vis_o & vis_n
+        for (xo, no), (xn, nn) in zip(vals_o, vals_n, strict=True):
+            diff = xo != xn
+            if no is not None and nn is not None:
+                diff = (no != nn) | (~nn & diff)
+            changed |= both & diff
+        dels, ins = changed & vis_o, changed & vis_n
+        if not (dels.any() or ins.any()):
+            return None
+        # each change as (deletion of the old row, insertion of the new), then stably into time order
+        # (a merge of the groups' sorted runs)
+        sel = np.stack([dels, ins], axis=1).reshape(-1)
+        out_ts = np.repeat(te, 2)[sel]
+        out_order = np.argsort(out_ts, kind="stable")
+        pick = sel.nonzero()[0][out_order]  # 2·(end row) + (0 deletion | 1 insertion)
+        is_ins = (pick & 1).astype(bool)
+        at = pick >> 1
+        take = pa.array(order[e][at])
+        cols: list[Any] = [k.take(take) for k in keycols]
+        for (xo, no), (xn, nn), ty in zip(vals_o, vals_n, types[self.nkeys :], strict=True):
+            x = np.stack([xo, xn], axis=1).reshape(-1).take(pick)  # old and new interleaved, as pick counts
+            mask = None if no is None or nn is None else np.stack([no, nn], axis=1).reshape(-1).take(pick)
+            cols.append(pa.array(x, arrow_type(ty), mask=mask))
+        sign_out = np.where(is_ins, np.int8(1), np.int8(-1))
+        return make(out_ts[out_order], sign_out, cols, types)
+
+    def _extremes(
+        self,
+        i: int,
+        arg: Any,
+        sign: np.ndarray,
+        order: np.ndarray,
+        g: np.ndarray,
+        ge: np.ndarray,
+        first: np.ndarray,
+        last: np.ndarray,
+        new: np.ndarray,
+        old: np.ndarray,
+    ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+        """MIN/MAX ``i`` at every end row (``new``: their states) and before the batch for each
+        touched group (``old``: the groups' first end rows), with null masks; updates the groups'
+        monotonic queues.
+
+        The input deletes in insertion order, so a group's alive values are those with positions
+        in [inserted − alive, inserted) of its sequence of non-NULL insertions (both counts are
+        state columns, cumulated for every end row like the others).  Per touched group the
+        candidates are its queue (older values no later one beats) followed by the batch's
+        insertions; every end row's extreme is a range maximum over that concatenation, answered
+        for all rows at once with a sparse table of ranks.  No Python step per row or per instant.
+        """
+        is_max = self.aggs[i].fn is AggKind.MAX
+        ins_c, nn_c = self.where[self.ins_row[i]][1], self.where[self.nn_row[i]][1]
+        groups = ge[first]  # touched groups, ascending (rows are ordered by group)
+        gi_e = np.cumsum(first) - 1  # each end row's group index
+        base = np.asarray(old[:, ins_c], dtype=np.int64)  # position of the batch's first insertion
+        # the batch's non-NULL insertions, by group, in arrival order
+        valid = pc.is_valid(arg).to_numpy(zero_copy_only=False)[order] & (sign[order] > 0)
+        rows = order[valid]
+        col = arg.combine_chunks() if isinstance(arg, pa.ChunkedArray) else arg
+        bvals = col.take(pa.array(rows)).to_numpy(zero_copy_only=False)
+        bgi = np.searchsorted(groups, g[valid])
+        nb = np.bincount(bgi, minlength=len(groups))
+        bstart = np.concatenate(([0], np.cumsum(nb)))
+        queues = self.ext[i]
+        pieces_v: list[np.ndarray] = []
+        pieces_p: list[np.ndarray] = []
+        nd = np.zeros(len(groups), dtype=np.int64)
+        for k, gid in enumerate(groups.tolist()):  # once per touched group
+            q = queues.get(gid)
+            if q is not None:
+                pieces_p.append(q[0])
+                pieces_v.append(q[1])
+                nd[k] = len(q[0])
+            pieces_v.append(bvals[bstart[k] : bstart[k + 1]])
+            pieces_p.append(base[k] + np.arange(nb[k], dtype=np.int64))
+        vals = np.concatenate(pieces_v) if pieces_v else bvals
+        pos = np.concatenate(pieces_p) if pieces_p else np.zeros(0, dtype=np.int64)
+        seg_off = np.concatenate(([0], np.cumsum(nd + nb)))
+        seg = np.repeat(np.arange(len(groups)), nd + nb)
+        n_e = len(ge)
+        if len(vals) == 0:  # nothing alive anywhere: every value NULL
+            empty = np.zeros(n_e, dtype=bvals.dtype)
+            return (empty, np.ones(n_e, dtype=bool)), (empty[: len(groups)], np.ones(len(groups), dtype=bool))
+        _, inv = np.unique(vals, return_inverse=True)
+        rank = inv.reshape(-1).astype(np.int64)
+        if not is_max:
+            rank = rank.max() - rank
+        # every end row's alive range, as indices into the concatenation
+        hi = np.asarray(new[:, ins_c], dtype=np.int64)
+        alive = np.asarray(new[:, nn_c], dtype=np.int64)
+        lo = hi - alive
+        b = base[gi_e]
+        in_batch = seg_off[gi_e] + nd[gi_e] + (lo - b)
+        span = 1 << 40  # group index × span + position: one sorted key for every queue's positions
+        qkey = seg * span + pos
+        in_queue = np.searchsorted(qkey, gi_e * span + lo)  # the first queued candidate at or after lo
+        start = np.where(lo < b, in_queue, in_batch)
+        end = seg_off[gi_e] + nd[gi_e] + (hi - b)
+        null = alive <= 0
+        best = _range_argmax(rank, np.where(null, 0, start), np.where(null, 1, end))
+        out_new = vals[best]
+        # before the batch: the head of each group's queue (its extreme), if it had values
+        had = nd > 0
+        out_old = vals[np.where(had, seg_off[:-1], 0)]
+        # the new queues: candidates still alive after the batch that no later one beats
+        lo_final = lo[last]
+        later = _segment_suffix_max(rank, seg, len(groups))
+        keep = (rank > later) & (pos >= lo_final[seg])
+        kept = np.flatnonzero(keep)
+        cut = np.searchsorted(seg[kept], np.arange(len(groups) + 1))
+        for k, gid in enumerate(groups.tolist()):
+            sel = kept[cut[k] : cut[k + 1]]
+            if len(sel):
+                queues[gid] = (pos[sel], vals[sel])
+            else:
+                queues.pop(gid, None)
+        return (out_new, null), (out_old, ~had)
+
+    def _values(
+        self,
+        parts: tuple[np.ndarray, np.ndarray],
+        ext: dict[int, tuple[np.ndarray, np.ndarray]] | None = None,
+    ) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray | None]]]:
+        """(visible, per aggregate (values, null mask)) for state rows (both parts); MIN/MAX come
+        from ``ext`` (computed by :meth:`_extremes`; NULL without it).
+        """
+        st = parts[0]
+
+        def col(r: int) -> np.ndarray:
+            part, j = self.where[r]
+            return parts[part][:, j]
+
+        count = st[:, 0]
+        visible = (count > 0).astype(bool) if self.nkeys else np.ones(st.shape[0], dtype=bool)
+        out: list[tuple[np.ndarray, np.ndarray | None]] = []
+        for i, a in enumerate(self.aggs):
+            nn = col(self.nn_row[i])
+            if self.ins_row[i] >= 0:  # MIN/MAX
+                j = self.owner[i]
+                if ext is None or j not in ext:
+                    out.append((np.zeros(st.shape[0], dtype=np.int64), np.ones(st.shape[0], dtype=bool)))
+                else:
+                    out.append(ext[j])
+                continue
+            if a.fn is AggKind.COUNT:
+                out.append((nn, None))
+                continue
+            sm = col(self.sum_row[i])
+            null = nn == 0
+            if self.inf_row[i] >= 0:
+                exp = self.exp[self.owner[i]]
+                out.append(_float_values(a.fn, sm, nn, col(self.inf_row[i]), col(self.inf_row[i] + 1), exp))
+                continue
+            if a.fn is AggKind.SUM:
+                if st.dtype == object:
+                    big = np.array([not INT_MIN <= int(x) <= INT_MAX for x in sm], dtype=bool)
+                    if big.any():
+                        visible = visible & ~big
+                        sm = np.where(big, 0, sm)
+                out.append((sm, null))
+            elif st.dtype != object and (sm.size == 0 or float(np.abs(sm).max()) < FLOAT_EXACT):
+                out.append((sm.astype(np.float64) / np.where(null, 1, nn), null))
+            else:  # AVG of integers, correctly rounded
+                avg = [float(Fraction(int(x), int(k))) if k else 0.0 for x, k in zip(sm, nn, strict=True)]
+                out.append((np.array(avg, dtype=np.float64), null))
+        return visible, out
+
+    def initial_row(self) -> tuple[Any, ...]:
+        """The one row of an aggregate without GROUP BY over nothing (COUNT 0, SUM/AVG NULL)."""
+        _, vals = self._values(
+            (np.zeros((1, self.state.shape[1]), self.state.dtype), np.zeros((1, self.fstate.shape[1]), object))
+        )
+        return tuple(None if m is not None and m[0] else _py(x[0]) for x, m in vals)
+
+
+def _range_argmax(rank: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """For each [start, end) (non-empty), the index of its highest rank (a sparse table:
+    log2(n) levels of NumPy passes, then two lookups per range).
+    """
+    n = len(rank)
+    levels = [np.arange(n, dtype=np.int64)]
+    width = 1
+    while 2 * width <= n:
+        prev = levels[-1]
+        a, b = prev[: n - 2 * width + 1], prev[width : n - width + 1]
+        levels.append(np.where(rank[a] >= rank[b], a, b))
+        width *= 2
+    length = end - start
+    j = np.floor(np.log2(np.maximum(length, 1))).astype(np.int64)
+    out = np.empty(len(start), dtype=np.int64)
+    for lv in np.unique(j).tolist():
+        m = j == lv
+        table = levels[lv]
+        a, b = table[start[m]], table[end[m] - (1 << lv)]
+        out[m] = np.where(rank[a] >= rank[b], a, b)
+    return out
+
+
+def _segment_suffix_max(rank: np.ndarray, seg: np.ndarray, nseg: int) -> np.ndarray:
+    """For each element, the highest rank after it in its segment (−1 when it is the last)."""
+    if len(rank) == 0:
+        return rank
+    r = rank - rank.min()
+    width = int(r.max()) + 1
+    key = (nseg - 1 - seg) * width + r  # later segments below earlier ones: a reversed running max stays within
+    inclusive = np.maximum.accumulate(key[::-1])[::-1] - (nseg - 1 - seg) * width
+    out = np.full(len(rank), -1, dtype=np.int64)
+    same = seg[1:] == seg[:-1]
+    out[:-1] = np.where(same, inclusive[1:], -1)
+    return np.where(out >= 0, out + rank.min(), np.iinfo(np.int64).min)
+
+
+def _py(v: Any) -> Any:
+    """A NumPy scalar as a Python value (object arrays already hold Python values)."""
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _trailing_zeros(m: np.ndarray) -> np.ndarray:
+    """Trailing zero bits of nonzero int64 values (vectorised: the lowest set bit's position)."""
+    low = np.abs(m) & -np.abs(m)  # isolates the lowest set bit (exact for |m| < 2^63)
+    return np.log2(low.astype(np.float64)).astype(np.int64)
+
+
+def _shifted(new: np.ndarray, first: np.ndarray, at_first: np.ndarray) -> np.ndarray:
+    """``new`` moved one row down, with ``at_first`` where a group's run starts."""
+    out = np.empty_like(new)
+    out[1:] = new[:-1]
+    out[first] = at_first
+    return out
+
+
+def _int_float(x: Any) -> float:
+    try:
+        return float(x)
+    except OverflowError:
+        return math.inf if x > 0 else -math.inf
+
+
+def _as_float(sm: np.ndarray) -> np.ndarray:
+    """Integers (object array) as doubles, each correctly rounded (±inf beyond the largest)."""
+    try:
+        return sm.astype(np.float64)
+    except OverflowError:
+        return np.array([_int_float(x) for x in sm], dtype=np.float64)
+
+
+def _divide(num: Any, den: Any) -> float:
+    try:
+        return float(num / den)  # int / int: correctly rounded
+    except OverflowError:
+        return math.inf if num > 0 else -math.inf
+
+
+_DIVIDE = np.frompyfunc(_divide, 2, 1)
+_SMALL = 2**1022  # ldexp of a correctly rounded double is exact while the result stays normal
+
+
+def _float_values(
+    fn: AggKind, sm: np.ndarray, nn: np.ndarray, pinf: np.ndarray, ninf: np.ndarray, exp: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Float SUM/AVG of sums ``sm`` × 2^exp: the exact value rounded once; NULL without values or
+    with both infinities (``sluice.plan.numeric``).
+    """
+    nn, pinf, ninf = (np.asarray(x, dtype=np.int64) for x in (nn, pinf, ninf))
+    null = (nn == 0) | ((pinf > 0) & (ninf > 0))
+    if len(sm) == 0:
+        return np.zeros(0), null
+    if fn is AggKind.SUM:
+        # float(int) rounds correctly; × 2^exp is exact unless the result is subnormal or beyond
+        # the largest double — those few go through exact division
+        with np.errstate(over="ignore"):
+            vals = np.ldexp(_as_float(sm), exp)
+        odd = np.flatnonzero((np.abs(vals) < 2.0**-1022) & (vals != 0) | ~np.isfinite(vals))
+    else:
+        approx = _as_float(sm)
+        big = np.abs(approx) >= 2.0**53
+        with np.errstate(over="ignore", invalid="ignore"):
+            vals = np.ldexp(approx / np.maximum(nn, 1), exp)  # exact operands (below 2^53): one rounding
+        odd = np.flatnonzero(big | (np.abs(vals) < 2.0**-1022) & (vals != 0) | ~np.isfinite(vals))
+    if len(odd):
+        num = sm[odd]
+        den = np.maximum(nn[odd], 1).astype(object) if fn is AggKind.AVG else np.ones(len(odd), dtype=object)
+        if exp >= 0:
+            num = np.left_shift(num, exp)
+        else:
+            den = np.left_shift(den, -exp)
+        try:  # int / int per element, correctly rounded (NumPy calls Python's division)
+            vals[odd] = np.asarray(num / den, dtype=np.float64)
+        except OverflowError:  # some quotient beyond the largest double: ±inf for those
+            vals[odd] = np.asarray(_DIVIDE(num, den), dtype=np.float64)
+    vals = np.where(pinf > 0, np.inf, np.where(ninf > 0, -np.inf, vals))
+    return np.where(null, 0.0, vals), null
