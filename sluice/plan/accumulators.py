@@ -161,9 +161,6 @@ class Values(Accumulator):
     def entries(self) -> int:
         return len(self.counts)
 
-    def evaluate(self) -> Any:
-        raise NotImplementedError
-
 
 class CountDistinct(Values):
     __slots__ = ()

@@ -84,13 +84,12 @@ class Planner:
         if fn is None:
             raise InternalError(f"no physical operator for {type(node).__name__}")
         op = fn(node)
-        if not isinstance(op, Source):  # its capabilities, from its own kind and its inputs'
+        if not isinstance(op, Source):  # built now: its capabilities, from its kind and its inputs'
             op.declare([self._producer(r.queue) for r in op.readers])
             for q in op.outputs:
                 self._producers[id(q)] = op
-        op.queries.add(self._query)
-        if not isinstance(op, Source):
             memo[key] = op
+        op.queries.add(self._query)
         return op
 
     def _producer(self, q: Queue) -> Operator:

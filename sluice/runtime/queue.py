@@ -49,7 +49,6 @@ class Queue:
             "base": self._base,
             "end": self._end,
             "watermark": self.watermark,
-            "nbytes": self.nbytes,
             "peak_nbytes": self.peak_nbytes,
             "enqueued": self.enqueued,
             "cursors": [r.cursor for r in self._readers],
@@ -64,7 +63,8 @@ class Queue:
             )
         self._batches, self._sizes = deque(state["batches"]), deque(state["sizes"])
         self._base, self._end, self.watermark = state["base"], state["end"], state["watermark"]
-        self.nbytes, self.peak_nbytes, self.enqueued = state["nbytes"], state["peak_nbytes"], state["enqueued"]
+        self.nbytes = sum(self._sizes)
+        self.peak_nbytes, self.enqueued = state["peak_nbytes"], state["enqueued"]
         for r, c in zip(self._readers, state["cursors"], strict=True):
             r.cursor = c
 

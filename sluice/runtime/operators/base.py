@@ -38,20 +38,51 @@ MAX_MESSAGES = 100  # per operator: the rest are counted only
 
 
 class Part:
-    """A helper an operator keeps state in (named in the operator's ``PARTS``): like an operator,
-    it lists what changes in ``STATE`` and everything else is fixed when it is built.
+    """Something with declared state — an operator, or a helper an operator keeps state in (named in
+    its ``PARTS``): ``STATE`` lists what changes while it runs (a subclass adds to its bases'),
+    everything else is fixed when it is built.
     """
 
     STATE: ClassVar[tuple[str, ...]] = ()
+    # attributes holding a helper with state of its own (a Part, or None): its ``snapshot()`` is
+    # saved, never the helper itself (it may hold compiled plans or user functions)
+    PARTS: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def state_names(cls) -> tuple[str, ...]:
+        """Every ``STATE`` name of the class and its bases, base first."""
+        names: list[str] = []
+        for k in reversed(cls.__mro__):
+            names += [n for n in vars(k).get("STATE", ()) if n not in names]
+        return tuple(names)
 
     def snapshot(self) -> dict[str, Any]:
-        return {n: getattr(self, n) for n in self.STATE}
+        """Its state (an operator's queues are not: the engine saves those).  The values are the
+        live objects: serialise them (pickle) before it runs again.
+        """
+        out = {n: getattr(self, n) for n in self.state_names()}
+        for p in self.PARTS:
+            part = getattr(self, p)
+            out[f"part:{p}"] = None if part is None else part.snapshot()
+        return out
 
     def restore(self, state: dict[str, Any]) -> None:
-        if set(state) != set(self.STATE):
-            raise InternalError(f"{type(self).__name__}: a snapshot with {sorted(state)} cannot restore {self.STATE}")
-        for n in self.STATE:
+        """Put a :meth:`snapshot` of one built the same way into this one."""
+        names = self.state_names()
+        want = set(names) | {f"part:{p}" for p in self.PARTS}
+        if set(state) != want:
+            raise InternalError(f"{self}: a snapshot with state {sorted(state)} cannot restore {sorted(want)}")
+        for n in names:
             setattr(self, n, state[n])
+        for p in self.PARTS:
+            part, saved = getattr(self, p), state[f"part:{p}"]
+            if (part is None) != (saved is None):
+                raise InternalError(f"{self}: the snapshot's {p} does not match this one's")
+            if part is not None:
+                part.restore(saved)
+
+    def __str__(self) -> str:
+        return type(self).__name__
 
 
 @dataclass
@@ -63,8 +94,8 @@ class ExecContext:
 
 
 @dataclass
-class Operator:
-    """Base of physical operators: reads input queues, writes one output queue."""
+class Operator(Part):
+    """Base of physical operators: reads input queues, writes its output queues (ports)."""
 
     name: str
     schema: Schema
@@ -100,44 +131,9 @@ class Operator:
     )
     # derived lookups that fill while it runs but are rebuilt on demand: neither state nor fixed
     CACHES: ClassVar[tuple[str, ...]] = ()
-    # attributes holding a helper with state of its own (a :class:`Part`, or None): its
-    # ``snapshot()`` is saved, never the helper itself (it may hold compiled plans or user functions)
-    PARTS: ClassVar[tuple[str, ...]] = ()
 
-    @classmethod
-    def state_names(cls) -> tuple[str, ...]:
-        """Every ``STATE`` name of the class and its bases, base first."""
-        names: list[str] = []
-        for k in reversed(cls.__mro__):
-            names += [n for n in vars(k).get("STATE", ()) if n not in names]
-        return tuple(names)
-
-    def snapshot(self) -> dict[str, Any]:
-        """The operator's state (not its queues: the engine saves those).  The values are the
-        live objects: serialise them (pickle) before the operator runs again.
-        """
-        out = {n: getattr(self, n) for n in self.state_names()}
-        for p in self.PARTS:
-            part = getattr(self, p)
-            out[f"part:{p}"] = None if part is None else part.snapshot()
-        return out
-
-    def restore(self, state: dict[str, Any]) -> None:
-        """Put a :meth:`snapshot` of an operator built the same way into this one."""
-        names = self.state_names()
-        want = set(names) | {f"part:{p}" for p in self.PARTS}
-        if set(state) != want:
-            raise InternalError(
-                f"{self.kind} {self.name}: a snapshot with state {sorted(state)} cannot restore {sorted(want)}"
-            )
-        for n in names:
-            setattr(self, n, state[n])
-        for p in self.PARTS:
-            part, saved = getattr(self, p), state[f"part:{p}"]
-            if (part is None) != (saved is None):
-                raise InternalError(f"{self.kind} {self.name}: the snapshot's {p} does not match this operator's")
-            if part is not None:
-                part.restore(saved)
+    def __str__(self) -> str:
+        return f"{self.kind} {self.name}"
 
     @property
     def types(self) -> list[DataType]:
