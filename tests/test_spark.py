@@ -72,25 +72,35 @@ def test_stream_script_on_spark(spark, n: int, tmp_path) -> None:
 
 
 def test_restart_from_checkpoint_loses_and_repeats_nothing(spark, tmp_path) -> None:
-    """Stop a file-to-file query part-way, resume from its checkpoint: same output as one run."""
+    """Stop a file-to-file query part-way, resume from its checkpoint: same output as one run.
+    The input is split over ``spark.sql.shuffle.partitions`` keys as it was when the query first
+    started, even if the session says otherwise on restart (the state was made for that split)."""
     ddl = "register stream S (K integer, V integer)"
     query = "select K, count(*), sum(V) from S [Range 3 Seconds] group by K"
     rows = [(t, t % 3, t * 7 % 11) for t in range(40)]
     out = tmp_path / "out"
-    a = SparkEngine(spark=spark, workdir=tmp_path / "w")
-    a.execute(ddl)
-    a.register_query(query, name="agg", sink="parquet", path=out)
-    a.push("S", rows[:20])
-    a.heartbeat(18)
-    a.run()
-    a.stop()  # the query stops here; its checkpoint and state stay on disk
-    b = SparkEngine(spark=spark, workdir=tmp_path / "w")
-    b.execute(ddl)
-    qb = b.register_query(query, name="agg", sink="parquet", path=out)
-    b.push("S", rows[20:])
-    b.close()
-    resumed = b.results(qb)
-    b.stop()
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    try:
+        spark.conf.set("spark.sql.shuffle.partitions", "3")
+        a = SparkEngine(spark=spark, workdir=tmp_path / "w")
+        a.execute(ddl)
+        qa = a.register_query(query, name="agg", sink="parquet", path=out)
+        a.push("S", rows[:20])
+        a.heartbeat(18)
+        a.run()
+        assert "partitioned into 3 hash buckets: S by K" in a.explain(qa)
+        a.stop()  # the query stops here; its checkpoint and state stay on disk
+        spark.conf.set("spark.sql.shuffle.partitions", "5")
+        b = SparkEngine(spark=spark, workdir=tmp_path / "w")
+        b.execute(ddl)
+        qb = b.register_query(query, name="agg", sink="parquet", path=out)
+        b.push("S", rows[20:])
+        b.close()
+        assert "partitioned into 3 hash buckets" in b.explain(qb)
+        resumed = b.results(qb)
+        b.stop()
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", before)
     ref = EmbeddedEngine()
     ref.execute(ddl)
     rq = ref.register_query(query)
@@ -358,6 +368,50 @@ def test_stateless_queries_run_as_native_spark_expressions(spark, tmp_path) -> N
         assert exp, h.bound.text
         got = eng.results(h)
         assert not diff_outputs(exp, got) and len(got) == len(exp), h.bound.text
+    eng.stop()
+
+
+def test_stateless_queries_over_attached_sources_run_natively_and_keep_late_rows(spark, tmp_path) -> None:
+    """Native for every source kind (issue: Spark pipeline, item 1): σ/π over a directory of CSV
+    files, Rstream over [Now], Union All of an attached and a pushed stream.  A row older than
+    rows already read still yields its by-definition output at its own timestamp — nothing is
+    late for a stateless query — while the stateful query drops it behind Spark's watermark and
+    counts it, as the embedded engine rejects it (the lateness rule, docs/design/014)."""
+    d = tmp_path / "in"
+    d.mkdir()
+    ddl = "register stream S (K integer, V integer); register stream T (K integer, V integer)"
+    queries = [
+        "select K, V * 2 as W from S where V > 0",
+        "Rstream(select K from S [Now] where K <> 2)",
+        "select K, V from S where V > 0 union all select K, V from T where V < 100",
+        "select K, count(*) from S [Range 2 Seconds] group by K",  # stateful: the processor
+    ]
+    first, late, pushed = [(1, 1, 10), (3, 2, 20), (4, 1, -5)], [(2, 1, 7), (5, 2, 1)], [(1, 1, 1), (6, 2, 200)]
+    eng = SparkEngine(spark=spark, workdir=tmp_path / "w")
+    eng.execute(ddl)
+    eng.attach_directory("S", d, "csv")
+    handles = [eng.register_query(q) for q in queries]
+    (d / "a.csv").write_text("ts,K,V\n" + "".join(f"{t},{k},{v}\n" for t, k, v in first))
+    eng.push("T", pushed)
+    eng.run()
+    (d / "b.csv").write_text("ts,K,V\n" + "".join(f"{t},{k},{v}\n" for t, k, v in late))
+    eng.run()
+    eng.close(6)
+    assert ["native Spark expressions" in eng.explain(h) for h in handles] == [True, True, True, False]
+    assert "Union All" in eng.explain(handles[2])
+    assert [eng.stateful(h) for h in handles] == [False, False, False, True]
+    rows = sorted(first + late)
+    streams = {"S": [(t, (k, v)) for t, k, v in rows], "T": [(t, (k, v)) for t, k, v in pushed]}
+    for h in handles[:3]:
+        expected = evaluate(h.bound, streams, start=1, until=6)
+        got = eng.results(h)
+        assert expected and not diff_outputs(expected, got) and len(got) == len(expected), h.bound.text
+    assert any(e.ts == 2 for e in eng.results(handles[0]))  # the late row's output, at its own instant
+    # the stateful query: as the embedded engine, which rejects the late row at ts 2
+    emb, (expected,) = _embedded_twin(ddl, queries[3:], [("S", first), ("S", late)], until=6)
+    assert emb.rejected() and "ts 2" in emb.rejected()[0]
+    assert not diff_outputs(expected, eng.results(handles[3]))
+    assert "1 element(s) arrived behind Spark's watermark" in eng.statistics()["queries"]["q4"]["rejected"][0]
     eng.stop()
 
 

@@ -4,7 +4,7 @@ no Spark needed.  Each rejection below is a query whose answer a split would cha
 from __future__ import annotations
 
 import pytest
-from sluice.backends.spark.compile import partitioning, pushdown
+from sluice.backends.spark.compile import partitioning, pushdown, unsplittable
 from sluice.catalog import Catalog
 from sluice.cql.parser import parse_script
 from sluice.plan import bind_query
@@ -52,22 +52,28 @@ def test_partitionable_queries_and_their_keys(query, expected) -> None:
 
 
 @pytest.mark.parametrize(
-    "query",
+    ("query", "why"),
     [
         # the counts of two groups can swap at one instant: the relation is unchanged, but each key alone changed
-        "Istream(select count(*) from S [Range 10 Seconds] group by K)",
-        "select distinct V from S [Partition By K Rows 2]",  # the key K is projected away before DISTINCT
-        "select count(*) from S [Range 10 Seconds]",  # one answer row over all elements
-        "select * from S [Rows 3]",  # a global arrival order
-        "Dstream(select K from S [Rows 2])",
-        "select S.V, T.W from S [Range 5 Seconds], T [Range 5 Seconds] where S.K < T.K",  # no equi-join
-        "select S.V, T.W from S [Now], T [Rows 2] where S.K = T.K",
-        "select A.V from S [Now] as A, S [Range 2 Seconds] as B where A.K = B.K",  # a self-join
-        "select K from S [Now] where K in (select K from R)",  # a subquery reads R whole
+        ("Istream(select count(*) from S [Range 10 Seconds] group by K)", "Istream of a relation without the key"),
+        # the key K is projected away before DISTINCT
+        ("select distinct V from S [Partition By K Rows 2]", "DISTINCT over tuples that no longer carry the key"),
+        ("select count(*) from S [Range 10 Seconds]", "no GROUP BY"),  # one answer row over all elements
+        ("select * from S [Rows 3]", "[Rows 3] orders the whole stream"),  # a global arrival order
+        ("Dstream(select K from S [Rows 2])", "[Rows 2] orders the whole stream"),
+        (  # no equi-join
+            "select S.V, T.W from S [Range 5 Seconds], T [Range 5 Seconds] where S.K < T.K",
+            "without an equality of their key columns",
+        ),
+        ("select S.V, T.W from S [Now], T [Rows 2] where S.K = T.K", "[Rows 2] orders the whole stream"),
+        ("select A.V from S [Now] as A, S [Range 2 Seconds] as B where A.K = B.K", "reads one source twice"),
+        ("select K from S [Now] where K in (select K from R)", "subquery"),  # a subquery reads R whole
+        ("select F, count(*) from S [Range 1 Second] group by F", "GROUP BY does not include"),  # float: no key
     ],
 )
-def test_queries_a_split_would_change_run_on_one_key(query) -> None:
+def test_queries_a_split_would_change_run_on_one_key_and_say_why(query, why) -> None:
     assert partitioning(plan(query)) is None
+    assert why in unsplittable(plan(query))
 
 
 def test_a_relation_without_an_equi_join_is_replicated() -> None:

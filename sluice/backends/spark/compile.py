@@ -4,11 +4,11 @@ Two analyses of a bound plan, both conservative (when in doubt, less is done nat
 processor does the rest — never a different answer):
 
 ``partitioning(plan)``
-    How to split the query's input over ``BUCKETS`` keys so that the union of the per-key answers
-    is the answer.  Each source is *keyed* by some of its columns (its elements go to the bucket
-    ``pmod(hash(cols), BUCKETS)``, computed by Spark), or *replicated* to every bucket (relations
-    only, for stream–relation joins).  A plan is valid for an assignment when, bottom-up
-    (``_Check``):
+    How to split the query's input over keys (the engine uses ``spark.sql.shuffle.partitions`` of
+    them) so that the union of the per-key answers is the answer.  Each source is *keyed* by some
+    of its columns (its elements go to the bucket ``pmod(hash(cols), buckets)``, computed by
+    Spark), or *replicated* to every bucket (relations only, for stream–relation joins).  A plan
+    is valid for an assignment when, bottom-up (``_Check``; its failures say why — ``unsplittable``):
 
     - time-based windows (Unbounded, Now, Range) keep a keyed input keyed; ``[Rows N]`` (a global
       order) does not; ``[Partition By P Rows N]`` does when the key columns are among ``P``;
@@ -56,8 +56,6 @@ from sluice.plan.analysis import (
 )
 from sluice.plan.expr import BExpr, Call, ColRef, Const, Subquery, walk_expr
 from sluice.plan.numeric import INT_MIN
-
-BUCKETS = 8
 
 
 @dataclass(frozen=True)
@@ -130,11 +128,12 @@ class _Check:
             (lk, lc), (rk, rc) = inputs
             if not lk and not rk:
                 return False, None
+            what = node.op.value.title() + (" All" if node.all else "")
             if not (lk and rk):
-                raise _Invalid
+                raise _Invalid(f"{what} of a split input and a replicated one")
             same = lc if lc == rc else None
             if not (node.op is L.SetOpKind.UNION and node.all) and same is None:
-                raise _Invalid
+                raise _Invalid(f"{what} compares whole tuples: both inputs must keep the same key columns")
             return True, same
         keyed, cols = inputs[0]
         if not keyed:
@@ -142,12 +141,13 @@ class _Check:
         if isinstance(node, L.Window):
             if node.spec.time_based or (cols is not None and node.spec.keeps_split(cols)):
                 return True, cols
-            raise _Invalid
+            raise _Invalid(f"[{node.spec.describe(node.input.schema.names)}] orders the whole stream")
         if isinstance(node, L.Filter):
             return True, cols
         if isinstance(node, L.Sample | L.Distinct):
             if cols is None:
-                raise _Invalid
+                what = "DISTINCT" if isinstance(node, L.Distinct) else "Sample"
+                raise _Invalid(f"{what} over tuples that no longer carry the key (it is projected away)")
             return True, cols
         if isinstance(node, L.Project):
             if cols is None:
@@ -155,17 +155,19 @@ class _Check:
             pos = {c.index: i for i, c in reversed(list(enumerate(node.columns))) if isinstance(c, ColRef)}
             return True, (tuple(pos[c] for c in cols) if all(c in pos for c in cols) else None)
         if isinstance(node, L.Aggregate):
-            if cols is None:
-                raise _Invalid
+            if not node.keys:
+                raise _Invalid("an aggregate over the whole relation (no GROUP BY)")
             pos = {k.index: i for i, k in reversed(list(enumerate(node.keys))) if isinstance(k, ColRef)}
-            if not all(c in pos for c in cols):
-                raise _Invalid
+            if cols is None or not all(c in pos for c in cols):
+                raise _Invalid("GROUP BY does not include the columns the input is split by")
             return True, tuple(pos[c] for c in cols)
         if isinstance(node, L.StreamOp):
             if node.op is not L.StreamOpKind.RSTREAM and cols is None and not insert_only(node.input):
-                raise _Invalid
+                raise _Invalid(
+                    f"{node.op.value.title()} of a relation without the key columns (changes in two parts could cancel)"
+                )
             return True, cols
-        raise _Invalid
+        raise _Invalid(f"no rule splits {type(node).__name__}")
 
     def join(self, j: L.Join, eqs: list[tuple[int, int]]) -> tuple[bool, tuple[int, ...] | None]:
         (lk, lc), (rk, rc) = self.run(j.left), self.run(j.right)
@@ -177,25 +179,34 @@ class _Check:
         if rk and not lk:
             return True, None if rc is None else tuple(c + nl for c in rc)
         if lc is None or rc is None or len(lc) != len(rc):
-            raise _Invalid
+            raise _Invalid("a join of two split inputs that do not both keep their key columns")
         pairs = {(a, b) for a, b in eqs} | {(b, a) for a, b in eqs}
         types = j.schema.types
         from sluice.backends.spark.types import spark_type
 
         for a, b in zip(lc, rc, strict=True):
             if (a, b + nl) not in pairs or spark_type(types[a]) != spark_type(types[b + nl]):
-                raise _Invalid
+                raise _Invalid("a join of two streams without an equality of their key columns (of one type)")
         return True, lc
 
 
 def partitioning(plan: L.LogicalNode) -> Partitioning | None:
     """How to split the query over keys, or None (it runs on one key); see the module docstring."""
+    return _split(plan)[0]
+
+
+def unsplittable(plan: L.LogicalNode) -> str:
+    """Why ``partitioning(plan)`` is None: the reason the first candidate keys failed."""
+    return _split(plan)[1]
+
+
+def _split(plan: L.LogicalNode) -> tuple[Partitioning | None, str]:
     if plan_has_subquery(plan):
-        return None
+        return None, "it has a subquery (which may read every element)"
     scans = _scans(plan)
     names = [s.name.lower() for s in scans]
     if len(set(names)) != len(names):  # a self-join: one source, two roles
-        return None
+        return None, "it reads one source twice"
     schemas = {s.name.lower(): s.schema for s in scans}
     cands = _candidates(plan)
     options: list[list[tuple[int, ...] | None]] = []
@@ -210,17 +221,20 @@ def partitioning(plan: L.LogicalNode) -> Partitioning | None:
         if s.kind is Kind.RELATION:
             opts.append(None)
         options.append(opts)
+    why = "no column can be a key (float columns never are: hash tells -0.0 from 0.0)"
     for choice in itertools.product(*options):
         keys = {n: k for n, k in zip(names, choice, strict=True) if k is not None}
         if not keys:
             continue
         try:
             keyed, _ = _Check(keys).run(plan)
-        except _Invalid:
+        except _Invalid as e:
+            if why.startswith("no column"):
+                why = str(e)
             continue
         if keyed:
-            return Partitioning(keys)
-    return None
+            return Partitioning(keys), ""
+    return None, why
 
 
 # -- stateless queries, whole -------------------------------------------------------------------
@@ -247,21 +261,37 @@ class NativePlan:
         return lambda j: (first, j) if j < n else (second, j - n)
 
 
-def native(plan: L.LogicalNode) -> NativePlan | None:
-    """The plan as a ``NativePlan`` if it is ``Istream(π σ … S [Range Unbounded])`` or
+def native(plan: L.LogicalNode) -> list[NativePlan] | None:
+    """The plan as native branches if it is ``Istream(π σ … S [Range Unbounded])`` or
     ``Rstream(π σ … S [Now])``, or the same over ``S [...] ⋈ R`` with ``R`` a relation (the
-    caller checks it is static) — each input element yields output only at its own timestamp, so
-    Spark needs no state — else None.  (``Istream`` over ``[Now]`` is not: a tuple repeated at
-    consecutive instants is not new.)
+    caller checks it is static), or ``Union All`` of such inputs under one ``Istream``/``Rstream``
+    (one branch each) — each input element yields output only at its own timestamp, so Spark
+    needs no state — else None.  (``Istream`` over ``[Now]`` is not: a tuple repeated at
+    consecutive instants is not new; ``Union`` without ``All`` removes duplicates, which is state.)
     """
     if not isinstance(plan, L.StreamOp) or plan.op is L.StreamOpKind.DSTREAM:
         return None
+    want: type[W.WindowDef] = W.Unbounded if plan.op is L.StreamOpKind.ISTREAM else W.Now
+    branches: list[NativePlan] = []
+
+    def collect(node: L.LogicalNode) -> bool:
+        if isinstance(node, L.SetOp) and node.op is L.SetOpKind.UNION and node.all:
+            return collect(node.left) and collect(node.right)
+        one = _branch(node, want)
+        if one is not None:
+            branches.append(one)
+        return one is not None
+
+    return branches if collect(plan.input) else None
+
+
+def _branch(top: L.LogicalNode, want: type[W.WindowDef]) -> NativePlan | None:
+    """``π σ … S [want]`` (optionally joined with a relation) as one ``NativePlan``, else None."""
     chain: list[L.LogicalNode] = []
-    node = plan.input
+    node = top
     while isinstance(node, L.Filter | L.Project):
         chain.append(node)
         node = node.inputs()[0]
-    want: type[W.WindowDef] = W.Unbounded if plan.op is L.StreamOpKind.ISTREAM else W.Now
 
     def stream_window(n: L.LogicalNode) -> L.Scan | None:
         if isinstance(n, L.Window) and isinstance(n.spec, want) and isinstance(n.input, L.Scan):

@@ -37,7 +37,6 @@ from pyspark.sql.types import IntegerType, LongType, StringType, StructField, St
 
 from sluice.backends.rows import admit_batch, rows_to_batch, to_batch
 from sluice.backends.spark.compile import (
-    BUCKETS,
     NativePlan,
     Partitioning,
     native,
@@ -45,6 +44,7 @@ from sluice.backends.spark.compile import (
     partitioning,
     pushdown,
     to_column,
+    unsplittable,
 )
 from sluice.backends.spark.processor import EVENT_TIME_OFFSET, SluiceProcessor, output_schema
 from sluice.backends.spark.types import spark_type
@@ -92,9 +92,10 @@ class SparkQuery:
     stream: Any = None
     table: str = ""
     notes: list[str] = field(default_factory=list)
-    native: NativePlan | None = None
+    native: list[NativePlan] | None = None  # one per branch of a Union All
     dropped: int = 0  # elements Spark dropped behind its watermark
     seen_batches: set[int] = field(default_factory=set)
+    buckets: int = 0  # partition keys, fixed when the query first starts (SparkEngine._buckets)
     engine: Any = field(default=None, repr=False, compare=False)  # the SparkEngine that runs it
     processor: Any = field(default=None, repr=False, compare=False)  # the driver's copy of its processor
 
@@ -107,15 +108,16 @@ class SparkQuery:
     def kind(self) -> Kind:
         return self.bound.kind
 
-    def partition_note(self, catalog: Catalog) -> str:
+    def partition_note(self, catalog: Catalog, buckets: int) -> str:
         if self.native is not None:
-            what = f" joined with the static relation {self.native.static}" if self.native.static else ""
-            return f"runs as native Spark expressions (no state): a selection and projection of each element{what}"
-        if self.part is None:
+            statics = sorted({b.static for b in self.native if b.static})
+            what = f" joined with the static relation {', '.join(statics)}" if statics else ""
+            union = f" of {', '.join(b.source for b in self.native)} (Union All)" if len(self.native) > 1 else ""
             return (
-                "runs on one key: no partitioning keeps its answer exact "
-                "(see sluice.backends.spark.compile.partitioning)"
+                f"runs as native Spark expressions (no state): a selection and projection of each element{union}{what}"
             )
+        if self.part is None:
+            return f"runs on one key: {unsplittable(self.bound.plan)}, so no split of its input keeps the answer exact"
         how = []
         for src in self.sources:
             cols = self.part.keys.get(src.lower())
@@ -125,7 +127,7 @@ class SparkQuery:
                 how.append(f"{src} by {what}")
         replicated = [s for s in self.sources if s.lower() not in self.part.keys]
         rep = f"; replicated to every key: {', '.join(replicated)}" if replicated else ""
-        return f"partitioned into {BUCKETS} hash buckets: {'; '.join(how)}{rep}"
+        return f"partitioned into {buckets} hash buckets: {'; '.join(how)}{rep}"
 
 
 class SparkEngine:
@@ -242,19 +244,21 @@ class SparkEngine:
         self.catalog.register_function(name, fn, return_type, arg_types, strict=strict)
         self.udfs.append((name, fn, return_type, arg_types, strict))
 
-    def _native(self, bq: BoundQuery) -> NativePlan | None:
-        """The query's native plan, if every expression translates and its source is pushed (the
-        driver checks pushed elements for lateness; Spark cannot for files read directly).
+    def _native(self, bq: BoundQuery) -> list[NativePlan] | None:
+        """The query's native branches, if every expression translates, from any source kind:
+        an element's output depends on that element alone, so there is nothing for it to be late
+        for (the lateness rule, ``docs/design/014``).
         """
-        plan = native(bq.plan)
-        if plan is None or plan.source.lower() in self.external:
+        branches = native(bq.plan)
+        if branches is None:
             return None
-        if plan.static is not None and plan.static.lower() not in self.static:
-            return None  # a relation that may change: the processor keeps it
-        column = self._native_columns(plan)
-        if any(to_column(e, column) is None for e in plan.predicates + plan.columns):
-            return None
-        return plan
+        for plan in branches:
+            if plan.static is not None and plan.static.lower() not in self.static:
+                return None  # a relation that may change: the processor keeps it
+            column = self._native_columns(plan)
+            if any(to_column(e, column) is None for e in plan.predicates + plan.columns):
+                return None
+        return branches
 
     def _native_columns(self, plan: NativePlan) -> Any:
 
@@ -536,7 +540,8 @@ class SparkEngine:
         def marker_frame() -> Any:
             return self.spark.readStream.schema(mschema).parquet(str(mdir)).where(F.col("seq") > q.seq_from)
 
-        keys = F.array(*[F.lit(str(b)) for b in range(BUCKETS)])
+        buckets = self._buckets(q)
+        keys = F.array(*[F.lit(str(b)) for b in range(buckets)])
         slack, off = F.lit(self.slack), F.lit(EVENT_TIME_OFFSET)
         frames = []
         for i, d in enumerate(defs):
@@ -572,7 +577,7 @@ class SparkEngine:
                 ekey = F.lit("0")
             elif d.name.lower() in q.part.keys:
                 cols = [F.col(f"c{j}") for j in q.part.keys[d.name.lower()]]
-                ekey = F.pmod(F.hash(*cols), F.lit(BUCKETS)).cast("string")
+                ekey = F.pmod(F.hash(*cols), F.lit(buckets)).cast("string")
             else:
                 ekey = F.explode(keys)
             frames.append(
@@ -600,11 +605,29 @@ class SparkEngine:
             out = out.unionByName(f)
         return out
 
+    def _buckets(self, q: SparkQuery) -> int:
+        """How many keys a split query's input spreads over: ``spark.sql.shuffle.partitions``,
+        fixed at the query's first start — a restart on the same workdir keeps the number its
+        checkpointed state was made with, whatever the session now says.
+        """
+        if not q.buckets:
+            saved = self.workdir / q.name / "buckets"
+            conf = int(self.spark.conf.get("spark.sql.shuffle.partitions"))
+            q.buckets = int(saved.read_text()) if saved.exists() else max(1, conf)
+        return q.buckets
+
     def _native_output(self, q: SparkQuery) -> Any:
-        plan = q.native
-        assert plan is not None
+        assert q.native is not None
+        frames = [self._native_branch(q, plan) for plan in q.native]
+        out = frames[0]
+        for f in frames[1:]:
+            out = out.unionByName(f)
+        return out
+
+    def _native_branch(self, q: SparkQuery, plan: NativePlan) -> Any:
         d = self._source(plan.source)
-        frame = self._source_frame(d.name).where(F.col("seq") > q.seq_from)
+        # pushed events from the query's registration on; an attached source's rows (seq -1) all
+        frame = self._source_frame(d.name).where((F.col("seq") > q.seq_from) | (F.col("seq") < 0))
         if plan.static is not None:  # a stream–static join: Spark joins each element with the rows
             r = self._source(plan.static)
             rows = self.static[r.name.lower()]
@@ -662,6 +685,10 @@ class SparkEngine:
             self.scheduler,
         )
         q.processor = proc
+        if q.native is None and q.part is not None:
+            saved = self.workdir / q.name / "buckets"
+            saved.parent.mkdir(parents=True, exist_ok=True)
+            saved.write_text(str(self._buckets(q)))
         if q.native is not None:
             out = self._native_output(q)
         else:
@@ -775,7 +802,7 @@ class SparkEngine:
         q = query if isinstance(query, SparkQuery) else self.queries[query]
         if q.stream is None:
             q.native = self._native(q.bound)
-        lines = [f"query {q.name} on Spark: {q.partition_note(self.catalog)}"]
+        lines = [f"query {q.name} on Spark: {q.partition_note(self.catalog, self._buckets(q))}"]
 
         for src, preds in pushdown(q.bound.plan).items():
             done = [p for p in preds if to_column(p, lambda j: F.col(f"c{j}")) is not None]
