@@ -31,6 +31,10 @@ class QueryHandle(Protocol):
         """Its output so far: ``(ts, sign, row)`` elements, per instant deletions first."""
         ...
 
+    def arrow(self) -> pa.Table:
+        """Its output so far as one Arrow table: ``ts``, ``sign``, then the columns by name."""
+        ...
+
 
 class Engine(Protocol):
     """What both backends accept and do alike."""

@@ -104,6 +104,11 @@ class SparkQuery:
         out: list[Element] = self.engine.results(self)
         return out
 
+    def arrow(self) -> pa.Table:
+        """Its output so far as one Arrow table (``SparkEngine.arrow``), as on an embedded ``Query``."""
+        out: pa.Table = self.engine.arrow(self)
+        return out
+
     @property
     def kind(self) -> Kind:
         return self.bound.kind
@@ -761,20 +766,34 @@ class SparkEngine:
         reader = self.spark.read.schema(output_schema(q.bound.plan.schema.types))
         return (reader.json if q.sink == "json" else reader.parquet)(str(q.out_path)).toArrow()
 
-    def results(self, query: str | SparkQuery) -> list[Element]:
-        """The query's output so far, netted per instant (deletions before insertions)."""
+    def arrow(self, query: str | SparkQuery) -> pa.Table:
+        """The query's output elements so far as one Arrow table: ``ts``, ``sign`` (+1/−1), then
+        the columns by name — as ``Query.arrow()`` on the embedded engine, in Spark's order.
+        """
         q = query if isinstance(query, SparkQuery) else self.queries[query]
+        b = self._elements(q)
+        return b.rename_columns(["ts", "sign", *q.bound.plan.schema.names])
+
+    def _elements(self, q: SparkQuery) -> pa.Table:
+        """Output rows as an engine batch (``__ts``, ``__sign``, ``c0…``); notes go to ``q.notes``."""
+        types = list(q.bound.plan.schema.types)
         t = self._output(q)
         if t is None or t.num_rows == 0:
-            return []
+            return arrow_schema(types).empty_table()
         signs = t.column("sign")
         q.notes = [n for n in t.filter(pc.equal(signs, 0)).column("note").to_pylist() if n]
         t = t.filter(pc.not_equal(signs, 0))
-        types = list(q.bound.plan.schema.types)
-        b = pa.Table.from_arrays(
+        return pa.Table.from_arrays(
             [t.column("ts"), t.column("sign").cast(pa.int8())] + [t.column(f"c{j}") for j in range(len(types))],
             schema=arrow_schema(types),
         )
+
+    def results(self, query: str | SparkQuery) -> list[Element]:
+        """The query's output so far, netted per instant (deletions before insertions)."""
+        q = query if isinstance(query, SparkQuery) else self.queries[query]
+        b = self._elements(q)
+        if b.num_rows == 0:
+            return []
         out = []
         counts = signed_counts(b)  # one Arrow group-by: net sign per (instant, tuple)
         for ts, row, n in sorted(counts, key=lambda c: (c[0], c[2] > 0, sort_key(c[1]))):
