@@ -265,6 +265,7 @@ def _run(args: argparse.Namespace) -> int:
     from sluice.catalog import Kind
     from sluice.io.atomic import write_atomic
     from sluice.io.feed import Feeder
+    from sluice.runtime.batch import dumps
 
     spark = args.backend == "spark"
     ck = Path(args.checkpoint) / "run.ckpt" if args.checkpoint else None
@@ -325,7 +326,7 @@ def _run(args: argparse.Namespace) -> int:
                     state = {"fingerprint": fingerprint, "engine": eng, "feed": feeder.state()}
                     state.update(outputs=outputs.sync(), rows=feeder.total)
                     # atomic: a kill leaves the previous checkpoint or this one
-                    write_atomic(ck, pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
+                    write_atomic(ck, dumps(state))
                     last = time.monotonic()
         if not stopping:
             eng.close(args.until)

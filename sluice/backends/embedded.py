@@ -31,7 +31,7 @@ from sluice.plan.binder import Binder
 from sluice.plan.ddl import execute_statement
 from sluice.plan.rules import rewrite
 from sluice.reference.evaluator import Element
-from sluice.runtime.batch import NEG_INF, to_elements
+from sluice.runtime.batch import NEG_INF, dumps, to_elements
 from sluice.runtime.operators.base import ExecContext, Operator, OperatorFailure
 from sluice.runtime.operators.sources import Source
 from sluice.runtime.operators.streams import Output
@@ -359,7 +359,7 @@ class EmbeddedEngine:
         """
         p = Path(path)
         try:
-            data = pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL)
+            data = dumps(self)
         except (pickle.PicklingError, TypeError, AttributeError) as e:
             raise SluiceError(
                 f"checkpoint: the engine's state cannot be saved ({e}); are all UDFs module-level?"

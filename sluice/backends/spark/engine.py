@@ -62,11 +62,19 @@ from sluice.plan.explain import explain as explain_plan
 from sluice.plan.expr import render
 from sluice.plan.semantics import sort_key
 from sluice.reference.evaluator import Element
-from sluice.runtime.batch import arrow_schema, signed_counts, to_elements, ts_of
+from sluice.runtime.batch import arrow_schema, arrow_type, signed_counts, to_elements, ts_of
 from sluice.runtime.operators.base import ExecContext
 from sluice.runtime.operators.sources import Source
 
 SINKS = ("memory", "parquet", "json", "console")
+
+
+def local_path(uri: str) -> str | None:
+    """A file Spark names by URI (``file:///tmp/a%20b``) as this machine's path; None if remote."""
+    from urllib.parse import unquote, urlparse
+
+    u = urlparse(uri)
+    return unquote(u.path) if u.scheme in ("", "file") else None
 
 
 def needs_flag(t: DataType) -> bool:
@@ -763,8 +771,24 @@ class SparkEngine:
         assert q.out_path is not None
         if not list(q.out_path.glob(f"*.{q.sink}")):
             return None
-        reader = self.spark.read.schema(output_schema(q.bound.plan.schema.types))
-        return (reader.json if q.sink == "json" else reader.parquet)(str(q.out_path)).toArrow()
+        schema = output_schema(q.bound.plan.schema.types)
+        reader = self.spark.read.schema(schema)
+        if q.sink == "json":
+            return reader.json(str(q.out_path)).toArrow()
+        # the files the sink committed (its metadata log: never a failed attempt's), read here
+        # rather than collected through the JVM, whose heap a large answer would not fit
+        frame = reader.parquet(str(q.out_path))
+        files = [local_path(f) for f in frame.inputFiles()]
+        if any(f is None for f in files):  # on a cluster's storage: through Spark
+            out: pa.Table = frame.toArrow()
+            return out
+        types = q.bound.plan.schema.types
+        want = pa.schema(
+            [("ts", pa.int64()), ("sign", pa.int32())]
+            + [(f"c{j}", arrow_type(t)) for j, t in enumerate(types)]
+            + [("note", pa.string())]
+        )
+        return pa.concat_tables([pq.read_table(f, schema=want) for f in files if f is not None])
 
     def arrow(self, query: str | SparkQuery) -> pa.Table:
         """The query's output elements so far as one Arrow table: ``ts``, ``sign`` (+1/−1), then

@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from sluice.datatypes import DataType
 from sluice.errors import SluiceError
-from sluice.runtime.batch import arrow_type, make
+from sluice.runtime.batch import arrow_type, dumps, make
 
 try:  # pyspark is an optional dependency of the embedded-only install
     from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
@@ -92,7 +92,7 @@ class SluiceProcessor(StatefulProcessor):
 
         if self._plan is None:
             self._plan = self._build()
-            self._fresh = pickle.dumps(self._plan.snapshot_state(), protocol=pickle.HIGHEST_PROTOCOL)
+            self._fresh = dumps(self._plan.snapshot_state())
         blob = self._fresh
         if self.state.exists():
             stored = self.state.get()
@@ -185,7 +185,7 @@ class SluiceProcessor(StatefulProcessor):
         for u in eng._units:  # rows an operator could not evaluate (sluice.plan.numeric): reported once
             notes += u.reject_messages
             u.reject_messages = []
-        self.state.update((pickle.dumps(eng.snapshot_state(), protocol=pickle.HIGHEST_PROTOCOL),))
+        self.state.update((dumps(eng.snapshot_state()),))
         frames = []
         if out:
             t = pa.concat_tables(out)
