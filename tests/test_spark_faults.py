@@ -34,9 +34,7 @@ DRIVER = textwrap.dedent(
     eng.execute(ddl)
     eng.attach_directory("S", src, "csv", maxFilesPerTrigger="1")
     eng.register_query(query, name="agg", sink="parquet", path=out)
-    print("running", flush=True)
     eng.run()  # one file per micro-batch: killed somewhere in here
-    print("finished", flush=True)
     time.sleep(600)
     """
 )
@@ -63,7 +61,7 @@ def test_driver_killed_part_way_restarts_from_its_checkpoint_with_identical_outp
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     driver = subprocess.Popen(
         [sys.executable, str(script), str(work), str(src), str(out), DDL, QUERY],
-        stdout=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env=env,
         start_new_session=True,  # its own process group: the kill takes the JVM too
