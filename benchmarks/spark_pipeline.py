@@ -166,7 +166,7 @@ def one_master(master: str, data: Path, warm: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
     spark = get_session(master)
     out: dict[str, Any] = {"master": master, "session_start_s": round(time.perf_counter() - t0, 2), "queries": {}}
-    n = pq.read_metadata(next((data / "events").glob("*.parquet"))).num_rows * len(list((data / "events").glob("*")))
+    n = sum(pq.read_metadata(f).num_rows for f in (data / "events").glob("*.parquet"))
     until = n - 1
     scratch = Path(tempfile.mkdtemp(prefix="sluice-pipeline-"))
     # the first streaming query of a session starts Python workers and compiles code paths: run

@@ -338,8 +338,7 @@ def test_a_snapshot_is_sized_by_the_state_not_by_the_batches_it_came_from() -> N
     eng.push("S", pa.table({"ts": np.arange(n), "A": np.arange(n) % 1000, "K": np.arange(n) % 7}))
     eng.run()
     state = eng.snapshot_state()
-    assert len(pickle.dumps(state)) > 3_000_000  # what pyarrow's own pickling keeps
-    assert len(dumps(state)) < 200_000
+    assert len(dumps(state)) < 200_000  # pyarrow 26's own pickling: > 3 MB
     twin = EmbeddedEngine(time_unit="millisecond", start=0)
     twin.execute("register stream S (A integer, K integer)")
     twin.register_query(query, name="q", retain=0)

@@ -59,20 +59,26 @@ def test_driver_killed_part_way_restarts_from_its_checkpoint_with_identical_outp
     script = tmp_path / "driver.py"
     script.write_text(DRIVER)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    driver = subprocess.Popen(
-        [sys.executable, str(script), str(work), str(src), str(out), DDL, QUERY],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-        start_new_session=True,  # its own process group: the kill takes the JVM too
-    )
+    with (tmp_path / "driver.err").open("w") as err:
+        driver = subprocess.Popen(
+            [sys.executable, str(script), str(work), str(src), str(out), DDL, QUERY],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=env,
+            start_new_session=True,  # its own process group: the kill takes the JVM too
+        )
     try:
         deadline = time.monotonic() + 240
         while _commits(work) < 3 and driver.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
-        os.killpg(driver.pid, signal.SIGKILL)
+        early = driver.poll()
     finally:
+        try:  # in finally: whatever happened above, the driver and its JVM do not outlive the test
+            os.killpg(driver.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         driver.wait(60)
+    assert early is None, f"the driver exited by itself (exit {early}): {(tmp_path / 'driver.err').read_text()[-2000:]}"
     done = _commits(work)
     assert 3 <= done < FILES, f"the driver was not killed part-way ({done} of {FILES} micro-batches committed)"
 

@@ -239,11 +239,23 @@ class _Compacting(pickle.Pickler):
 
     def reducer_override(self, obj: Any) -> Any:
         if isinstance(obj, _ARROW_DATA) and obj.get_total_buffer_size() > 2 * obj.nbytes + 4096:
-            n = len(obj)
-            copy = obj.take(pa.array(np.arange(n, dtype=np.int64))) if n else obj.slice(0, 0)
+            copy = obj.take(pa.array(np.arange(len(obj), dtype=np.int64))) if len(obj) else _no_rows(obj)
             if copy.get_total_buffer_size() < obj.get_total_buffer_size():
                 return copy.__reduce_ex__(pickle.HIGHEST_PROTOCOL)
         return NotImplemented
+
+
+def _no_rows(obj: Any) -> Any:
+    """Arrow data of ``obj``'s type with no rows and no buffers of its own (a zero-length slice
+    still views the whole buffers).
+    """
+    if isinstance(obj, pa.Table):
+        return obj.schema.empty_table()
+    if isinstance(obj, pa.RecordBatch):
+        return pa.RecordBatch.from_pylist([], schema=obj.schema)
+    if isinstance(obj, pa.ChunkedArray):
+        return pa.chunked_array([], type=obj.type)
+    return pa.array([], type=obj.type)
 
 
 def dumps(obj: Any) -> bytes:
@@ -254,6 +266,8 @@ def dumps(obj: Any) -> bytes:
     True
     >>> pickle.loads(dumps(t.slice(5, 2))).column("a").to_pylist()
     [5, 6]
+    >>> len(dumps(t.slice(100_000, 0))) < 1_000, len(dumps(t.column("a").slice(9, 0))) < 1_000
+    (True, True)
     """
     out = io.BytesIO()
     _Compacting(out, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)

@@ -55,6 +55,7 @@ from sluice.cql.parser import parse_script
 from sluice.cql.printer import to_cql
 from sluice.datatypes import DataType, TypeKind
 from sluice.errors import SluiceError
+from sluice.io.atomic import write_atomic
 from sluice.plan import BoundQuery, bind_query, register_view
 from sluice.plan import logical as L
 from sluice.plan.ddl import execute_statement
@@ -67,6 +68,7 @@ from sluice.runtime.operators.base import ExecContext
 from sluice.runtime.operators.sources import Source
 
 SINKS = ("memory", "parquet", "json", "console")
+LEGACY_BUCKETS = 8  # keys of a split query whose checkpoint predates the saved number
 
 
 def local_path(uri: str) -> str | None:
@@ -265,6 +267,9 @@ class SparkEngine:
         branches = native(bq.plan)
         if branches is None:
             return None
+        reads = [b.source.lower() for b in branches]
+        if any(reads.count(r) > 1 and self.external.get(r, ("",))[0] in ("socket", "rate") for r in reads):
+            return None  # each branch would open its own connection/generator: the processor reads it once
         for plan in branches:
             if plan.static is not None and plan.static.lower() not in self.static:
                 return None  # a relation that may change: the processor keeps it
@@ -624,10 +629,17 @@ class SparkEngine:
         checkpointed state was made with, whatever the session now says.
         """
         if not q.buckets:
-            saved = self.workdir / q.name / "buckets"
-            conf = int(self.spark.conf.get("spark.sql.shuffle.partitions"))
-            q.buckets = int(saved.read_text()) if saved.exists() else max(1, conf)
+            saved = self._buckets_file(q)
+            if saved.exists():
+                q.buckets = int(saved.read_text())
+            elif (self.workdir / q.name / "checkpoint").exists():
+                q.buckets = LEGACY_BUCKETS  # a checkpoint from before the number was saved
+            else:
+                q.buckets = max(1, int(self.spark.conf.get("spark.sql.shuffle.partitions")))
         return q.buckets
+
+    def _buckets_file(self, q: SparkQuery) -> Path:
+        return self.workdir / q.name / "buckets"
 
     def _native_output(self, q: SparkQuery) -> Any:
         assert q.native is not None
@@ -672,11 +684,14 @@ class SparkEngine:
         scale = self.catalog.scale(d)
         ts = (F.col("ts") * F.lit(scale)).cast("long")
         note = F.concat(F.lit(f"{q.name}: row at "), ts.cast("string"), F.lit(": integer overflow (64 bits)"))
+        # an attached source's row whose ts Spark could not read (NULL): rejected with a note
+        no_ts = F.col("ts").isNull()
+        untimed = F.lit(f"{d.name}: a row without a valid ts was rejected (query {q.name})")
         return frame.select(
-            ts.alias("ts"),
-            F.when(bad, F.lit(0)).otherwise(F.lit(1)).cast("int").alias("sign"),
+            F.when(no_ts, F.lit(0)).otherwise(ts).alias("ts"),
+            F.when(bad | no_ts, F.lit(0)).otherwise(F.lit(1)).cast("int").alias("sign"),
             *cols,
-            F.when(bad, note).otherwise(F.lit(None)).cast("string").alias("note"),
+            F.when(no_ts, untimed).when(bad, note).otherwise(F.lit(None)).cast("string").alias("note"),
         )
 
     def _start(self, q: SparkQuery) -> None:
@@ -699,9 +714,8 @@ class SparkEngine:
         )
         q.processor = proc
         if q.native is None and q.part is not None:
-            saved = self.workdir / q.name / "buckets"
-            saved.parent.mkdir(parents=True, exist_ok=True)
-            saved.write_text(str(self._buckets(q)))
+            buckets = self._buckets(q)  # before the checkpoint directory exists
+            write_atomic(self._buckets_file(q), str(buckets).encode())
         if q.native is not None:
             out = self._native_output(q)
         else:
@@ -779,6 +793,8 @@ class SparkEngine:
         # rather than collected through the JVM, whose heap a large answer would not fit
         frame = reader.parquet(str(q.out_path))
         files = [local_path(f) for f in frame.inputFiles()]
+        if not files:  # only files of an attempt that never committed
+            return None
         if any(f is None for f in files):  # on a cluster's storage: through Spark
             out: pa.Table = frame.toArrow()
             return out
