@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 import sluice.runtime.planner as planner
-from float_aggregates import duckdb_window, events
+from float_aggregates import duckdb_window, events, last_rows
 from sluice.backends.embedded import EmbeddedEngine
 from sluice.datatypes import INTEGER
 from sluice.experiments.results import write_results
@@ -47,14 +47,7 @@ def run(ts: np.ndarray, a: np.ndarray, b: np.ndarray, fifo: bool, batch: int = 1
     finally:
         planner.Planner._fifo = saved  # type: ignore[method-assign]
     assert ("insertion order" in eng.explain()) == fifo
-    final: dict[int, Any] = {}
-
-    def keep(t: Any) -> None:  # the last inserted row per key
-        for k, mx, mn, sg in zip(*(t.column(i).to_pylist() for i in (2, 3, 4, 1)), strict=True):
-            if sg > 0:
-                final[k] = (mx, mn)
-
-    q.subscribe_arrow(keep)
+    final = last_rows(q)  # per key, the last (max, min)
     t0 = time.perf_counter()
     for i in range(0, len(ts), batch):
         eng.push_batch("S", make(ts[i : i + batch], 1, [a[i : i + batch], b[i : i + batch]], [INTEGER, INTEGER]))

@@ -38,14 +38,7 @@ def run(ts: np.ndarray, a: np.ndarray, b: np.ndarray, kind: str, batch: int = 10
     eng = EmbeddedEngine(time_unit="millisecond")
     eng.execute(f"register stream S (A integer, B {kind})")
     q = eng.register_query(QUERY, retain=0)
-    final: dict[int, Any] = {}
-
-    def keep(t: Any) -> None:  # the last inserted row per key
-        for k, s, m, sg in zip(*(t.column(i).to_pylist() for i in (2, 3, 4, 1)), strict=True):
-            if sg > 0:
-                final[k] = (s, m)
-
-    q.subscribe_arrow(keep)
+    final = last_rows(q)
     types = [INTEGER, FLOAT if kind == "float" else INTEGER]
     t0 = time.perf_counter()
     for i in range(0, len(ts), batch):
@@ -93,6 +86,21 @@ def exact_final(ts: np.ndarray, a: np.ndarray, b: np.ndarray) -> dict[int, tuple
         s = int(total) if isinstance(vals[0], int) else float(total)
         out[k] = (s, float(total / len(vals)))
     return out
+
+
+def last_rows(q: Any) -> dict[Any, tuple[Any, Any]]:
+    """Subscribe to ``q``'s output (``key, x, y``): per key, the last inserted ``(x, y)`` — the
+    final answer the benchmarks check.
+    """
+    final: dict[Any, tuple[Any, Any]] = {}
+
+    def keep(t: Any) -> None:
+        for k, x, y, sg in zip(*(t.column(i).to_pylist() for i in (2, 3, 4, 1)), strict=True):
+            if sg > 0:
+                final[k] = (x, y)
+
+    q.subscribe_arrow(keep)
+    return final
 
 
 def main() -> None:

@@ -4,7 +4,7 @@ Each registered query becomes one Structured Streaming query:
 
     source event files (Parquet, typed columns) ─┐
     user directories (CSV / JSON / Parquet)  ────┼─ σ pushed down (Spark expressions)
-    rate source, socket                      ────┘  ekey = pmod(hash(key columns), 8)  (Spark)
+    rate source, socket                      ────┘  ekey = pmod(hash(key columns), n)  (Spark)
         ──> groupBy(ekey).transformWithStateInPandas(SluiceProcessor)   (RocksDB state)
         ──> memory table ("back into Python") / Parquet / JSON (exactly once) / console
 
@@ -14,7 +14,9 @@ embedded engine's sources, so a partitioned query rejects exactly what the embed
 what is there.  What Spark computes natively — the partition key of every element, the
 selections that can run before any stateful operator, the fan-out of replicated relations and
 markers — is decided by ``sluice.backends.spark.compile``; everything stateful runs in the
-processor, which holds the embedded engine's own operators (``docs/design/007``).
+processor, which holds the embedded engine's own operators (``docs/design/007``).  The
+DataFrames themselves — sources, a stateful query's keyed input, a native query's output, the
+committed output files — are built in ``sluice.backends.spark.frames``.
 """
 
 from __future__ import annotations
@@ -33,27 +35,25 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import functions as F
-from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from sluice.backends.rows import admit_batch, rows_to_batch, to_batch
 from sluice.backends.spark.compile import (
     NativePlan,
     Partitioning,
     native,
-    overflow,
     partitioning,
     pushdown,
     to_column,
     unsplittable,
 )
-from sluice.backends.spark.processor import EVENT_TIME_OFFSET, SluiceProcessor, output_schema
-from sluice.backends.spark.types import spark_type
+from sluice.backends.spark.frames import input_frame, native_columns, native_frame, read_committed
+from sluice.backends.spark.processor import SluiceProcessor, output_schema
 from sluice.catalog import Catalog, Kind, SourceDef
 from sluice.cql import ast
 from sluice.cql.ast import TimeUnit
 from sluice.cql.parser import parse_script
 from sluice.cql.printer import to_cql
-from sluice.datatypes import DataType, TypeKind
 from sluice.errors import SluiceError
 from sluice.io.atomic import write_atomic
 from sluice.plan import BoundQuery, bind_query, register_view
@@ -63,7 +63,7 @@ from sluice.plan.explain import explain as explain_plan
 from sluice.plan.expr import render
 from sluice.plan.semantics import sort_key
 from sluice.reference.evaluator import Element
-from sluice.runtime.batch import arrow_schema, arrow_type, signed_counts, to_elements, ts_of
+from sluice.runtime.batch import arrow_schema, signed_counts, to_elements, ts_of
 from sluice.runtime.operators.base import ExecContext
 from sluice.runtime.operators.sources import Source
 
@@ -71,23 +71,9 @@ SINKS = ("memory", "parquet", "json", "console")
 LEGACY_BUCKETS = 8  # keys of a split query whose checkpoint predates the saved number
 
 
-def local_path(uri: str) -> str | None:
-    """A file Spark names by URI (``file:///tmp/a%20b``) as this machine's path; None if remote."""
-    from urllib.parse import unquote, urlparse
-
-    u = urlparse(uri)
-    return unquote(u.path) if u.scheme in ("", "file") else None
-
-
-def needs_flag(t: DataType) -> bool:
-    """Nullable non-string columns travel as (value, is-null flag): pandas would turn a null into
-    NaN and round large integers on the way into the processor.
-    """
-    return not t.is_string
-
-
-def zero(t: DataType) -> Any:
-    return {TypeKind.FLOAT: 0.0, TypeKind.BOOLEAN: False}.get(t.kind, 0)
+def notes(t: pa.Table) -> list[str]:
+    """The notes of an output table's sign-0 rows: inputs a query rejected, rows it could not evaluate."""
+    return [n for n in t.filter(pc.equal(t.column("sign"), 0)).column("note").to_pylist() if n]
 
 
 @dataclass
@@ -273,16 +259,10 @@ class SparkEngine:
         for plan in branches:
             if plan.static is not None and plan.static.lower() not in self.static:
                 return None  # a relation that may change: the processor keeps it
-            column = self._native_columns(plan)
+            column = native_columns(self, plan)
             if any(to_column(e, column) is None for e in plan.predicates + plan.columns):
                 return None
         return branches
-
-    def _native_columns(self, plan: NativePlan) -> Any:
-
-        n_static = len(self._source(plan.static).schema) if plan.static else 0
-        where = plan.width(len(self._source(plan.source).schema), n_static)
-        return lambda j: F.col("{}{}".format(*where(j)))
 
     # -- input ---------------------------------------------------------------------------
     def _source(self, name: str) -> SourceDef:
@@ -414,7 +394,7 @@ class SparkEngine:
             if q.stream is not None and q.sink != "console":
                 t = self._output(q)
                 if t is not None:
-                    q.notes = [n for n in t.filter(pc.equal(t.column("sign"), 0)).column("note").to_pylist() if n]
+                    q.notes = notes(t)
             out += q.notes
         return out
 
@@ -477,152 +457,6 @@ class SparkEngine:
             self._markers.clear()
         self._released = self._seq
 
-    def _source_frame(self, name: str) -> Any:
-        """One source's elements as a streaming frame ``seq, ts, sign, c0…`` (typed)."""
-        d = self._source(name)
-        fields = [StructField("seq", LongType()), StructField("ts", LongType()), StructField("sign", IntegerType())]
-        fields += [StructField(f"c{j}", spark_type(c.type)) for j, c in enumerate(d.schema.columns)]
-        directory = self.workdir / "sources" / d.name.lower()
-        directory.mkdir(parents=True, exist_ok=True)
-        frame = self.spark.readStream.schema(StructType(fields)).parquet(str(directory))
-        ext = self.external.get(d.name.lower())
-        if ext is not None:
-            frame = frame.unionByName(self._external_frame(d, *ext))
-        return frame
-
-    def _external_frame(self, d: SourceDef, kind: str, opts: dict[str, Any]) -> Any:
-        """Rows of an attached source as ``seq, ts, sign, c0…``; ``seq`` -1 puts them before the
-        pushed events and markers of the same micro-batch, in the order Spark reads them.
-        """
-        relation = d.kind is Kind.RELATION
-        names = list(d.schema.names)
-        types = [spark_type(t) for t in d.schema.types]
-        if kind == "directory":
-            fields = [StructField("ts", LongType())]
-            if relation:
-                fields.append(StructField("sign", StringType()))
-            fields += [StructField(n, t) for n, t in zip(names, types, strict=True)]
-            reader = self.spark.readStream.schema(StructType(fields))
-            if opts["format"] == "csv":
-                reader = reader.option("header", "true")
-            for k, v in opts["options"].items():
-                reader = reader.option(k, v)
-            raw = reader.format(opts["format"]).load(opts["path"])
-            sign = F.when(F.col("sign") == "-", -1).otherwise(1) if relation else F.lit(1)
-            values = [F.col(n) for n in names]
-        elif kind == "rate":
-            unit_ms = self.catalog.time_unit.millis
-            raw = self.spark.readStream.format("rate").option("rowsPerSecond", opts["rows_per_second"]).load()
-            raw = raw.withColumn("ts", F.floor(F.unix_millis(F.col("timestamp")) / unit_ms).cast("long"))
-            sign = F.lit(1)
-            values = [F.expr(opts["columns"][n]) if n in opts["columns"] else F.col("value") for n in names]
-        else:  # socket: "ts,[sign,]v1,…" per line
-            raw = (
-                self.spark.readStream.format("socket").option("host", opts["host"]).option("port", opts["port"]).load()
-            )
-            parts = F.split(F.col("value"), ",")
-            lead = 2 if relation else 1
-            raw = raw.withColumn("ts", F.trim(parts.getItem(0)).cast("long"))
-            sign = F.when(F.trim(parts.getItem(1)) == "-", -1).otherwise(1) if relation else F.lit(1)
-            values = [F.trim(parts.getItem(lead + j)) for j in range(len(names))]
-        cols = [F.lit(-1).cast("long").alias("seq"), F.col("ts"), sign.cast("int").alias("sign")]
-        cols += [v.cast(t).alias(f"c{j}") for j, (v, t) in enumerate(zip(values, types, strict=True))]
-        return raw.select(*cols)
-
-    def _input(self, q: SparkQuery) -> Any:
-        """The query's events, keyed: ``ekey, seq, kind, src, ts, sign`` and per source ``i`` its
-        columns ``s{i}c{j}`` (with ``s{i}n{j}`` is-null flags).
-        """
-        defs = [self._source(s) for s in q.sources]
-        pushed = pushdown(q.bound.plan)
-
-        def values(active: int | None) -> list[Any]:
-            out = []
-            for i, d in enumerate(defs):
-                for j, t in enumerate(d.schema.types):
-                    st = spark_type(t)
-                    v = F.col(f"c{j}") if i == active else F.lit(None).cast(st)
-                    if needs_flag(t):
-                        out.append(F.coalesce(v, F.lit(zero(t)).cast(st)).alias(f"s{i}c{j}"))
-                        out.append((v.isNull() if i == active else F.lit(True)).alias(f"s{i}n{j}"))
-                    else:
-                        out.append(v.alias(f"s{i}c{j}"))
-            return out
-
-        mdir = self.workdir / "markers"
-        mdir.mkdir(parents=True, exist_ok=True)
-        mschema = StructType(
-            [StructField("seq", LongType()), StructField("kind", StringType()), StructField("ts", LongType())]
-        )
-
-        def marker_frame() -> Any:
-            return self.spark.readStream.schema(mschema).parquet(str(mdir)).where(F.col("seq") > q.seq_from)
-
-        buckets = self._buckets(q)
-        keys = F.array(*[F.lit(str(b)) for b in range(buckets)])
-        slack, off = F.lit(self.slack), F.lit(EVENT_TIME_OFFSET)
-        frames = []
-        for i, d in enumerate(defs):
-            scale = F.lit(self.catalog.scale(d))
-            names = [f"c{j}" for j in range(len(d.schema))]
-            data = self._source_frame(d.name).where((F.col("seq") > q.seq_from) | (F.col("seq") < 0))
-            data = data.select("seq", F.lit("d").alias("kind"), "ts", "sign", *names, (F.col("ts") * scale).alias("et"))
-            # Markers raise this input's event time as a heartbeat raises a source's completion:
-            # with Spark's delay of slack + 1, h(τ) completes ticks < (τ+1)·scale and e(u) ticks ≤ u.
-            et = (
-                F.when(F.col("kind") == "h", (F.col("ts") + 1) * scale + slack)
-                .when(F.col("kind") == "e", F.col("ts") + 1 + slack)
-                .otherwise(F.col("ts"))
-            )
-            marks = marker_frame().select(
-                "seq",
-                F.lit("w").alias("kind"),
-                "ts",
-                F.lit(0).cast(IntegerType()).alias("sign"),
-                *[F.lit(None).cast(spark_type(t)).alias(n) for n, t in zip(names, d.schema.types, strict=True)],
-                et.alias("et"),
-            )
-            frame = data.unionByName(marks).withColumn("etime", F.timestamp_millis(F.col("et") + off))
-            # Spark's watermark for this input: max event time − slack − 1, so exactly the elements
-            # the embedded engine would call late are behind it; the marker rows only move it
-            frame = frame.withWatermark("etime", f"{self.slack + 1} milliseconds").where(F.col("kind") == "d")
-            for p in pushed.get(d.name.lower(), []):
-                col = to_column(p, lambda j: F.col(f"c{j}"))
-                if col is not None:  # a row whose predicate overflows goes on: the processor counts it
-                    bad = overflow(p, lambda j: F.col(f"c{j}"))
-                    frame = frame.where(col if bad is None else col | bad)
-            if q.part is None:
-                ekey = F.lit("0")
-            elif d.name.lower() in q.part.keys:
-                cols = [F.col(f"c{j}") for j in q.part.keys[d.name.lower()]]
-                ekey = F.pmod(F.hash(*cols), F.lit(buckets)).cast("string")
-            else:
-                ekey = F.explode(keys)
-            frames.append(
-                frame.select(
-                    ekey.alias("ekey"), "seq", "kind", F.lit(d.name).alias("src"), "ts", "sign", "etime", *values(i)
-                )
-            )
-        # the markers themselves reach every key in-band (no event time: never late)
-        frames.append(
-            marker_frame()
-            .where(F.col("kind") != "s")
-            .select(
-                (F.lit("0") if q.part is None else F.explode(keys)).alias("ekey"),
-                "seq",
-                "kind",
-                F.lit("").alias("src"),
-                "ts",
-                F.lit(0).cast(IntegerType()).alias("sign"),
-                F.lit(None).cast("timestamp").alias("etime"),
-                *values(None),
-            )
-        )
-        out = frames[0]
-        for f in frames[1:]:
-            out = out.unionByName(f)
-        return out
-
     def _buckets(self, q: SparkQuery) -> int:
         """How many keys a split query's input spreads over: ``spark.sql.shuffle.partitions``,
         fixed at the query's first start — a restart on the same workdir keeps the number its
@@ -640,59 +474,6 @@ class SparkEngine:
 
     def _buckets_file(self, q: SparkQuery) -> Path:
         return self.workdir / q.name / "buckets"
-
-    def _native_output(self, q: SparkQuery) -> Any:
-        assert q.native is not None
-        frames = [self._native_branch(q, plan) for plan in q.native]
-        out = frames[0]
-        for f in frames[1:]:
-            out = out.unionByName(f)
-        return out
-
-    def _native_branch(self, q: SparkQuery, plan: NativePlan) -> Any:
-        d = self._source(plan.source)
-        # pushed events from the query's registration on; an attached source's rows (seq -1) all
-        frame = self._source_frame(d.name).where((F.col("seq") > q.seq_from) | (F.col("seq") < 0))
-        if plan.static is not None:  # a stream–static join: Spark joins each element with the rows
-            r = self._source(plan.static)
-            rows = self.static[r.name.lower()]
-            schema = ", ".join(f"r{j} {spark_type(t).simpleString()}" for j, t in enumerate(r.schema.types))
-            frame = frame.crossJoin(F.broadcast(self.spark.createDataFrame(rows, schema)))
-        column = self._native_columns(plan)
-        # A row whose evaluation overflows 64 bits is dropped and counted, as in the embedded
-        # engine (sluice.plan.numeric): it becomes a note row (sign 0) naming the query and instant.
-        # Each predicate is a Select in turn: a row that fails one is not evaluated further.
-        bad = F.lit(False)
-        for p in plan.predicates:
-            pbad = overflow(p, column)
-            keep = to_column(p, column)
-            assert keep is not None  # checked when planned
-            if pbad is not None:
-                keep = keep | pbad
-            frame = frame.where(bad | keep)
-            if pbad is not None:
-                bad = bad | pbad
-        types = q.bound.plan.schema.types
-        cols = []
-        for j, (c, t) in enumerate(zip(plan.columns, types, strict=True)):
-            col = to_column(c, column)
-            assert col is not None  # checked when planned
-            cbad = overflow(c, column)
-            if cbad is not None:
-                bad = bad | cbad
-            cols.append(col.cast(spark_type(t)).alias(f"c{j}"))
-        scale = self.catalog.scale(d)
-        ts = (F.col("ts") * F.lit(scale)).cast("long")
-        note = F.concat(F.lit(f"{q.name}: row at "), ts.cast("string"), F.lit(": integer overflow (64 bits)"))
-        # an attached source's row whose ts Spark could not read (NULL): rejected with a note
-        no_ts = F.col("ts").isNull()
-        untimed = F.lit(f"{d.name}: a row without a valid ts was rejected (query {q.name})")
-        return frame.select(
-            F.when(no_ts, F.lit(0)).otherwise(ts).alias("ts"),
-            F.when(bad | no_ts, F.lit(0)).otherwise(F.lit(1)).cast("int").alias("sign"),
-            *cols,
-            F.when(no_ts, untimed).when(bad, note).otherwise(F.lit(None)).cast("string").alias("note"),
-        )
 
     def _start(self, q: SparkQuery) -> None:
 
@@ -717,10 +498,10 @@ class SparkEngine:
             buckets = self._buckets(q)  # before the checkpoint directory exists
             write_atomic(self._buckets_file(q), str(buckets).encode())
         if q.native is not None:
-            out = self._native_output(q)
+            out = native_frame(self, q)
         else:
             out = (
-                self._input(q)
+                input_frame(self, q)
                 .groupBy("ekey")
                 .transformWithStateInPandas(
                     statefulProcessor=proc,
@@ -786,25 +567,9 @@ class SparkEngine:
         if not list(q.out_path.glob(f"*.{q.sink}")):
             return None
         schema = output_schema(q.bound.plan.schema.types)
-        reader = self.spark.read.schema(schema)
         if q.sink == "json":
-            return reader.json(str(q.out_path)).toArrow()
-        # the files the sink committed (its metadata log: never a failed attempt's), read here
-        # rather than collected through the JVM, whose heap a large answer would not fit
-        frame = reader.parquet(str(q.out_path))
-        files = [local_path(f) for f in frame.inputFiles()]
-        if not files:  # only files of an attempt that never committed
-            return None
-        if any(f is None for f in files):  # on a cluster's storage: through Spark
-            out: pa.Table = frame.toArrow()
-            return out
-        types = q.bound.plan.schema.types
-        want = pa.schema(
-            [("ts", pa.int64()), ("sign", pa.int32())]
-            + [(f"c{j}", arrow_type(t)) for j, t in enumerate(types)]
-            + [("note", pa.string())]
-        )
-        return pa.concat_tables([pq.read_table(f, schema=want) for f in files if f is not None])
+            return self.spark.read.schema(schema).json(str(q.out_path)).toArrow()
+        return read_committed(self.spark, str(q.out_path), schema, to_arrow_schema(schema))
 
     def arrow(self, query: str | SparkQuery) -> pa.Table:
         """The query's output elements so far as one Arrow table: ``ts``, ``sign`` (+1/−1), then
@@ -821,7 +586,7 @@ class SparkEngine:
         if t is None or t.num_rows == 0:
             return arrow_schema(types).empty_table()
         signs = t.column("sign")
-        q.notes = [n for n in t.filter(pc.equal(signs, 0)).column("note").to_pylist() if n]
+        q.notes = notes(t)
         t = t.filter(pc.not_equal(signs, 0))
         return pa.Table.from_arrays(
             [t.column("ts"), t.column("sign").cast(pa.int8())] + [t.column(f"c{j}") for j in range(len(types))],
