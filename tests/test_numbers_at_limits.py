@@ -63,6 +63,9 @@ QUERIES = [
     "select sum(K) from S [Range 4]",  # 2·2^62 is beyond 64 bits: no row while it is
     "select K, sum(K), count(*) from S [Range 2] group by K",
     "select K, max(N), sum(V) from S [Rows 3] group by K",
+    # MIN/MAX over a union take the value-level path, whose grouped sums must not wrap past 64 bits
+    "select max(N), sum(K) from (select * from S [Range 3] union all select * from S [Range 1]) as U",
+    "select K, min(N), sum(K) from (select * from S [Range 3] union all select * from S [Range 1]) as U group by K",
     "select distinct V from S [Range 5]",
     "select K / 0, floor(V), ceil(V), round(V), abs(K) from S",
 ]

@@ -143,8 +143,17 @@ class Aggregate(Unary):
             cols[f"n{i}"] = pc.multiply(valid, cols["s"])
             aggs_spec.append((f"n{i}", "sum"))
             if self._summed[i]:
-                cols[f"v{i}"] = pc.multiply(pc.fill_null(pc.cast(v, pa.int64()), 0), cols["s"])
-                aggs_spec.append((f"v{i}", "sum"))
+                x = pc.fill_null(pc.cast(v, pa.int64()), 0)
+                # Arrow's grouped sum wraps around silently past 64 bits: while the magnitudes
+                # of the batch's values add up to less than 2^62 nothing can; otherwise each value
+                # is summed as high and low 32-bit halves (each sum fits) and recombined exactly
+                if (pc.sum(pc.abs(pc.cast(x, pa.float64(), safe=False))).as_py() or 0) < 2.0**62:
+                    cols[f"v{i}"] = pc.multiply(x, cols["s"])
+                    aggs_spec.append((f"v{i}", "sum"))
+                else:
+                    cols[f"h{i}"] = pc.multiply(pc.shift_right(x, 32), cols["s"])
+                    cols[f"l{i}"] = pc.multiply(pc.bit_wise_and(x, 0xFFFFFFFF), cols["s"])
+                    aggs_spec += [(f"h{i}", "sum"), (f"l{i}", "sum")]
         t = pa.table(cols)
         g = t.group_by([TS] + knames, use_threads=False).aggregate(aggs_spec)
         changes: dict[tuple[int, tuple[Any, ...]], dict[str, Any]] = {}
@@ -172,7 +181,10 @@ class Aggregate(Unary):
                 for i, acc in enumerate(grp.accs):
                     if f"n{i}_sum" in row:
                         assert isinstance(acc, Summable)
-                        acc.add_totals(row[f"n{i}_sum"], row.get(f"v{i}_sum", 0))
+                        total = row.get(f"v{i}_sum", 0)
+                        if f"h{i}_sum" in row:
+                            total = row[f"h{i}_sum"] * 2**32 + row[f"l{i}_sum"]
+                        acc.add_totals(row[f"n{i}_sum"], total)
             for i, x, c in value_changes.get((ts, key), ()):
                 if x is not None and c:
                     acc = grp.accs[i]
@@ -180,7 +192,7 @@ class Aggregate(Unary):
                     acc.add(x, c)
             new = self._row(key, grp) if self._visible(grp) else None
             if new is not None and not row_fits(new):  # a SUM beyond 64 bits: no row while it is
-                self.reject_rows([f"group {key!r} at {ts}: SUM outside BIGINT's range; the group has no row"])
+                self.reject_rows([f"group {key!r} at {ts}: SUM outside BIGINT's range; no row"])
                 new = None
             grp.row = new
             if old != new:
