@@ -269,10 +269,12 @@ class Counting(Part):
         ext_f: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         for i in self.ext:
             ext_n[i], ext_f[i] = self._extremes(i, args[i], sign, order, g, ge, first, last, new_e[0], old_first[0])
+        freed: dict[int, tuple[Any, ...]] = {}  # groups gone by the batch's end (named in notes below)
         if self.nkeys:
             for gid in touched[(self.state[touched, 0] == 0).astype(bool)].tolist():
                 key = self.keys[gid]
                 assert key is not None
+                freed[gid] = key
                 del self.gid[key]
                 self.keys[gid] = None
                 self.free.append(gid)
@@ -289,9 +291,10 @@ class Counting(Part):
         ]
         if new_e[0].dtype == object:  # a group whose SUM is beyond 64 bits has no row (numeric.py)
             hidden = np.flatnonzero(~vis_n & (new_e[0][:, 0] > 0 if self.nkeys else True))
+            named = [freed.get(int(ge[k]), self.keys[int(ge[k])]) for k in hidden.tolist()]
             self.rejects += [
-                f"group {self.keys[int(ge[k])]!r} at {int(te[k])}: SUM outside BIGINT's range; no row"
-                for k in hidden.tolist()
+                f"group {key!r} at {int(te[k])}: SUM outside BIGINT's range; no row"
+                for key, k in zip(named, hidden.tolist(), strict=True)
             ]
         changed = vis_o != vis_n
         both = vis_o & vis_n
