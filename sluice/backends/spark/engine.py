@@ -42,12 +42,14 @@ from sluice.backends.spark.compile import (
     NativePlan,
     Partitioning,
     native,
+    overflow,
     partitioning,
     pushdown,
     to_column,
     unsplittable,
 )
 from sluice.backends.spark.frames import input_frame, native_columns, native_frame, read_committed
+from sluice.backends.spark.preagg import LOWER, UPPER, PreAggregate, preaggregate
 from sluice.backends.spark.processor import SluiceProcessor, output_schema
 from sluice.catalog import Catalog, Kind, SourceDef
 from sluice.cql import ast
@@ -62,6 +64,7 @@ from sluice.plan.ddl import execute_statement
 from sluice.plan.explain import explain as explain_plan
 from sluice.plan.expr import render
 from sluice.plan.semantics import sort_key
+from sluice.plan.windows import Range
 from sluice.reference.evaluator import Element
 from sluice.runtime.batch import arrow_schema, signed_counts, to_elements, ts_of
 from sluice.runtime.operators.base import ExecContext
@@ -89,6 +92,7 @@ class SparkQuery:
     table: str = ""
     notes: list[str] = field(default_factory=list)
     native: list[NativePlan] | None = None  # one per branch of a Union All
+    preagg: PreAggregate | None = None  # what Spark aggregates before the processor (design 015)
     dropped: int = 0  # elements Spark dropped behind its watermark
     seen_batches: set[int] = field(default_factory=set)
     buckets: int = 0  # partition keys, fixed when the query first starts (SparkEngine._buckets)
@@ -145,8 +149,12 @@ class SparkEngine:
         slack: int = 0,
         scheduler: str = "round-robin",
         spark: Any = None,
+        preaggregate: bool = True,
     ) -> None:
-        """``scheduler`` is the strategy each processor's operators run under (as ``EmbeddedEngine``)."""
+        """``scheduler`` is the strategy each processor's operators run under (as ``EmbeddedEngine``);
+        ``preaggregate=False`` sends every element of a sliding-window group-by to the processor
+        instead of Spark's partial aggregates (the same answer: for comparison and benchmarks).
+        """
         from sluice.backends.spark.session import get_session
         from sluice.scheduling.strategies import make
 
@@ -155,7 +163,7 @@ class SparkEngine:
         except ValueError as e:
             raise SluiceError(str(e)) from None
         self.scheduler = scheduler
-
+        self.preaggregate = preaggregate
         self.spark = spark or get_session(master)
         self.catalog = Catalog(time_unit=time_unit)
         self.seed = seed
@@ -263,6 +271,42 @@ class SparkEngine:
             if any(to_column(e, column) is None for e in plan.predicates + plan.columns):
                 return None
         return branches
+
+    def _preagg(self, q: SparkQuery) -> PreAggregate | None:
+        """Spark's pre-aggregation of a split group-by over a sliding window, where provably exact:
+        the partition key among the group's columns, every WHERE conjunct translatable to Spark
+        without overflow, and the rewritten query binding to the original's output types over
+        windows of the same ticks (``sluice.backends.spark.preagg``).
+        """
+        if not self.preaggregate or q.native is not None or q.part is None:
+            return None
+        pre = preaggregate(q.bound.text, self.catalog, q.bound.plan)
+        if pre is None:
+            return None
+        key = q.part.keys.get(pre.source.lower())
+        if key is None or not set(key) <= set(pre.keys):
+            return None
+        column = lambda j: F.col(f"c{j}")  # noqa: E731
+        if any(to_column(p, column) is None or overflow(p, column) is not None for p in pre.filters):
+            return None
+        scratch = Catalog(time_unit=self.catalog.time_unit)
+        for name, fn, ret, args, strict in self.udfs:
+            scratch.register_function(name, fn, ret, args, strict=strict)
+        for st in parse_script(pre.ddl):
+            execute_statement(scratch, st, pre.ddl, pre.ddl[st.span.start : st.span.end])
+        try:
+            plan = bind_query(scratch, pre.query).plan
+        except SluiceError:
+            return None
+        spans = sorted(
+            (n.spec.range, n.spec.slide)
+            for n in L.walk_plan(plan)
+            if isinstance(n, L.Window) and isinstance(n.spec, Range)
+        )
+        want = sorted((r, pre.slide) for r in (pre.range, pre.lower_range) if r is not None)
+        if plan.schema.types != q.bound.plan.schema.types or spans != want:
+            return None
+        return pre
 
     # -- input ---------------------------------------------------------------------------
     def _source(self, name: str) -> SourceDef:
@@ -481,17 +525,24 @@ class SparkEngine:
         if start is None and any(k == "rate" for k, _ in self.external.values()):
             start = time.time_ns() // 1_000_000 // self.catalog.time_unit.millis  # the rate source starts now
         start = start or 0
+        q.preagg = self._preagg(q)
+        ddl, text = "\n".join(self.ddl), q.bound.text
+        inputs = [(d.name, list(d.schema.types)) for d in map(self._source, q.sources)]
+        if q.preagg is not None:  # the processor runs the rewritten query over Spark's partials
+            ddl, text = q.preagg.ddl, q.preagg.query
+            inputs = [(s, q.preagg.types(self._source(q.preagg.source))) for s in (UPPER, LOWER)]
         proc = SluiceProcessor(
-            "\n".join(self.ddl),
-            q.bound.text,
+            ddl,
+            text,
             start,
             self.catalog.time_unit.name,
             self.seed,
             self.slack,
-            [(d.name, list(d.schema.types)) for d in map(self._source, q.sources)],
+            inputs,
             list(q.bound.plan.schema.types),
             self.udfs,
             self.scheduler,
+            lag=1 if q.preagg is not None else 0,
         )
         q.processor = proc
         if q.native is None and q.part is not None:
@@ -627,7 +678,9 @@ class SparkEngine:
         if q.stream is None:
             q.native = self._native(q.bound)
         lines = [f"query {q.name} on Spark: {q.partition_note(self.catalog, self._buckets(q))}"]
-
+        pre = self._preagg(q) if q.stream is None else q.preagg
+        if pre is not None:
+            lines.append("  " + pre.describe(self._source(pre.source).schema.names))
         for src, preds in pushdown(q.bound.plan).items():
             done = [p for p in preds if to_column(p, lambda j: F.col(f"c{j}")) is not None]
             if done:

@@ -13,7 +13,8 @@ which to use (``sluice.backends.spark.engine``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -22,10 +23,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from sluice.backends.spark.compile import NativePlan, overflow, pushdown, to_column
+from sluice.backends.spark.preagg import LOWER, UPPER
 from sluice.backends.spark.processor import EVENT_TIME_OFFSET
 from sluice.backends.spark.types import spark_type
 from sluice.catalog import Kind, SourceDef
 from sluice.datatypes import DataType, TypeKind
+from sluice.plan.expr import AggKind, BExpr
 
 if TYPE_CHECKING:
     from sluice.backends.spark.engine import SparkEngine, SparkQuery
@@ -140,96 +143,216 @@ def external_frame(eng: SparkEngine, d: SourceDef, kind: str, opts: dict[str, An
     return raw.select(*cols)
 
 
-def input_frame(eng: SparkEngine, q: SparkQuery) -> Any:
-    """The query's events, keyed: ``ekey, seq, kind, src, ts, sign`` and per source ``i`` its
-    columns ``s{i}c{j}`` (with ``s{i}n{j}`` is-null flags).
+def _values(
+    defs: Sequence[Sequence[DataType]], active: Callable[[int], Any], value: Callable[[int, int], Any]
+) -> list[Any]:
+    """Per source ``i`` of the processor its columns ``s{i}c{j}`` (with ``s{i}n{j}`` is-null flags):
+    ``value(i, j)`` where ``active(i)`` holds, NULL elsewhere.
     """
-    defs = [eng._source(s) for s in q.sources]
-    pushed = pushdown(q.bound.plan)
+    out = []
+    for i, types in enumerate(defs):
+        on = active(i)
+        for j, t in enumerate(types):
+            st = spark_type(t)
+            v = F.when(on, value(i, j)).otherwise(F.lit(None)).cast(st)
+            if needs_flag(t):
+                out.append(F.coalesce(v, F.lit(zero(t)).cast(st)).alias(f"s{i}c{j}"))
+                out.append(v.isNull().alias(f"s{i}n{j}"))
+            else:
+                out.append(v.alias(f"s{i}c{j}"))
+    return out
 
-    def values(active: int | None) -> list[Any]:
-        out = []
-        for i, d in enumerate(defs):
-            for j, t in enumerate(d.schema.types):
-                st = spark_type(t)
-                v = F.col(f"c{j}") if i == active else F.lit(None).cast(st)
-                if needs_flag(t):
-                    out.append(F.coalesce(v, F.lit(zero(t)).cast(st)).alias(f"s{i}c{j}"))
-                    out.append((v.isNull() if i == active else F.lit(True)).alias(f"s{i}n{j}"))
-                else:
-                    out.append(v.alias(f"s{i}c{j}"))
-        return out
 
+def _is(i: int) -> Callable[[int], Any]:
+    return lambda k: F.lit(k == i)
+
+
+def _marker_frame(eng: SparkEngine, q: SparkQuery) -> Any:
+    """The driver's markers (``seq, kind, ts``: heartbeats, ends, query starts) for this query."""
     mdir = eng.workdir / "markers"
     mdir.mkdir(parents=True, exist_ok=True)
     mschema = StructType(
         [StructField("seq", LongType()), StructField("kind", StringType()), StructField("ts", LongType())]
     )
+    return eng.spark.readStream.schema(mschema).parquet(str(mdir)).where(F.col("seq") > q.seq_from)
 
-    def marker_frame() -> Any:
-        return eng.spark.readStream.schema(mschema).parquet(str(mdir)).where(F.col("seq") > q.seq_from)
 
+def _timed_rows(eng: SparkEngine, q: SparkQuery, d: SourceDef, delay: int, keep: Sequence[Any] = ()) -> Any:
+    """A source's rows for the query, ``seq, kind, ts, sign, c…, et, etime``, behind Spark's
+    watermark for this input: max event time − ``delay`` ms, where markers raise the event time
+    as a heartbeat raises a source's completion (the marker rows only move it).  ``keep``: Spark
+    Columns that select data rows, applied once the watermark has seen every row: a row the query
+    filters out still completes instants, as on the embedded engine.
+    """
+    scale = F.lit(eng.catalog.scale(d))
+    slack = F.lit(eng.slack)
+    names = [f"c{j}" for j in range(len(d.schema))]
+    data = query_rows(source_frame(eng, d.name), q)
+    data = data.select("seq", F.lit("d").alias("kind"), "ts", "sign", *names, (F.col("ts") * scale).alias("et"))
+    # With Spark's delay of slack + 1, h(τ) completes ticks < (τ+1)·scale and e(u) ticks ≤ u.
+    et = (
+        F.when(F.col("kind") == "h", (F.col("ts") + 1) * scale + slack)
+        .when(F.col("kind") == "e", F.col("ts") + 1 + slack)
+        .otherwise(F.col("ts"))
+    )
+    marks = _marker_frame(eng, q).select(
+        "seq",
+        F.lit("w").alias("kind"),
+        "ts",
+        F.lit(0).cast(IntegerType()).alias("sign"),
+        *[F.lit(None).cast(spark_type(t)).alias(n) for n, t in zip(names, d.schema.types, strict=True)],
+        et.alias("et"),
+    )
+    frame = data.unionByName(marks).withColumn("etime", F.timestamp_millis(F.col("et") + F.lit(EVENT_TIME_OFFSET)))
+    frame = frame.withWatermark("etime", f"{delay} milliseconds").where(after_watermark(F.col("kind") == "d"))
+    for cond in keep:
+        frame = frame.where(after_watermark(cond))
+    return frame
+
+
+def after_watermark(cond: Any) -> Any:
+    """``cond`` as a filter Spark applies after ``withWatermark``: its optimizer pushes a filter
+    below it — so the rows removed never move the watermark — unless the filter reads the
+    event-time column; this one does (no event time is before year 1).
+    """
+    return cond | (F.col("etime") < F.lit(datetime(1, 1, 1)))
+
+
+def _pushed_down(preds: Sequence[BExpr]) -> list[Any]:
+    """The conjuncts Spark can evaluate, as Columns; a row whose predicate overflows is kept (the
+    processor counts it).
+    """
+    out = []
+    for p in preds:
+        col = to_column(p, lambda j: F.col(f"c{j}"))
+        if col is not None:
+            bad = overflow(p, lambda j: F.col(f"c{j}"))
+            out.append(col if bad is None else col | bad)
+    return out
+
+
+def _ekey(eng: SparkEngine, q: SparkQuery, cols: Sequence[Any] | None) -> Any:
+    """The partition key column: by ``cols`` hashed into the query's buckets; every key (the
+    row is replicated) when ``cols`` is None; "0" for an unsplittable query.
+    """
     buckets = eng._buckets(q)
-    keys = F.array(*[F.lit(str(b)) for b in range(buckets)])
-    slack, off = F.lit(eng.slack), F.lit(EVENT_TIME_OFFSET)
+    if q.part is None:
+        return F.lit("0")
+    if cols is None:
+        return F.explode(F.array(*[F.lit(str(b)) for b in range(buckets)]))
+    return F.pmod(F.hash(*cols), F.lit(buckets)).cast("string")
+
+
+def input_frame(eng: SparkEngine, q: SparkQuery) -> Any:
+    """The query's events, keyed: ``ekey, seq, kind, src, ts, sign`` and per source ``i`` its
+    columns ``s{i}c{j}`` (with ``s{i}n{j}`` is-null flags).
+    """
+    if q.preagg is not None:
+        return preaggregated_frame(eng, q)
+    defs = [eng._source(s) for s in q.sources]
+    types = [d.schema.types for d in defs]
+    pushed = pushdown(q.bound.plan)
     frames = []
     for i, d in enumerate(defs):
-        scale = F.lit(eng.catalog.scale(d))
-        names = [f"c{j}" for j in range(len(d.schema))]
-        data = query_rows(source_frame(eng, d.name), q)
-        data = data.select("seq", F.lit("d").alias("kind"), "ts", "sign", *names, (F.col("ts") * scale).alias("et"))
-        # Markers raise this input's event time as a heartbeat raises a source's completion:
-        # with Spark's delay of slack + 1, h(τ) completes ticks < (τ+1)·scale and e(u) ticks ≤ u.
-        et = (
-            F.when(F.col("kind") == "h", (F.col("ts") + 1) * scale + slack)
-            .when(F.col("kind") == "e", F.col("ts") + 1 + slack)
-            .otherwise(F.col("ts"))
-        )
-        marks = marker_frame().select(
-            "seq",
-            F.lit("w").alias("kind"),
-            "ts",
-            F.lit(0).cast(IntegerType()).alias("sign"),
-            *[F.lit(None).cast(spark_type(t)).alias(n) for n, t in zip(names, d.schema.types, strict=True)],
-            et.alias("et"),
-        )
-        frame = data.unionByName(marks).withColumn("etime", F.timestamp_millis(F.col("et") + off))
         # Spark's watermark for this input: max event time − slack − 1, so exactly the elements
-        # the embedded engine would call late are behind it; the marker rows only move it
-        frame = frame.withWatermark("etime", f"{eng.slack + 1} milliseconds").where(F.col("kind") == "d")
-        for p in pushed.get(d.name.lower(), []):
-            col = to_column(p, lambda j: F.col(f"c{j}"))
-            if col is not None:  # a row whose predicate overflows goes on: the processor counts it
-                bad = overflow(p, lambda j: F.col(f"c{j}"))
-                frame = frame.where(col if bad is None else col | bad)
-        if q.part is None:
-            ekey = F.lit("0")
-        elif d.name.lower() in q.part.keys:
-            cols = [F.col(f"c{j}") for j in q.part.keys[d.name.lower()]]
-            ekey = F.pmod(F.hash(*cols), F.lit(buckets)).cast("string")
-        else:
-            ekey = F.explode(keys)
+        # the embedded engine would call late are behind it
+        frame = _timed_rows(eng, q, d, eng.slack + 1, _pushed_down(pushed.get(d.name.lower(), [])))
+        key = q.part.keys.get(d.name.lower()) if q.part is not None else None
+        ekey = _ekey(eng, q, None if key is None else [F.col(f"c{j}") for j in key])
+        values = _values(types, _is(i), lambda _, j: F.col(f"c{j}"))
         frames.append(
-            frame.select(
-                ekey.alias("ekey"), "seq", "kind", F.lit(d.name).alias("src"), "ts", "sign", "etime", *values(i)
-            )
+            frame.select(ekey.alias("ekey"), "seq", "kind", F.lit(d.name).alias("src"), "ts", "sign", "etime", *values)
         )
     # the markers themselves reach every key in-band (no event time: never late)
     frames.append(
-        marker_frame()
+        _marker_frame(eng, q)
         .where(F.col("kind") != "s")
         .select(
-            (F.lit("0") if q.part is None else F.explode(keys)).alias("ekey"),
+            _ekey(eng, q, None).alias("ekey"),
             "seq",
             "kind",
             F.lit("").alias("src"),
             "ts",
             F.lit(0).cast(IntegerType()).alias("sign"),
             F.lit(None).cast("timestamp").alias("etime"),
-            *values(None),
+            *_values(types, lambda _: F.lit(False), lambda i, j: F.lit(None)),
         )
     )
     return union_all(frames)
+
+
+def preaggregated_frame(eng: SparkEngine, q: SparkQuery) -> Any:
+    """A pre-aggregated query's input (``sluice.backends.spark.preagg``, design 015): Spark's
+    streaming aggregation per (group, slide instant ``a``, class), each row stamped ``a`` and sent
+    to the processor's upper or lower stream (``s0…`` / ``s1…``).
+
+    The watermark's delay is the slack (not slack + 1, as for raw rows): the aggregation emits the
+    partials of the slide ending at ``a`` once the watermark reaches ``a + 1`` ms past it, that is
+    once every instant ≤ ``a`` is complete, and drops only rows of such emitted slides — rows the
+    embedded engine would call late too.  The processor completes instants one tick behind Spark's
+    watermark (``SluiceProcessor.lag``), so a partial stamped ``a`` is never late for it.  No
+    markers reach it in-band: a heartbeat or end would complete instants whose partials Spark
+    has not emitted yet; the watermark they raise completes the same instants.
+    """
+    pre = q.preagg
+    assert pre is not None
+    d = eng._source(pre.source)
+    # every conjunct runs here (checked when planned): none is left to the processor
+    frame = _timed_rows(eng, q, d, eng.slack, [to_column(c, lambda j: F.col(f"c{j}")) for c in pre.filters])
+    big = F.lit(pre.slide)
+    tick = F.col("et")
+    a = tick + F.pmod(-tick, big)  # ⌈tick/U⌉·U
+    ends = (tick + F.lit(pre.range)) - F.pmod(tick + F.lit(pre.range), big)  # ⌊(tick+T)/U⌋·U
+    lower = ends < a + F.lit((pre.range // pre.slide) * pre.slide)
+    start = (1 + EVENT_TIME_OFFSET) % pre.slide  # Spark's slides are [a − U + 1, a] in ticks
+    slide = F.window("etime", f"{pre.slide} milliseconds", startTime=f"{start} milliseconds")
+    keys = [f"c{k}" for k in pre.keys]
+    aggs = []
+    for part in pre.partials:
+        c = F.lit(1) if part.column is None else F.col(f"c{part.column}")  # COUNT(*) counts rows
+        if part.fn is AggKind.COUNT:
+            aggs.append(F.count(c).alias(part.name))
+        elif part.fn is AggKind.SUM:  # exact (38 digits), split below into pieces that fit 64 bits
+            aggs.append(F.sum(c.cast("decimal(38,0)")).alias(part.name))
+        else:
+            aggs.append((F.min(c) if part.fn is AggKind.MIN else F.max(c)).alias(part.name))
+    if pre.lower_range is None:  # T < U: the lower class is never in the window
+        frame = frame.where(after_watermark(~lower))
+    g = frame.groupBy(slide.alias("slide"), a.alias("a"), lower.alias("lower"), *keys).agg(*aggs)
+    sums = [p.name for p in pre.partials if p.fn is AggKind.SUM]
+    if sums:
+        # a partial sum beyond 64 bits travels as pieces of at most 2^62 (the other partials in
+        # the first piece; counts 0 and NULL extremes in the rest): the window's exact sum is the same
+        limb = F.lit(2**62).cast("decimal(38,0)")
+        pieces = {s: F.greatest(F.lit(1), F.ceil(F.abs(F.col(s)) / limb)).cast("long") for s in sums}
+        most = pieces[sums[0]] if len(sums) == 1 else F.greatest(*pieces.values())
+        g = g.withColumn("piece", F.explode(F.sequence(F.lit(0).cast("long"), most - 1)))
+        for s in sums:
+            m, v = pieces[s], F.col(s)
+            sign = F.when(v < 0, -1).otherwise(1).cast("decimal(38,0)")
+            piece = F.when(F.col("piece") < m - 1, sign * limb).otherwise(
+                v - sign * limb * (m - 1).cast("decimal(38,0)")
+            )
+            g = g.withColumn(s, F.when(F.col("piece") < m, piece).cast("long"))
+        for part in pre.partials:
+            if part.fn is AggKind.COUNT:
+                g = g.withColumn(part.name, F.when(F.col("piece") == 0, F.col(part.name)).otherwise(F.lit(0)))
+            elif part.fn in (AggKind.MIN, AggKind.MAX):
+                g = g.withColumn(part.name, F.when(F.col("piece") == 0, F.col(part.name)))
+    streams = [pre.types(d)] * 2
+    cols = keys + [p.name for p in pre.partials]
+    values = _values(streams, lambda i: F.col("lower") if i else ~F.col("lower"), lambda _, j: F.col(cols[j]))
+    assert q.part is not None  # checked when planned: the partition key is among the group's columns
+    return g.select(
+        _ekey(eng, q, [F.col(f"c{j}") for j in q.part.keys[d.name.lower()]]).alias("ekey"),
+        F.lit(-1).cast("long").alias("seq"),
+        F.lit("d").alias("kind"),
+        F.when(F.col("lower"), F.lit(LOWER)).otherwise(F.lit(UPPER)).alias("src"),
+        F.col("a").alias("ts"),
+        F.lit(1).cast("int").alias("sign"),
+        F.col("slide.end").alias("etime"),
+        *values,
+    )
 
 
 def native_frame(eng: SparkEngine, q: SparkQuery) -> Any:

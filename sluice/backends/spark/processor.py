@@ -72,8 +72,10 @@ class SluiceProcessor(StatefulProcessor):
         out_types: list[DataType],
         udfs: list[tuple[str, Any, Any, Any, bool]] | None = None,
         scheduler: str = "round-robin",
+        lag: int = 0,
     ) -> None:
         self.ddl, self.query, self.start = ddl, query, start
+        self.lag = lag  # ticks behind Spark's watermark its instants complete (pre-aggregated input)
         self.scheduler = scheduler
         self.time_unit, self.seed, self.slack = time_unit, seed, slack
         self.sources, self.out_types = sources, out_types
@@ -174,7 +176,7 @@ class SluiceProcessor(StatefulProcessor):
         w = int(timer_values.getCurrentWatermarkInMs())
         if w > 0:  # 0: no watermark yet
             for src in eng.sources.values():
-                src.heartbeat(w - EVENT_TIME_OFFSET, scaled=True)
+                src.heartbeat(w - EVENT_TIME_OFFSET - getattr(self, "lag", 0), scaled=True)
         eng.run()
         for armed in list(self.handle.listTimers()):
             self.handle.deleteTimer(armed)
