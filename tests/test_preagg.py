@@ -117,6 +117,7 @@ def test_partial_sums_beyond_64_bits_travel_in_pieces_and_overflow_as_the_origin
         ("select count(*) from S [Range 10 Slide 3]", "no GROUP BY: a row over the empty window"),
         ("select F, count(*) from S [Range 10 Slide 3] group by F", "Spark folds -0.0 into 0.0"),
         ("select K, sum(A + 1) from S [Range 10 Slide 3] group by K", "an expression inside the aggregate"),
+        ("select K, count(*) from S [Range 10 Slide 3] group by K, K", "a key twice: one column each"),
         ("select K, count(*) from S [Range 10 Slide 3] where A in (select A from S [Now]) group by K", "subquery"),
     ],
 )

@@ -211,17 +211,17 @@ def test_partitioned_joins_and_unsplittable_queries_equal_the_embedded_engine(sp
     """Equi-joins split by their keys (a relation by its key, or replicated); a query a split would
     change (two groups' counts swapping at one instant under Istream) runs on one key."""
     ddl = (
-        "register stream S (K integer, V integer); register stream T (K integer, W integer);"
+        "register stream S (K integer, V integer); register stream T (K integer, W integer, X integer);"
         " register relation R (K integer, N varchar(4))"
     )
-    queries = [
+    queries = [  # sources of different widths in one processor (regression: a column of T's read from S)
         "Istream(select S.K, S.V, T.W from S [Range 3 Seconds], T [Range 2 Seconds] where S.K = T.K)",
         "select S.V, R.N from S [Now], R where S.K = R.K",
         "select S.V, R.N from S [Range 2 Seconds], R where S.K > R.K",
         "Istream(select count(*) from S [Range 2 Seconds] group by K)",
     ]
     s_rows = [(0, 2, 1), (1, 2, 2), (1, 1, 3), (2, 1, 4), (3, 3, 5), (4, 1, 6), (4, 2, 7), (6, 3, 8)]
-    t_rows = [(0, 1, 10), (1, 2, 20), (2, 3, 30), (3, 1, 40), (5, 2, 50)]
+    t_rows = [(0, 1, 10, 0), (1, 2, 20, 1), (2, 3, 30, None), (3, 1, 40, 3), (5, 2, 50, 4)]
     r_ups = [(0, "+", 1, "one"), (0, "+", 2, "two"), (3, "-", 1, "one"), (3, "+", 3, "thr")]
     pushes = [("R", r_ups), ("S", s_rows), ("T", t_rows)]
     eng = SparkEngine(spark=spark, workdir=tmp_path)

@@ -74,6 +74,16 @@ SINKS = ("memory", "parquet", "json", "console")
 LEGACY_BUCKETS = 8  # keys of a split query whose checkpoint predates the saved number
 
 
+def _late(q: SparkQuery) -> str:
+    if q.preagg is None:
+        return f"{q.dropped} element(s) arrived behind Spark's watermark (late)"
+    # Spark's streaming aggregation drops late rows after aggregating them per partition
+    return (
+        f"at least {q.dropped} element(s) arrived behind Spark's watermark (late; Spark pre-aggregates "
+        "before it drops them and counts one per slide, group and partition: design 015)"
+    )
+
+
 def notes(t: pa.Table) -> list[str]:
     """The notes of an output table's sign-0 rows: inputs a query rejected, rows it could not evaluate."""
     return [n for n in t.filter(pc.equal(t.column("sign"), 0)).column("note").to_pylist() if n]
@@ -292,9 +302,9 @@ class SparkEngine:
         scratch = Catalog(time_unit=self.catalog.time_unit)
         for name, fn, ret, args, strict in self.udfs:
             scratch.register_function(name, fn, ret, args, strict=strict)
-        for st in parse_script(pre.ddl):
-            execute_statement(scratch, st, pre.ddl, pre.ddl[st.span.start : st.span.end])
         try:
+            for st in parse_script(pre.ddl):
+                execute_statement(scratch, st, pre.ddl, pre.ddl[st.span.start : st.span.end])
             plan = bind_query(scratch, pre.query).plan
         except SluiceError:
             return None
@@ -665,11 +675,7 @@ class SparkEngine:
             "rejected": self.rejected(),
             "sources": tuple(src.source_statistics() for src in self._admit.values()),
             "queries": {
-                n: {
-                    "rejected": list(q.notes)
-                    + ([f"{q.dropped} element(s) arrived behind Spark's watermark (late)"] if q.dropped else [])
-                }
-                for n, q in self.queries.items()
+                n: {"rejected": list(q.notes) + ([_late(q)] if q.dropped else [])} for n, q in self.queries.items()
             },
         }
 

@@ -167,6 +167,11 @@ def _is(i: int) -> Callable[[int], Any]:
     return lambda k: F.lit(k == i)
 
 
+def _own(i: int) -> Callable[[int, int], Any]:
+    """Source ``i``'s columns from its own frame (another source's are not in it: NULL)."""
+    return lambda k, j: F.col(f"c{j}") if k == i else F.lit(None)
+
+
 def _marker_frame(eng: SparkEngine, q: SparkQuery) -> Any:
     """The driver's markers (``seq, kind, ts``: heartbeats, ends, query starts) for this query."""
     mdir = eng.workdir / "markers"
@@ -259,7 +264,7 @@ def input_frame(eng: SparkEngine, q: SparkQuery) -> Any:
         frame = _timed_rows(eng, q, d, eng.slack + 1, _pushed_down(pushed.get(d.name.lower(), [])))
         key = q.part.keys.get(d.name.lower()) if q.part is not None else None
         ekey = _ekey(eng, q, None if key is None else [F.col(f"c{j}") for j in key])
-        values = _values(types, _is(i), lambda _, j: F.col(f"c{j}"))
+        values = _values(types, _is(i), _own(i))
         frames.append(
             frame.select(ekey.alias("ekey"), "seq", "kind", F.lit(d.name).alias("src"), "ts", "sign", "etime", *values)
         )
@@ -312,14 +317,21 @@ def preaggregated_frame(eng: SparkEngine, q: SparkQuery) -> Any:
         c = F.lit(1) if part.column is None else F.col(f"c{part.column}")  # COUNT(*) counts rows
         if part.fn is AggKind.COUNT:
             aggs.append(F.count(c).alias(part.name))
-        elif part.fn is AggKind.SUM:  # exact (38 digits), split below into pieces that fit 64 bits
-            aggs.append(F.sum(c.cast("decimal(38,0)")).alias(part.name))
+        elif part.fn is AggKind.SUM:
+            # exact: the high and low 32-bit halves summed as longs (a decimal sum per row is ~2×
+            # slower), recombined per partial below (fits unless a slide holds 2^31 rows of a
+            # group — then Spark's ANSI arithmetic fails the query, never wraps)
+            aggs.append(F.sum(F.shiftright(c, 32)).alias(f"{part.name}__hi"))
+            aggs.append(F.sum(c.bitwiseAND(F.lit(0xFFFFFFFF))).alias(f"{part.name}__lo"))
         else:
             aggs.append((F.min(c) if part.fn is AggKind.MIN else F.max(c)).alias(part.name))
     if pre.lower_range is None:  # T < U: the lower class is never in the window
         frame = frame.where(after_watermark(~lower))
     g = frame.groupBy(slide.alias("slide"), a.alias("a"), lower.alias("lower"), *keys).agg(*aggs)
     sums = [p.name for p in pre.partials if p.fn is AggKind.SUM]
+    for name in sums:
+        hi, lo = (F.col(f"{name}__{h}").cast("decimal(38,0)") for h in ("hi", "lo"))
+        g = g.withColumn(name, hi * F.lit(2**32).cast("decimal(38,0)") + lo).drop(f"{name}__hi", f"{name}__lo")
     if sums:
         # a partial sum beyond 64 bits travels as pieces of at most 2^62 (the other partials in
         # the first piece; counts 0 and NULL extremes in the rest): the window's exact sum is the same

@@ -82,9 +82,7 @@ class PreAggregate:
         return [d.schema.types[k] for k in self.keys] + [p.type for p in self.partials]
 
     def describe(self, names: tuple[str, ...]) -> str:
-        parts = ", ".join(
-            f"{p.fn}({'*' if p.column is None else names[p.column]})" for p in self.partials if p.name != "sluice_n"
-        )
+        parts = ", ".join(f"{p.fn}({names[p.column]})" for p in self.partials if p.column is not None)
         keys = ", ".join(names[k] for k in self.keys)
         return (
             f"pre-aggregated by Spark: COUNT(*){', ' + parts if parts else ''} per ({keys}) and slide of "
@@ -122,6 +120,8 @@ def preaggregate(text: str, catalog: Catalog, plan: L.LogicalNode) -> PreAggrega
 
     keys = tuple(column(g) for g in inner.group_by)
     if any(k is None or types[k].kind is TypeKind.FLOAT for k in keys):  # Spark folds -0.0 into 0.0
+        return None
+    if len(set(keys)) != len(keys):  # GROUP BY K, K: one column of the partial streams each
         return None
     taken = {n for n in names}
     partials: dict[tuple[AggKind, int | None], Partial] = {}
