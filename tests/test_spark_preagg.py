@@ -42,14 +42,18 @@ def _notes(messages: list[str]) -> Counter[str]:
 
 
 def test_sliding_group_bys_are_pre_aggregated_and_answer_as_the_embedded_engine_at_every_run(spark, tmp_path) -> None:
+    """Negative timestamps, a slack of 1 with rows out of order within it, NULL group keys."""
     rnd = random.Random(3)
-    rows, t = [], 0
+    rows, t = [], -50
     for _ in range(240):
         t += rnd.choice([0, 1, 1, 2, 3])
-        rows.append((t, rnd.randint(-5, 9), rnd.randint(0, 3), rnd.choice([None, -1, 2, 5])))
+        rows.append((t, rnd.randint(-5, 9), rnd.choice([0, 1, 2, 3, None]), rnd.choice([None, -1, 2, 5])))
+    for i in range(0, len(rows) - 1, 7):  # swap neighbours one tick apart: out of order within the slack
+        if rows[i + 1][0] == rows[i][0] + 1:
+            rows[i], rows[i + 1] = rows[i + 1], rows[i]
     rows += [(t + 1, BIG, 1, 1), (t + 1, BIG, 1, 1), (t + 1, -5, 1, 1)]  # a partial sum beyond 64 bits
-    eng = SparkEngine(spark=spark, workdir=tmp_path, time_unit=TimeUnit.SECOND)
-    emb = EmbeddedEngine(time_unit=TimeUnit.SECOND)
+    eng = SparkEngine(spark=spark, workdir=tmp_path, time_unit=TimeUnit.SECOND, slack=1)
+    emb = EmbeddedEngine(time_unit=TimeUnit.SECOND, slack=1)
     for e in (eng, emb):
         e.execute(DDL)
     handles = [eng.register_query(q, name=f"q{i}") for i, q in enumerate(QUERIES)]
@@ -58,7 +62,7 @@ def test_sliding_group_bys_are_pre_aggregated_and_answer_as_the_embedded_engine_
         part = rows[i : i + 80]
         for e in (eng, emb):
             e.push("S", part)
-            e.heartbeat(part[-1][0] - 2)  # instants up to here complete: answered in this run
+            e.heartbeat(max(r[0] for r in part) - 3)  # instants up to here complete: answered in this run
         eng.run()
         emb.run()
         for h, w in zip(handles, twins, strict=True):
