@@ -8,7 +8,7 @@ engine's over the same events, the hand-written pipeline's equal to the same ans
 shape.  Each master runs in its own process (a session's master is fixed per process); session
 start-up and one warm-up run of every pipeline on a small data set are excluded and reported.
 
-    .venv/bin/python benchmarks/spark_pipeline.py [--events 2000000] [--masters local[1],local[2]]
+    .venv/bin/python benchmarks/spark_pipeline.py [--events 2000000] [--masters local[1],local[2],cluster]
 
 Queries (CQL, time unit millisecond) and the hand-written work they are compared with:
 
@@ -216,11 +216,31 @@ def one_master(master: str, data: Path, warm: Path) -> dict[str, Any]:
     return out
 
 
+def one_process(master: str, data: Path, env: dict[str, str] | None) -> dict[str, Any]:
+    """``one_master`` in a process of its own (a session's master is fixed per process)."""
+    log = Path(tempfile.mkstemp(prefix="sluice-pipeline-", suffix=".log")[1])
+    with log.open("w") as err:  # Spark's own output: kept for a failed run
+        p = subprocess.run(
+            [sys.executable, __file__, "--one", master, "--data", str(data)],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            env=env,
+        )
+    if p.returncode:
+        raise SystemExit(f"{master}: failed (exit {p.returncode}); Spark's output: {log}")
+    log.unlink()
+    out: dict[str, Any] = json.loads(p.stdout.strip().splitlines()[-1])
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=2_000_000)
     ap.add_argument("--files", type=int, default=8)
-    ap.add_argument("--masters", default="local[1],local[2]")
+    ap.add_argument(
+        "--masters", default="local[1],local[2],cluster", help="'cluster': 2 workers x 1 core, started here"
+    )
     ap.add_argument("--data", help=argparse.SUPPRESS)
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("--out", default="benchmarks/results/spark_pipeline.json")
@@ -241,18 +261,14 @@ def main() -> None:
     runs = []
     for m in args.masters.split(","):
         print(f"{m}: running …", flush=True)
-        log = Path(tempfile.mkstemp(prefix="sluice-pipeline-", suffix=".log")[1])
-        with log.open("w") as err:  # Spark's own output: kept for a failed run
-            p = subprocess.run(
-                [sys.executable, __file__, "--one", m, "--data", str(data)],
-                stdout=subprocess.PIPE,
-                stderr=err,
-                text=True,
-            )
-        if p.returncode:
-            raise SystemExit(f"{m}: failed (exit {p.returncode}); Spark's output: {log}")
-        log.unlink()
-        r = json.loads(p.stdout.strip().splitlines()[-1])
+        if m == "cluster":  # a standalone master and two 1-core workers on this machine
+            from sluice.backends.spark.cluster import cluster_env, standalone_cluster
+
+            with standalone_cluster(workers=2, cores=1) as url:
+                r = one_process(url, data, cluster_env())
+            r["master"] = f"cluster: {url}, 2 workers x 1 core"
+        else:
+            r = one_process(m, data, None)
         runs.append(r)
         for name, q in r["queries"].items():
             print(

@@ -19,7 +19,8 @@ def java_available() -> bool:
     return shutil.which("java") is not None
 
 
-def get_session(master: str = "local[2]", app: str = "sluice") -> Any:
+def get_session(master: str | None = "local[2]", app: str = "sluice") -> Any:
+    """The process's session; ``master`` None takes the one ``spark-submit --master`` gave."""
     global _SESSION
     if _SESSION is not None:
         return _SESSION
@@ -27,8 +28,10 @@ def get_session(master: str = "local[2]", app: str = "sluice") -> Any:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.master(master)
-    if master.startswith("local"):  # nothing listens beyond this machine (driver RPC, block manager)
+    builder = SparkSession.builder if master is None else SparkSession.builder.master(master)
+    if master is not None and master.startswith(
+        "local"
+    ):  # nothing listens beyond this machine (driver RPC, block manager)
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # read when the JVM starts
         builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
     _SESSION = (
