@@ -102,7 +102,7 @@ def test_a_parquet_directory_is_pre_aggregated_and_a_row_behind_an_emitted_slide
     d = tmp_path / "in"
     d.mkdir()
 
-    def write(name: str, rows: list[tuple[int, int, int, int]]) -> None:
+    def write(name: str, rows: list[tuple[int | None, int, int, int]]) -> None:
         cols = list(zip(*rows, strict=True))
         pq.write_table(
             pa.table({n: pa.array(c, pa.int64()) for n, c in zip(["ts", "A", "K", "B"], cols, strict=True)}), d / name
@@ -111,7 +111,8 @@ def test_a_parquet_directory_is_pre_aggregated_and_a_row_behind_an_emitted_slide
     query = "select K, count(*), sum(A) from S [Range 10 Slide 5] group by K"
     first = [(t, t, t % 2, 1) for t in (9, 3, 20, 1, 14, 17)]  # out of order within one file: nothing late
     # 12 and 13: their slide (ending 15) is out — one group of late rows for Spark; 18: its slide is open
-    second = [(12, 100, 0, 1), (13, 50, 0, 1), (18, 200, 1, 1), (22, 5, 0, 1)]
+    # None: a row without a timestamp — in no slide, rejected with a note, not lost
+    second = [(12, 100, 0, 1), (13, 50, 0, 1), (18, 200, 1, 1), (22, 5, 0, 1), (None, 1, 1, 1)]
     eng = SparkEngine(spark=spark, workdir=tmp_path / "w", time_unit=TimeUnit.SECOND, start=0)
     eng.execute(DDL)
     eng.attach_directory("S", d, "parquet")
@@ -122,10 +123,11 @@ def test_a_parquet_directory_is_pre_aggregated_and_a_row_behind_an_emitted_slide
     eng.run()
     eng.close(30)
     assert "pre-aggregated by Spark" in eng.explain(h)
-    taken = sorted(first + [r for r in second if r[0] not in (12, 13)])
+    taken = sorted(first + [r for r in second if r[0] not in (12, 13, None)])
     expected = evaluate(h.bound, {"S": [(t, (a, k, b)) for t, a, k, b in taken]}, start=0, until=30)
     got = eng.results(h)
     assert expected and not diff_outputs(expected, got) and len(got) == len(expected)
-    (late,) = eng.statistics()["queries"][h.name]["rejected"]
+    untimed, late = eng.statistics()["queries"][h.name]["rejected"]
+    assert untimed == f"S: a row without a valid ts was rejected (query {h.name})"
     assert late.startswith("at least 1 element(s) arrived behind Spark's watermark")  # 2 rows, 1 group
     eng.stop()

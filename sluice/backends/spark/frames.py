@@ -325,6 +325,10 @@ def preaggregated_frame(eng: SparkEngine, q: SparkQuery) -> Any:
             aggs.append(F.sum(c.bitwiseAND(F.lit(0xFFFFFFFF))).alias(f"{part.name}__lo"))
         else:
             aggs.append((F.min(c) if part.fn is AggKind.MIN else F.max(c)).alias(part.name))
+    # a row whose ts Spark could not read (NULL, from an attached file) is in no slide: it goes
+    # to the processor alone as a note row (kind "n", its message in ``src``) and is counted
+    untimed = frame.where(after_watermark(F.col("ts").isNull()))
+    frame = frame.where(after_watermark(F.col("ts").isNotNull()))
     if pre.lower_range is None:  # T < U: the lower class is never in the window
         frame = frame.where(after_watermark(~lower))
     g = frame.groupBy(slide.alias("slide"), a.alias("a"), lower.alias("lower"), *keys).agg(*aggs)
@@ -355,7 +359,7 @@ def preaggregated_frame(eng: SparkEngine, q: SparkQuery) -> Any:
     cols = keys + [p.name for p in pre.partials]
     values = _values(streams, lambda i: F.col("lower") if i else ~F.col("lower"), lambda _, j: F.col(cols[j]))
     assert q.part is not None  # checked when planned: the partition key is among the group's columns
-    return g.select(
+    partials = g.select(
         _ekey(eng, q, [F.col(f"c{j}") for j in q.part.keys[d.name.lower()]]).alias("ekey"),
         F.lit(-1).cast("long").alias("seq"),
         F.lit("d").alias("kind"),
@@ -365,6 +369,17 @@ def preaggregated_frame(eng: SparkEngine, q: SparkQuery) -> Any:
         F.col("slide.end").alias("etime"),
         *values,
     )
+    notes = untimed.select(
+        F.lit("0").alias("ekey"),
+        F.lit(-1).cast("long").alias("seq"),
+        F.lit("n").alias("kind"),
+        F.lit(f"{d.name}: a row without a valid ts was rejected (query {q.name})").alias("src"),
+        F.lit(0).cast("long").alias("ts"),
+        F.lit(0).cast("int").alias("sign"),
+        F.lit(None).cast("timestamp").alias("etime"),
+        *_values(streams, lambda _: F.lit(False), lambda i, j: F.lit(None)),
+    )
+    return partials.unionByName(notes)
 
 
 def native_frame(eng: SparkEngine, q: SparkQuery) -> Any:

@@ -147,7 +147,10 @@ class SluiceProcessor(StatefulProcessor):
         # pushed events and markers in the driver's order (seq); an attached source's rows (seq −1,
         # first) in timestamp order: Spark reads a micro-batch's files in no particular order, and
         # nothing in one micro-batch is late (docs/design/014)
-        events = pd.concat(list(rows), ignore_index=True).sort_values(["seq", "ts"], kind="stable", ignore_index=True)
+        events = pd.concat(list(rows), ignore_index=True)
+        untimed = events["kind"] == "n"  # a row Spark could not give a ts (its message in src): counted
+        self._untimed = getattr(self, "_untimed", []) + events.loc[untimed, "src"].tolist()
+        events = events[~untimed].sort_values(["seq", "ts"], kind="stable", ignore_index=True)
         kinds = events["kind"].to_numpy()
         marks = [int(m) for m in np.flatnonzero(kinds != "d")] + [len(events)]
         lo = 0
@@ -184,6 +187,8 @@ class SluiceProcessor(StatefulProcessor):
         q = eng.queries["q"]
         out, q.batches = q.batches, []
         notes = [m for n, s in eng.sources.items() for m in s.messages[before.get(n, 0) :]]
+        notes += getattr(self, "_untimed", [])
+        self._untimed = []
         for u in eng._units:  # rows an operator could not evaluate (sluice.plan.numeric): reported once
             notes += u.reject_messages
             u.reject_messages = []
