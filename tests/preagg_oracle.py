@@ -7,11 +7,22 @@ and lower streams, each partial sum whole (Python integers; the embedded engine 
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from sluice.backends.spark.preagg import PreAggregate
 from sluice.plan.expr import AggKind
 from sluice.plan.windows import visible
+
+
+def elements(results: list[Any]) -> Counter[tuple[Any, ...]]:
+    """An answer as a multiset of ``(ts, sign, row)``."""
+    return Counter((e.ts, e.sign, e.row) for e in results)
+
+
+def unnamed(messages: list[str]) -> Counter[str]:
+    """Notes without the query's and operator's names (a rewritten plan numbers them otherwise)."""
+    return Counter(m.split(": ", 2)[-1] for m in messages)
 
 
 def partials(pre: PreAggregate, rows: list[tuple[Any, ...]], keep: Any = None) -> tuple[list[Any], list[Any]]:

@@ -9,8 +9,6 @@ and the notes must be the embedded engine's.  The rewrite itself is tested witho
 from __future__ import annotations
 
 import random
-from collections import Counter
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -21,6 +19,8 @@ from sluice.cql.ast import TimeUnit
 from sluice.reference import evaluate
 from sluice.reference.compare import diff_outputs
 
+from preagg_oracle import elements, unnamed
+
 pytestmark = pytest.mark.spark
 
 DDL = "register stream S (A integer, K integer, B integer)"
@@ -30,15 +30,6 @@ QUERIES = [
     "select K, count(*) from S [Range 2 Slide 5] group by K",  # T < U: some elements are never in it
 ]
 BIG = 9_223_372_036_854_775_000
-
-
-def _elements(results: list[Any]) -> Counter[tuple[Any, ...]]:
-    return Counter((e.ts, e.sign, e.row) for e in results)
-
-
-def _notes(messages: list[str]) -> Counter[str]:
-    """Notes without the query's and operator's names (the processor's plan numbers them otherwise)."""
-    return Counter(m.split(": ", 2)[-1] for m in messages)
 
 
 def test_sliding_group_bys_are_pre_aggregated_and_answer_as_the_embedded_engine_at_every_run(spark, tmp_path) -> None:
@@ -66,15 +57,15 @@ def test_sliding_group_bys_are_pre_aggregated_and_answer_as_the_embedded_engine_
         eng.run()
         emb.run()
         for h, w in zip(handles, twins, strict=True):
-            assert _elements(eng.results(h)) == _elements(w.results()), (h.bound.text, i)
+            assert elements(eng.results(h)) == elements(w.results()), (h.bound.text, i)
     eng.close()
     emb.close()
     for h, w in zip(handles, twins, strict=True):
         assert "pre-aggregated by Spark" in eng.explain(h)
-        assert w.results() and _elements(eng.results(h)) == _elements(w.results()), h.bound.text
+        assert w.results() and elements(eng.results(h)) == elements(w.results()), h.bound.text
     stats = eng.statistics()["queries"]
-    emb_notes = Counter(m.split(": ", 2)[-1] for m in emb.rejected())
-    assert emb_notes and _notes(sum((stats[f"q{i}"]["rejected"] for i in range(3)), [])) == emb_notes
+    emb_notes = unnamed(emb.rejected())
+    assert emb_notes and unnamed(sum((stats[f"q{i}"]["rejected"] for i in range(3)), [])) == emb_notes
     eng.stop()
 
 
@@ -88,7 +79,7 @@ def test_pre_aggregation_can_be_turned_off_for_the_same_answer(spark, tmp_path) 
         eng.push("S", rows)
         eng.close()
         assert ("pre-aggregated by Spark" in eng.explain(h)) is pre
-        answers.append(_elements(eng.results(h)))
+        answers.append(elements(eng.results(h)))
         eng.stop()
     assert answers[0] and answers[0] == answers[1]
 

@@ -221,7 +221,7 @@ def _split(plan: L.LogicalNode) -> tuple[Partitioning | None, str]:
         if s.kind is Kind.RELATION:
             opts.append(None)
         options.append(opts)
-    why = "no column can be a key (float columns never are: hash tells -0.0 from 0.0)"
+    why: str | None = None  # the first candidate's failure
     for choice in itertools.product(*options):
         keys = {n: k for n, k in zip(names, choice, strict=True) if k is not None}
         if not keys:
@@ -229,12 +229,11 @@ def _split(plan: L.LogicalNode) -> tuple[Partitioning | None, str]:
         try:
             keyed, _ = _Check(keys).run(plan)
         except _Invalid as e:
-            if why.startswith("no column"):
-                why = str(e)
+            why = why or str(e)
             continue
         if keyed:
             return Partitioning(keys), ""
-    return None, why
+    return None, why or "no column can be a key (float columns never are: hash tells -0.0 from 0.0)"
 
 
 # -- stateless queries, whole -------------------------------------------------------------------

@@ -34,7 +34,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from sluice.backends.rows import admit_batch, rows_to_batch, to_batch
@@ -48,7 +47,7 @@ from sluice.backends.spark.compile import (
     to_column,
     unsplittable,
 )
-from sluice.backends.spark.frames import input_frame, native_columns, native_frame, read_committed
+from sluice.backends.spark.frames import input_frame, native_columns, native_frame, read_committed, source_column
 from sluice.backends.spark.preagg import LOWER, UPPER, PreAggregate, preaggregate
 from sluice.backends.spark.processor import SluiceProcessor, output_schema
 from sluice.catalog import Catalog, Kind, SourceDef
@@ -58,7 +57,7 @@ from sluice.cql.parser import parse_script
 from sluice.cql.printer import to_cql
 from sluice.errors import SluiceError
 from sluice.io.atomic import write_atomic
-from sluice.plan import BoundQuery, bind_query, register_view
+from sluice.plan import BoundQuery, bind_query, execute, register_view
 from sluice.plan import logical as L
 from sluice.plan.ddl import execute_statement
 from sluice.plan.explain import explain as explain_plan
@@ -296,15 +295,13 @@ class SparkEngine:
         key = q.part.keys.get(pre.source.lower())
         if key is None or not set(key) <= set(pre.keys):
             return None
-        column = lambda j: F.col(f"c{j}")  # noqa: E731
-        if any(to_column(p, column) is None or overflow(p, column) is not None for p in pre.filters):
+        if any(to_column(p, source_column) is None or overflow(p, source_column) is not None for p in pre.filters):
             return None
         scratch = Catalog(time_unit=self.catalog.time_unit)
         for name, fn, ret, args, strict in self.udfs:
             scratch.register_function(name, fn, ret, args, strict=strict)
         try:
-            for st in parse_script(pre.ddl):
-                execute_statement(scratch, st, pre.ddl, pre.ddl[st.span.start : st.span.end])
+            execute(scratch, pre.ddl)
             plan = bind_query(scratch, pre.query).plan
         except SluiceError:
             return None
@@ -688,7 +685,7 @@ class SparkEngine:
         if pre is not None:
             lines.append("  " + pre.describe(self._source(pre.source).schema.names))
         for src, preds in pushdown(q.bound.plan).items():
-            done = [p for p in preds if to_column(p, lambda j: F.col(f"c{j}")) is not None]
+            done = [p for p in preds if to_column(p, source_column) is not None]
             if done:
                 names = self.catalog.lookup(src).schema.names
                 lines.append(f"  selection run by Spark on {src}: " + " AND ".join(render(p, names) for p in done))

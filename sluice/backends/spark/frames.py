@@ -19,11 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from sluice.backends.spark.compile import NativePlan, overflow, pushdown, to_column
-from sluice.backends.spark.preagg import LOWER, UPPER
+from sluice.backends.spark.preagg import LOWER, UPPER, PreAggregate
 from sluice.backends.spark.processor import EVENT_TIME_OFFSET
 from sluice.backends.spark.types import spark_type
 from sluice.catalog import Kind, SourceDef
@@ -82,6 +83,11 @@ def read_committed(spark: Any, path: str, schema: Any = None, arrow: pa.Schema |
         out: pa.Table = frame.toArrow()
         return out
     return pa.concat_tables([pq.read_table(f, schema=arrow) for f in files if f is not None])
+
+
+def source_column(j: int) -> Any:
+    """Column ``j`` of a source's frame (``source_frame``) as a Spark Column."""
+    return F.col(f"c{j}")
 
 
 def native_columns(eng: SparkEngine, plan: NativePlan) -> Any:
@@ -143,18 +149,16 @@ def external_frame(eng: SparkEngine, d: SourceDef, kind: str, opts: dict[str, An
     return raw.select(*cols)
 
 
-def _values(
-    defs: Sequence[Sequence[DataType]], active: Callable[[int], Any], value: Callable[[int, int], Any]
-) -> list[Any]:
+def _values(defs: Sequence[Sequence[DataType]], value: Callable[[int, int], Any | None]) -> list[Any]:
     """Per source ``i`` of the processor its columns ``s{i}c{j}`` (with ``s{i}n{j}`` is-null flags):
-    ``value(i, j)`` where ``active(i)`` holds, NULL elsewhere.
+    ``value(i, j)``, a Column or None for NULL.
     """
     out = []
     for i, types in enumerate(defs):
-        on = active(i)
         for j, t in enumerate(types):
             st = spark_type(t)
-            v = F.when(on, value(i, j)).otherwise(F.lit(None)).cast(st)
+            v = value(i, j)
+            v = F.lit(None).cast(st) if v is None else v.cast(st)
             if needs_flag(t):
                 out.append(F.coalesce(v, F.lit(zero(t)).cast(st)).alias(f"s{i}c{j}"))
                 out.append(v.isNull().alias(f"s{i}n{j}"))
@@ -163,13 +167,34 @@ def _values(
     return out
 
 
-def _is(i: int) -> Callable[[int], Any]:
-    return lambda k: F.lit(k == i)
+def _no_values(i: int, j: int) -> None:
+    return None
 
 
-def _own(i: int) -> Callable[[int, int], Any]:
+def _own(i: int) -> Callable[[int, int], Any | None]:
     """Source ``i``'s columns from its own frame (another source's are not in it: NULL)."""
-    return lambda k, j: F.col(f"c{j}") if k == i else F.lit(None)
+    return lambda k, j: source_column(j) if k == i else None
+
+
+def _processor_rows(frame: Any, *, ekey: Any, seq: Any, kind: Any, src: Any, ts: Any, sign: Any, etime: Any,
+                    values: list[Any]) -> Any:  # fmt: skip
+    """``frame`` as the processor's input rows: ``ekey, seq, kind, src, ts, sign, etime``, then
+    the sources' columns (``_values``).  Each argument a Column or a literal.
+    """
+
+    def col(v: Any) -> Any:
+        return v if isinstance(v, Column) else F.lit(v)
+
+    return frame.select(
+        col(ekey).alias("ekey"),
+        col(seq).cast("long").alias("seq"),
+        col(kind).alias("kind"),
+        col(src).alias("src"),
+        col(ts).cast("long").alias("ts"),
+        col(sign).cast("int").alias("sign"),
+        col(etime).cast("timestamp").alias("etime"),
+        *values,
+    )
 
 
 def _marker_frame(eng: SparkEngine, q: SparkQuery) -> Any:
@@ -229,9 +254,9 @@ def _pushed_down(preds: Sequence[BExpr]) -> list[Any]:
     """
     out = []
     for p in preds:
-        col = to_column(p, lambda j: F.col(f"c{j}"))
+        col = to_column(p, source_column)
         if col is not None:
-            bad = overflow(p, lambda j: F.col(f"c{j}"))
+            bad = overflow(p, source_column)
             out.append(col if bad is None else col | bad)
     return out
 
@@ -263,26 +288,17 @@ def input_frame(eng: SparkEngine, q: SparkQuery) -> Any:
         # the embedded engine would call late are behind it
         frame = _timed_rows(eng, q, d, eng.slack + 1, _pushed_down(pushed.get(d.name.lower(), [])))
         key = q.part.keys.get(d.name.lower()) if q.part is not None else None
-        ekey = _ekey(eng, q, None if key is None else [F.col(f"c{j}") for j in key])
-        values = _values(types, _is(i), _own(i))
+        ekey = _ekey(eng, q, None if key is None else [source_column(j) for j in key])
         frames.append(
-            frame.select(ekey.alias("ekey"), "seq", "kind", F.lit(d.name).alias("src"), "ts", "sign", "etime", *values)
-        )
+            _processor_rows(frame, ekey=ekey, seq=F.col("seq"), kind=F.col("kind"), src=d.name, ts=F.col("ts"),
+                            sign=F.col("sign"), etime=F.col("etime"), values=_values(types, _own(i)))
+        )  # fmt: skip
     # the markers themselves reach every key in-band (no event time: never late)
+    marks = _marker_frame(eng, q).where(F.col("kind") != "s")
     frames.append(
-        _marker_frame(eng, q)
-        .where(F.col("kind") != "s")
-        .select(
-            _ekey(eng, q, None).alias("ekey"),
-            "seq",
-            "kind",
-            F.lit("").alias("src"),
-            "ts",
-            F.lit(0).cast(IntegerType()).alias("sign"),
-            F.lit(None).cast("timestamp").alias("etime"),
-            *_values(types, lambda _: F.lit(False), lambda i, j: F.lit(None)),
-        )
-    )
+        _processor_rows(marks, ekey=_ekey(eng, q, None), seq=F.col("seq"), kind=F.col("kind"), src="",
+                        ts=F.col("ts"), sign=0, etime=None, values=_values(types, _no_values))
+    )  # fmt: skip
     return union_all(frames)
 
 
@@ -303,7 +319,7 @@ def preaggregated_frame(eng: SparkEngine, q: SparkQuery) -> Any:
     assert pre is not None
     d = eng._source(pre.source)
     # every conjunct runs here (checked when planned): none is left to the processor
-    frame = _timed_rows(eng, q, d, eng.slack, [to_column(c, lambda j: F.col(f"c{j}")) for c in pre.filters])
+    frame = _timed_rows(eng, q, d, eng.slack, _pushed_down(pre.filters))
     big = F.lit(pre.slide)
     tick = F.col("et")
     a = tick + F.pmod(-tick, big)  # ⌈tick/U⌉·U
@@ -312,9 +328,9 @@ def preaggregated_frame(eng: SparkEngine, q: SparkQuery) -> Any:
     start = (1 + EVENT_TIME_OFFSET) % pre.slide  # Spark's slides are [a − U + 1, a] in ticks
     slide = F.window("etime", f"{pre.slide} milliseconds", startTime=f"{start} milliseconds")
     keys = [f"c{k}" for k in pre.keys]
-    aggs = []
+    aggs: list[Any] = []
     for part in pre.partials:
-        c = F.lit(1) if part.column is None else F.col(f"c{part.column}")  # COUNT(*) counts rows
+        c = F.lit(1) if part.column is None else source_column(part.column)  # COUNT(*) counts rows
         if part.fn is AggKind.COUNT:
             aggs.append(F.count(c).alias(part.name))
         elif part.fn is AggKind.SUM:
@@ -332,54 +348,50 @@ def preaggregated_frame(eng: SparkEngine, q: SparkQuery) -> Any:
     if pre.lower_range is None:  # T < U: the lower class is never in the window
         frame = frame.where(after_watermark(~lower))
     g = frame.groupBy(slide.alias("slide"), a.alias("a"), lower.alias("lower"), *keys).agg(*aggs)
-    sums = [p.name for p in pre.partials if p.fn is AggKind.SUM]
-    for name in sums:
-        hi, lo = (F.col(f"{name}__{h}").cast("decimal(38,0)") for h in ("hi", "lo"))
-        g = g.withColumn(name, hi * F.lit(2**32).cast("decimal(38,0)") + lo).drop(f"{name}__hi", f"{name}__lo")
-    if sums:
-        # a partial sum beyond 64 bits travels as pieces of at most 2^62 (the other partials in
-        # the first piece; counts 0 and NULL extremes in the rest): the window's exact sum is the same
-        limb = F.lit(2**62).cast("decimal(38,0)")
-        pieces = {s: F.greatest(F.lit(1), F.ceil(F.abs(F.col(s)) / limb)).cast("long") for s in sums}
-        most = pieces[sums[0]] if len(sums) == 1 else F.greatest(*pieces.values())
-        g = g.withColumn("piece", F.explode(F.sequence(F.lit(0).cast("long"), most - 1)))
-        for s in sums:
-            m, v = pieces[s], F.col(s)
-            sign = F.when(v < 0, -1).otherwise(1).cast("decimal(38,0)")
-            piece = F.when(F.col("piece") < m - 1, sign * limb).otherwise(
-                v - sign * limb * (m - 1).cast("decimal(38,0)")
-            )
-            g = g.withColumn(s, F.when(F.col("piece") < m, piece).cast("long"))
-        for part in pre.partials:
-            if part.fn is AggKind.COUNT:
-                g = g.withColumn(part.name, F.when(F.col("piece") == 0, F.col(part.name)).otherwise(F.lit(0)))
-            elif part.fn in (AggKind.MIN, AggKind.MAX):
-                g = g.withColumn(part.name, F.when(F.col("piece") == 0, F.col(part.name)))
+    g = _in_pieces(g, pre)
     streams = [pre.types(d)] * 2
     cols = keys + [p.name for p in pre.partials]
-    values = _values(streams, lambda i: F.col("lower") if i else ~F.col("lower"), lambda _, j: F.col(cols[j]))
+    in_class = [~F.col("lower"), F.col("lower")]  # the upper stream's rows, the lower's
+    values = _values(streams, lambda i, j: F.when(in_class[i], F.col(cols[j])))
     assert q.part is not None  # checked when planned: the partition key is among the group's columns
-    partials = g.select(
-        _ekey(eng, q, [F.col(f"c{j}") for j in q.part.keys[d.name.lower()]]).alias("ekey"),
-        F.lit(-1).cast("long").alias("seq"),
-        F.lit("d").alias("kind"),
-        F.when(F.col("lower"), F.lit(LOWER)).otherwise(F.lit(UPPER)).alias("src"),
-        F.col("a").alias("ts"),
-        F.lit(1).cast("int").alias("sign"),
-        F.col("slide.end").alias("etime"),
-        *values,
-    )
-    notes = untimed.select(
-        F.lit("0").alias("ekey"),
-        F.lit(-1).cast("long").alias("seq"),
-        F.lit("n").alias("kind"),
-        F.lit(f"{d.name}: a row without a valid ts was rejected (query {q.name})").alias("src"),
-        F.lit(0).cast("long").alias("ts"),
-        F.lit(0).cast("int").alias("sign"),
-        F.lit(None).cast("timestamp").alias("etime"),
-        *_values(streams, lambda _: F.lit(False), lambda i, j: F.lit(None)),
-    )
+    ekey = _ekey(eng, q, [source_column(j) for j in q.part.keys[d.name.lower()]])
+    src = F.when(F.col("lower"), F.lit(LOWER)).otherwise(F.lit(UPPER))
+    partials = _processor_rows(g, ekey=ekey, seq=-1, kind="d", src=src, ts=F.col("a"), sign=1,
+                               etime=F.col("slide.end"), values=values)  # fmt: skip
+    note = f"{d.name}: a row without a valid ts was rejected (query {q.name})"
+    notes = _processor_rows(untimed, ekey="0", seq=-1, kind="n", src=note, ts=0, sign=0, etime=None,
+                            values=_values(streams, _no_values))  # fmt: skip
     return partials.unionByName(notes)
+
+
+def _in_pieces(g: Any, pre: PreAggregate) -> Any:
+    """Partial sums (high and low 32-bit halves summed by Spark) made whole and, beyond 64 bits,
+    split into pieces of about 2^62: the other partials in the first piece, counts 0 and NULL
+    extremes in the rest — the window's exact sum is the same.
+    """
+    sums = [p.name for p in pre.partials if p.fn is AggKind.SUM]
+    if not sums:
+        return g
+    exact = "decimal(38,0)"
+    for name in sums:
+        hi, lo = (F.col(f"{name}__{h}").cast(exact) for h in ("hi", "lo"))
+        g = g.withColumn(name, hi * F.lit(2**32).cast(exact) + lo).drop(f"{name}__hi", f"{name}__lo")
+    limb = F.lit(2**62).cast(exact)
+    pieces = {s: F.greatest(F.lit(1), F.ceil(F.abs(F.col(s)) / limb)).cast("long") for s in sums}
+    most = pieces[sums[0]] if len(sums) == 1 else F.greatest(*pieces.values())
+    g = g.withColumn("piece", F.explode(F.sequence(F.lit(0).cast("long"), most - 1)))
+    for s in sums:
+        m, v = pieces[s], F.col(s)
+        sign = F.when(v < 0, -1).otherwise(1).cast(exact)
+        piece = F.when(F.col("piece") < m - 1, sign * limb).otherwise(v - sign * limb * (m - 1).cast(exact))
+        g = g.withColumn(s, F.when(F.col("piece") < m, piece).cast("long"))
+    first = F.col("piece") == 0
+    for part in pre.partials:
+        if part.fn is AggKind.COUNT:
+            g = g.withColumn(part.name, F.when(first, F.col(part.name)).otherwise(F.lit(0)))
+        elif part.fn in (AggKind.MIN, AggKind.MAX):
+            g = g.withColumn(part.name, F.when(first, F.col(part.name)))
+    return g
 
 
 def native_frame(eng: SparkEngine, q: SparkQuery) -> Any:

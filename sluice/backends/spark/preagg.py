@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
 
 from sluice.catalog import Catalog, Kind, SourceDef
 from sluice.cql import ast
@@ -74,8 +73,7 @@ class PreAggregate:
     @property
     def lower_range(self) -> int | None:
         """The lower class's window range (None: those elements are never in the window)."""
-        n = self.range // self.slide
-        return n * self.slide - 1 if n else None
+        return lower_range(self.range, self.slide)
 
     def types(self, d: SourceDef) -> list[DataType]:
         """The columns of the processor's streams of partials: the group's, then the partials."""
@@ -108,6 +106,7 @@ def preaggregate(text: str, catalog: Catalog, plan: L.LogicalNode) -> PreAggrega
     scan, spec, filters = shape
     if scan.source_kind is not Kind.STREAM or spec.slide is None or spec.slide <= 1:
         return None
+    span, step = spec.range, spec.slide
     d = catalog.lookup(scan.name)
     names = tuple(n.lower() for n in d.schema.names)
     types = d.schema.types
@@ -118,12 +117,13 @@ def preaggregate(text: str, catalog: Catalog, plan: L.LogicalNode) -> PreAggrega
             return None
         return names.index(e.name.lower()) if e.name.lower() in names else None
 
-    keys = tuple(column(g) for g in inner.group_by)
-    if any(k is None or types[k].kind is TypeKind.FLOAT for k in keys):  # Spark folds -0.0 into 0.0
+    found = [column(g) for g in inner.group_by]
+    keys = tuple(k for k in found if k is not None)
+    if len(keys) < len(found) or any(types[k].kind is TypeKind.FLOAT for k in keys):  # Spark folds -0.0 into 0.0
         return None
     if len(set(keys)) != len(keys):  # GROUP BY K, K: one column of the partial streams each
         return None
-    taken = {n for n in names}
+    taken = set(names)
     partials: dict[tuple[AggKind, int | None], Partial] = {}
 
     def name_for(stem: str) -> str:
@@ -134,82 +134,62 @@ def preaggregate(text: str, catalog: Catalog, plan: L.LogicalNode) -> PreAggrega
         taken.add(n)
         return n
 
-    count_all = Partial(AggKind.COUNT, None, name_for("n"), _BIGINT)
-    partials[(AggKind.COUNT, None)] = count_all
+    count_all = partials[(AggKind.COUNT, None)] = Partial(AggKind.COUNT, None, name_for("n"), _BIGINT)
 
-    def rewrite(e: Any) -> Any:
-        """``e`` with each aggregate over the partials; raises ``_No`` where that is not exact."""
+    def over_partials(e: ast.Node) -> ast.Node:
+        """An aggregate over the partials (``Node.transform`` step); ``_No`` where not exact."""
         if isinstance(e, ast.InSubquery | ast.Exists | ast.Quantified | ast.ScalarSubquery | ast.CurrentTime):
             raise _No
-        if isinstance(e, ast.FuncCall) and e.name.upper() in _AGGREGATES:
-            fn = AggKind(e.name.upper())
-            if e.distinct or fn is AggKind.AVG:
-                raise _No
-            if e.star:
-                return ast.FuncCall("SUM", (ast.ColumnName(None, count_all.name),))
-            if len(e.args) != 1 or (c := column(e.args[0])) is None:
-                raise _No
-            if fn is not AggKind.COUNT and types[c].kind not in _INTEGERS:
-                raise _No
-            p = partials.get((fn, c))
-            if p is None:
-                ptype = types[c] if fn in (AggKind.MIN, AggKind.MAX) else _BIGINT
-                p = partials[(fn, c)] = Partial(fn, c, name_for(f"{fn.value.lower()}_{names[c]}"), ptype)
-            outer = "SUM" if fn in (AggKind.COUNT, AggKind.SUM) else fn.value
-            return ast.FuncCall(outer, (ast.ColumnName(None, p.name),))
-        if isinstance(e, ast.Node) and dataclasses.is_dataclass(e):
-            changes = {}
-            for f in dataclasses.fields(e):
-                v = getattr(e, f.name)
-                if isinstance(v, ast.Expr | ast.SelectItem):
-                    changes[f.name] = rewrite(v)
-                elif isinstance(v, tuple) and any(isinstance(x, ast.Expr | tuple) for x in v):
-                    changes[f.name] = tuple(rewrite(x) if isinstance(x, ast.Expr) else _pair(x, rewrite) for x in v)
-            return dataclasses.replace(e, **changes) if changes else e
-        return e
+        if not (isinstance(e, ast.FuncCall) and e.name.upper() in _AGGREGATES):
+            return e
+        fn = AggKind(e.name.upper())
+        if e.distinct or fn is AggKind.AVG:
+            raise _No
+        if e.star:
+            return ast.FuncCall("SUM", (ast.ColumnName(None, count_all.name),))
+        if len(e.args) != 1 or (c := column(e.args[0])) is None:
+            raise _No
+        if fn is not AggKind.COUNT and types[c].kind not in _INTEGERS:
+            raise _No
+        p = partials.get((fn, c))
+        if p is None:
+            ptype = types[c] if fn in (AggKind.MIN, AggKind.MAX) else _BIGINT
+            p = partials[(fn, c)] = Partial(fn, c, name_for(f"{fn.value.lower()}_{names[c]}"), ptype)
+        outer = "SUM" if fn in (AggKind.COUNT, AggKind.SUM) else fn.value
+        return ast.FuncCall(outer, (ast.ColumnName(None, p.name),))
 
     try:
-        items = tuple(rewrite(i) for i in inner.items)
-        having = rewrite(inner.having) if inner.having is not None else None
+        items = tuple(i.transform(over_partials) for i in inner.items)
+        having = inner.having.transform(over_partials) if inner.having is not None else None
     except _No:
         return None
     ordered = (count_all, *[p for p in partials.values() if p is not count_all])
-    key_cols = [(d.schema.names[k], types[k]) for k in keys if k is not None]
-    cols = key_cols + [(p.name, p.type) for p in ordered]
+    cols = [(d.schema.names[k], types[k]) for k in keys] + [(p.name, p.type) for p in ordered]
     ddl = "\n".join(f"REGISTER STREAM {s} ({', '.join(f'{n} {t.sql()}' for n, t in cols)});" for s in (UPPER, LOWER))
-    pre = PreAggregate(
-        d.name,
-        tuple(k for k in keys if k is not None),
-        ordered,
-        filters,
-        spec.range,
-        spec.slide,
-        ddl,
-        "",
-    )
 
     def windowed(stream: str, span: int) -> ast.Select:
-        w = ast.Window(ast.WindowKind.RANGE, range=ast.Duration(span, None), slide=ast.Duration(pre.slide, None))
+        w = ast.Window(ast.WindowKind.RANGE, range=ast.Duration(span, None), slide=ast.Duration(step, None))
         return ast.Select(items=(ast.SelectItem(ast.Star()),), from_=(ast.TableRef(stream, window=w),))
 
-    low = pre.lower_range
-    body: ast.Query = windowed(UPPER, pre.range)
+    low = lower_range(span, step)
+    body: ast.Query = windowed(UPPER, span)
     if low is not None:
         body = ast.SetOp("UNION", body, windowed(LOWER, low), all=True)
     source = ast.SubqueryRef(body, alias=item.alias or item.name)
     new: ast.Query = dataclasses.replace(inner, items=items, from_=(source,), where=None, having=having)
     if isinstance(top, ast.StreamOp):
         new = dataclasses.replace(top, query=new)
-    return dataclasses.replace(pre, query=to_cql(new))
+    return PreAggregate(d.name, keys, ordered, filters, span, step, ddl, to_cql(new))
+
+
+def lower_range(span: int, step: int) -> int | None:
+    """The lower class's window range for ``[Range span Slide step]`` (None: never in the window)."""
+    n = span // step
+    return n * step - 1 if n else None
 
 
 class _No(Exception):
     pass
-
-
-def _pair(x: Any, rewrite: Any) -> Any:
-    """A tuple inside an expression (CASE's (when, then) pairs), rewritten element-wise."""
-    return tuple(rewrite(y) for y in x) if isinstance(x, tuple) else x
 
 
 def _shape(plan: L.LogicalNode) -> tuple[L.Scan, W.Range, tuple[BExpr, ...]] | None:

@@ -149,7 +149,7 @@ class SluiceProcessor(StatefulProcessor):
         # nothing in one micro-batch is late (docs/design/014)
         events = pd.concat(list(rows), ignore_index=True)
         untimed = events["kind"] == "n"  # a row Spark could not give a ts (its message in src): counted
-        self._untimed = getattr(self, "_untimed", []) + events.loc[untimed, "src"].tolist()
+        rejected = events.loc[untimed, "src"].tolist()
         events = events[~untimed].sort_values(["seq", "ts"], kind="stable", ignore_index=True)
         kinds = events["kind"].to_numpy()
         marks = [int(m) for m in np.flatnonzero(kinds != "d")] + [len(events)]
@@ -166,20 +166,26 @@ class SluiceProcessor(StatefulProcessor):
                     eng.close(ts)
                 # "s" (a query started) only gave every input an event time
             lo = m + 1
-        yield from self._finish(eng, before, timerValues)
+        yield from self._finish(eng, before, timerValues, rejected)
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[pd.DataFrame]:
         """Spark's watermark moved on: instants before it are complete on this key too."""
         eng = self._engine()
         yield from self._finish(eng, {n: len(s.messages) for n, s in eng.sources.items()}, timerValues)
 
-    def _finish(self, eng: Any, before: dict[str, int], timer_values: Any) -> Iterator[pd.DataFrame]:
+    def _finish(
+        self, eng: Any, before: dict[str, int], timer_values: Any, rejected: list[str] | None = None
+    ) -> Iterator[pd.DataFrame]:
+        """Complete what Spark's watermark says is complete, store the state, yield the output and
+        the notes: the engine's rejections and evaluation errors, and ``rejected`` (rows Spark
+        could not give a timestamp).
+        """
         # Spark's watermark W (ticks + offset): no element at or before it will reach any key
         # (Spark drops it, and Sluice counts it), so every instant ≤ W − offset is complete here.
         w = int(timer_values.getCurrentWatermarkInMs())
         if w > 0:  # 0: no watermark yet
             for src in eng.sources.values():
-                src.heartbeat(w - EVENT_TIME_OFFSET - getattr(self, "lag", 0), scaled=True)
+                src.heartbeat(w - EVENT_TIME_OFFSET - self.lag, scaled=True)
         eng.run()
         for armed in list(self.handle.listTimers()):
             self.handle.deleteTimer(armed)
@@ -187,8 +193,7 @@ class SluiceProcessor(StatefulProcessor):
         q = eng.queries["q"]
         out, q.batches = q.batches, []
         notes = [m for n, s in eng.sources.items() for m in s.messages[before.get(n, 0) :]]
-        notes += getattr(self, "_untimed", [])
-        self._untimed = []
+        notes += rejected or []
         for u in eng._units:  # rows an operator could not evaluate (sluice.plan.numeric): reported once
             notes += u.reject_messages
             u.reject_messages = []

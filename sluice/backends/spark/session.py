@@ -29,9 +29,7 @@ def get_session(master: str | None = "local[2]", app: str = "sluice") -> Any:
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder if master is None else SparkSession.builder.master(master)
-    if master is not None and master.startswith(
-        "local"
-    ):  # nothing listens beyond this machine (driver RPC, block manager)
+    if (master or "").startswith("local"):  # nothing listens beyond this machine (driver RPC, block manager)
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # read when the JVM starts
         builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
     _SESSION = (

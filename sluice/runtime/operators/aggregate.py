@@ -29,7 +29,7 @@ from sluice.plan.expr import AggCall, BExpr
 from sluice.plan.numeric import row_fits
 from sluice.runtime.batch import TS, from_signed_rows, sign_of, signed_counts, ts_of
 from sluice.runtime.operators.base import Operator, Unary
-from sluice.runtime.operators.counting import Counting
+from sluice.runtime.operators.counting import INT64_SAFE, Counting
 from sluice.runtime.vexpr import compile_expr, evaluate_rows
 
 
@@ -147,7 +147,7 @@ class Aggregate(Unary):
                 # Arrow's grouped sum wraps around silently past 64 bits: while the magnitudes
                 # of the batch's values add up to less than 2^62 nothing can; otherwise each value
                 # is summed as high and low 32-bit halves (each sum fits) and recombined exactly
-                if (pc.sum(pc.abs(pc.cast(x, pa.float64(), safe=False))).as_py() or 0) < 2.0**62:
+                if (pc.sum(pc.abs(pc.cast(x, pa.float64(), safe=False))).as_py() or 0) < INT64_SAFE:
                     cols[f"v{i}"] = pc.multiply(x, cols["s"])
                     aggs_spec.append((f"v{i}", "sum"))
                 else:
