@@ -50,7 +50,7 @@ def run(ts: np.ndarray, k: np.ndarray, v: np.ndarray, with_rules: bool, batch: i
             eng.push("S", pa.table({"ts": ts[i : i + batch], "K": k[i : i + batch], "V": v[i : i + batch]}))
             eng.heartbeat(int(ts[min(i + batch, len(ts)) - 1]))
             eng.run()
-            peak = max(peak, sum(u.state_bytes() for u in eng._units if u.stateful))
+            peak = max(peak, sum(u.state_bytes() for u in eng.operators if u.stateful))
         eng.close()
         dt = time.perf_counter() - t0
         got = sorted((e.ts, *e.row) for e in q.results())

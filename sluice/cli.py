@@ -214,7 +214,7 @@ class _Outputs:
 
     def subscribe(self, q: Any) -> None:
         """Deliver the query's output here only (it keeps none: memory stays bounded)."""
-        from sluice.reference import Element
+        from sluice.plan.element import Element
         from sluice.runtime.batch import to_elements
 
         q.retain = 0

@@ -107,7 +107,7 @@ def test_sharing_reuses_operators_and_explain_says_so() -> None:
     private = _engine(sharing=False)
     private.register_query(a.bound.text)
     assert "shared with" not in private.explain("q1").split("StreamSource")[0]
-    assert len(eng._units) < 2 * len(private._units) + 2
+    assert len(eng.operators) < 2 * len(private.operators) + 2
 
 
 def test_statistics_report_memory_and_operator_counts() -> None:
@@ -167,3 +167,28 @@ def test_rows_window_over_a_derived_stream_reads_it_in_canonical_order() -> None
     eng.push("S", [(0, 0, None), (0, 0, None), (0, 0, 0)])
     eng.close()
     assert [tuple(e) for e in q.results()] == [(0, "+", (2, None))]
+
+
+def test_an_injected_clock_measures_the_costs_the_strategies_read() -> None:
+    """The scheduler loop's costs come from the engine's clock: a deterministic clock gives the
+    same measurements, hence the same decisions, on every run (the default is time.perf_counter).
+    """
+    ticks = iter(range(10**6))
+
+    def runs(sched: str) -> tuple[list[tuple[str, float, int]], int, list[Element]]:
+        nonlocal ticks
+        ticks = iter(range(10**6))
+        eng = _engine(scheduler=sched, clock=lambda: float(next(ticks)), budget=2)
+        q = eng.register_query("select A from S [Range 2] where A > 1")
+        eng.register_query("select count(*) from S [Rows 3]")
+        eng.push("S", [(t, t % 4, "x") for t in range(30)])
+        eng.close()
+        stats = eng.statistics()
+        return [(o.name, o.seconds, o.runs) for o in stats.operators], stats.steps, q.results()
+
+    first = runs("chain")
+    ops, steps, _ = first
+    # each run of an operator reads the clock twice, one tick apart
+    assert [s for _, s, n in ops if n] == [float(n) for _, _, n in ops if n]
+    assert runs("chain") == first
+    assert runs("round-robin")[2] == first[2]

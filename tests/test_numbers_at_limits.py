@@ -314,7 +314,7 @@ def test_float_sums_are_exact_and_vectorised(rows: list[Any], window: str, aggs:
     data = [(t, k, v, "x") for t, k, v in rows]
     got, ref, eng = _both(query, data, until=10)
     assert Counter((e.ts, e.sign, repr(e.row)) for e in got) == Counter((e.ts, e.sign, repr(e.row)) for e in ref)
-    (agg,) = [u for u in eng._units if u.kind == "Aggregate"]
+    (agg,) = [u for u in eng.operators if u.kind == "Aggregate"]
     assert agg._counting is not None  # the vectorised path, not per-value Python
 
 

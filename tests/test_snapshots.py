@@ -99,7 +99,7 @@ def test_every_operator_declares_all_it_changes() -> None:
     eng = _engine()
     _feed(eng, 0, 3)
     late = eng.register_query("select A from S [Range 2]", name="late")  # a Since operator
-    ops = list(eng.sources.values()) + eng._units
+    ops = list(eng.sources.values()) + eng.operators
     before = {id(o): _fixed(o) for o in ops}
     _feed(eng, 3, 30)
     eng.close()
@@ -148,7 +148,7 @@ def test_snapshot_of_another_plan_is_refused_by_name() -> None:
 
 def test_operator_restore_checks_the_state_names() -> None:
     eng = _engine()
-    op = eng._units[0]
+    op = eng.operators[0]
     state: dict[str, Any] = op.snapshot()
     state.pop("_wm_out")
     with pytest.raises(opbase.InternalError, match="cannot restore"):
@@ -290,9 +290,9 @@ def test_removed_operators_are_freed() -> None:
 
     eng = _engine()
     _feed(eng, 0, 4)
-    before = {o.name for o in eng._units}
+    before = {o.name for o in eng.operators}
     eng.register_query("select B, count(*) from S [Range 7] group by B", name="extra")
-    mine = [weakref.ref(o) for o in eng._units if o.name not in before and o.queries == {"extra"}]
+    mine = [weakref.ref(o) for o in eng.operators if o.name not in before and o.queries == {"extra"}]
     assert len(mine) >= 3
     eng.unregister("extra")
     gc.collect()

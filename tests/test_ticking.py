@@ -24,7 +24,7 @@ GENERAL_QUERIES = ["select * from R where E <> CURRENT_TIME", "select * from R w
 
 
 def _operators(eng: EmbeddedEngine) -> list[TickingMap]:
-    return [u for u in eng._units if isinstance(u, TickingMap)]
+    return [u for u in eng.operators if isinstance(u, TickingMap)]
 
 
 def test_interval_filters_are_recognised() -> None:

@@ -1,5 +1,6 @@
 """The reference evaluator: CQL by definition, the oracle for every backend and strategy."""
 
-from sluice.reference.evaluator import Element, evaluate, sort_key
+from sluice.plan.element import Element
+from sluice.reference.evaluator import evaluate, sort_key
 
 __all__ = ["Element", "evaluate", "sort_key"]

@@ -18,7 +18,8 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from sluice.reference.evaluator import Element, Row, sort_key
+from sluice.plan.element import Element, Row
+from sluice.reference.evaluator import sort_key
 
 
 def _round_row(row: Row, digits: int) -> Row:

@@ -34,7 +34,7 @@ import itertools
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from sluice.catalog.schema import Kind
 from sluice.errors import EvaluationError
@@ -42,6 +42,7 @@ from sluice.plan import logical as L
 from sluice.plan.aggregates import aggregate_rows
 from sluice.plan.analysis import conjuncts, equi_key, plan_uses_current_time
 from sluice.plan.binder import BoundQuery
+from sluice.plan.element import Element, Row
 from sluice.plan.expr import (
     BExpr,
     Call,
@@ -58,20 +59,11 @@ from sluice.plan.numeric import RowError
 from sluice.plan.scalar import OPS, call_udf, quantified
 from sluice.plan.semantics import coerce, sample_keep, sort_key
 
-Row = tuple[Any, ...]
 StreamData = Sequence[tuple[int, Row]]
 RelationData = Sequence[tuple[int, str, Row]]
 
 #: Refuse to evaluate more instants than this (the oracle is for small inputs).
 MAX_INSTANTS = 2_000_000
-
-
-class Element(NamedTuple):
-    """One output element: timestamp, sign ('+' insert, '-' delete) and the tuple."""
-
-    ts: int
-    sign: str
-    row: Row
 
 
 def evaluate(

@@ -141,4 +141,4 @@ class EngineView:
         return total
 
     def memory(self) -> float:
-        return float(sum(q.nbytes for q in self.engine._queues()))
+        return float(sum(q.nbytes for q in self.engine.queues()))

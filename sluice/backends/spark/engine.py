@@ -60,11 +60,11 @@ from sluice.io.atomic import write_atomic
 from sluice.plan import BoundQuery, bind_query, execute, register_view
 from sluice.plan import logical as L
 from sluice.plan.ddl import execute_statement
+from sluice.plan.element import Element
 from sluice.plan.explain import explain as explain_plan
 from sluice.plan.expr import render
 from sluice.plan.semantics import sort_key
 from sluice.plan.windows import Range
-from sluice.reference.evaluator import Element
 from sluice.runtime.batch import arrow_schema, signed_counts, to_elements, ts_of
 from sluice.runtime.operators.base import ExecContext
 from sluice.runtime.operators.sources import Source

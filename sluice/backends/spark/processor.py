@@ -194,7 +194,7 @@ class SluiceProcessor(StatefulProcessor):
         out, q.batches = q.batches, []
         notes = [m for n, s in eng.sources.items() for m in s.messages[before.get(n, 0) :]]
         notes += rejected or []
-        for u in eng._units:  # rows an operator could not evaluate (sluice.plan.numeric): reported once
+        for u in eng.operators:  # rows an operator could not evaluate (sluice.plan.numeric): reported once
             notes += u.reject_messages
             u.reject_messages = []
         self.state.update((dumps(eng.snapshot_state()),))

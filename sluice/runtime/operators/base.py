@@ -11,7 +11,7 @@ operator kind and fails if an attribute outside ``STATE`` changed (``tests/test_
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -87,10 +87,13 @@ class Part:
 
 @dataclass
 class ExecContext:
-    """What every operator of one engine shares: the first instant, and the sampling seed."""
+    """What every operator of one engine shares: the first instant, the sampling seed, and the
+    clock its costs are measured with (seconds; the cost-based strategies read them).
+    """
 
     start: int | None = None
     seed: int = 0
+    clock: Callable[[], float] = time.perf_counter
 
 
 @dataclass
@@ -205,14 +208,14 @@ class Operator(Part):
         """Process up to about ``budget`` input elements; return how many were processed.
         Anything it raises comes out as an :class:`OperatorFailure` naming it and its queries.
         """
-        t0 = time.perf_counter()
+        t0 = self.ctx.clock()
         try:
             n = self._run(budget)
         except OperatorFailure:
             raise
         except Exception as ex:  # the engine decides: the queries it serves fail, the rest run on
             raise OperatorFailure(self, ex) from ex
-        self._seconds += time.perf_counter() - t0
+        self._seconds += self.ctx.clock() - t0
         self._runs += 1
         self._in += n
         return n

@@ -1,0 +1,352 @@
+"""The embedded engine: registered CQL queries run continuously, in process, on one thread.
+
+The engine is the session users call; it holds the catalog and delegates to three parts: the
+query registry (sources, the operator DAG, the queries — ``registry.py``), the scheduler loop
+(``loop.py``) and the inspector (statistics, rejections, EXPLAIN — ``inspector.py``).
+
+>>> eng = EmbeddedEngine()
+>>> _ = eng.execute("REGISTER STREAM S (A integer)")
+>>> q = eng.register_query("select A from S [Rows 1]")
+>>> eng.push("S", [(1, 10), (2, 20)]); eng.close()
+>>> [tuple(e) for e in q.results()]
+[(1, '+', (10,)), (2, '-', (10,)), (2, '+', (20,))]
+"""
+
+from __future__ import annotations
+
+import pickle
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from sluice.backends.embedded.inspector import Inspector
+from sluice.backends.embedded.loop import SchedulerLoop
+from sluice.backends.embedded.query import EngineStats, Query
+from sluice.backends.embedded.registry import QueryRegistry
+from sluice.backends.rows import admit_batch, to_batch
+from sluice.catalog import Catalog, Kind, SourceDef
+from sluice.cql import ast
+from sluice.cql.ast import TimeUnit
+from sluice.cql.parser import parse_query, parse_script
+from sluice.cql.printer import to_cql
+from sluice.errors import SluiceError
+from sluice.io.atomic import write_atomic
+from sluice.plan import BoundQuery, register_view
+from sluice.plan.binder import Binder
+from sluice.plan.ddl import execute_statement
+from sluice.plan.element import Element
+from sluice.plan.explain import explain
+from sluice.runtime.batch import NEG_INF, dumps
+from sluice.runtime.operators.base import ExecContext, Operator
+from sluice.runtime.operators.sources import Source
+from sluice.runtime.planner import Planner
+from sluice.runtime.queue import Queue
+
+SNAPSHOT_FORMAT = 1  # EmbeddedEngine.snapshot_state's layout
+# EmbeddedEngine.checkpoint's: 2 since operator protocol v2 (checkpoints without it are format 1,
+# whose objects this version would misread: refused with a message, never run); 3 since the engine
+# is a session over a registry, a scheduler loop and an inspector
+CHECKPOINT_FORMAT = 3
+
+
+class EmbeddedEngine:
+    """Register streams, relations, views and queries; push data; read answers.
+
+    ``clock`` measures operators' costs for the cost-based strategies (default
+    ``time.perf_counter``; a test may inject a deterministic one).
+    """
+
+    def __init__(
+        self,
+        catalog: Catalog | None = None,
+        *,
+        time_unit: TimeUnit | str = TimeUnit.SECOND,
+        slack: int = 0,
+        sharing: bool = True,
+        scheduler: str | Any = "round-robin",
+        budget: int = 65536,
+        seed: int = 0,
+        start: int | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.checkpoint_format = CHECKPOINT_FORMAT
+        self.catalog = catalog if catalog is not None else Catalog(time_unit=time_unit)
+        self.slack = slack
+        self.registry = QueryRegistry(ExecContext(start=start, seed=seed, clock=clock), slack, sharing)
+        self.loop = SchedulerLoop(self.registry, scheduler, budget)
+        self.inspector = Inspector(self.registry, self.loop)
+        for d in self.catalog.sources:
+            self._add_source(d)
+
+    # -- the parts' state, read by tests, the CLI and the Spark processor ----------------------
+    @property
+    def ctx(self) -> ExecContext:
+        return self.registry.ctx
+
+    @property
+    def sources(self) -> dict[str, Source]:
+        return self.registry.sources
+
+    @property
+    def queries(self) -> dict[str, Query]:
+        return self.registry.queries
+
+    @property
+    def failures(self) -> dict[str, str]:
+        """Query name → why it stopped (an operator of it failed; the engine went on)."""
+        return self.registry.failures
+
+    @property
+    def operators(self) -> list[Operator]:
+        """Every operator but the sources (outputs included), in creation order."""
+        return self.registry.operators
+
+    @property
+    def planner(self) -> Planner:
+        return self.registry.planner
+
+    @property
+    def strategy(self) -> Any:
+        return self.loop.strategy
+
+    # -- registration --------------------------------------------------------------------
+    def _add_source(self, d: SourceDef) -> None:
+        self.registry.add_source(d, self.catalog.scale(d))
+
+    def register_stream(
+        self, name: str, columns: Sequence[tuple[str, Any]], unit: TimeUnit | str | None = None
+    ) -> None:
+        """A stream; ``unit`` says what its timestamps count if not the catalog's tick (coarser only)."""
+        self._add_source(self.catalog.register_stream(name, columns, unit))
+
+    def register_relation(
+        self, name: str, columns: Sequence[tuple[str, Any]], unit: TimeUnit | str | None = None
+    ) -> None:
+        self._add_source(self.catalog.register_relation(name, columns, unit))
+
+    def register_view(self, name: str, query: str, columns: Sequence[str] = (), kind: Kind | None = None) -> None:
+        register_view(self.catalog, name, query, columns, kind=kind)
+
+    def register_function(self, name: str, fn: Callable[..., Any], return_type: Any, arg_types: Any = None) -> None:
+        self.catalog.register_function(name, fn, return_type, arg_types)
+
+    def register_query(self, query: str | ast.Query, name: str | None = None, *, retain: int | None = None) -> Query:
+        """Bind, plan and start a continuous query; its answer accumulates in the returned handle.
+
+        ``retain`` bounds what the handle keeps for ``results()``: None keeps every element,
+        ``N`` the last N, 0 none (subscribers still see everything) — for unbounded streams.
+        """
+        text = query if isinstance(query, str) else to_cql(query)
+        q_ast = parse_query(query) if isinstance(query, str) else query
+        plan = Binder(self.catalog, text).bind_top(q_ast)
+        if retain is not None and retain < 0:
+            raise SluiceError(f"retain must be None, 0 or a positive number of elements, not {retain}")
+        return self.registry.start(BoundQuery(plan, text), name, retain)
+
+    def unregister(self, name: str) -> None:
+        """Remove a query, also while running: its output stops, and every operator that served
+        only it is removed (shared operators keep serving the other queries).
+        """
+        self.registry.unregister(name)
+
+    def execute(self, text: str) -> list[Query | str | None]:
+        """Run CQL statements: DDL registers, a query starts running, EXPLAIN returns text."""
+        out: list[Query | str | None] = []
+        for stmt in parse_script(text):
+            src = text[stmt.span.start : stmt.span.end]
+            if isinstance(stmt, ast.QueryStatement):
+                plan = Binder(self.catalog, text).bind_top(stmt.query)
+                out.append(self.registry.start(BoundQuery(plan, src), None))
+                continue
+            if isinstance(stmt, ast.Explain):
+                plan = Binder(self.catalog, text).bind_top(stmt.query)
+                out.append(self.explain_plan(plan))
+                continue
+            before = {d.name for d in self.catalog.sources}
+            execute_statement(self.catalog, stmt, text, src)
+            for d in self.catalog.sources:
+                if d.name not in before:
+                    self._add_source(d)
+            out.append(None)
+        return out
+
+    # -- input ---------------------------------------------------------------------------
+    def push(self, name: str, rows: Any, *, ts_column: str = "ts", sign_column: str = "sign") -> None:
+        """Push rows to a stream or relation.
+
+        Rows are tuples ``(ts, v1, …)`` (relations: ``(ts, '+'|'-', v1, …)``), dicts with a ``ts``
+        key (and ``sign``), an Arrow table or a pandas frame with a ``ts`` column.  Rows that do
+        not fit are rejected, counted and described in ``statistics()``; the rest are accepted.
+        """
+        src = self.registry.source(name)
+        tick_ns = self.catalog.time_unit.millis * 1_000_000
+        batch, errors = to_batch(rows, src.schema, src.relation, src.name, ts_column, sign_column, tick_ns)
+        for msg in errors:
+            src.reject("malformed", msg)
+        src.push(batch)
+
+    def push_batch(self, name: str, batch: pa.Table) -> None:
+        """Push an already-typed batch (``__ts``, ``__sign``, ``c0…``): the fast path, through
+        the same value checks as every other input (vectorised).
+        """
+        src = self.registry.source(name)
+        batch, errors = admit_batch(batch, src.schema, src.name)
+        for msg in errors:
+            src.reject("malformed", msg)
+        src.push(batch)
+
+    def reject(self, name: str, messages: Sequence[str]) -> None:
+        """Count rows rejected before they reached the engine (a reader's bad lines), as malformed."""
+        src = self.registry.source(name)
+        for msg in messages:
+            src.reject("malformed", msg)
+
+    def heartbeat(self, ts: int, name: str | None = None) -> None:
+        """No element with timestamp ≤ ``ts`` will arrive (on ``name``, or on every source)."""
+        for src in [self.registry.source(name)] if name else self.sources.values():
+            src.heartbeat(ts)
+
+    def close(self, until: int | None = None) -> None:
+        """End of input: complete every instant up to ``until`` (default: the last timestamp pushed)."""
+        last = max((s.max_seen for s in self.sources.values()), default=NEG_INF)
+        if until is None:
+            until = last
+        for s in self.sources.values():
+            s.close(until)
+        self.run()
+
+    # -- scheduling and execution --------------------------------------------------------
+    def set_scheduler(self, scheduler: str | Any, **options: Any) -> None:
+        """Choose the scheduling strategy (also while running): a name from
+        ``sluice.scheduling.strategies.STRATEGIES`` (with ``+oldest-first``, ``+dynamic``,
+        ``+exhaustive``, ``+limited`` modifiers) or a strategy object.
+        """
+        self.loop.set_scheduler(scheduler, **options)
+
+    def set_estimates(self, estimates: dict[str, tuple[float, float]]) -> None:
+        """Static (seconds per tuple, selectivity) per operator name (see ``explain``), used by the
+        strategies instead of measured statistics for those operators.
+        """
+        self.loop.set_estimates(estimates)
+
+    def run(self, max_steps: int | None = None) -> int:
+        """Run until no operator has work; returns the number of scheduling decisions."""
+        return self.loop.run(max_steps)
+
+    # -- checkpoints and snapshots -------------------------------------------------------
+    def checkpoint(self, path: str | Path) -> None:
+        """Save the whole state — catalog, sources (buffered and late-checked), every operator's
+        synopses and queues, the queries and their retained output — atomically (temp + rename).
+        ``EmbeddedEngine.restore(path)`` continues exactly where this engine is now.
+        Subscribers are not saved: subscribe again after restoring.
+        """
+        try:
+            data = dumps(self)
+        except (pickle.PicklingError, TypeError, AttributeError) as e:
+            raise SluiceError(
+                f"checkpoint: the engine's state cannot be saved ({e}); are all UDFs module-level?"
+            ) from None
+        write_atomic(Path(path), data)
+
+    @staticmethod
+    def restore(path: str | Path) -> EmbeddedEngine:
+        """An engine from a checkpoint (``checkpoint``): same queries, same state, same answers."""
+        with Path(path).open("rb") as f:
+            try:
+                eng = pickle.load(f)
+            except Exception as e:  # a truncated file, or classes this version no longer has
+                raise SluiceError(
+                    f"{path} cannot be read as an embedded-engine checkpoint of this version of Sluice ({e}); "
+                    "run from the start (or with the version that wrote it)"
+                ) from None
+        if not isinstance(eng, EmbeddedEngine):
+            raise SluiceError(f"{path} is not an embedded-engine checkpoint")
+        found = eng.__dict__.get("checkpoint_format", 1)
+        if found != CHECKPOINT_FORMAT:
+            raise SluiceError(
+                f"{path} is a checkpoint of format {found}, written by another version of Sluice; this one reads "
+                f"format {CHECKPOINT_FORMAT}: run from the start (or with that version)"
+            )
+        return eng
+
+    def snapshot_state(self) -> dict[str, Any]:
+        """The state of every operator, queue and query output (operator protocol v2: each
+        operator's ``snapshot()``) — not the catalog, the plans or the scheduler's bookkeeping,
+        which change when results appear, never what they are.  :meth:`restore_state` puts it into
+        an engine that registered the same streams and queries in the same order.  The Spark
+        processor stores this per key.  Values are live objects: pickle them before running on.
+        """
+        reg = self.registry
+        return {
+            "format": SNAPSHOT_FORMAT,
+            "start": reg.ctx.start,
+            "steps": self.loop.steps,
+            "operators": {o.name: (o.kind, o.snapshot()) for o in reg.all_operators()},
+            "queues": {q.name: q.snapshot() for q in reg.queues()},
+            "queries": {n: q.snapshot() for n, q in reg.queries.items()},
+            "failures": dict(reg.failures),
+        }
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`snapshot_state` of an engine built the same way (same results)."""
+        if not isinstance(state, dict) or state.get("format") != SNAPSHOT_FORMAT:
+            raise SluiceError(f"not an engine state snapshot of format {SNAPSHOT_FORMAT}")
+
+        def differ(what: str, here: Any, there: Any) -> None:
+            if set(here) != set(there):
+                raise SluiceError(
+                    f"the snapshot is of a different plan: {what} only in it: {sorted(set(there) - set(here))}, "
+                    f"only here: {sorted(set(here) - set(there))}"
+                )
+
+        reg = self.registry
+        # the queries are checked before anything changes: a snapshot refused here leaves the engine as it was
+        differ("queries", set(reg.queries) - set(state["failures"]), state["queries"])
+        for name, why in state["failures"].items():  # queries that stopped there stop here too
+            if name in reg.queries:
+                reg.stop(name, why)
+        ops = {o.name: o for o in reg.all_operators()}
+        queues: dict[str, Queue] = {q.name: q for q in reg.queues()}
+        differ("operators", ops, state["operators"])
+        differ("queues", queues, state["queues"])
+        for name, (kind, _) in state["operators"].items():
+            if ops[name].kind != kind:
+                raise SluiceError(
+                    f"the snapshot is of a different plan: {name} is a {kind} there, {ops[name].kind} here"
+                )
+        for name, (_, st) in state["operators"].items():
+            ops[name].restore(st)
+        for name, st in state["queues"].items():
+            queues[name].restore(st)
+        for name, st in state["queries"].items():
+            reg.queries[name].restore(st)
+        reg.ctx.start, self.loop.steps = state["start"], state["steps"]
+        self.loop.forget_measurements()
+
+    # -- inspection ----------------------------------------------------------------------
+    def results(self, query: str | Query) -> list[Element]:
+        """A query's output so far (``Query.results``): the same call as ``SparkEngine.results``."""
+        q = query if isinstance(query, Query) else self.queries.get(query)
+        if q is None:
+            raise SluiceError(f"no query named {query!r}")
+        return q.results()
+
+    def statistics(self) -> EngineStats:
+        return self.inspector.statistics()
+
+    def rejected(self) -> list[str]:
+        """Messages for rejected input (first 100 per source) and for rows an operator could not
+        evaluate (first 100 per operator, naming its queries: ``sluice.plan.numeric``).
+        """
+        return self.inspector.rejected()
+
+    def explain_plan(self, plan: Any) -> str:
+        return explain(plan)
+
+    def explain(self, query: str | Query | None = None) -> str:
+        """The operator DAG of one query (or all): operators, queues, synopses, what is shared."""
+        qs = [query if isinstance(query, Query) else self.queries[query]] if query else list(self.queries.values())
+        return self.inspector.explain(qs)

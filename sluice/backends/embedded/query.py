@@ -1,0 +1,139 @@
+"""A registered query's handle on the embedded engine (its output so far, its subscribers) and
+the engine's statistics record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from sluice.catalog import Kind
+from sluice.errors import SluiceError
+from sluice.plan import BoundQuery
+from sluice.plan.element import Element
+from sluice.runtime.batch import concat, to_elements
+from sluice.runtime.operators.streams import Output
+from sluice.runtime.stats import OperatorStats, QueueStats, SourceStats
+from sluice.runtime.synopsis import SynopsisStats
+
+
+class UnknownNameError(SluiceError):
+    """Data was pushed to, or a heartbeat given for, a name that is not a registered stream/relation."""
+
+
+@dataclass(frozen=True, slots=True)
+class EngineStats:
+    queue_bytes: int
+    synopsis_bytes: int
+    peak_queue_bytes: int
+    sources: tuple[SourceStats, ...]
+    operators: tuple[OperatorStats, ...]
+    queues: tuple[QueueStats, ...]
+    scheduler: str
+    steps: int
+    synopses: tuple[tuple[str, SynopsisStats], ...] = ()
+
+    @property
+    def memory_bytes(self) -> int:
+        return self.queue_bytes + self.synopsis_bytes
+
+
+@dataclass
+class Query:
+    """A registered continuous query: its plan, its output so far, its subscribers."""
+
+    name: str
+    bound: BoundQuery
+    output: Output | None = None
+    batches: list[pa.Table] = field(default_factory=list)
+    subscribers: list[Callable[[list[Element]], None]] = field(default_factory=list)
+    arrow_subscribers: list[Callable[[pa.Table], None]] = field(default_factory=list)
+    active: bool = True
+    weight: float = 1.0
+    start: int | None = None  # its first instant, when registered while the engine runs
+    retain: int | None = None  # output elements kept for results()/arrow(): None all, 0 none, N the last N
+    delivered: int = 0  # output elements produced so far (kept or not)
+    error: str | None = None  # why it stopped, if an operator of it failed (the engine went on)
+    rewrites: tuple[str, ...] = ()  # the rewrite rules that changed its plan (sluice.plan.rules)
+    _held: int = 0
+    _close: Callable[[str], None] | None = None
+
+    @property
+    def kind(self) -> Kind:
+        return self.bound.kind
+
+    @property
+    def schema(self) -> Any:
+        return self.bound.schema
+
+    def _deliver(self, b: pa.Table) -> None:
+        self.delivered += b.num_rows
+        if self.retain != 0:
+            self.batches.append(b)
+            self._held += b.num_rows
+            if self.retain is not None:  # a bounded buffer: keep the last `retain` elements
+                while self._held - self.batches[0].num_rows >= self.retain:
+                    self._held -= self.batches.pop(0).num_rows
+                if self._held > self.retain:
+                    cut = self._held - self.retain
+                    self.batches[0] = self.batches[0].slice(cut)
+                    self._held = self.retain
+        for afn in self.arrow_subscribers:
+            afn(b)
+        if self.subscribers:
+            els = [Element(*e) for e in to_elements(b)]
+            for fn in self.subscribers:
+                fn(els)
+
+    def close(self) -> None:
+        """Stop this query: its operators not shared with another query are removed (any time)."""
+        if self._close is not None:
+            self._close(self.name)
+            self._close = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A checkpoint keeps the query and its retained output, not its subscribers (callables:
+        subscribe again after ``EmbeddedEngine.restore``).
+        """
+        state = dict(self.__dict__)
+        state["subscribers"], state["arrow_subscribers"] = [], []
+        return state
+
+    def snapshot(self) -> dict[str, Any]:
+        """Its retained output and counts (``EmbeddedEngine.snapshot_state``)."""
+        return {"batches": list(self.batches), "held": self._held, "delivered": self.delivered, "error": self.error}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.batches, self._held = list(state["batches"]), state["held"]
+        self.delivered, self.error = state["delivered"], state["error"]
+
+    def subscribe(self, fn: Callable[[list[Element]], None]) -> None:
+        """Call ``fn(elements)`` with every batch of output as its instants complete."""
+        self.subscribers.append(fn)
+
+    def subscribe_arrow(self, fn: Callable[[pa.Table], None]) -> None:
+        """Call ``fn(batch)`` with every output batch (``__ts``, ``__sign``, ``c0…``): the columnar path."""
+        self.arrow_subscribers.append(fn)
+
+    def arrow(self) -> pa.Table:
+        """Output so far as one Arrow table (``__ts``, ``__sign``, then the columns by name)."""
+        t = concat(self.batches, list(self.bound.schema.types))
+        return t.rename_columns(["ts", "sign", *self.bound.schema.names])
+
+    def results(self) -> list[Element]:
+        """Output so far: ``(ts, sign, row)`` elements, per instant deletions before insertions."""
+        out: list[Element] = []
+        for b in self.batches:
+            out.extend(Element(*e) for e in to_elements(b))
+        return out
+
+    def __iter__(self) -> Iterator[Element]:
+        return iter(self.results())
+
+    @property
+    def count(self) -> int:
+        """Output elements produced so far (also those a bounded ``retain`` no longer keeps)."""
+        return self.delivered

@@ -1,0 +1,149 @@
+"""The embedded engine's query registry: its sources, the operator DAG the planner built for the
+registered queries (shared subplans: seed §3.2), and the queries themselves — adding a query
+(also while running: from the first instant not yet released), removing one with the operators
+that served only it, and stopping the queries of an operator that failed.
+"""
+
+from __future__ import annotations
+
+from sluice.backends.embedded.query import Query
+from sluice.catalog import Kind, SourceDef
+from sluice.errors import SluiceError
+from sluice.plan import BoundQuery
+from sluice.plan.rules import rewrite
+from sluice.runtime.batch import NEG_INF
+from sluice.runtime.operators.base import ExecContext, Operator, OperatorFailure
+from sluice.runtime.operators.sources import Source
+from sluice.runtime.operators.streams import Output
+from sluice.runtime.planner import Planner
+from sluice.runtime.queue import Queue
+
+
+class UnknownNameError(SluiceError):
+    """Data was pushed to, or a heartbeat given for, a name that is not a registered stream/relation."""
+
+
+class QueryRegistry:
+    """Sources, operators (in creation order: a topological order) and queries, kept consistent."""
+
+    def __init__(self, ctx: ExecContext, slack: int, sharing: bool) -> None:
+        self.ctx = ctx
+        self.slack = slack
+        self.sources: dict[str, Source] = {}
+        self.planner = Planner(self.sources, ctx, sharing=sharing)
+        self.queries: dict[str, Query] = {}
+        self.failures: dict[str, str] = {}  # query name → why it stopped
+        self.operators: list[Operator] = []  # every operator but the sources, outputs included
+        self.version = 0  # changes whenever the DAG does (the scheduler rebuilds its units then)
+        self._epoch: int | None = None  # first instant of the queries planned last while running
+
+    # -- sources -------------------------------------------------------------------------
+    def add_source(self, d: SourceDef, scale: int) -> None:
+        src = Source(d.name, d.schema, self.ctx, self.slack, d.kind is Kind.RELATION)
+        src.scale = scale
+        self.sources[d.name.lower()] = src
+
+    def source(self, name: str) -> Source:
+        src = self.sources.get(name.lower())
+        if src is None:
+            known = ", ".join(sorted(s.name for s in self.sources.values())) or "none"
+            raise UnknownNameError(f"no stream or relation named {name!r} (registered: {known})")
+        return src
+
+    # -- queries -------------------------------------------------------------------------
+    def start(self, bq: BoundQuery, name: str | None, retain: int | None = None) -> Query:
+        """Plan a bound query (rewritten first: ``sluice.plan.rules``) and start it."""
+        name = name or f"q{len(self.queries) + 1}"
+        if name in self.queries:
+            raise SluiceError(f"a query named {name!r} is already registered")
+        q = Query(name, bq, retain=retain, _close=self.unregister)
+        released = max((s._wm_out for s in self.sources.values()), default=NEG_INF)
+        if self.ctx.start is not None and (released > NEG_INF or any(s.output.enqueued for s in self.sources.values())):
+            # Registered while running: the query starts at the first instant not yet released
+            # (STREAM §3 assumes queries exist before their streams produce; here from that instant).
+            since = max(self.ctx.start, released + 1)
+            if since != self._epoch:
+                self.planner.begin_epoch(ExecContext(start=since, seed=self.ctx.seed, clock=self.ctx.clock), since)
+                self._epoch = since
+            q.start = since
+        n_before = len(self.planner.operators)
+        rw = rewrite(bq.plan)
+        q.rewrites = rw.applied
+        top = self.planner.build(rw.plan, name)
+        out = Output(
+            name=f"output:{name}",
+            schema=bq.schema,
+            readers=[top.output.reader()],
+            output=Queue(f"q:output:{name}", bq.schema.types),
+            ctx=self.planner.ctx,
+        ).setup(bq.kind is Kind.STREAM, q._deliver, top.pure)
+        out.queries.add(name)
+        q.output = out
+        self.operators.extend(self.planner.operators[n_before:])
+        self.operators.append(out)
+        self.queries[name] = q
+        self.version += 1
+        return q
+
+    def unregister(self, name: str) -> None:
+        """Remove a query, also while running: its output stops, and every operator that served
+        only it is removed (shared operators keep serving the other queries).
+        """
+        q = self.queries.pop(name, None)
+        if q is None:
+            raise UnknownNameError(f"no query named {name!r} (registered: {', '.join(self.queries) or 'none'})")
+        q._close = None
+        gone: set[int] = set()
+        for op in reversed(self.operators):  # consumers before producers
+            if op is q.output or (name in op.queries and op.queries == {name}):
+                gone.add(id(op))
+                for r in op.readers:
+                    r.queue.detach(r)
+            op.queries.discard(name)
+        for s in self.sources.values():
+            s.queries.discard(name)
+        self.operators = [u for u in self.operators if id(u) not in gone]
+        self.planner.forget(gone)
+        self.version += 1
+
+    def fail(self, failure: OperatorFailure) -> None:
+        """An operator raised: every query it serves stops (its output so far stays readable,
+        ``Query.error`` says why); the engine and the other queries go on.
+        """
+        for name in sorted(failure.op.queries):
+            if name in self.queries:
+                self.stop(name, str(failure))
+
+    def stop(self, name: str, why: str) -> None:
+        """Stop a query for a reason (it failed): it is unregistered, its output kept."""
+        self.queries[name].error = why
+        self.failures[name] = why
+        self.unregister(name)
+
+    # -- the DAG -------------------------------------------------------------------------
+    def all_operators(self) -> list[Operator]:
+        """Sources first, then every other operator in creation order."""
+        return [*self.sources.values(), *self.operators]
+
+    def outputs(self) -> list[Operator]:
+        return [u for u in self.operators if u.kind == "Output"]
+
+    def queues(self) -> list[Queue]:
+        return [q for u in self.all_operators() for q in u.outputs]
+
+    def producer(self, queue: Queue) -> Operator:
+        for u in self.all_operators():
+            if queue in u.outputs:
+                return u
+        raise KeyError(queue.name)
+
+    def fix_start(self) -> None:
+        """The first instant, if not given: the smallest timestamp or heartbeat seen so far."""
+        if self.ctx.start is None:
+            firsts = [
+                int(b.column(0).to_numpy().min()) for s in self.sources.values() for b in s._pending if b.num_rows
+            ]
+            beats = [s.complete_upto() for s in self.sources.values() if s.complete_upto() > NEG_INF]
+            cands = firsts or beats
+            if cands:
+                self.ctx.start = min(cands)
