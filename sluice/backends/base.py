@@ -19,7 +19,8 @@ from sluice.catalog import Kind
 
 if TYPE_CHECKING:
     from sluice.backends.embedded import EmbeddedEngine, Query
-    from sluice.backends.spark.engine import SparkEngine, SparkQuery
+    from sluice.backends.spark.engine import SparkEngine
+    from sluice.backends.spark.query import SparkQuery
 
 
 class QueryHandle(Protocol):

@@ -40,7 +40,7 @@ class QueryRegistry:
     # -- sources -------------------------------------------------------------------------
     def add_source(self, d: SourceDef, scale: int) -> None:
         src = Source(d.name, d.schema, self.ctx, self.slack, d.kind is Kind.RELATION)
-        src.scale = scale
+        src.admission.scale = scale
         self.sources[d.name.lower()] = src
 
     def source(self, name: str) -> Source:

@@ -32,7 +32,8 @@ from sluice.datatypes import DataType, TypeKind
 from sluice.plan.expr import AggKind, BExpr
 
 if TYPE_CHECKING:
-    from sluice.backends.spark.engine import SparkEngine, SparkQuery
+    from sluice.backends.spark.engine import SparkEngine
+    from sluice.backends.spark.query import SparkQuery
 
 
 def needs_flag(t: DataType) -> bool:
@@ -265,7 +266,7 @@ def _ekey(eng: SparkEngine, q: SparkQuery, cols: Sequence[Any] | None) -> Any:
     """The partition key column: by ``cols`` hashed into the query's buckets; every key (the
     row is replicated) when ``cols`` is None; "0" for an unsplittable query.
     """
-    buckets = eng._buckets(q)
+    buckets = eng.runner.buckets(q)
     if q.part is None:
         return F.lit("0")
     if cols is None:

@@ -1,10 +1,8 @@
 """Stream and relation sources: where pushed elements enter a plan.
 
-A stream source accepts elements up to ``slack`` ticks out of order.  Having seen timestamp M,
-it knows every instant ≤ M − slack − 1 is complete (an automatic heartbeat); an explicit
-heartbeat(τ) says the same of τ.  An element stamped at or before a complete instant is *late*:
-it is rejected and counted with its reason, never silently dropped.  Released elements leave
-in timestamp order; ties keep arrival order (which ``[Rows N]`` depends on).
+A source admits elements by the lateness rule (``sluice.runtime.admission``: up to ``slack``
+ticks out of order; late ones rejected and counted).  Released elements leave in timestamp
+order; ties keep arrival order (which ``[Rows N]`` depends on).
 """
 
 from __future__ import annotations
@@ -15,98 +13,66 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 from sluice.catalog import Schema
+from sluice.runtime.admission import Admission
 from sluice.runtime.batch import NEG_INF, concat, from_rows, sort_by_ts, to_elements, ts_of
 from sluice.runtime.operators.base import ExecContext, Operator
 from sluice.runtime.queue import Queue
 from sluice.runtime.stats import SourceStats
 
-MAX_MESSAGES = 100
-
 
 class Source(Operator):
-    STATE = ("_pending", "_buffered", "max_seen", "heartbeat_ts", "accepted", "rejected", "messages", "_contents")
+    STATE = ("_pending", "_buffered", "_contents")
+    PARTS = ("admission",)
 
     def __init__(self, name: str, schema: Schema, ctx: ExecContext, slack: int = 0, relation: bool = False) -> None:
         super().__init__(name=name, schema=schema, readers=[], output=Queue(name, schema.types), ctx=ctx)
-        self.slack = slack
-        self.scale = 1  # ticks per unit of the timestamps pushed here
+        self.admission = Admission(name, slack)  # the lateness rule and what it rejected
         self.relation = relation
         self.insert_only = not relation
         self._pending: list[pa.Table] = []
         self._buffered = 0
-        self.max_seen = NEG_INF
-        self.heartbeat_ts = NEG_INF
-        self.accepted = 0
-        self.rejected: Counter[str] = Counter()
-        self.messages: list[str] = []
         self._contents: Counter[tuple[Any, ...]] = Counter()  # relations: what is in it now
 
     @property
     def kind(self) -> str:
         return "RelationSource" if self.relation else "StreamSource"
 
+    @property
+    def scale(self) -> int:
+        """Ticks per unit of the timestamps pushed here."""
+        return self.admission.scale
+
+    @property
+    def max_seen(self) -> int:
+        return self.admission.max_seen
+
+    @property
+    def messages(self) -> list[str]:
+        return self.admission.messages
+
     def reject(self, reason: str, message: str, n: int = 1) -> None:
-        self.rejected[reason] += n
-        if len(self.messages) < MAX_MESSAGES:
-            self.messages.append(message)
+        self.admission.reject(reason, message, n)
 
     def complete_upto(self) -> int:
         """Every instant ≤ this is complete on this source."""
-        auto = self.max_seen - self.slack - 1 if self.max_seen > NEG_INF else NEG_INF
-        return max(self.heartbeat_ts, auto)
-
-    def admit(self, batch: pa.Table, where: str = "") -> pa.Table:
-        """The elements of a typed batch that are not late, with timestamps in ticks; late ones
-        are rejected with their reason and the rest count as seen (for the slack's completion).
-        """
-        if batch.num_rows == 0:
-            return batch
-        if self.scale != 1:
-            batch = batch.set_column(0, "__ts", pa.array(ts_of(batch) * self.scale))
-        ts = ts_of(batch)
-        # each element against what was complete when it arrived — the elements before it in this
-        # batch count as seen — so the answer does not depend on how the input was batched
-        seen = np.maximum.accumulate(np.concatenate(([self.max_seen], ts[:-1])))
-        wide = self.slack >= 2**62  # seen − slack − 1 may not fit 64 bits: Python integers
-        lag = seen.astype(object) if wide else np.where(seen > NEG_INF, seen, 0)
-        auto = np.where(seen > NEG_INF, lag - (self.slack + 1), NEG_INF)
-        done = np.maximum(auto, self.heartbeat_ts)
-        late = ts <= done
-        if late.any():
-            idx = np.flatnonzero(late)
-            for i in idx[:5]:
-                self.reject(
-                    "late",
-                    f"{self.name}{where}: element at ts {int(ts[i])} arrived after instant {int(done[i])} was "
-                    f"complete (slack {self.slack})",
-                    1,
-                )
-            if len(idx) > 5:
-                self.rejected["late"] += len(idx) - 5
-            batch = batch.filter(pa.array(~late))
-            ts = ts[~late]
-        if batch.num_rows:
-            self.max_seen = max(self.max_seen, int(ts.max()))
-        return batch
+        return self.admission.complete_upto()
 
     def push(self, batch: pa.Table, where: str = "") -> None:
         """Accept a typed batch (``__ts``, ``__sign``, attributes); late elements are rejected."""
-        batch = self.admit(batch, where)
+        batch = self.admission.admit(batch, where)
         if batch.num_rows == 0:
             return
         self._pending.append(batch)
         self._buffered += batch.num_rows
-        self.accepted += batch.num_rows
+        self.admission.accepted += batch.num_rows
 
     def heartbeat(self, ts: int, scaled: bool = False) -> None:
         """Instants up to ``ts`` (in this source's unit; in ticks if ``scaled``) are complete."""
-        tick = ts if scaled else (ts + 1) * self.scale - 1
-        self.heartbeat_ts = max(self.heartbeat_ts, tick)
+        self.admission.heartbeat(ts, scaled)
 
     def close(self, until: int | None = None) -> None:
         """End of input: every instant up to ``until`` (default: the last timestamp seen) completes."""
-        last = self.max_seen if until is None else max(until, self.max_seen)
-        self.heartbeat(last, scaled=True)
+        self.admission.close(until)
 
     def has_work(self) -> bool:
         return self._buffered > 0 and self._releasable() or self.complete_upto() > self._wm_out
@@ -147,19 +113,12 @@ class Source(Operator):
                 self._contents[row] -= 1
             else:
                 keep[i] = False
-                self.accepted -= 1  # it was counted when pushed
+                self.admission.accepted -= 1  # it was counted when pushed
                 self.reject("absent deletion", f"{self.name}: deletion of {row!r} at {t}, which is not in it")
         return b if keep.all() else b.filter(pa.array(keep))
 
     def source_statistics(self) -> SourceStats:
-        return SourceStats(
-            self.name,
-            self.accepted,
-            sum(self.rejected.values()),
-            tuple(sorted(self.rejected.items())),
-            self.complete_upto(),
-            self._buffered,
-        )
+        return self.admission.statistics(self._buffered)
 
     def state_bytes(self) -> int:
         return sum(b.nbytes for b in self._pending)

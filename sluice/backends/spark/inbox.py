@@ -1,0 +1,167 @@
+"""The Spark driver's input: what is pushed, attached or declared static, before Spark reads it.
+
+Pushed rows pass the one admission check (``sluice.backends.rows``) and the lateness rule
+(``sluice.runtime.admission``, the embedded engine's sources' own: a partition key sees only its
+own elements, so the driver decides for all of them) and wait as typed event batches, numbered
+by arrival (``seq``); heartbeats, ends and the start are markers numbered in the same sequence.
+``flush`` writes both as Parquet files into the work directory, which Spark reads as streams:
+data before markers, so a micro-batch that sees a marker has seen the data before it.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from sluice.backends.rows import admit_batch, rows_to_batch, to_batch
+from sluice.catalog import Catalog, Kind, SourceDef
+from sluice.errors import SluiceError
+from sluice.runtime.admission import Admission
+from sluice.runtime.batch import to_elements, ts_of
+
+
+class Inbox:
+    def __init__(self, catalog: Catalog, workdir: Path, slack: int) -> None:
+        self.catalog = catalog
+        self.workdir = workdir
+        self.slack = slack
+        self.admission: dict[str, Admission] = {}  # per source, created at its first input
+        # source -> (kind, options): "directory" (path, format, options), "rate", "socket"
+        self.external: dict[str, tuple[str, dict[str, Any]]] = {}
+        self.static: dict[str, list[tuple[Any, ...]]] = {}  # relation -> its fixed rows
+        self.seq = 0  # events and markers numbered so far
+        self.released = 0  # events handed to Spark (flushed); later ones are every new query's input
+        self.min_ts: int | None = None
+        self.last_ts: int | None = None
+        self._batches: dict[str, list[pa.Table]] = {}  # source -> pending event batches
+        self._markers: list[tuple[int, str, int]] = []
+
+    def source(self, name: str) -> SourceDef:
+        try:
+            d = self.catalog.lookup(name)
+        except KeyError:
+            raise SluiceError(f"no stream or relation named {name!r}") from None
+        if not isinstance(d, SourceDef):
+            raise SluiceError(f"{name} is a view; push to its streams")
+        return d
+
+    def admission_of(self, d: SourceDef) -> Admission:
+        key = d.name.lower()
+        if key not in self.admission:
+            self.admission[key] = Admission(d.name, self.slack, self.catalog.scale(d))
+        return self.admission[key]
+
+    # -- sources Spark reads itself, and static relations --------------------------------
+    def attach(self, d: SourceDef, kind: str, options: dict[str, Any]) -> None:
+        self.external[d.name.lower()] = (kind, options)
+
+    def set_static(self, d: SourceDef, rows: list[tuple[Any, ...]]) -> None:
+        if d.kind is not Kind.RELATION:
+            raise SluiceError(f"{d.name} is a stream; only a relation can be static")
+        if d.name.lower() in self.static or d.name.lower() in self.admission:
+            raise SluiceError(f"{d.name} already has contents")
+        batch, errors = rows_to_batch([(0, "+", *r) for r in rows], d.schema, True, d.name)
+        if errors:
+            raise SluiceError(f"{d.name}: " + "; ".join(errors[:3]))
+        self.static[d.name.lower()] = [tuple(r) for _, _, r in to_elements(batch)]
+
+    def push_static(self, start: int | None) -> None:
+        """Static relations enter the processors' engines once, inserted at the start."""
+        first = start if start is not None else (self.min_ts or 0)
+        for key, rows in self.static.items():
+            if key in self.admission or not rows:
+                continue
+            d = self.source(key)
+            at = first // self.catalog.scale(d)  # the relation's unit; never after the start
+            self._push(d, [(at, "+", *r) for r in rows])
+
+    # -- pushed rows ---------------------------------------------------------------------
+    def push(self, name: str, rows: Any, ts_column: str = "ts", sign_column: str = "sign") -> None:
+        self._push(self._changeable(name), rows, ts_column, sign_column)
+
+    def push_batch(self, name: str, batch: pa.Table) -> None:
+        d = self._changeable(name)
+        batch, errors = admit_batch(batch, d.schema, d.name)
+        self._push_typed(d, batch, errors)
+
+    def _changeable(self, name: str) -> SourceDef:
+        d = self.source(name)
+        if d.name.lower() in self.static:
+            raise SluiceError(f"{d.name} is static (attach_static): its contents cannot change")
+        return d
+
+    def _push(self, d: SourceDef, rows: Any, ts_column: str = "ts", sign_column: str = "sign") -> None:
+        tick_ns = self.catalog.time_unit.millis * 1_000_000
+        relation = d.kind is Kind.RELATION
+        batch, errors = to_batch(rows, d.schema, relation, d.name, ts_column, sign_column, tick_ns)
+        self._push_typed(d, batch, errors)
+
+    def _push_typed(self, d: SourceDef, batch: pa.Table, errors: list[str]) -> None:
+        adm = self.admission_of(d)
+        for msg in errors:
+            adm.reject("malformed", msg)
+        batch = adm.admit(batch)  # in ticks
+        adm.accepted += batch.num_rows
+        if batch.num_rows == 0:
+            return
+        n = batch.num_rows
+        seq = pa.array(np.arange(self.seq + 1, self.seq + 1 + n, dtype=np.int64))
+        self.seq += n
+        ticks = ts_of(batch)
+        lo, hi = int(ticks.min()), int(ticks.max())
+        self.min_ts = lo if self.min_ts is None else min(self.min_ts, lo)
+        self.last_ts = hi if self.last_ts is None else max(self.last_ts, hi)
+        ts = batch.column(0) if adm.scale == 1 else pa.array(ticks // adm.scale)  # as pushed: the processor scales
+        cols = {"seq": seq, "ts": ts, "sign": batch.column(1).cast(pa.int32())}
+        cols.update({f"c{j}": batch.column(2 + j) for j in range(len(d.schema))})
+        self._batches.setdefault(d.name.lower(), []).append(pa.table(cols))
+
+    def reject(self, name: str, messages: list[str]) -> None:
+        """Count rows rejected before they reached the engine (a reader's bad lines), as malformed."""
+        adm = self.admission_of(self.source(name))
+        for msg in messages:
+            adm.reject("malformed", msg)
+
+    def messages(self) -> list[str]:
+        return [m for adm in self.admission.values() for m in adm.messages]
+
+    # -- markers -------------------------------------------------------------------------
+    def marker(self, kind: str, ts: int, start: int | None) -> None:
+        """``h`` heartbeat, ``e`` end, ``s`` start (every input gets an event time from it)."""
+        if kind != "s":
+            self.push_static(start)  # static rows are in before any instant completes
+        self.seq += 1
+        self._markers.append((self.seq, kind, ts))
+        if kind != "s":
+            for adm in self.admission.values():
+                adm.heartbeat(ts)
+
+    # -- to Spark ------------------------------------------------------------------------
+    def flush(self) -> None:
+        """Write what is pending for Spark to read (data before markers)."""
+        for src, batches in self._batches.items():
+            if batches:
+                self._write(self.workdir / "sources" / src, pa.concat_tables(batches))
+                batches.clear()
+        if self._markers:
+            seq, kind, ts = zip(*self._markers, strict=True)
+            self._write(
+                self.workdir / "markers",
+                pa.table({"seq": pa.array(seq, pa.int64()), "kind": pa.array(kind), "ts": pa.array(ts, pa.int64())}),
+            )
+            self._markers.clear()
+        self.released = self.seq
+
+    def _write(self, directory: Path, table: pa.Table) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        # unique across engines on one workdir (a restarted engine keeps adding files)
+        stem = f"part-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
+        tmp = directory / f".{stem}.parquet"
+        pq.write_table(table, tmp)
+        tmp.rename(directory / f"{stem}.parquet")  # appears atomically

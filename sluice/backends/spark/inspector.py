@@ -1,0 +1,107 @@
+"""What the Spark backend tells about its queries: their output read back from Spark (memory
+table or committed files), results netted per instant as the embedded engine gives them,
+rejections and late elements, and EXPLAIN of how Spark runs each query.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from sluice.backends.spark.compile import pushdown, to_column
+from sluice.backends.spark.frames import read_committed, source_column
+from sluice.backends.spark.processor import output_schema
+from sluice.backends.spark.query import SparkQuery, late_note, notes
+from sluice.errors import SluiceError
+from sluice.plan.element import Element
+from sluice.plan.explain import explain as explain_plan
+from sluice.plan.expr import render
+from sluice.plan.semantics import sort_key
+from sluice.runtime.batch import arrow_schema, signed_counts
+
+if TYPE_CHECKING:
+    from sluice.backends.spark.engine import SparkEngine
+
+
+class Inspector:
+    def __init__(self, engine: SparkEngine) -> None:
+        self.engine = engine
+
+    def output(self, q: SparkQuery) -> pa.Table | None:
+        """Everything the query wrote so far, notes (sign 0) included; None before its first output."""
+        spark = self.engine.spark
+        if q.sink == "console":
+            raise SluiceError(f"query {q.name} writes to the console; use sink='memory', 'parquet' or 'json'")
+        if q.sink == "memory":
+            return spark.sql(f"select * from {q.table}").toArrow() if q.table else None
+        assert q.out_path is not None
+        if not list(q.out_path.glob(f"*.{q.sink}")):
+            return None
+        schema = output_schema(q.bound.plan.schema.types)
+        if q.sink == "json":
+            return spark.read.schema(schema).json(str(q.out_path)).toArrow()
+        return read_committed(spark, str(q.out_path), schema, to_arrow_schema(schema))
+
+    def elements(self, q: SparkQuery) -> pa.Table:
+        """Output rows as an engine batch (``__ts``, ``__sign``, ``c0…``); notes go to ``q.notes``."""
+        types = list(q.bound.plan.schema.types)
+        t = self.output(q)
+        if t is None or t.num_rows == 0:
+            return arrow_schema(types).empty_table()
+        signs = t.column("sign")
+        q.notes = notes(t)
+        t = t.filter(pc.not_equal(signs, 0))
+        return pa.Table.from_arrays(
+            [t.column("ts"), t.column("sign").cast(pa.int8())] + [t.column(f"c{j}") for j in range(len(types))],
+            schema=arrow_schema(types),
+        )
+
+    def results(self, q: SparkQuery) -> list[Element]:
+        b = self.elements(q)
+        if b.num_rows == 0:
+            return []
+        out = []
+        counts = signed_counts(b)  # one Arrow group-by: net sign per (instant, tuple)
+        for ts, row, n in sorted(counts, key=lambda c: (c[0], c[2] > 0, sort_key(c[1]))):
+            if n:
+                out += [Element(ts, "+" if n > 0 else "-", row)] * abs(n)
+        return out
+
+    def rejected(self) -> list[str]:
+        out = self.engine.inbox.messages()
+        for q in self.engine.queries.values():
+            if q.stream is not None and q.sink != "console":
+                t = self.output(q)
+                if t is not None:
+                    q.notes = notes(t)
+            out += q.notes
+        return out
+
+    def statistics(self) -> dict[str, Any]:
+        eng = self.engine
+        return {
+            "rejected": self.rejected(),
+            "sources": tuple(adm.statistics() for adm in eng.inbox.admission.values()),
+            "queries": {
+                n: {"rejected": list(q.notes) + ([late_note(q)] if q.dropped else [])} for n, q in eng.queries.items()
+            },
+        }
+
+    def explain(self, q: SparkQuery) -> str:
+        eng = self.engine
+        if q.stream is None:
+            q.native = eng.native_of(q.bound)
+        lines = [f"query {q.name} on Spark: {q.partition_note(eng.catalog, eng.runner.buckets(q))}"]
+        pre = eng.preagg_of(q) if q.stream is None else q.preagg
+        if pre is not None:
+            lines.append("  " + pre.describe(eng._source(pre.source).schema.names))
+        for src, preds in pushdown(q.bound.plan).items():
+            done = [p for p in preds if to_column(p, source_column) is not None]
+            if done:
+                names = eng.catalog.lookup(src).schema.names
+                lines.append(f"  selection run by Spark on {src}: " + " AND ".join(render(p, names) for p in done))
+        lines.append(explain_plan(q.bound.plan))
+        return "\n".join(lines)

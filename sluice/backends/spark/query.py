@@ -1,0 +1,89 @@
+"""A query registered on the Spark backend: its bound plan, how Spark runs it (native, split over
+keys, pre-aggregated) and its streaming query once started.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sluice.backends.spark.compile import NativePlan, Partitioning, unsplittable
+from sluice.backends.spark.preagg import PreAggregate
+from sluice.catalog import Catalog, Kind
+from sluice.plan import BoundQuery
+from sluice.plan.element import Element
+
+
+def late_note(q: SparkQuery) -> str:
+    if q.preagg is None:
+        return f"{q.dropped} element(s) arrived behind Spark's watermark (late)"
+    # Spark's streaming aggregation drops late rows after aggregating them per partition
+    return (
+        f"at least {q.dropped} element(s) arrived behind Spark's watermark (late; Spark pre-aggregates "
+        "before it drops them and counts one per slide, group and partition: design 015)"
+    )
+
+
+def notes(t: pa.Table) -> list[str]:
+    """The notes of an output table's sign-0 rows: inputs a query rejected, rows it could not evaluate."""
+    return [n for n in t.filter(pc.equal(t.column("sign"), 0)).column("note").to_pylist() if n]
+
+
+@dataclass
+class SparkQuery:
+    name: str
+    bound: BoundQuery
+    part: Partitioning | None
+    sources: list[str]  # catalog names of the sources the plan reads, in event-column order
+    seq_from: int  # events handed to Spark before the query was registered are not its input
+    sink: str
+    out_path: Path | None
+    stream: Any = None
+    table: str = ""
+    notes: list[str] = field(default_factory=list)
+    native: list[NativePlan] | None = None  # one per branch of a Union All
+    preagg: PreAggregate | None = None  # what Spark aggregates before the processor (design 015)
+    dropped: int = 0  # elements Spark dropped behind its watermark
+    seen_batches: set[int] = field(default_factory=set)
+    buckets: int = 0  # partition keys, fixed when the query first starts (SparkEngine._buckets)
+    engine: Any = field(default=None, repr=False, compare=False)  # the SparkEngine that runs it
+    processor: Any = field(default=None, repr=False, compare=False)  # the driver's copy of its processor
+
+    def results(self) -> list[Element]:
+        """Its output so far (``SparkEngine.results``): the same call as on an embedded ``Query``."""
+        out: list[Element] = self.engine.results(self)
+        return out
+
+    def arrow(self) -> pa.Table:
+        """Its output so far as one Arrow table (``SparkEngine.arrow``), as on an embedded ``Query``."""
+        out: pa.Table = self.engine.arrow(self)
+        return out
+
+    @property
+    def kind(self) -> Kind:
+        return self.bound.kind
+
+    def partition_note(self, catalog: Catalog, buckets: int) -> str:
+        if self.native is not None:
+            statics = sorted({b.static for b in self.native if b.static})
+            what = f" joined with the static relation {', '.join(statics)}" if statics else ""
+            union = f" of {', '.join(b.source for b in self.native)} (Union All)" if len(self.native) > 1 else ""
+            return (
+                f"runs as native Spark expressions (no state): a selection and projection of each element{union}{what}"
+            )
+        if self.part is None:
+            return f"runs on one key: {unsplittable(self.bound.plan)}, so no split of its input keeps the answer exact"
+        how = []
+        for src in self.sources:
+            cols = self.part.keys.get(src.lower())
+            if cols is not None:
+                names = catalog.lookup(src).schema.names
+                what = "whole elements" if len(cols) == len(names) else ", ".join(names[c] for c in cols)
+                how.append(f"{src} by {what}")
+        replicated = [s for s in self.sources if s.lower() not in self.part.keys]
+        rep = f"; replicated to every key: {', '.join(replicated)}" if replicated else ""
+        return f"partitioned into {buckets} hash buckets: {'; '.join(how)}{rep}"

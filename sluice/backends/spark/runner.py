@@ -1,0 +1,138 @@
+"""Running the Spark backend's queries: each registered query becomes one Structured Streaming
+query — native DataFrame expressions, or a keyed input into ``transformWithStateInPandas``
+with the embedded engine's operators (``docs/design/007``) — started at the first ``run()``
+after its registration, then fed by every ``run()`` until ``stop()``.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sluice.backends.spark.frames import input_frame, native_frame
+from sluice.backends.spark.preagg import LOWER, UPPER
+from sluice.backends.spark.processor import SluiceProcessor, output_schema
+from sluice.backends.spark.query import SparkQuery
+from sluice.io.atomic import write_atomic
+
+if TYPE_CHECKING:
+    from sluice.backends.spark.engine import SparkEngine
+
+LEGACY_BUCKETS = 8  # keys of a split query whose checkpoint predates the saved number
+
+
+class Runner:
+    def __init__(self, engine: SparkEngine) -> None:
+        self.engine = engine
+
+    def buckets(self, q: SparkQuery) -> int:
+        """How many keys a split query's input spreads over: ``spark.sql.shuffle.partitions``,
+        fixed at the query's first start — a restart on the same workdir keeps the number its
+        checkpointed state was made with, whatever the session now says.
+        """
+        if not q.buckets:
+            saved = self._buckets_file(q)
+            if saved.exists():
+                q.buckets = int(saved.read_text())
+            elif (self.engine.workdir / q.name / "checkpoint").exists():
+                q.buckets = LEGACY_BUCKETS  # a checkpoint from before the number was saved
+            else:
+                q.buckets = max(1, int(self.engine.spark.conf.get("spark.sql.shuffle.partitions")))
+        return q.buckets
+
+    def _buckets_file(self, q: SparkQuery) -> Path:
+        return self.engine.workdir / q.name / "buckets"
+
+    def _first_instant(self) -> int:
+        eng = self.engine
+        start = eng.start if eng.start is not None else eng.inbox.min_ts
+        if start is None and any(k == "rate" for k, _ in eng.external.values()):
+            start = time.time_ns() // 1_000_000 // eng.catalog.time_unit.millis  # the rate source starts now
+        return start or 0
+
+    def start(self, q: SparkQuery) -> None:
+        eng = self.engine
+        q.preagg = eng.preagg_of(q)
+        ddl, text = "\n".join(eng.ddl), q.bound.text
+        inputs = [(d.name, list(d.schema.types)) for d in map(eng._source, q.sources)]
+        if q.preagg is not None:  # the processor runs the rewritten query over Spark's partials
+            ddl, text = q.preagg.ddl, q.preagg.query
+            inputs = [(s, q.preagg.types(eng._source(q.preagg.source))) for s in (UPPER, LOWER)]
+        proc = SluiceProcessor(
+            ddl,
+            text,
+            self._first_instant(),
+            eng.catalog.time_unit.name,
+            eng.seed,
+            eng.slack,
+            inputs,
+            list(q.bound.plan.schema.types),
+            eng.udfs,
+            eng.scheduler,
+            lag=1 if q.preagg is not None else 0,
+        )
+        q.processor = proc
+        if q.native is None and q.part is not None:
+            buckets = self.buckets(q)  # before the checkpoint directory exists
+            write_atomic(self._buckets_file(q), str(buckets).encode())
+        if q.native is not None:
+            out = native_frame(eng, q)
+        else:
+            out = (
+                input_frame(eng, q)
+                .groupBy("ekey")
+                .transformWithStateInPandas(
+                    statefulProcessor=proc,
+                    outputStructType=output_schema(q.bound.plan.schema.types),
+                    outputMode="Append",
+                    timeMode="EventTime",
+                )
+            )
+        checkpoint = str(eng.workdir / q.name / "checkpoint")
+        w = out.writeStream.option("checkpointLocation", checkpoint).outputMode("append")
+        if q.sink == "memory":
+            # any query name is a label: Spark's table name takes only word characters
+            q.table = f"sluice_{re.sub(r'[^0-9A-Za-z_]', '_', q.name)}_{uuid.uuid4().hex[:8]}"
+            q.stream = w.format("memory").queryName(q.table).start()
+        elif q.sink == "console":
+            q.stream = w.format("console").option("truncate", "false").start()
+        else:  # files, exactly once through the checkpoint
+            assert q.out_path is not None
+            q.stream = w.format(q.sink).option("path", str(q.out_path)).start()
+
+    def run(self) -> None:
+        """Hand Spark every event pushed so far and wait until each query has processed them."""
+        eng, inbox = self.engine, self.engine.inbox
+        inbox.push_static(eng.start)
+        for q in eng.queries.values():
+            if q.stream is None:
+                q.native = eng.native_of(q.bound)
+            if q.stream is None and q.native is None:  # give every input an event time from the start
+                start = eng.start if eng.start is not None else inbox.min_ts
+                inbox.marker("s", (start or 0) - 1, eng.start)
+        inbox.flush()
+        for q in eng.queries.values():
+            if q.stream is None:
+                self.start(q)
+            q.stream.processAllAvailable()
+            self._count_dropped(q)
+
+    def _count_dropped(self, q: SparkQuery) -> None:
+        """Elements Spark dropped behind its watermark (possible for attached sources only: pushed
+        elements are checked by the driver first) are counted, never lost silently.
+        """
+        for p in q.stream.recentProgress:
+            if p["batchId"] in q.seen_batches:
+                continue
+            q.seen_batches.add(p["batchId"])
+            q.dropped += sum(int(op.get("numRowsDroppedByWatermark", 0)) for op in p.get("stateOperators", []))
+
+    def stop(self) -> None:
+        """Stop the streaming queries (their checkpoints stay; a new engine on the same workdir resumes)."""
+        for q in self.engine.queries.values():
+            if q.stream is not None:
+                q.stream.stop()
+                q.stream = None
