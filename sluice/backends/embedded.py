@@ -40,7 +40,8 @@ from sluice.runtime.queue import Queue
 from sluice.runtime.stats import OperatorStats, QueueStats, SourceStats
 from sluice.runtime.synopsis import SynopsisStats
 from sluice.runtime.units import EngineUnit, EngineView, OnlineStats, make_units, model_paths, operator_paths
-from sluice.scheduling.strategies import make
+from sluice.scheduling.strategies import Strategy, make
+from sluice.scheduling.units import SchedulingView
 
 SNAPSHOT_FORMAT = 1  # EmbeddedEngine.snapshot_state's layout
 # EmbeddedEngine.checkpoint's: 2 since operator protocol v2 (checkpoints without it are format 1,
@@ -179,7 +180,7 @@ class EmbeddedEngine:
         time_unit: TimeUnit | str = TimeUnit.SECOND,
         slack: int = 0,
         sharing: bool = True,
-        scheduler: str | Any = "round-robin",
+        scheduler: str | Strategy = "round-robin",
         budget: int = 65536,
         seed: int = 0,
         start: int | None = None,
@@ -196,7 +197,7 @@ class EmbeddedEngine:
         self._steps = 0
         self._units: list[Operator] = []
         self.stats_window = OnlineStats()
-        self.view = EngineView(self)
+        self.view: SchedulingView[EngineUnit] = EngineView(self.sources, self._queues)
         self._sched_units: list[EngineUnit] | None = None
         self._since_prepare = 0
         self._epoch: int | None = None  # first instant of the queries planned last while running
@@ -382,6 +383,7 @@ class EmbeddedEngine:
                 f"{path} is a checkpoint of format {found}, written by another version of Sluice; this one reads "
                 f"format {CHECKPOINT_FORMAT}: run from the start (or with that version)"
             )
+        eng.view = EngineView(eng.sources, eng._queues)  # no state of its own; older checkpoints hold another form
         return eng
 
     def snapshot_state(self) -> dict[str, Any]:
@@ -472,7 +474,7 @@ class EmbeddedEngine:
         self.run()
 
     # -- scheduling ----------------------------------------------------------------------
-    def set_scheduler(self, scheduler: str | Any, **options: Any) -> None:
+    def set_scheduler(self, scheduler: str | Strategy, **options: Any) -> None:
         """Choose the scheduling strategy (also while running): a name from
         ``sluice.scheduling.strategies.STRATEGIES`` (with ``+oldest-first``, ``+dynamic``,
         ``+exhaustive``, ``+limited`` modifiers) or a strategy object.
@@ -496,13 +498,15 @@ class EmbeddedEngine:
         inner = [u for u in self._units if u.kind != "Output"]
         paths = operator_paths(list(self.sources.values()), self._units)
         self.stats_window.observe(inner)
-        self.strategy.prepare(model_paths(paths, self.stats_window))
-        units = make_units(paths, self.strategy.granularity, self.strategy)
+        model = model_paths(paths, self.stats_window)
+        self.strategy.prepare(model)
+        granularity = self.strategy.granularity
+        units = make_units(paths, model, granularity, self.strategy.segments_of)
         covered = {id(o) for u in units for o in u.ops}
         # operators on no path to an output (none today) still get run
         units += [EngineUnit((o,), -1, 0, 0, o.name) for o in inner if id(o) not in covered]
         self._sched_units = units
-        self._granularity = self.strategy.granularity
+        self._granularity = granularity
         self._since_prepare = 0
         return units
 
