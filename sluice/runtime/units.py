@@ -2,19 +2,23 @@
 
 Operator paths run from each source through its readers to each query output (Chain §2,
 Jiang §2); an operator shared by several queries lies on several paths.  A unit is a run of one
-path's operators: one operator, a segment, or the whole path.  Running a unit runs its
-operators bottom-up.  Per-operator (cost, selectivity) come from the last ``window`` runs.
+path's operators: one operator, a segment, or the whole path — the ranges ``units_for`` gives the
+simulator too.  Running a unit runs its operators bottom-up.  Per-operator (cost, selectivity)
+come from the last ``window`` runs.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
+from sluice.errors import InternalError
 from sluice.runtime.operators.base import Operator
+from sluice.runtime.operators.sources import Source
+from sluice.runtime.queue import Queue
 from sluice.scheduling.model import Op, Path
+from sluice.scheduling.units import Granularity, units_for
 
 DEFAULT_COST = 1e-6  # seconds per tuple before anything was measured
 MIN_COST = 1e-9
@@ -22,6 +26,8 @@ MIN_COST = 1e-9
 
 @dataclass(frozen=True, eq=False)
 class EngineUnit:
+    """Operators ``first..last`` of path number ``path`` (a ``SchedUnit``), run bottom-up."""
+
     ops: tuple[Operator, ...]
     path: int
     first: int
@@ -95,36 +101,38 @@ def model_paths(paths: Sequence[Sequence[Operator]], stats: OnlineStats) -> list
     return model
 
 
-def make_units(paths: Sequence[Sequence[Operator]], granularity: str, strategy: Any) -> list[EngineUnit]:
+def make_units(
+    paths: Sequence[Sequence[Operator]],
+    model: Sequence[Path],
+    granularity: Granularity,
+    segments_of: Callable[[Path], Sequence[tuple[int, int]]],
+) -> list[EngineUnit]:
+    """The engine's units: ``units_for`` over ``model`` (``model_paths(paths, …)``), each over the
+    operators it names; a shared operator (or segment) is one unit, scheduled once.
+    """
+    if [len(ops) for ops in paths] != [len(p.ops) for p in model]:
+        raise InternalError("make_units: the model paths do not match the operator paths")
     units: list[EngineUnit] = []
-    seen: dict[tuple[int, ...], EngineUnit] = {}
-    model = getattr(strategy, "paths", [])
-    for pi, ops in enumerate(paths):
-        if granularity == "operator":
-            ranges = [(i, i) for i in range(len(ops))]
-        elif granularity == "path":
-            ranges = [(0, len(ops) - 1)]
-        else:
-            ranges = strategy.segments_of(model[pi])
-        for a, b in ranges:
-            key = tuple(id(o) for o in ops[a : b + 1])
-            if key in seen:  # a shared operator (or segment) is one unit, scheduled once
-                continue
-            u = EngineUnit(tuple(ops[a : b + 1]), pi, a, b, "/".join(o.name for o in ops[a : b + 1]))
-            seen[key] = u
-            units.append(u)
+    seen: set[tuple[int, ...]] = set()
+    for u in units_for(model, granularity, segments_of):
+        ops = tuple(paths[u.path][u.first : u.last + 1])
+        key = tuple(id(o) for o in ops)
+        if key not in seen:
+            seen.add(key)
+            units.append(EngineUnit(ops, u.path, u.first, u.last, u.name))
     return units
 
 
 class EngineView:
-    """What strategies read about the engine (the same names the simulator offers)."""
+    """What strategies read about the engine: a ``SchedulingView`` of ``EngineUnit``s."""
 
-    def __init__(self, engine: Any) -> None:
-        self.engine = engine
+    def __init__(self, sources: Mapping[str, Source], queues: Callable[[], Sequence[Queue]]) -> None:
+        self.sources = sources
+        self.queues = queues
 
     @property
     def now(self) -> float:
-        return float(max((s.max_seen for s in self.engine.sources.values()), default=0))
+        return float(max((s.max_seen for s in self.sources.values()), default=0))
 
     def oldest(self, u: EngineUnit) -> float:
         stamps = [r.queue.next_ts(r.cursor) for op in u.ops for r in op.readers]
@@ -141,4 +149,4 @@ class EngineView:
         return total
 
     def memory(self) -> float:
-        return float(sum(q.nbytes for q in self.engine.queues()))
+        return float(sum(q.nbytes for q in self.queues()))

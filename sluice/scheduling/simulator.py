@@ -18,24 +18,15 @@ path or segment the oldest batch is pushed through first (Jiang's bottom-up inte
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from sluice.scheduling.model import Path
+from sluice.scheduling.strategies.base import Strategy
+from sluice.scheduling.units import Granularity, SchedUnit, Unit, units_for
 
 EPS = 1e-12
-
-
-@dataclass(frozen=True, slots=True)
-class Unit:
-    """Operators ``first..last`` of path number ``path``."""
-
-    path: int
-    first: int
-    last: int
-    label: str = field(default="", compare=False)
 
 
 @dataclass
@@ -64,9 +55,14 @@ class SimResult:
 
 
 class Simulator:
-    def __init__(self, paths: Sequence[Path], strategy: Any) -> None:
+    """The fluid model running ``strategy``: a ``SchedulingView`` of ``Unit``s."""
+
+    def __init__(self, paths: Sequence[Path], strategy: Strategy) -> None:
         self.paths = list(paths)
         self.strategy = strategy
+        repeated = sorted(n for n, k in Counter(op.name for p in self.paths for op in p.ops).items() if k > 1)
+        if repeated:  # units are named after their operators, and join partners found by name
+            raise ValueError(f"operator names must be unique across paths; repeated: {', '.join(repeated)}")
         self.sizes = [p.sizes() for p in self.paths]
         self.unit_costs = [p.unit_costs() for p in self.paths]
         self.queues: list[list[deque[list[float]]]] = [[deque() for _ in p.ops] for p in self.paths]
@@ -77,7 +73,14 @@ class Simulator:
         self._next_id = 0
         self.out_slot = 0.0
         self.decisions = 0
+        self._units: dict[Granularity, list[Unit]] = {}
         strategy.prepare(self.paths)
+
+    def units(self, granularity: Granularity) -> list[Unit]:
+        """Every unit at ``granularity``, built once (``units_for``, as the engine builds its own)."""
+        if granularity not in self._units:
+            self._units[granularity] = units_for(self.paths, granularity, self.strategy.segments_of)
+        return self._units[granularity]
 
     # -- views the strategies read -------------------------------------------------------
     def memory(self) -> float:
@@ -85,10 +88,10 @@ class Simulator:
             sum(self.sizes[pi][i] * b[1] for pi, qs in enumerate(self.queues) for i, q in enumerate(qs) for b in q)
         )
 
-    def unit_memory(self, u: Unit) -> float:
+    def unit_memory(self, u: SchedUnit) -> float:
         return sum(self.sizes[u.path][i] * b[1] for i in range(u.first, u.last + 1) for b in self.queues[u.path][i])
 
-    def oldest(self, u: Unit) -> float:
+    def oldest(self, u: SchedUnit) -> float:
         """Arrival time of the oldest batch in the unit's queues (inf if none)."""
         heads = [self.queues[u.path][i][0][0] for i in range(u.first, u.last + 1) if self.queues[u.path][i]]
         return min(heads, default=float("inf"))
@@ -150,11 +153,11 @@ class Simulator:
                 break  # a whole tuple left the unit
         return used
 
-    def step(self, units_of: Any) -> None:
+    def step(self) -> None:
         """Spend one time unit."""
         remaining = 1.0
         while remaining > EPS:
-            units = units_of(self.strategy.granularity)
+            units = self.units(self.strategy.granularity)
             ready = self.ready(units)
             if not ready:
                 break
@@ -184,28 +187,13 @@ def _insert(q: deque[list[float]], arrival: float, amount: float, tid: float) ->
     q.extend(items)
 
 
-def units_for(paths: Sequence[Path], granularity: str, strategy: Any) -> list[Unit]:
-    if granularity == "operator":
-        return [Unit(pi, i, i, p.ops[i].name) for pi, p in enumerate(paths) for i in range(len(p.ops))]
-    if granularity == "path":
-        return [Unit(pi, 0, len(p.ops) - 1, p.name) for pi, p in enumerate(paths)]
-    return [Unit(pi, a, b, f"{p.name}[{a}..{b}]") for pi, p in enumerate(paths) for a, b in strategy.segments_of(p)]
-
-
 def simulate(
-    paths: Sequence[Path], arrivals: Mapping[str, Sequence[float]], strategy: Any, horizon: int | None = None
+    paths: Sequence[Path], arrivals: Mapping[str, Sequence[float]], strategy: Strategy, horizon: int | None = None
 ) -> SimResult:
     """Run ``strategy`` over ``paths``; ``arrivals[path][k]`` input-tuple units arrive at time k."""
     sim = Simulator(paths, strategy)
     if horizon is None:
         horizon = max((len(a) for a in arrivals.values()), default=0)
-    cache: dict[str, list[Unit]] = {}
-
-    def units_of(g: str) -> list[Unit]:
-        if g not in cache:
-            cache[g] = units_for(paths, g, strategy)
-        return cache[g]
-
     memory: list[float] = []
     output: list[float] = []
     for k in range(horizon):
@@ -221,6 +209,6 @@ def simulate(
                     left -= 1.0
         memory.append(sim.memory())
         sim.out_slot = 0.0
-        sim.step(units_of)
+        sim.step()
         output.append(sim.out_slot)
     return SimResult(memory, output, sim.latencies, sim.decisions, sim.completions)

@@ -44,6 +44,7 @@ from sluice.runtime.operators.base import ExecContext, Operator
 from sluice.runtime.operators.sources import Source
 from sluice.runtime.planner import Planner
 from sluice.runtime.queue import Queue
+from sluice.scheduling.strategies import Strategy
 
 SNAPSHOT_FORMAT = 1  # EmbeddedEngine.snapshot_state's layout
 # EmbeddedEngine.checkpoint's: 2 since operator protocol v2 (checkpoints without it are format 1,
@@ -66,7 +67,7 @@ class EmbeddedEngine:
         time_unit: TimeUnit | str = TimeUnit.SECOND,
         slack: int = 0,
         sharing: bool = True,
-        scheduler: str | Any = "round-robin",
+        scheduler: str | Strategy = "round-robin",
         budget: int = 65536,
         seed: int = 0,
         start: int | None = None,
@@ -109,7 +110,7 @@ class EmbeddedEngine:
         return self.registry.planner
 
     @property
-    def strategy(self) -> Any:
+    def strategy(self) -> Strategy:
         return self.loop.strategy
 
     # -- registration --------------------------------------------------------------------
@@ -219,7 +220,7 @@ class EmbeddedEngine:
         self.run()
 
     # -- scheduling and execution --------------------------------------------------------
-    def set_scheduler(self, scheduler: str | Any, **options: Any) -> None:
+    def set_scheduler(self, scheduler: str | Strategy, **options: Any) -> None:
         """Choose the scheduling strategy (also while running): a name from
         ``sluice.scheduling.strategies.STRATEGIES`` (with ``+oldest-first``, ``+dynamic``,
         ``+exhaustive``, ``+limited`` modifiers) or a strategy object.

@@ -15,7 +15,8 @@ from sluice.backends.embedded.registry import QueryRegistry
 from sluice.errors import SluiceError
 from sluice.runtime.operators.base import OperatorFailure
 from sluice.runtime.units import EngineUnit, EngineView, OnlineStats, make_units, model_paths, operator_paths
-from sluice.scheduling.strategies import make
+from sluice.scheduling.strategies import Strategy, make
+from sluice.scheduling.units import Granularity, SchedulingView
 
 REPREPARE_EVERY = 200  # decisions between priority recomputations
 
@@ -23,20 +24,20 @@ REPREPARE_EVERY = 200  # decisions between priority recomputations
 class SchedulerLoop:
     """Runs the registry's operators under a scheduling strategy until none has work."""
 
-    def __init__(self, registry: QueryRegistry, scheduler: str | Any, budget: int) -> None:
+    def __init__(self, registry: QueryRegistry, scheduler: str | Strategy, budget: int) -> None:
         self.registry = registry
         self.budget = budget
         self.steps = 0  # decisions made so far
         self.stats = OnlineStats()
-        self.view = EngineView(registry)
+        self.view: SchedulingView[EngineUnit] = EngineView(registry.sources, registry.queues)
         self.reprepare_every = REPREPARE_EVERY
         self._units: list[EngineUnit] | None = None
         self._built_for = -1  # the registry's version the units were built for
-        self._granularity = ""
+        self._granularity: Granularity | None = None
         self._since_prepare = 0
         self.set_scheduler(scheduler)
 
-    def set_scheduler(self, scheduler: str | Any, **options: Any) -> None:
+    def set_scheduler(self, scheduler: str | Strategy, **options: Any) -> None:
         """A name from ``sluice.scheduling.strategies.STRATEGIES`` (with modifiers) or a strategy."""
         if isinstance(scheduler, str):
             try:
@@ -60,14 +61,16 @@ class SchedulerLoop:
         inner = [u for u in reg.operators if u.kind != "Output"]
         paths = operator_paths(list(reg.sources.values()), reg.operators)
         self.stats.observe(inner)
-        self.strategy.prepare(model_paths(paths, self.stats))
-        units = make_units(paths, self.strategy.granularity, self.strategy)
+        model = model_paths(paths, self.stats)
+        self.strategy.prepare(model)
+        granularity = self.strategy.granularity
+        units = make_units(paths, model, granularity, self.strategy.segments_of)
         covered = {id(o) for u in units for o in u.ops}
         # operators on no path to an output (none today) still get run
         units += [EngineUnit((o,), -1, 0, 0, o.name) for o in inner if id(o) not in covered]
         self._units = units
         self._built_for = reg.version
-        self._granularity = self.strategy.granularity
+        self._granularity = granularity
         self._since_prepare = 0
         return units
 

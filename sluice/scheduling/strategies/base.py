@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sluice.scheduling.model import Path
+from sluice.scheduling.units import Granularity, SchedulingView, SchedUnit, U
 
 
 class Strategy:
@@ -13,12 +14,23 @@ class Strategy:
 
     ``prepare(paths)`` computes static priorities from (cost, selectivity) statistics;
     ``choose(ready, view)`` picks among units that have work; ``quantum(unit)`` caps its run
-    (None: until it empties or the time unit ends); ``charge`` reports what it used.  ``view`` is
-    the simulator or the engine: ``oldest(unit)``, ``unit_memory(unit)``, ``memory()``, ``now``.
+    (None: until it empties or the time unit ends); ``charge`` reports what it used.  Units are
+    ``SchedUnit``s at the strategy's ``granularity`` (``segments_of`` cuts a path for
+    ``Granularity.SEGMENT``); ``view`` is the simulator or the engine (``SchedulingView``).
+    A subclass may give ``granularity`` as a string ("operator", "path", "segment").
     """
 
     name = "strategy"
-    granularity = "operator"
+    granularity: Granularity = Granularity.OPERATOR
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        given = cls.__dict__.get("granularity")
+        if isinstance(given, str):
+            try:
+                cls.granularity = Granularity.parse(given)
+            except ValueError as e:
+                raise ValueError(f"strategy {cls.__name__}: {e}") from None
 
     def __init__(self, budget: int = 65536) -> None:
         self._budget = budget
@@ -27,23 +39,23 @@ class Strategy:
     def prepare(self, paths: Sequence[Path]) -> None:
         self.paths = list(paths)
 
-    def priority(self, unit: Any, view: Any) -> float:
+    def priority(self, unit: U, view: SchedulingView[U]) -> float:
         return 0.0
 
-    def choose(self, ready: Sequence[Any], view: Any) -> Any:
+    def choose(self, ready: Sequence[U], view: SchedulingView[U]) -> U:
         # Highest priority; ties to the earliest arrival (Chain §4.1), then to the unit further
         # along its path, so a tuple keeps moving until it clears its segment (Chain Prop. 3).
         return max(ready, key=lambda u: (round(self.priority(u, view), 12), -view.oldest(u), u.first))
 
-    def quantum(self, unit: Any) -> float | None:
+    def quantum(self, unit: SchedUnit) -> float | None:
         return None
 
-    def charge(self, unit: Any, used: float, view: Any) -> None:
+    def charge(self, unit: U, used: float, view: SchedulingView[U]) -> None:
         return None
 
     def segments_of(self, path: Path) -> list[tuple[int, int]]:
         raise NotImplementedError(f"{self.name} does not schedule segments")
 
-    def budget(self, unit: Any) -> int:
+    def budget(self, unit: SchedUnit) -> int:
         """Engine: how many input tuples a unit may process per turn."""
         return self._budget

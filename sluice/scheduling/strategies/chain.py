@@ -8,10 +8,10 @@ join is skipped until its other input has tuples.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from sluice.scheduling.model import Op, Path, chain_priorities
 from sluice.scheduling.strategies.base import Strategy
+from sluice.scheduling.units import SchedulingView, U
 
 
 class Chain(Strategy):
@@ -21,7 +21,7 @@ class Chain(Strategy):
         super().prepare(paths)
         self._prio = [chain_priorities(p) for p in self.paths]
 
-    def priority(self, unit: Any, view: Any) -> float:
+    def priority(self, unit: U, view: SchedulingView[U]) -> float:
         return self._prio[unit.path][unit.first]
 
 

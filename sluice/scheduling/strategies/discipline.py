@@ -8,10 +8,10 @@ Without a wrapper a strategy re-chooses every time unit (Chain's model).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from sluice.scheduling.strategies.base import Strategy
 from sluice.scheduling.strategies.starvation import _Wrapper
+from sluice.scheduling.units import SchedulingView, SchedUnit, U, held
 
 
 class Exhaustive(_Wrapper):
@@ -19,13 +19,15 @@ class Exhaustive(_Wrapper):
 
     def __init__(self, inner: Strategy) -> None:
         super().__init__(inner)
-        self._held: Any = None
+        self._held: SchedUnit | None = None
 
-    def choose(self, ready: Sequence[Any], view: Any) -> Any:
-        if self._held in ready:
-            return self._held
-        self._held = self.inner.choose(ready, view)
-        return self._held
+    def choose(self, ready: Sequence[U], view: SchedulingView[U]) -> U:
+        same = held(ready, self._held)
+        if same is not None:
+            return same
+        pick = self.inner.choose(ready, view)
+        self._held = pick
+        return pick
 
 
 class Limited(_Wrapper):
@@ -35,9 +37,9 @@ class Limited(_Wrapper):
         super().__init__(inner)
         self.limit = limit
 
-    def choose(self, ready: Sequence[Any], view: Any) -> Any:
+    def choose(self, ready: Sequence[U], view: SchedulingView[U]) -> U:
         return self.inner.choose(ready, view)
 
-    def quantum(self, unit: Any) -> float | None:
+    def quantum(self, unit: SchedUnit) -> float | None:
         q = self.inner.quantum(unit)
         return self.limit if q is None else min(q, self.limit)

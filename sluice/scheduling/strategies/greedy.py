@@ -4,14 +4,13 @@ input it eliminates per unit time — blind to its position in the path.
 
 from __future__ import annotations
 
-from typing import Any
-
 from sluice.scheduling.model import greedy_priority
 from sluice.scheduling.strategies.base import Strategy
+from sluice.scheduling.units import SchedulingView, U
 
 
 class Greedy(Strategy):
     name = "greedy"
 
-    def priority(self, unit: Any, view: Any) -> float:
+    def priority(self, unit: U, view: SchedulingView[U]) -> float:
         return greedy_priority(self.paths[unit.path], unit.first)

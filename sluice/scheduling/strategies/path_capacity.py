@@ -6,19 +6,19 @@ path-based schedules (Jiang Thm 1).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from sluice.scheduling.model import Path, path_capacity
 from sluice.scheduling.strategies.base import Strategy
+from sluice.scheduling.units import Granularity, SchedulingView, U
 
 
 class PathCapacity(Strategy):
     name = "path-capacity"
-    granularity = "path"
+    granularity = Granularity.PATH
 
     def prepare(self, paths: Sequence[Path]) -> None:
         super().prepare(paths)
         self._cap = [path_capacity(p) for p in self.paths]
 
-    def priority(self, unit: Any, view: Any) -> float:
+    def priority(self, unit: U, view: SchedulingView[U]) -> float:
         return self._cap[unit.path]

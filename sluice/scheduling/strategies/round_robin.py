@@ -5,9 +5,9 @@ or until its input queue empties.  The baseline that never starves anyone.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from sluice.scheduling.strategies.base import Strategy
+from sluice.scheduling.units import SchedulingView, SchedUnit, U, held
 
 
 class RoundRobin(Strategy):
@@ -16,19 +16,19 @@ class RoundRobin(Strategy):
     def __init__(self, quantum: float = 1.0, budget: int = 65536) -> None:
         super().__init__(budget)
         self._quantum = quantum
-        self._order: dict[Any, int] = {}
-        self._current: Any = None
+        self._order: dict[str, int] = {}  # by unit name: the turns survive the engine rebuilding its units
+        self._current: SchedUnit | None = None
         self._left = 0.0
 
-    def _rank(self, u: Any) -> int:
-        key = getattr(u, "name", u)
-        if key not in self._order:
-            self._order[key] = len(self._order)
-        return self._order[key]
+    def _rank(self, u: SchedUnit) -> int:
+        if u.name not in self._order:
+            self._order[u.name] = len(self._order)
+        return self._order[u.name]
 
-    def choose(self, ready: Sequence[Any], view: Any) -> Any:
-        if self._current in ready and self._left > 1e-12:
-            return self._current
+    def choose(self, ready: Sequence[U], view: SchedulingView[U]) -> U:
+        current = held(ready, self._current)
+        if current is not None and self._left > 1e-12:
+            return current
         for u in ready:
             self._rank(u)
         last = self._rank(self._current) if self._current is not None else -1
@@ -37,8 +37,8 @@ class RoundRobin(Strategy):
         self._current, self._left = pick, self._quantum
         return pick
 
-    def quantum(self, unit: Any) -> float | None:
+    def quantum(self, unit: SchedUnit) -> float | None:
         return self._left
 
-    def charge(self, unit: Any, used: float, view: Any) -> None:
+    def charge(self, unit: U, used: float, view: SchedulingView[U]) -> None:
         self._left -= used

@@ -12,15 +12,14 @@ switches, better latency, a little more memory.  Segments shared by several path
 
 from __future__ import annotations
 
-from typing import Any
-
 from sluice.scheduling.model import Path, lower_envelope, segment_release_capacity, segments
 from sluice.scheduling.strategies.base import Strategy
+from sluice.scheduling.units import Granularity, SchedulingView, U
 
 
 class Segment(Strategy):
     name = "segment"
-    granularity = "segment"
+    granularity = Granularity.SEGMENT
 
     def __init__(
         self, gamma: float = 1.0, at_most_two: bool = False, envelope: bool = False, budget: int = 65536
@@ -36,7 +35,7 @@ class Segment(Strategy):
             return [(a, b - 1) for a, b in zip(env, env[1:], strict=False)]
         return segments(path, self.gamma, self.at_most_two)
 
-    def priority(self, unit: Any, view: Any) -> float:
+    def priority(self, unit: U, view: SchedulingView[U]) -> float:
         return segment_release_capacity(self.paths[unit.path], unit.first, unit.last)
 
 

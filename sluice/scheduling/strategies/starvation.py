@@ -8,10 +8,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from sluice.scheduling.model import Path
 from sluice.scheduling.strategies.base import Strategy
+from sluice.scheduling.units import Granularity, SchedulingView, SchedUnit, U
 
 
 class _Wrapper(Strategy):
@@ -21,23 +21,23 @@ class _Wrapper(Strategy):
         self.name = f"{inner.name}+{self.name}"
 
     @property
-    def granularity(self) -> str:  # type: ignore[override]
+    def granularity(self) -> Granularity:  # type: ignore[override]
         return self.inner.granularity
 
     def prepare(self, paths: Sequence[Path]) -> None:
         super().prepare(paths)
         self.inner.prepare(paths)
 
-    def priority(self, unit: Any, view: Any) -> float:
+    def priority(self, unit: U, view: SchedulingView[U]) -> float:
         return self.inner.priority(unit, view)
 
     def segments_of(self, path: Path) -> list[tuple[int, int]]:
         return self.inner.segments_of(path)
 
-    def quantum(self, unit: Any) -> float | None:
+    def quantum(self, unit: SchedUnit) -> float | None:
         return self.inner.quantum(unit)
 
-    def charge(self, unit: Any, used: float, view: Any) -> None:
+    def charge(self, unit: U, used: float, view: SchedulingView[U]) -> None:
         self.inner.charge(unit, used, view)
 
 
@@ -49,7 +49,7 @@ class OldestFirst(_Wrapper):
         self.period = period
         self._n = 0
 
-    def choose(self, ready: Sequence[Any], view: Any) -> Any:
+    def choose(self, ready: Sequence[U], view: SchedulingView[U]) -> U:
         self._n += 1
         if self._n % self.period == 0:
             return min(ready, key=lambda u: view.oldest(u))
@@ -59,13 +59,13 @@ class OldestFirst(_Wrapper):
 class DynamicPriority(_Wrapper):
     name = "dynamic"
 
-    def choose(self, ready: Sequence[Any], view: Any) -> Any:
+    def choose(self, ready: Sequence[U], view: SchedulingView[U]) -> U:
         ages = {u: max(0.0, view.now - view.oldest(u)) for u in ready}
         sizes = {u: view.unit_memory(u) for u in ready}
         amax = max(ages.values()) or 1.0
         smax = max(sizes.values()) or 1.0
 
-        def key(u: Any) -> tuple[float, float, float]:
+        def key(u: U) -> tuple[float, float, float]:
             f = (ages[u] / amax) * (sizes[u] / smax)
             p = self.inner.priority(u, view)
             return (round(p * f, 12), round(p, 12), -view.oldest(u))

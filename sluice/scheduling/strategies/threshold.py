@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
 from sluice.scheduling.model import Path
 from sluice.scheduling.strategies.base import Strategy
 from sluice.scheduling.strategies.path_capacity import PathCapacity
 from sluice.scheduling.strategies.segment import SimplifiedSegment
+from sluice.scheduling.units import Granularity, SchedulingView, U
 
 DEFAULT_MEMORY = float(64 * 2**20)
 
@@ -39,8 +39,8 @@ class Threshold(Strategy):
         self.switches: list[tuple[float, str]] = []
 
     @property
-    def granularity(self) -> str:  # type: ignore[override]
-        return "path" if self.mode == "normal" else "segment"
+    def granularity(self) -> Granularity:  # type: ignore[override]
+        return Granularity.PATH if self.mode == "normal" else Granularity.SEGMENT
 
     def prepare(self, paths: Sequence[Path]) -> None:
         super().prepare(paths)
@@ -55,7 +55,7 @@ class Threshold(Strategy):
         t_max = min((1 + alpha) / 2 * self.limit, self.beta * self.limit)
         return t_max, min(self._mean, self.beta * t_max)
 
-    def _monitor(self, view: Any) -> None:
+    def _monitor(self, view: SchedulingView[U]) -> None:
         if view.now < self._next_check:
             return
         mc = view.memory()
@@ -71,9 +71,9 @@ class Threshold(Strategy):
         room = max(0.0, 1.0 - mc / self.limit)
         self._next_check = view.now + max(1, math.ceil(self.max_interval * room))
 
-    def choose(self, ready: Sequence[Any], view: Any) -> Any:
+    def choose(self, ready: Sequence[U], view: SchedulingView[U]) -> U:
         self._monitor(view)
         return (self.normal if self.mode == "normal" else self.saving).choose(ready, view)
 
-    def priority(self, unit: Any, view: Any) -> float:
+    def priority(self, unit: U, view: SchedulingView[U]) -> float:
         return (self.normal if self.mode == "normal" else self.saving).priority(unit, view)

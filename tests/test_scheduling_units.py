@@ -1,0 +1,110 @@
+"""Scheduling units (#18 item 4): the simulator and the engine build theirs with one function, and a
+strategy's granularity is a ``Granularity`` (a string in a subclass is parsed, an unknown one refused).
+"""
+
+from __future__ import annotations
+
+import pytest
+from sluice import EmbeddedEngine
+from sluice.scheduling.model import Op, Path
+from sluice.scheduling.simulator import Simulator
+from sluice.scheduling.strategies import Strategy, make
+from sluice.scheduling.units import Granularity, units_for
+
+QUERIES = [
+    "select K, count(*) from S [Range 5] group by K",
+    "select * from S [Rows 3] where K > 1",
+    "select istream(K) from S [Range 4] where V < 5",
+    "select distinct V from S [Range 10]",
+    "select S.K, T.V from S [Rows 2], T [Rows 2] where S.K = T.K",
+]
+
+# one strategy per granularity (threshold in saving mode: see _engine)
+GRANULARITIES = {
+    "round-robin": Granularity.OPERATOR,
+    "path-capacity": Granularity.PATH,
+    "segment": Granularity.SEGMENT,
+    "simplified-segment": Granularity.SEGMENT,
+    "threshold": Granularity.SEGMENT,
+}
+
+
+def _engine(scheduler: str, sharing: bool, queries: list[str]) -> EmbeddedEngine:
+    eng = EmbeddedEngine(scheduler=scheduler, sharing=sharing)
+    eng.execute("register stream S (K integer, V integer); register stream T (K integer, V integer)")
+    for q in queries:
+        eng.register_query(q)
+    # fixed estimates, costs doubling along the operators: release capacities fall at every step, so
+    # segment scheduling cuts a path into several segments and simplified segment into two
+    ops = [o.name for o in eng.operators if o.kind != "Output"]
+    eng.set_estimates({n: (1e-6 * 2**k, 0.5) for k, n in enumerate(ops)})
+    if scheduler.startswith("threshold"):
+        eng.strategy.mode = "saving"  # as over its memory limit: simplified segments
+    return eng
+
+
+@pytest.mark.parametrize("scheduler", list(GRANULARITIES))
+def test_simulator_and_engine_build_the_same_units(scheduler: str) -> None:
+    # Without a join no operator lies on two paths (sharing off): the engine keeps every unit, and
+    # the simulator, run by the same strategy over the engine's model paths, has the same ones.
+    eng = _engine(scheduler, sharing=False, queries=QUERIES[:4])
+    engine_units = eng.loop._prepare()
+    assert eng.strategy.granularity is GRANULARITIES[scheduler]
+    sim = Simulator(eng.strategy.paths, make(scheduler))
+    sim_units = sim.units(eng.strategy.granularity)
+    assert [(u.path, u.first, u.last, u.name) for u in engine_units] == [
+        (u.path, u.first, u.last, u.name) for u in sim_units
+    ]
+    if GRANULARITIES[scheduler] is not Granularity.OPERATOR:
+        assert any(u.first != u.last for u in sim_units)  # not operator units under another name
+
+
+@pytest.mark.parametrize("scheduler", list(GRANULARITIES))
+def test_engine_units_are_the_shared_ones_once(scheduler: str) -> None:
+    # With sharing and a join, operators lie on several paths: the engine keeps the first unit of
+    # each run of operators (its name) and drops the repeats; nothing else differs.
+    eng = _engine(scheduler, sharing=True, queries=QUERIES + QUERIES[:2])
+    engine_units = eng.loop._prepare()
+    every = units_for(eng.strategy.paths, eng.strategy.granularity, eng.strategy.segments_of)
+    first: dict[str, tuple[int, int, int]] = {}
+    for u in every:
+        first.setdefault(u.name, (u.path, u.first, u.last))
+    if eng.strategy.granularity is not Granularity.PATH:  # (two paths into a join differ in their window)
+        assert len(first) < len(every)  # the join is on two paths: its unit is there twice
+    assert [(u.path, u.first, u.last) for u in engine_units] == list(first.values())
+    assert [u.name for u in engine_units] == list(first)
+
+
+def test_a_granularity_given_as_a_string_is_parsed() -> None:
+    class ByPath(Strategy):
+        granularity = "path"  # type: ignore[assignment]
+
+    assert ByPath().granularity is Granularity.PATH
+    with pytest.raises(ValueError, match=r"strategy Paths: unknown scheduling granularity 'paths'; known: operator, "):
+
+        class Paths(Strategy):
+            granularity = "paths"  # type: ignore[assignment]
+
+    with pytest.raises(ValueError, match="known: operator, path, segment"):
+        Granularity.parse("Operator")
+
+
+def test_units_for_every_granularity() -> None:
+    p = Path("p", (Op("a", 1.0, 0.5), Op("b", 1.0, 1.0), Op("c", 2.0, 0.1)))
+    q = Path("q", (Op("d", 1.0, 0.5),))
+
+    def ranges(g: Granularity) -> list[tuple[int, int, int, str]]:
+        return [
+            (u.path, u.first, u.last, u.name)
+            for u in units_for([p, q], g, lambda path: [(0, 0), (1, 2)][: len(path.ops)])
+        ]
+
+    assert ranges(Granularity.OPERATOR) == [(0, 0, 0, "a"), (0, 1, 1, "b"), (0, 2, 2, "c"), (1, 0, 0, "d")]
+    assert ranges(Granularity.PATH) == [(0, 0, 2, "a/b/c"), (1, 0, 0, "d")]
+    assert ranges(Granularity.SEGMENT) == [(0, 0, 0, "a"), (0, 1, 2, "b/c"), (1, 0, 0, "d")]
+
+
+def test_the_simulator_refuses_repeated_operator_names() -> None:
+    p = Path("p", (Op("a", 1.0, 0.5),))
+    with pytest.raises(ValueError, match="operator names must be unique across paths; repeated: a"):
+        Simulator([p, Path("q", p.ops)], make("round-robin"))
