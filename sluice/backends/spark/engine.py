@@ -63,11 +63,11 @@ from sluice.plan.ddl import execute_statement
 from sluice.plan.explain import explain as explain_plan
 from sluice.plan.expr import render
 from sluice.plan.semantics import sort_key
-from sluice.plan.windows import Range
 from sluice.reference.evaluator import Element
 from sluice.runtime.batch import arrow_schema, signed_counts, to_elements, ts_of
 from sluice.runtime.operators.base import ExecContext
 from sluice.runtime.operators.sources import Source
+from sluice.windows import Range
 
 SINKS = ("memory", "parquet", "json", "console")
 LEGACY_BUCKETS = 8  # keys of a split query whose checkpoint predates the saved number
