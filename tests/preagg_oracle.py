@@ -12,7 +12,7 @@ from typing import Any
 
 from sluice.backends.spark.preagg import PreAggregate
 from sluice.plan.expr import AggKind
-from sluice.plan.windows import visible
+from sluice.windows import visible
 
 
 def elements(results: list[Any]) -> Counter[tuple[Any, ...]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from hypothesis import strategies as st
+from sluice import windows as W
 from sluice.cql import ast
 from sluice.cql.tokens import RESERVED
 
@@ -49,20 +50,21 @@ exprs = st.recursive(st.one_of(literals, columns, st.just(ast.CurrentTime())), _
 
 @st.composite
 def windows(draw: st.DrawFn) -> ast.Window:
-    kind = draw(st.sampled_from(list(ast.WindowKind)))
+    kind = draw(st.sampled_from(W.WINDOWS))
     where = draw(st.none() | exprs)
-    if kind is ast.WindowKind.NOW:
-        return ast.Window(kind, where=where)
-    if kind is ast.WindowKind.ROWS:
-        return ast.Window(kind, rows=draw(st.none() | st.integers(1, 10**6)), where=where)
-    if kind is ast.WindowKind.RANGE:
+    if kind is W.NowSyntax:
+        return W.NowSyntax(where=where)
+    if kind is W.RowsSyntax:
+        return W.RowsSyntax(draw(st.none() | st.integers(1, 10**6)), where=where)
+    if kind is W.RangeSyntax:
         rng = draw(st.none() | durations)
         slide = None
         if rng is not None:
             slide = draw(st.none() | st.builds(ast.Duration, st.integers(1, 100), st.sampled_from(list(ast.TimeUnit))))
-        return ast.Window(kind, range=rng, slide=slide, where=where)
+        return W.RangeSyntax(rng, slide, where=where)
+    assert kind is W.PartitionSyntax, f"no strategy for the window kind {kind.__name__}"
     keys = tuple(draw(st.lists(columns, min_size=1, max_size=2)))
-    return ast.Window(kind, rows=draw(st.integers(1, 100)), partition_by=keys, where=where)
+    return W.PartitionSyntax(keys, draw(st.integers(1, 100)), where=where)
 
 
 samples = st.sampled_from([1.0, 2.0, 10.0, 12.5, 50.0, 100.0]).map(ast.Sample)

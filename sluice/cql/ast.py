@@ -8,19 +8,23 @@ so a printed-and-reparsed query compares equal to the original.
 >>> from sluice.cql.parser import parse_query
 >>> q = parse_query("SELECT a + 1 FROM S [Rows 2]")
 >>> sorted({type(n).__name__ for n in walk(q)})
-['Binary', 'ColumnName', 'Literal', 'Select', 'SelectItem', 'TableRef', 'Window']
+['Binary', 'ColumnName', 'Literal', 'RowsSyntax', 'Select', 'SelectItem', 'TableRef']
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+from abc import ABCMeta, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from sluice.cql.errors import NO_SPAN, Span
 from sluice.datatypes import DataType
+
+if TYPE_CHECKING:  # the window kinds' interfaces, same layer (design 018)
+    from sluice.windows.base import WindowBinding, WindowDef, WindowParser
 
 N = TypeVar("N", bound="Node")
 
@@ -273,30 +277,39 @@ class Duration(Node):
         return f"{self.amount} {name}{'' if self.amount == 1 else 's'}"
 
 
-class WindowKind(enum.Enum):
-    ROWS = "Rows"  # rows=None means Rows Unbounded
-    RANGE = "Range"  # range=None means Range Unbounded
-    NOW = "Now"
-    PARTITION = "Partition"  # Partition By keys Rows N
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Window(Node, metaclass=ABCMeta):
+    """A window ``[ ... ]`` after a stream (seed §2, CQL §5.1), as written.  Each kind is a
+    subclass in its own file of ``sluice.windows`` that parses itself after its keyword, prints
+    itself and binds itself to its meaning; ``where`` is Hammad's window Where (§2.1), any kind's.
+    """
 
+    #: the word that starts the kind inside ``[ ]`` (upper case) and how the parser's errors name it
+    keyword: ClassVar[str]
+    title: ClassVar[str]
+    #: the meanings ``bind`` gives
+    binds_to: ClassVar[tuple[type[WindowDef], ...]]
 
-@dataclass(frozen=True, slots=True)
-class Window(Node):
-    """A window specification ``[ ... ]`` after a stream (seed §2, CQL window language)."""
-
-    kind: WindowKind
-    rows: int | None = None
-    range: Duration | None = None
-    slide: Duration | None = None
-    partition_by: tuple[ColumnName, ...] = ()
     where: Expr | None = None
     span: Span = _span()
 
+    @classmethod
+    @abstractmethod
+    def parse(cls, p: WindowParser) -> Self:
+        """The window after its keyword (consumed), up to its Where or ``]``."""
+
+    @abstractmethod
+    def body(self) -> str:
+        """Its CQL text inside the brackets, without the Where."""
+
+    @abstractmethod
+    def bind(self, ctx: WindowBinding) -> WindowDef:
+        """Its meaning over the stream ``ctx`` describes (errors point at its spans)."""
+
     @property
     def unbounded(self) -> bool:
-        return (self.kind is WindowKind.ROWS and self.rows is None) or (
-            self.kind is WindowKind.RANGE and self.range is None
-        )
+        """It holds every element so far."""
+        return False
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,9 +14,11 @@ sluice.cql.errors.ParseError: 1:8: expected an expression, found 'FROM'
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import NoReturn, TypeVar
 
+from sluice import windows  # the window kinds (same layer): windows.WINDOWS is read at parse time
 from sluice.cql import ast
 from sluice.cql.errors import ParseError, Span
 from sluice.cql.tokens import RESERVED, T, Token, tokenize
@@ -397,44 +399,18 @@ class Parser:
 
     # -- windows -------------------------------------------------------------------------
     def window(self) -> ast.Window:
+        """``[ kind … [Where e] ]``: the kind (``sluice.windows.WINDOWS``) parses what follows its keyword."""
         start = self.expect(T.LBRACKET)
-        if self.accept_kw("NOW"):
-            w = ast.Window(ast.WindowKind.NOW)
-        elif self.accept_kw("ROWS"):
-            w = ast.Window(ast.WindowKind.ROWS, rows=self.row_count(allow_unbounded=True))
-            self.accept_kw("PRECEDING")
-        elif self.accept_kw("RANGE"):
-            if self.accept_kw("UNBOUNDED"):
-                w = ast.Window(ast.WindowKind.RANGE)
-                self.accept_kw("PRECEDING")
-            else:
-                rng = self.duration()
-                self.accept_kw("PRECEDING")
-                slide = self.duration() if self.accept_kw("SLIDE") else None
-                if slide is not None and slide.amount <= 0:
-                    raise ParseError("Slide must be positive", slide.span, self.source)
-                w = ast.Window(ast.WindowKind.RANGE, range=rng, slide=slide)
-        elif self.accept_kw("PARTITION"):
-            self.expect_kw("BY")
-            keys = tuple(self.comma_list(self.column_name))
-            self.expect_kw("ROWS")
-            n = self.row_count(allow_unbounded=False)
-            self.accept_kw("PRECEDING")
-            w = ast.Window(ast.WindowKind.PARTITION, rows=n, partition_by=keys)
-        else:
-            self.fail("expected Now, Rows, Range or Partition By")
+        kinds = {k.keyword: k for k in windows.WINDOWS}
+        kind = kinds.get(self.tok.upper)
+        if kind is None:
+            titles = [k.title for k in windows.WINDOWS]
+            self.fail(f"expected {', '.join(titles[:-1])} or {titles[-1]}")
+        self.advance()
+        w = kind.parse(self)
         where = self.expr() if self.accept_kw("WHERE") else None
         self.expect(T.RBRACKET, "']' to close the window")
-        return ast.Window(w.kind, w.rows, w.range, w.slide, w.partition_by, where, span=self.span_from(start))
-
-    def row_count(self, allow_unbounded: bool) -> int | None:
-        if allow_unbounded and self.accept_kw("UNBOUNDED"):
-            return None
-        t = self.expect(T.INTEGER, "a row count")
-        n = int(t.text)
-        if n <= 0:
-            raise ParseError("a Rows window needs at least 1 row", t.span, self.source)
-        return n
+        return dataclasses.replace(w, where=where, span=self.span_from(start))
 
     def duration(self) -> ast.Duration:
         start = self.tok

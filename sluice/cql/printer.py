@@ -15,7 +15,8 @@ from sluice.cql import ast
 
 def to_cql(node: ast.Node) -> str:
     """Render any AST node as CQL text."""
-    fn = _PRINTERS.get(type(node))
+    # a window kind is a subclass of ast.Window: the nearest class in the table prints it
+    fn = next((_PRINTERS[c] for c in type(node).__mro__ if c in _PRINTERS), None)
     if fn is None:
         raise TypeError(f"no printer for {type(node).__name__}")
     return fn(node)
@@ -69,17 +70,7 @@ def _from_suffix(n: ast.TableRef | ast.SubqueryRef) -> str:
 
 
 def _window(n: ast.Window) -> str:
-    if n.kind is ast.WindowKind.NOW:
-        body = "Now"
-    elif n.kind is ast.WindowKind.ROWS:
-        body = f"Rows {'Unbounded' if n.rows is None else n.rows}"
-    elif n.kind is ast.WindowKind.RANGE:
-        body = "Range " + ("Unbounded" if n.range is None else to_cql(n.range))
-        if n.slide is not None:
-            body += " Slide " + to_cql(n.slide)
-    else:
-        keys = ", ".join(to_cql(k) for k in n.partition_by)
-        body = f"Partition By {keys} Rows {n.rows}"
+    body = n.body()  # each kind prints itself (sluice.windows)
     if n.where is not None:
         body += " Where " + to_cql(n.where)
     return f"[{body}]"

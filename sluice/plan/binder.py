@@ -20,6 +20,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
+from sluice import windows as W
 from sluice.catalog import Catalog, Kind, Schema, SourceDef, ViewDef
 from sluice.catalog.schema import Column
 from sluice.cql import ast
@@ -28,7 +29,6 @@ from sluice.cql.parser import parse_query
 from sluice.cql.printer import to_cql
 from sluice.plan import functions as F
 from sluice.plan import logical as L
-from sluice.plan import windows as W
 from sluice.plan.bind_expr import AggContext, ExprBinder
 from sluice.plan.expr import BExpr, ColRef
 from sluice.plan.scope import Scope, ScopeColumn
@@ -297,7 +297,7 @@ class Binder:
             if w.where is not None:
                 own = Scope([ScopeColumn(qualifier, c.name, c.type, i) for i, c in enumerate(node.schema.columns)])
                 node = L.Filter(node, self.exprs.predicate(w.where, own, None, "a window's Where"))
-            spec = self._window(w, node.schema, qualifier, isinstance(item, ast.SubqueryRef), scale)
+            spec = w.bind(_WindowBinding(self, node.schema, qualifier, isinstance(item, ast.SubqueryRef), scale))
         elif window_clause is not None:
             spec = W.Range(self._ticks(window_clause, scale))
         explicit = item.window is not None or window_clause is not None
@@ -317,46 +317,41 @@ class Binder:
             )
         return t
 
-    def _window(
-        self, w: ast.Window, schema: Schema, qualifier: str | None, subquery: bool = False, scale: int = 1
-    ) -> W.WindowDef:
-        if w.kind is ast.WindowKind.NOW:
-            return W.Now()
-        if w.kind is ast.WindowKind.ROWS:
-            return W.Unbounded() if w.rows is None else W.Rows(w.rows)
-        if w.kind is ast.WindowKind.RANGE:
-            if w.range is None:
-                return W.Unbounded()
-            slide = self._ticks(w.slide, scale) if w.slide is not None else None
-            if slide == 0:
-                assert w.slide is not None
-                raise self.error("Slide must be at least one tick", w.slide.span)
-            return W.Range(self._ticks(w.range, scale), slide=slide)
-        keys: list[int] = []
-        for k in w.partition_by:
-            inner_name = subquery and sum(1 for n in schema.names if n.lower() == k.name.lower()) == 1
-            # NEXMark Q6 writes "(SELECT ... A.seller ...) [Partition By A.seller Rows 10] Q": over a
-            # subquery, a key qualified by one of its inner tables names that output column.
-            if (
-                k.qualifier is not None
-                and not inner_name
-                and (qualifier is None or k.qualifier.lower() != qualifier.lower())
-            ):
-                raise self.error(
-                    f"Partition By refers to {k.qualifier!r}, not to this stream",
-                    k.span,
-                    hint=f"write {qualifier}.{k.name}" if qualifier else f"write {k.name}",
-                )
-            try:
-                keys.append(schema.index(k.name))
-            except KeyError:
-                raise self.error(
-                    f"unknown column {k.sql()!r} in Partition By",
-                    k.span,
-                    hint="columns of this stream: " + ", ".join(schema.names),
-                ) from None
-        assert w.rows is not None
-        return W.PartitionedRows(tuple(keys), w.rows)
+
+@dataclass(frozen=True, slots=True)
+class _WindowBinding:
+    """The binder as a window kind sees it (``sluice.windows.WindowBinding``): one stream's columns and time."""
+
+    binder: Binder
+    schema: Schema
+    qualifier: str | None
+    subquery: bool
+    scale: int  # ticks per unit of the stream's own timestamps
+
+    def ticks(self, d: ast.Duration) -> int:
+        return self.binder._ticks(d, self.scale)
+
+    def column(self, c: ast.ColumnName, clause: str) -> int:
+        names = self.schema.names
+        inner_name = self.subquery and sum(1 for n in names if n.lower() == c.name.lower()) == 1
+        # NEXMark Q6 writes "(SELECT ... A.seller ...) [Partition By A.seller Rows 10] Q": over a
+        # subquery, a key qualified by one of its inner tables names that output column.
+        q = self.qualifier
+        if c.qualifier is not None and not inner_name and (q is None or c.qualifier.lower() != q.lower()):
+            raise self.error(
+                f"{clause} refers to {c.qualifier!r}, not to this stream",
+                c.span,
+                hint=f"write {q}.{c.name}" if q else f"write {c.name}",
+            )
+        try:
+            return self.schema.index(c.name)
+        except KeyError:
+            raise self.error(
+                f"unknown column {c.sql()!r} in {clause}", c.span, hint="columns of this stream: " + ", ".join(names)
+            ) from None
+
+    def error(self, msg: str, span: Span, hint: str | None = None) -> BindError:
+        return self.binder.error(msg, span, hint)
 
 
 def _as_relation(node: L.LogicalNode) -> L.LogicalNode:

@@ -8,7 +8,7 @@ only by a :class:`StreamOp`.  Relational operators take and give relations.
 >>> from sluice.catalog import Schema
 >>> from sluice.datatypes import INTEGER
 >>> s = Scan("S", Kind.STREAM, Schema.of(("A", INTEGER)))
->>> from sluice.plan.windows import Rows
+>>> from sluice.windows import Rows
 >>> w = Window(s, Rows(2))
 >>> w.kind, w.schema.names
 (<Kind.RELATION: 'relation'>, ('A',))
@@ -23,7 +23,7 @@ from enum import StrEnum
 from sluice.catalog.schema import Kind, Schema
 from sluice.errors import InternalError
 from sluice.plan.expr import AggCall, BExpr, walk_expr
-from sluice.plan.windows import WindowDef
+from sluice.windows import WindowDef
 
 
 @dataclass(frozen=True, slots=True)

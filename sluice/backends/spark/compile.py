@@ -41,10 +41,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sluice import windows as W
 from sluice.catalog import Kind
 from sluice.datatypes import DataType, TypeKind
 from sluice.plan import logical as L
-from sluice.plan import windows as W
 from sluice.plan.analysis import (
     column_equalities,
     conjuncts,

@@ -47,7 +47,7 @@ from sluice.plan import logical as L
 from sluice.plan.ddl import execute_statement
 from sluice.plan.element import Element
 from sluice.plan.explain import explain as explain_plan
-from sluice.plan.windows import Range
+from sluice.windows import Range
 
 SINKS = ("memory", "parquet", "json", "console")
 

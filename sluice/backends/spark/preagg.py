@@ -2,7 +2,7 @@
 
 A group-by over ``[Range T Slide U]`` of one stream answers only at multiples of ``U``, and an
 element with timestamp ``ts`` is in the window from ``a = ⌈ts/U⌉·U`` until just before
-``d = ⌊(ts+T)/U⌋·U + U`` (``sluice.plan.windows.visible``).  All elements of a group with the same
+``d = ⌊(ts+T)/U⌋·U + U`` (``sluice.windows.visible``).  All elements of a group with the same
 ``(a, d)`` enter and leave the window together, so for COUNT, integer SUM, MIN and MAX the window's
 aggregate at every instant is the same aggregate over per-``(group, a, d)`` partial aggregates
 (COUNT → SUM of counts, SUM → SUM of sums, MIN → MIN of minima; exact: Sluice sums integers
@@ -31,13 +31,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from sluice import windows as W
 from sluice.catalog import Catalog, Kind, SourceDef
 from sluice.cql import ast
 from sluice.cql.parser import parse_query
 from sluice.cql.printer import to_cql
 from sluice.datatypes import DataType, TypeKind
 from sluice.plan import logical as L
-from sluice.plan import windows as W
 from sluice.plan.analysis import plan_has_subquery
 from sluice.plan.expr import AggKind, BExpr
 
@@ -168,7 +168,7 @@ def preaggregate(text: str, catalog: Catalog, plan: L.LogicalNode) -> PreAggrega
     ddl = "\n".join(f"REGISTER STREAM {s} ({', '.join(f'{n} {t.sql()}' for n, t in cols)});" for s in (UPPER, LOWER))
 
     def windowed(stream: str, span: int) -> ast.Select:
-        w = ast.Window(ast.WindowKind.RANGE, range=ast.Duration(span, None), slide=ast.Duration(step, None))
+        w = W.RangeSyntax(ast.Duration(span, None), ast.Duration(step, None))
         return ast.Select(items=(ast.SelectItem(ast.Star()),), from_=(ast.TableRef(stream, window=w),))
 
     low = lower_range(span, step)

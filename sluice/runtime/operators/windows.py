@@ -3,7 +3,7 @@
 Time-based windows map each element to an insertion time ``a`` and a deletion time ``d``:
 ``[Range T]`` gives ``a = ts, d = ts + T + 1``; ``[Now]`` is ``T = 0``; with ``Slide U`` the
 window is as of ``⌊τ/U⌋·U``, so ``a = ⌈ts/U⌉·U`` and ``d = ⌊(ts+T)/U⌋·U + U`` (an element with
-``a ≥ d`` is never visible; ``sluice.plan.windows.visible``).  Both times grow with ``ts``, so
+``a ≥ d`` is never visible; ``sluice.windows.visible``).  Both times grow with ``ts``, so
 pending insertions and deletions are two FIFOs, released merged in time order up to
 ``max(watermark, last input ts)`` — every deletion due by then is already known.
 
@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from sluice import windows as W
 from sluice.errors import InternalError
-from sluice.plan import windows as W
 from sluice.runtime.batch import NEG_INF, concat, from_signed_rows, to_elements, ts_of
 from sluice.runtime.operators.base import Operator, Unary
 from sluice.runtime.synopsis import WindowSynopsis
@@ -147,7 +147,7 @@ class PartitionWindow(Unary):
         return sum(len(q) for q in self._parts.values()) * 8 * max(1, len(self.types))
 
 
-#: The operator that runs each window kind (``sluice.plan.windows``); every kind must have one.
+#: The operator that runs each window kind (``sluice.windows``); every kind must have one.
 WINDOW_OPERATORS: dict[type[W.WindowDef], type[TimeWindow | RowsWindow | PartitionWindow]] = {
     W.Unbounded: TimeWindow,
     W.Now: TimeWindow,
