@@ -106,9 +106,11 @@ class FunctionDef:
 
 def full(v: Any, n: int, at: pa.DataType) -> Any:
     """An Arrow value as an array of ``n`` values of type ``at`` (a scalar repeated)."""
+    if v.type != at:  # an integer beyond 2^53 as a float rounds to the nearest, as Python's float()
+        v = v.cast(at, safe=not (pa.types.is_integer(v.type) and pa.types.is_floating(at)))
     if isinstance(v, pa.Scalar):
         return pa.array([v.as_py()] * n, at) if v.is_valid else pa.nulls(n, at)
-    return v.cast(at) if v.type != at else v
+    return v
 
 
 def by_rows(fn: Callable[..., Any], args: Sequence[Any], out: Out) -> Any:
@@ -116,9 +118,14 @@ def by_rows(fn: Callable[..., Any], args: Sequence[Any], out: Out) -> Any:
     n = out.rows
     cols = [[v.as_py()] * n if isinstance(v, pa.Scalar) else v.to_pylist() for v in args]
     vals = [fn(*row) for row in zip(*cols, strict=True)] if cols else [fn() for _ in range(n)]
-    if out.type.kind is TypeKind.FLOAT:
+    return values_array(vals, out.type, out.arrow)
+
+
+def values_array(vals: list[Any], t: DataType, at: pa.DataType) -> pa.Array:
+    """Python values of type ``t`` as an Arrow array (an integer where a float is due becomes one)."""
+    if t.kind is TypeKind.FLOAT:
         vals = [float(v) if v is not None else None for v in vals]
-    return pa.array(vals, out.arrow)
+    return pa.array(vals, at)
 
 
 def _no_nan(v: Any) -> Any:

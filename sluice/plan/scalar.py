@@ -22,7 +22,7 @@ import math
 import operator
 import re
 from collections.abc import Callable, Iterable
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import ROUND_HALF_UP, Context, Decimal
 from typing import Any
 
 from sluice.plan.numeric import RowError, checked
@@ -114,12 +114,19 @@ def like(s: str, pattern: str) -> bool:
     return like_regex(pattern).fullmatch(s) is not None
 
 
+_ROUNDING = Context(prec=1000, rounding=ROUND_HALF_UP)  # digits enough for any float or int64 at any scale
+
+
 @_strict
 def round_(x: Any, digits: int = 0) -> Any:
-    if isinstance(x, float) and (not math.isfinite(x) or (digits >= 0 and abs(x) >= 2.0**52)):
-        return x  # infinite, or already a whole number (Decimal's 28 digits would not hold it)
-    q = Decimal(repr(x)).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP)
-    return float(q) if isinstance(x, float) else int(q)
+    if isinstance(x, float) and not math.isfinite(x):
+        return x
+    d = Decimal(repr(x))
+    if digits >= -int(d.as_tuple().exponent):
+        return x  # no digit to round away
+    digits = max(digits, -(d.adjusted() + 2))  # to any unit above 10·|x|, x rounds to 0
+    q = d.quantize(Decimal(1).scaleb(-digits), context=_ROUNDING)
+    return float(q) if isinstance(x, float) else checked(int(q))  # ROUND(-2^63, -19) is beyond 64 bits
 
 
 @_strict

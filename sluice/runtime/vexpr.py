@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from sluice.errors import InternalError, SluiceError
 from sluice.plan.expr import BExpr, Call, CaseWhen, ColRef, Const, CurrentTime, OuterRef, Subquery, UdfCall
-from sluice.plan.function_defs import Kernel, Out, RowOnly, by_rows, full, function
+from sluice.plan.function_defs import Kernel, Out, RowOnly, by_rows, full, function, values_array
 from sluice.plan.numeric import RowError
 from sluice.plan.scalar import call_udf
 from sluice.runtime.batch import META, arrow_type
@@ -173,5 +173,5 @@ def evaluate_rows(fns: Sequence[VFn], exprs: Sequence[BExpr], b: pa.Table, now: 
         for acc, v in zip(values, vals, strict=True):
             acc.append(v)
     kept = np.array(keep, dtype=np.int64)
-    arrays = [pa.array(v, arrow_type(e.type)) for v, e in zip(values, exprs, strict=True)]
+    arrays = [values_array(v, e.type, arrow_type(e.type)) for v, e in zip(values, exprs, strict=True)]
     return Evaluated(b.take(pa.array(kept)), arrays, reasons, kept)
