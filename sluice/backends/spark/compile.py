@@ -1,6 +1,7 @@
 """What of a query Spark itself does: partition keys and selections as native DataFrame expressions.
 
-Two analyses of a bound plan, both conservative (when in doubt, less is done natively and the
+Analyses of a query's rewritten plan (``sluice.plan.rules``; its processors run the same plan), all
+conservative (when in doubt, less is done natively and the
 processor does the rest — never a different answer):
 
 ``partitioning(plan)``
@@ -27,8 +28,9 @@ processor does the rest — never a different answer):
 
 ``pushdown(plan)``
     Conjuncts of WHERE clauses that can be evaluated on a source's elements before any stateful
-    operator — through time-based windows, projections, joins (one side's columns), GROUP BY keys,
-    DISTINCT, set operations and Istream/Dstream/Rstream; the caller pushes those ``to_column``
+    operator — on the rewritten plan, whose rules (``sluice.plan.rules``) move them through
+    time-based windows, projections, joins (one side's columns), GROUP BY keys, DISTINCT, set
+    operations and Istream/Dstream/Rstream down to the scan; the caller pushes those ``to_column``
     translates (``SPARK_FUNCTIONS``: the scalar functions keyed by their ``FunctionDef`` names,
     each equal to the definition, three-valued logic included).  The processor still applies the
     whole predicate, so a pushed conjunct only removes elements the query would drop anyway.
@@ -53,6 +55,7 @@ from sluice.plan.analysis import (
     has_subquery,
     insert_only,
     plan_has_subquery,
+    shift,
     substitute,
     trace,
 )
@@ -294,26 +297,38 @@ def _branch(top: L.LogicalNode, want: type[W.WindowDef]) -> NativePlan | None:
         chain.append(node)
         node = node.inputs()[0]
 
-    def stream_window(n: L.LogicalNode) -> L.Scan | None:
-        if isinstance(n, L.Window) and isinstance(n.spec, want) and isinstance(n.input, L.Scan):
-            return n.input if n.input.kind is Kind.STREAM else None
-        return None
+    def selected(n: L.LogicalNode, at: int) -> tuple[L.Scan | None, list[BExpr]]:
+        """A scan under selections, and their predicates with columns moved ``at`` to the right."""
+        found: list[BExpr] = []
+        while isinstance(n, L.Filter):
+            found.append(shift(n.predicate, at) if at else n.predicate)
+            n = n.input
+        return (n, found) if isinstance(n, L.Scan) else (None, [])
+
+    def stream_window(n: L.LogicalNode, at: int) -> tuple[L.Scan | None, list[BExpr]]:
+        """``S [want]`` over selections of the stream ``S`` (pushed below the window by the rules)."""
+        if isinstance(n, L.Window) and isinstance(n.spec, want):
+            scan, found = selected(n.input, at)
+            if scan is not None and scan.kind is Kind.STREAM:
+                return scan, found
+        return None, []
 
     static, stream_first = None, True
-    scan = stream_window(node)
+    scan, below = stream_window(node, 0)
     if scan is None and isinstance(node, L.Join):
         left, right = node.left, node.right
-        if (scan := stream_window(left)) is not None and isinstance(right, L.Scan):
-            static = right.name
-        elif (scan := stream_window(right)) is not None and isinstance(left, L.Scan):
-            static, stream_first = left.name, False
-        else:
-            scan = None
+        lw = len(left.schema)
+        if (got := stream_window(left, 0))[0] is not None and (rel := selected(right, lw))[0] is not None:
+            (scan, below), static = got, rel[0].name
+            below += rel[1]
+        elif (got := stream_window(right, lw))[0] is not None and (rel := selected(left, 0))[0] is not None:
+            (scan, below), static, stream_first = got, rel[0].name, False
+            below += rel[1]
     if scan is None:
         return None
     schema = node.schema
     cols: list[BExpr] = [ColRef(i, schema.types[i], schema.names[i]) for i in range(len(schema))]
-    preds: list[BExpr] = []
+    preds: list[BExpr] = below
     for n in reversed(chain):
         if isinstance(n, L.Filter):
             preds.append(substitute(n.predicate, cols))
@@ -329,51 +344,19 @@ def _branch(top: L.LogicalNode, want: type[W.WindowDef]) -> NativePlan | None:
 
 
 def pushdown(plan: L.LogicalNode) -> dict[str, list[BExpr]]:
-    """Conjuncts over each source's columns that every element the query uses satisfies."""
+    """Conjuncts over each source's columns that every element the query uses satisfies: on a
+    rewritten plan (``sluice.plan.rules`` moves every selection it can down to its scan), the
+    selection right above each scan of a source the plan reads once.
+    """
     counts: dict[str, int] = {}
     for s in _scans(plan):
         counts[s.name.lower()] = counts.get(s.name.lower(), 0) + 1
     out: dict[str, list[BExpr]] = {}
-
-    def down(node: L.LogicalNode, preds: list[BExpr]) -> None:
-        if isinstance(node, L.Scan):
-            if preds and counts[node.name.lower()] == 1:
-                out[node.name.lower()] = preds
-            return
-        if isinstance(node, L.Filter):
-            own = [c for c in conjuncts(node.predicate) if not has_subquery(c)]
-            down(node.input, preds + own)
-        elif isinstance(node, L.Window):
-            down(node.input, preds if node.spec.time_based else [])
-        elif isinstance(node, L.Distinct | L.StreamOp):
-            down(node.input, preds)
-        elif isinstance(node, L.SetOp):
-            down(node.left, preds)
-            down(node.right, preds)
-        elif isinstance(node, L.Project):
-            down(node.input, _remap(preds, {i: c.index for i, c in enumerate(node.columns) if isinstance(c, ColRef)}))
-        elif isinstance(node, L.Aggregate):
-            down(node.input, _remap(preds, {i: k.index for i, k in enumerate(node.keys) if isinstance(k, ColRef)}))
-        elif isinstance(node, L.Join):
-            nl = len(node.left.schema)
-            n = len(node.schema)
-            down(node.left, _remap(preds, {i: i for i in range(nl)}))
-            down(node.right, _remap(preds, {i: i - nl for i in range(nl, n)}))
-        else:  # Sample and anything new: nothing crosses
-            for c in node.inputs():
-                down(c, [])
-
-    down(plan, [])
-    return {src: ps for src, ps in out.items() if ps}
-
-
-def _remap(preds: list[BExpr], mapping: dict[int, int]) -> list[BExpr]:
-    """The predicates all of whose columns ``mapping`` moves, with their columns moved."""
-    out = []
-    for p in preds:
-        refs = [x for x in walk_expr(p) if isinstance(x, ColRef)]
-        if refs and all(r.index in mapping for r in refs):
-            out.append(substitute(p, {r.index: ColRef(mapping[r.index], r.type, r.name) for r in refs}))
+    for n in L.walk_plan(plan):
+        if isinstance(n, L.Filter) and isinstance(n.input, L.Scan) and counts[n.input.name.lower()] == 1:
+            own = [c for c in conjuncts(n.predicate) if not has_subquery(c)]
+            if own:
+                out[n.input.name.lower()] = own
     return out
 
 
