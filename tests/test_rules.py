@@ -48,6 +48,9 @@ def test_selections_move_into_join_inputs_and_below_time_windows() -> None:
         "select * from S [Range 5] where V > CURRENT_TIME",  # needs the ticking operator
         "select * from S [Now] where V in (select K from R)",  # needs the subquery operator
         "select * from R where K > 1",  # nothing to push into
+        "select K, count(*) from S [Range 4] group by K having count(*) > 1",  # an aggregate, not a key
+        "select count(*) from S [Range 4] having count(*) > 1",  # no grouping: one row even of nothing
+        "select * from (select K + 1 as J from S [Rows 2]) as Q where J > 1",  # a computed column
     ],
 )
 def test_rules_leave_alone_what_they_cannot_move(query: str) -> None:
@@ -66,8 +69,37 @@ def test_a_rule_that_changes_the_schema_is_named() -> None:
         rewrite(bind_query(_cat(), "select V, K from S").plan, (Rule("broken", drop_column),))
 
 
+def test_each_selection_rule_fires_where_it_applies() -> None:
+    cases = {
+        "select * from (select * from (select K, V from S [Rows 4]) as A where V > 0) as B where K > 0": (
+            "merge-selections"
+        ),
+        "select * from (select K, V + 1 as X from S [Range 3]) as Q where K > 0": "push-selection-below-projection",
+        "select K, count(*) from S [Range 4] group by K having K <> 1": "push-selection-below-grouping",
+        "select * from (select distinct K from S [Range 2]) as D where K > 0": (
+            "push-selection-below-distinct-and-streams"
+        ),
+        "select * from ((select K from S [Range 2]) union all (select K from T [Range 1])) as U where K > 0": (
+            "push-selection-into-set-operands"
+        ),
+    }
+    for query, rule in cases.items():
+        assert rule in _rw(query).applied, query
+    # after them, each selection sits on its scan: the time windows hold only what passes
+    text = explain(_rw("select K, count(*) from S [Range 4] group by K having K <> 1").plan)
+    assert text.index("Filter (K <> 1)") > text.index("Window Range 4 ticks")
+
+
 def test_rules_are_named_and_explain_lists_the_ones_applied() -> None:
-    assert [r.name for r in RULES] == ["push-selection-into-join-inputs", "push-selection-below-window"]
+    assert [r.name for r in RULES] == [
+        "merge-selections",
+        "push-selection-below-projection",
+        "push-selection-below-grouping",
+        "push-selection-below-distinct-and-streams",
+        "push-selection-into-set-operands",
+        "push-selection-into-join-inputs",
+        "push-selection-below-window",
+    ]
     eng = EmbeddedEngine(_cat())
     q = eng.register_query("select S.V from S [Range 2], R where S.K = R.K and S.V > 0")
     assert q.rewrites == ("push-selection-into-join-inputs", "push-selection-below-window")
@@ -84,6 +116,16 @@ def test_rules_are_named_and_explain_lists_the_ones_applied() -> None:
         "select S.V, R.N from S [Range 2 Slide 2], R where S.K = R.K and S.V + 1 > 1 and R.N = 'a'",
         "Istream(select S.V from S [Range Unbounded], T [Range 1], R where S.K = T.K and T.K = R.K and T.W > 0)",
         "select S.V, T.W from S [Rows 2], T [Range 2] where S.K = T.K and S.V > 0 and T.W > 0",
+        # below a projection (only the column it passes through), a grouping (only its key), a
+        # DISTINCT, an Istream, into both operands of a set operation, two selections as one
+        "select * from (select K, V + 1 as X from S [Range 3]) as Q where K > 0 and X > 1",
+        "select K, count(*), sum(V) from S [Range 4] group by K having K <> 1 and count(*) > 1",
+        "select * from (select distinct K from S [Range 2]) as D where K > 0",
+        "Istream(select * from (Istream(select K, V from S [Range 2])) as I where V > 0)",
+        "select * from ((select K from S [Range 2]) union all (select K from T [Range 1])) as U where K > 0",
+        "select * from ((select K from S [Range 3]) except (select K from T [Now])) as U where K <> 2",
+        "select * from ((select K from S [Range 3]) intersect all (select K from T [Range 4])) as U where K < 2",
+        "select * from (select * from (select K, V from S [Rows 4]) as A where V > 0) as B where K > 0",
     ],
 )
 def test_engine_on_rewritten_plans_equals_the_definition(query: str) -> None:

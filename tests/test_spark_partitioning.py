@@ -10,6 +10,7 @@ from sluice.cql.parser import parse_script
 from sluice.plan import bind_query
 from sluice.plan.ddl import execute_statement
 from sluice.plan.expr import render
+from sluice.plan.rules import rewrite
 
 DDL = (
     "register stream S (K integer, V integer, F float); register stream T (K integer, W integer);"
@@ -18,10 +19,11 @@ DDL = (
 
 
 def plan(query: str):
+    """The plan the Spark compiler analyses: the bound plan rewritten (``sluice.plan.rules``)."""
     cat = Catalog()
     for st in parse_script(DDL):
         execute_statement(cat, st, DDL, DDL[st.span.start : st.span.end])
-    return bind_query(cat, query).plan
+    return rewrite(bind_query(cat, query).plan).plan
 
 
 def keys(query: str):

@@ -29,6 +29,7 @@ from sluice.plan.expr import (
     Subquery,
     UdfCall,
 )
+from sluice.plan.function_defs import BUILTINS, INFIX, PREFIX, FunctionDef, function
 from sluice.plan.scope import Scope
 
 if TYPE_CHECKING:
@@ -169,71 +170,66 @@ class ExprBinder:
         except TypeError as err:
             raise self.error(str(err), span) from None
 
+    def _apply(self, d: FunctionDef | str, args: tuple[BExpr, ...], span: Span) -> Call:
+        """A call of ``d`` (or the function of that internal name), typed by its rule."""
+        d = function(d) if isinstance(d, str) else d
+        return Call(d.name, args, self._typed(span, d.typing, [a.type for a in args]))
+
     def _unary(self, e: ast.Unary, scope: Scope, agg: AggContext | None, clause: str) -> BExpr:
         x = self.bind(e.operand, scope, agg, clause)
-        if e.op == "NOT":
-            t = self._typed(e.span, F.boolean, "NOT", x.type)
-            return Call("not", (x,), t)
-        t = self._typed(e.span, F.negate, x.type)
         if e.op == "+":
+            self._typed(e.span, function("neg").typing, [x.type])  # '+' takes what '-' takes
             return x
-        if isinstance(x, Const) and isinstance(x.value, int | float) and not isinstance(x.value, bool):
-            return Const(-x.value, t)
-        return Call("neg", (x,), t)
+        d = PREFIX.get(e.op)
+        if d is None:
+            raise self.error(f"unknown operator {e.op!r}", e.span)
+        out = self._apply(d, (x,), e.span)
+        if out.fn == "neg" and isinstance(x, Const):
+            if isinstance(x.value, int | float) and not isinstance(x.value, bool):
+                return Const(-x.value, out.type)  # a negative literal
+        return out
 
     def _binary(self, e: ast.Binary, scope: Scope, agg: AggContext | None, clause: str) -> BExpr:
         a = self.bind(e.left, scope, agg, clause)
         b = self.bind(e.right, scope, agg, clause)
-        if e.op in ("AND", "OR"):
-            t = self._typed(e.span, F.boolean, e.op, a.type, b.type)
-            return Call(e.op.lower(), (a, b), t)
-        if e.op in F.ARITH_OPS:
-            fn = F.ARITH_OPS[e.op]
-            return Call(fn, (a, b), self._typed(e.span, F.arith, fn, a.type, b.type))
-        if e.op in F.COMPARE_OPS:
-            return Call(F.COMPARE_OPS[e.op], (a, b), self._typed(e.span, F.compare, a.type, b.type))
-        if e.op == "||":
-            return Call("concat", (a, b), self._typed(e.span, F.concat, a.type, b.type))
-        raise self.error(f"unknown operator {e.op!r}", e.span)
+        d = INFIX.get(e.op)
+        if d is None:
+            raise self.error(f"unknown operator {e.op!r}", e.span)
+        return self._apply(d, (a, b), e.span)
 
     def _is_null(self, e: ast.IsNull, scope: Scope, agg: AggContext | None, clause: str) -> BExpr:
         x = self.bind(e.operand, scope, agg, clause)
-        return Call("is_not_null" if e.negated else "is_null", (x,), BOOLEAN)
+        return self._apply("is_not_null" if e.negated else "is_null", (x,), e.span)
 
     def _like(self, e: ast.Like, scope: Scope, agg: AggContext | None, clause: str) -> BExpr:
         a = self.bind(e.operand, scope, agg, clause)
         b = self.bind(e.pattern, scope, agg, clause)
-        out: BExpr = Call("like", (a, b), self._typed(e.span, F.like, a.type, b.type))
-        return Call("not", (out,), BOOLEAN) if e.negated else out
+        out = self._apply("like", (a, b), e.span)
+        return self._apply("not", (out,), e.span) if e.negated else out
 
     def _between(self, e: ast.Between, scope: Scope, agg: AggContext | None, clause: str) -> BExpr:
         x = self.bind(e.operand, scope, agg, clause)
         lo = self.bind(e.low, scope, agg, clause)
         hi = self.bind(e.high, scope, agg, clause)
-        self._typed(e.span, F.compare, x.type, lo.type)
-        self._typed(e.span, F.compare, x.type, hi.type)
-        out: BExpr = Call("and", (Call("ge", (x, lo), BOOLEAN), Call("le", (x, hi), BOOLEAN)), BOOLEAN)
-        return Call("not", (out,), BOOLEAN) if e.negated else out
+        out = self._apply("and", (self._apply("ge", (x, lo), e.span), self._apply("le", (x, hi), e.span)), e.span)
+        return self._apply("not", (out,), e.span) if e.negated else out
 
     def _in_list(self, e: ast.InList, scope: Scope, agg: AggContext | None, clause: str) -> BExpr:
         x = self.bind(e.operand, scope, agg, clause)
-        out: BExpr | None = None
+        out: Call | None = None
         for item in e.items:
             v = self.bind(item, scope, agg, clause)
-            self._typed(getattr(item, "span", e.span), F.compare, x.type, v.type)
-            eq = Call("eq", (x, v), BOOLEAN)
-            out = eq if out is None else Call("or", (out, eq), BOOLEAN)
+            eq = self._apply("eq", (x, v), getattr(item, "span", e.span))
+            out = eq if out is None else self._apply("or", (out, eq), e.span)
         assert out is not None
-        return Call("not", (out,), BOOLEAN) if e.negated else out
+        return self._apply("not", (out,), e.span) if e.negated else out
 
     def _case(self, e: ast.Case, scope: Scope, agg: AggContext | None, clause: str) -> BExpr:
         operand = self.bind(e.operand, scope, agg, clause) if e.operand is not None else None
         whens: list[tuple[BExpr, BExpr]] = []
         for cond_ast, res_ast in e.whens:
             if operand is not None:
-                v = self.bind(cond_ast, scope, agg, clause)
-                self._typed(cond_ast.span, F.compare, operand.type, v.type)
-                cond: BExpr = Call("eq", (operand, v), BOOLEAN)
+                cond: BExpr = self._apply("eq", (operand, self.bind(cond_ast, scope, agg, clause)), cond_ast.span)
             else:
                 cond = self.predicate(cond_ast, scope, agg, "WHEN")
             whens.append((cond, self.bind(res_ast, scope, agg, clause)))
@@ -251,12 +247,13 @@ class ExprBinder:
             raise self.error(f"DISTINCT is only allowed in an aggregate, not in {e.name}()", e.span)
         args = tuple(self.bind(a, scope, agg, clause) for a in e.args)
         types = [a.type for a in args]
-        if e.name in F.BUILTINS:
-            lo, hi, rule = F.BUILTINS[e.name]
+        builtin = BUILTINS.get(e.name)
+        if builtin is not None:
+            lo, hi = builtin.arity
             if not lo <= len(args) <= hi:
                 n = str(lo) if lo == hi else f"{lo} to {hi}"
                 raise self.error(f"{e.name} takes {n} argument(s), got {len(args)}", e.span)
-            return Call(e.name.lower(), args, self._typed(e.span, rule, types))
+            return self._apply(builtin, args, e.span)
         udf = self.binder.catalog.function(e.name)
         if udf is None:
             raise self.error(
@@ -314,7 +311,7 @@ class ExprBinder:
         x = self.bind(e.operand, scope, agg, clause)
         plan = self._subplan(e.query, scope, agg, e.query.span, True)
         self._typed(e.span, F.compare, x.type, plan.schema.types[0])
-        return Subquery("QUANT", plan, BOOLEAN, operand=x, op=F.COMPARE_OPS[e.op], quantifier=e.quantifier)
+        return Subquery("QUANT", plan, BOOLEAN, operand=x, op=INFIX[e.op].name, quantifier=e.quantifier)
 
     def _scalar_subquery(self, e: ast.ScalarSubquery, scope: Scope, agg: AggContext | None, clause: str) -> BExpr:
         plan = self._subplan(e.query, scope, agg, e.span, True)

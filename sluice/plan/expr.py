@@ -59,7 +59,7 @@ class Const(BExpr):
 
 @dataclass(frozen=True, slots=True)
 class Call(BExpr):
-    """A built-in operator or function, by name (see ``sluice.plan.functions``)."""
+    """A built-in operator or function, by internal name (``sluice.plan.function_defs.FUNCTIONS``)."""
 
     fn: str
     args: tuple[BExpr, ...]
@@ -151,13 +151,6 @@ def walk_expr(e: BExpr) -> Iterator[BExpr]:
         yield from walk_expr(c)
 
 
-_INFIX = {
-    "add": "+", "sub": "-", "mul": "*", "div": "/", "mod": "%", "concat": "||",
-    "eq": "=", "ne": "<>", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
-    "and": "AND", "or": "OR", "like": "LIKE",
-}  # fmt: skip
-
-
 def render(e: BExpr, names: tuple[str, ...] = ()) -> str:
     """Readable text of a bound expression (for EXPLAIN and error messages)."""
     if isinstance(e, ColRef):
@@ -169,16 +162,9 @@ def render(e: BExpr, names: tuple[str, ...] = ()) -> str:
             return "NULL"
         return repr(e.value) if isinstance(e.value, str) else str(e.value)
     if isinstance(e, Call):
-        if e.fn in _INFIX and len(e.args) == 2:
-            return f"({render(e.args[0], names)} {_INFIX[e.fn]} {render(e.args[1], names)})"
-        if e.fn == "not":
-            return f"(NOT {render(e.args[0], names)})"
-        if e.fn == "neg":
-            return f"(-{render(e.args[0], names)})"
-        if e.fn in ("is_null", "is_not_null"):
-            word = "IS NULL" if e.fn == "is_null" else "IS NOT NULL"
-            return f"({render(e.args[0], names)} {word})"
-        return f"{e.fn.upper()}({', '.join(render(a, names) for a in e.args)})"
+        from sluice.plan.function_defs import function  # it imports this module (via the typing rules)
+
+        return function(e.fn).render([render(a, names) for a in e.args])
     if isinstance(e, UdfCall):
         return f"{e.name}({', '.join(render(a, names) for a in e.args)})"
     if isinstance(e, CaseWhen):

@@ -2,8 +2,9 @@
 
 Each rule takes argument types and returns the result type or raises ``TypeError`` with a
 message for the user; the binder turns that into a :class:`~sluice.cql.BindError` at the span.
+Which rule types which scalar function: ``sluice.plan.function_defs.FUNCTIONS``.
 
->>> arith("div", INTEGER, INTEGER)   # integer '/' stays integer, as in STREAM
+>>> arith("/", INTEGER, INTEGER)   # integer '/' stays integer, as in STREAM
 DataType(kind=<TypeKind.INTEGER: 'integer'>, length=None)
 """
 
@@ -27,25 +28,22 @@ from sluice.datatypes import (
 )
 from sluice.plan.expr import AggKind
 
-ARITH_OPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "%": "mod"}
-COMPARE_OPS = {"=": "eq", "<>": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
+TypingRule = Callable[[Sequence[DataType]], DataType]
 AGGREGATES = frozenset(k.value for k in AggKind)
 
 
-def arith(fn: str, a: DataType, b: DataType) -> DataType:
+def arith(op: str, a: DataType, b: DataType) -> DataType:
+    """``a op b`` for ``op`` one of ``+ - * / %``: numbers, and timestamps ± integers."""
     ts = TypeKind.TIMESTAMP
-    if fn in ("add", "sub") and a.kind is ts and (b.is_integer or b.is_null):
+    if op in ("+", "-") and a.kind is ts and (b.is_integer or b.is_null):
         return TIMESTAMP
-    if fn == "add" and b.kind is ts and (a.is_integer or a.is_null):
+    if op == "+" and b.kind is ts and (a.is_integer or a.is_null):
         return TIMESTAMP
-    if fn == "sub" and a.kind is ts and b.kind is ts:
+    if op == "-" and a.kind is ts and b.kind is ts:
         return BIGINT
     if not ((a.is_numeric or a.is_null) and (b.is_numeric or b.is_null)):
-        raise TypeError(f"cannot apply '{_SYM[fn]}' to {a} and {b}")
+        raise TypeError(f"cannot apply '{op}' to {a} and {b}")
     return common_numeric(a, b)
-
-
-_SYM = {"add": "+", "sub": "-", "mul": "*", "div": "/", "mod": "%"}
 
 
 def compare(a: DataType, b: DataType) -> DataType:
@@ -89,7 +87,7 @@ def unify_all(what: str, types: Sequence[DataType]) -> DataType:
     return out
 
 
-def _numeric1(name: str) -> Callable[[Sequence[DataType]], DataType]:
+def numeric1(name: str) -> TypingRule:
     def rule(ts: Sequence[DataType]) -> DataType:
         if not (ts[0].is_numeric or ts[0].is_null):
             raise TypeError(f"{name} needs a number, not {ts[0]}")
@@ -98,7 +96,7 @@ def _numeric1(name: str) -> Callable[[Sequence[DataType]], DataType]:
     return rule
 
 
-def _string1(name: str, result: DataType | None) -> Callable[[Sequence[DataType]], DataType]:
+def string1(name: str, result: DataType | None) -> TypingRule:
     def rule(ts: Sequence[DataType]) -> DataType:
         if not (ts[0].is_string or ts[0].is_null):
             raise TypeError(f"{name} needs a string, not {ts[0]}")
@@ -107,7 +105,7 @@ def _string1(name: str, result: DataType | None) -> Callable[[Sequence[DataType]
     return rule
 
 
-def _round(ts: Sequence[DataType]) -> DataType:
+def round_type(ts: Sequence[DataType]) -> DataType:
     if not (ts[0].is_numeric or ts[0].is_null):
         raise TypeError(f"ROUND needs a number, not {ts[0]}")
     if len(ts) == 2 and not (ts[1].is_integer or ts[1].is_null):
@@ -115,27 +113,13 @@ def _round(ts: Sequence[DataType]) -> DataType:
     return FLOAT if ts[0].kind is TypeKind.FLOAT else ts[0]
 
 
-def _coalesce(ts: Sequence[DataType]) -> DataType:
+def coalesce_type(ts: Sequence[DataType]) -> DataType:
     return unify_all("COALESCE", ts)
 
 
-def _nullif(ts: Sequence[DataType]) -> DataType:
+def nullif_type(ts: Sequence[DataType]) -> DataType:
     compare(ts[0], ts[1])
     return ts[0]
-
-
-# name -> (min args, max args, rule)
-BUILTINS: dict[str, tuple[int, int, Callable[[Sequence[DataType]], DataType]]] = {
-    "ABS": (1, 1, _numeric1("ABS")),
-    "FLOOR": (1, 1, _numeric1("FLOOR")),
-    "CEIL": (1, 1, _numeric1("CEIL")),
-    "ROUND": (1, 2, _round),
-    "LOWER": (1, 1, _string1("LOWER", None)),
-    "UPPER": (1, 1, _string1("UPPER", None)),
-    "LENGTH": (1, 1, _string1("LENGTH", INTEGER)),
-    "COALESCE": (1, 64, _coalesce),
-    "NULLIF": (2, 2, _nullif),
-}
 
 
 def aggregate(name: str, arg: DataType | None) -> DataType:

@@ -7,7 +7,29 @@ rule that broke them), and records which rules changed the plan; the embedded en
 lists them.  The reference evaluator never sees rewritten plans: it evaluates the bound plan by
 definition, so every differential test also checks the rules.
 
-The rules (seed §4 of Arasu et al. on plan generation; the classic selection push-down):
+The rules (seed §4 of Arasu et al. on plan generation; the classic selection push-down).  Each
+moves only conjuncts a selection can evaluate anywhere its columns are (no subquery, no
+CURRENT_TIME, no outer reference); a conjunct is TRUE of an output row exactly when it is TRUE
+of the input row it came from, so selecting earlier removes exactly the rows that could not pass.
+Row errors (``sluice.plan.numeric``) never change an answer — a row that cannot be evaluated is
+dropped either way — only which rows are reported as such.
+
+``merge-selections``
+    σ_p(σ_q(x)) = σ_{q ∧ p}(x): one selection, so the ones below can move it whole.
+``push-selection-below-projection``
+    σ_p(π_cols(x)) = π_cols(σ_{p'}(x)) for the conjuncts of p reading only columns that π passes
+    through unchanged (p' reads them at their input positions).
+``push-selection-below-grouping``
+    σ_p(γ_{keys; aggs}(x)) = γ(σ_{p'}(x)) for conjuncts reading only grouping columns that are
+    plain input columns: a group passes whole or not at all (never without GROUP BY: the one
+    row of an empty input is not a group of it).
+``push-selection-below-distinct-and-streams``
+    σ_p(δ(R)) = δ(σ_p(R)), and σ_p(Istream/Dstream/Rstream(R)) = the same of σ_p(R): an element
+    is in R(τ) − R(τ−1) with p TRUE exactly when it is in σ_p R(τ) − σ_p R(τ−1).
+``push-selection-into-set-operands``
+    σ_p(A op B) = σ_p(A) op σ_p(B) for Union, Except and Intersect (with or without All; the
+    multiplicity of a tuple satisfying p is computed from the same counts), when both operands
+    have the result's column types (otherwise p would read values before their coercion).
 
 ``push-selection-into-join-inputs``
     σ_p(L ⋈ R) = σ_{p_L}(L) ⋈ σ_{p_R}(R) with the rest of p above, where p_L (p_R) are the
@@ -39,7 +61,7 @@ from dataclasses import dataclass
 
 from sluice.errors import InternalError
 from sluice.plan import logical as L
-from sluice.plan.analysis import conjoin, conjuncts, has_subquery, map_children, shift, uses_current_time
+from sluice.plan.analysis import conjoin, conjuncts, has_subquery, map_children, shift, substitute, uses_current_time
 from sluice.plan.expr import BExpr, ColRef, OuterRef, walk_expr
 
 Rewrite = Callable[[L.LogicalNode], L.LogicalNode | None]
@@ -94,7 +116,17 @@ def _in_subqueries(e: BExpr, fn: Rewrite) -> BExpr:
 def rewrite(plan: L.LogicalNode, rules: tuple[Rule, ...] | None = None) -> Rewritten:
     """``plan`` rewritten by ``rules`` (default: ``RULES``), in order, each to a fixed point."""
     applied: list[str] = []
-    for rule in RULES if rules is None else rules:
+    for _ in range(100):  # the sequence again until no rule applies: one rule's result may let an earlier one
+        before = plan
+        plan = _pass(plan, RULES if rules is None else rules, applied)
+        if plan == before:
+            return Rewritten(plan, tuple(applied))
+    raise InternalError("the rewrite rules did not reach a fixed point")
+
+
+def _pass(plan: L.LogicalNode, rules: tuple[Rule, ...], applied: list[str]) -> L.LogicalNode:
+    """Each rule in order, each to a fixed point."""
+    for rule in rules:
         for _ in range(1000):
             new = transform(plan, rule.apply)
             if new == plan:
@@ -109,7 +141,7 @@ def rewrite(plan: L.LogicalNode, rules: tuple[Rule, ...] | None = None) -> Rewri
                 applied.append(rule.name)
         else:
             raise InternalError(f"rewrite rule {rule.name!r} did not reach a fixed point")
-    return Rewritten(plan, tuple(applied))
+    return plan
 
 
 # -- the rules -------------------------------------------------------------------------------------
@@ -165,7 +197,79 @@ def push_selection_below_window(node: L.LogicalNode) -> L.LogicalNode | None:
     return _select(L.Window(_select(w.input, down), w.spec), stay)
 
 
+def _moved(cs: list[BExpr], mapping: dict[int, BExpr]) -> tuple[list[BExpr], list[BExpr]]:
+    """``cs`` split into (those whose every column ``mapping`` gives, rewritten over it; the rest)."""
+    down: list[BExpr] = []
+    stay: list[BExpr] = []
+    for c in cs:
+        cols = {x.index for x in walk_expr(c) if isinstance(x, ColRef)}
+        if _movable(c) and cols <= set(mapping):
+            down.append(substitute(c, {i: mapping[i] for i in cols}))
+        else:
+            stay.append(c)
+    return down, stay
+
+
+def merge_selections(node: L.LogicalNode) -> L.LogicalNode | None:
+    if not (isinstance(node, L.Filter) and isinstance(node.input, L.Filter)):
+        return None
+    inner = node.input
+    return _select(inner.input, [*conjuncts(inner.predicate), *conjuncts(node.predicate)])
+
+
+def push_selection_below_projection(node: L.LogicalNode) -> L.LogicalNode | None:
+    if not (isinstance(node, L.Filter) and isinstance(node.input, L.Project)):
+        return None
+    p = node.input
+    cols: dict[int, BExpr] = {i: c for i, c in enumerate(p.columns) if isinstance(c, ColRef)}
+    down, stay = _moved(conjuncts(node.predicate), cols)
+    if not down:
+        return None
+    return _select(L.Project(_select(p.input, down), p.columns, p.out_schema), stay)
+
+
+def push_selection_below_grouping(node: L.LogicalNode) -> L.LogicalNode | None:
+    if not (isinstance(node, L.Filter) and isinstance(node.input, L.Aggregate) and node.input.keys):
+        return None
+    a = node.input
+    keys: dict[int, BExpr] = {i: k for i, k in enumerate(a.keys) if isinstance(k, ColRef)}
+    down, stay = _moved(conjuncts(node.predicate), keys)
+    if not down:
+        return None
+    return _select(L.Aggregate(_select(a.input, down), a.keys, a.aggs, a.out_schema), stay)
+
+
+def push_selection_below_distinct_and_streams(node: L.LogicalNode) -> L.LogicalNode | None:
+    if not (isinstance(node, L.Filter) and isinstance(node.input, L.Distinct | L.StreamOp)):
+        return None
+    down = [c for c in conjuncts(node.predicate) if _movable(c)]
+    if not down:
+        return None
+    stay = [c for c in conjuncts(node.predicate) if not _movable(c)]
+    return _select(dataclasses.replace(node.input, input=_select(node.input.input, down)), stay)
+
+
+def push_selection_into_set_operands(node: L.LogicalNode) -> L.LogicalNode | None:
+    if not (isinstance(node, L.Filter) and isinstance(node.input, L.SetOp)):
+        return None
+    s = node.input
+    types = s.out_schema.types
+    if s.left.schema.types != types or s.right.schema.types != types:
+        return None  # an operand's column of another type: the predicate reads the coerced value
+    down = [c for c in conjuncts(node.predicate) if _movable(c)]
+    if not down:
+        return None
+    stay = [c for c in conjuncts(node.predicate) if not _movable(c)]
+    moved = dataclasses.replace(s, left=_select(s.left, down), right=_select(s.right, down))
+    return _select(moved, stay)
+
+
 RULES: tuple[Rule, ...] = (
+    Rule("merge-selections", merge_selections),
+    Rule("push-selection-below-projection", push_selection_below_projection),
+    Rule("push-selection-below-grouping", push_selection_below_grouping),
+    Rule("push-selection-below-distinct-and-streams", push_selection_below_distinct_and_streams),
+    Rule("push-selection-into-set-operands", push_selection_into_set_operands),
     Rule("push-selection-into-join-inputs", push_selection_into_join_inputs),
     Rule("push-selection-below-window", push_selection_below_window),
 )

@@ -1,16 +1,17 @@
-"""Scalar SQL semantics, one plain function per operator: the definition every backend shares
-(the reference evaluator calls them; the engine uses them where no vectorised kernel is exact).
+"""Scalar SQL semantics, one plain function per operator: the definition every backend shares.
+``sluice.plan.function_defs.FUNCTIONS`` names each (its ``row``); the reference evaluator calls
+them, the engine where no vectorised kernel is exact.
 
 Three-valued logic: ``None`` is NULL/UNKNOWN.  Integer ``/`` truncates toward zero and
 ``%`` takes the dividend's sign (C semantics, as in STREAM).  Division or modulo by zero
 yields NULL.  ``ROUND`` rounds half away from zero.  Arithmetic follows
 :mod:`sluice.plan.numeric`: a NaN result is NULL, an integer beyond 64 bits a ``RowError``.
 
->>> OPS["div"](7, -2), OPS["mod"](-7, 2), OPS["div"](7.0, 2)
+>>> div(7, -2), mod(-7, 2), div(7.0, 2)
 (-3, -1, 3.5)
->>> OPS["and"](None, False), OPS["or"](None, False)
+>>> and_(None, False), or_(None, False)
 (False, None)
->>> OPS["like"]("http://cs.stanford.edu/x", "http://cs.stanford.edu/%")
+>>> like("http://cs.stanford.edu/x", "http://cs.stanford.edu/%")
 True
 """
 
@@ -21,7 +22,7 @@ import math
 import operator
 import re
 from collections.abc import Callable, Iterable
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import ROUND_HALF_UP, Context, Decimal
 from typing import Any
 
 from sluice.plan.numeric import RowError, checked
@@ -59,7 +60,7 @@ def _is_int(x: Any) -> bool:
 
 
 @_arith
-def _div(a: Any, b: Any) -> Any:
+def div(a: Any, b: Any) -> Any:
     if b == 0:
         return None
     if _is_int(a) and _is_int(b):
@@ -69,7 +70,7 @@ def _div(a: Any, b: Any) -> Any:
 
 
 @_arith
-def _mod(a: Any, b: Any) -> Any:
+def mod(a: Any, b: Any) -> Any:
     if b == 0:
         return None
     if _is_int(a) and _is_int(b):
@@ -78,7 +79,7 @@ def _mod(a: Any, b: Any) -> Any:
     return math.fmod(a, b)
 
 
-def _and(a: Any, b: Any) -> Any:
+def and_(a: Any, b: Any) -> Any:
     if a is False or b is False:
         return False
     if a is None or b is None:
@@ -86,7 +87,7 @@ def _and(a: Any, b: Any) -> Any:
     return True
 
 
-def _or(a: Any, b: Any) -> Any:
+def or_(a: Any, b: Any) -> Any:
     if a is True or b is True:
         return True
     if a is None or b is None:
@@ -109,34 +110,67 @@ def like_regex(pattern: str) -> re.Pattern[str]:
 
 
 @_strict
-def _like(s: str, pattern: str) -> bool:
+def like(s: str, pattern: str) -> bool:
     return like_regex(pattern).fullmatch(s) is not None
 
 
-@_strict
-def _round(x: Any, digits: int = 0) -> Any:
-    if isinstance(x, float) and (not math.isfinite(x) or (digits >= 0 and abs(x) >= 2.0**52)):
-        return x  # infinite, or already a whole number (Decimal's 28 digits would not hold it)
-    q = Decimal(repr(x)).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP)
-    return float(q) if isinstance(x, float) else int(q)
+_ROUNDING = Context(prec=1000, rounding=ROUND_HALF_UP)  # digits enough for any float or int64 at any scale
 
 
 @_strict
-def _floor(x: Any) -> Any:
+def round_(x: Any, digits: int = 0) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return x
+    d = Decimal(repr(x))
+    if digits >= -int(d.as_tuple().exponent):
+        return x  # no digit to round away
+    digits = max(digits, -(d.adjusted() + 2))  # to any unit above 10·|x|, x rounds to 0
+    q = d.quantize(Decimal(1).scaleb(-digits), context=_ROUNDING)
+    return float(q) if isinstance(x, float) else checked(int(q))  # ROUND(-2^63, -19) is beyond 64 bits
+
+
+@_strict
+def floor(x: Any) -> Any:
     return float(math.floor(x)) if isinstance(x, float) and math.isfinite(x) else x
 
 
 @_strict
-def _ceil(x: Any) -> Any:
+def ceil(x: Any) -> Any:
     return float(math.ceil(x)) if isinstance(x, float) and math.isfinite(x) else x
 
 
-def _coalesce(*args: Any) -> Any:
+def coalesce(*args: Any) -> Any:
     return next((a for a in args if a is not None), None)
 
 
-def _nullif(a: Any, b: Any) -> Any:
+def nullif(a: Any, b: Any) -> Any:
     return None if a is not None and b is not None and a == b else a
+
+
+add = _arith(operator.add)
+sub = _arith(operator.sub)
+mul = _arith(operator.mul)
+neg = _arith(operator.neg)
+abs_ = _arith(abs)
+concat = _strict(operator.add)
+eq = _strict(operator.eq)
+ne = _strict(operator.ne)
+lt = _strict(operator.lt)
+le = _strict(operator.le)
+gt = _strict(operator.gt)
+ge = _strict(operator.ge)
+not_ = _strict(operator.not_)
+lower = _strict(str.lower)
+upper = _strict(str.upper)
+length = _strict(len)
+
+
+def is_null(a: Any) -> bool:
+    return a is None
+
+
+def is_not_null(a: Any) -> bool:
+    return a is not None
 
 
 def call_udf(name: str, fn: Callable[..., Any], strict: bool, args: list[Any]) -> Any:
@@ -151,38 +185,6 @@ def call_udf(name: str, fn: Callable[..., Any], strict: bool, args: list[Any]) -
         raise
     except Exception as ex:  # any failure of user code is that row's error, never the engine's
         raise RowError(f"{name}: {type(ex).__name__}: {ex}") from None
-
-
-OPS: dict[str, Callable[..., Any]] = {
-    "add": _arith(operator.add),
-    "sub": _arith(operator.sub),
-    "mul": _arith(operator.mul),
-    "div": _div,
-    "mod": _mod,
-    "neg": _arith(operator.neg),
-    "concat": _strict(operator.add),
-    "eq": _strict(operator.eq),
-    "ne": _strict(operator.ne),
-    "lt": _strict(operator.lt),
-    "le": _strict(operator.le),
-    "gt": _strict(operator.gt),
-    "ge": _strict(operator.ge),
-    "and": _and,
-    "or": _or,
-    "not": _strict(operator.not_),
-    "is_null": lambda a: a is None,
-    "is_not_null": lambda a: a is not None,
-    "like": _like,
-    "abs": _arith(abs),
-    "floor": _floor,
-    "ceil": _ceil,
-    "round": _round,
-    "lower": _strict(str.lower),
-    "upper": _strict(str.upper),
-    "length": _strict(len),
-    "coalesce": _coalesce,
-    "nullif": _nullif,
-}
 
 
 def quantified(results: Iterable[Any], every: bool) -> Any:

@@ -55,8 +55,9 @@ from sluice.plan.expr import (
     UdfCall,
     walk_expr,
 )
+from sluice.plan.function_defs import function
 from sluice.plan.numeric import RowError
-from sluice.plan.scalar import OPS, call_udf, quantified
+from sluice.plan.scalar import call_udf, not_, quantified
 from sluice.plan.semantics import coerce, sample_keep, sort_key
 
 StreamData = Sequence[tuple[int, Row]]
@@ -390,7 +391,7 @@ class Evaluator:
         if isinstance(e, Const):
             return e.value
         if isinstance(e, Call):
-            return OPS[e.fn](*(self.eval(a, row, ctx) for a in e.args))
+            return function(e.fn).row(*(self.eval(a, row, ctx) for a in e.args))
         if isinstance(e, OuterRef):
             return ctx.env[-e.depth][e.index]
         if isinstance(e, CaseWhen):
@@ -416,9 +417,9 @@ class Evaluator:
             return rows[0][0] if rows else None
         assert e.operand is not None
         x = self.eval(e.operand, row, ctx)
-        cmp = OPS[e.op if e.kind == "QUANT" else "eq"]
+        cmp = function(e.op if e.kind == "QUANT" else "eq").row
         out = quantified((cmp(x, r[0]) for r in rows), e.kind == "QUANT" and e.quantifier == "ALL")
-        return OPS["not"](out) if e.negated else out
+        return not_(out) if e.negated else out
 
 
 def _try(fn: Callable[..., Any], *args: Any) -> Any:

@@ -1,5 +1,5 @@
 """Row-at-a-time evaluation of bound expressions, for the operators whose semantics are per row
-(subqueries).  It uses the shared scalar definitions (``sluice.plan.scalar``); a subquery is
+(subqueries).  It uses the shared scalar definitions (``FunctionDef.row``); a subquery is
 answered by a callback the operator supplies.
 """
 
@@ -10,7 +10,8 @@ from typing import Any
 
 from sluice.errors import InternalError
 from sluice.plan.expr import BExpr, Call, CaseWhen, ColRef, Const, CurrentTime, OuterRef, Subquery, UdfCall
-from sluice.plan.scalar import OPS, call_udf, quantified
+from sluice.plan.function_defs import function
+from sluice.plan.scalar import call_udf, not_, quantified
 
 Row = tuple[Any, ...]
 SubqueryFn = Callable[[Subquery, Row, tuple[Row, ...]], Any]
@@ -25,7 +26,7 @@ def eval_row(e: BExpr, row: Row, env: tuple[Row, ...], sub: SubqueryFn, now: int
     if isinstance(e, Const):
         return e.value
     if isinstance(e, Call):
-        return OPS[e.fn](*(eval_row(a, row, env, sub, now) for a in e.args))
+        return function(e.fn).row(*(eval_row(a, row, env, sub, now) for a in e.args))
     if isinstance(e, OuterRef):
         return env[-e.depth][e.index]
     if isinstance(e, CaseWhen):
@@ -56,9 +57,9 @@ def fold_subquery(e: Subquery, x: Any, values: list[tuple[Row, int]]) -> Any:
         if total > 1:
             raise EvaluationError(f"a scalar subquery returned {total} rows")
         return values[0][0][0] if total else None
-    cmp = OPS[e.op if e.kind == "QUANT" else "eq"]
+    cmp = function(e.op if e.kind == "QUANT" else "eq").row
     out = quantified((cmp(x, r[0]) for r, n in values if n > 0), e.kind == "QUANT" and e.quantifier == "ALL")
-    return OPS["not"](out) if e.negated else out
+    return not_(out) if e.negated else out
 
 
 class Summary:
@@ -110,4 +111,4 @@ def fold_summary(e: Subquery, x: Any, s: Summary) -> Any:
             out = False if some_false else (None if s.has_null else True)
         else:
             out = True if some_true else (None if s.has_null else False)
-    return OPS["not"](out) if e.negated else out
+    return not_(out) if e.negated else out

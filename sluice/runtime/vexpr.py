@@ -1,9 +1,9 @@
 """Bound expressions compiled to vectorised functions over a batch (Arrow compute kernels).
 
-A kernel is used only where its semantics equal CQL's exactly (three-valued logic, NULL
-propagation, truncating integer '/').  Everything else — ROUND, '%', LIKE with a non-constant
-pattern, UDFs — runs row by row through the shared scalar definitions in
-``sluice.plan.scalar``: slower, never different.
+Each function's kernel is its ``FunctionDef.vector`` (``sluice.plan.function_defs``), used only
+where its semantics equal CQL's exactly (three-valued logic, NULL propagation, truncating integer
+'/').  A function marked ``RowOnly`` there (ROUND, '%', …) and UDFs run row by row through the
+shared definitions: slower, never different.
 
 >>> from sluice.datatypes import INTEGER, BOOLEAN
 >>> from sluice.plan.expr import Call, ColRef, Const
@@ -17,17 +17,18 @@ pattern, UDFs — runs row by row through the shared scalar definitions in
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sluice.datatypes import TypeKind
 from sluice.errors import InternalError, SluiceError
 from sluice.plan.expr import BExpr, Call, CaseWhen, ColRef, Const, CurrentTime, OuterRef, Subquery, UdfCall
+from sluice.plan.function_defs import Kernel, Out, RowOnly, by_rows, full, function, values_array
 from sluice.plan.numeric import RowError
-from sluice.plan.scalar import OPS, call_udf
+from sluice.plan.scalar import call_udf
 from sluice.runtime.batch import META, arrow_type
 
 # (batch, instant) -> Arrow array or scalar.  ``instant`` is None where CURRENT_TIME means the
@@ -37,28 +38,6 @@ VFn = Callable[[pa.Table, int | None], Any]
 
 class UnsupportedError(SluiceError):
     """The embedded engine cannot run this (yet); the message says what and suggests a way round."""
-
-
-_KERNELS: dict[str, Callable[..., Any]] = {
-    # checked: an int64 overflow raises instead of wrapping round silently
-    "add": pc.add_checked,
-    "sub": pc.subtract_checked,
-    "mul": pc.multiply_checked,
-    "neg": pc.negate_checked,
-    "eq": pc.equal,
-    "ne": pc.not_equal,
-    "lt": pc.less,
-    "le": pc.less_equal,
-    "gt": pc.greater,
-    "ge": pc.greater_equal,
-    "and": pc.and_kleene,
-    "or": pc.or_kleene,
-    "not": pc.invert,
-    "is_null": pc.is_null,
-    "is_not_null": pc.is_valid,
-    "abs": pc.abs_checked,
-    "length": pc.utf8_length,  # code points, as Python's len
-}
 
 
 class CompiledExpr:
@@ -106,8 +85,8 @@ def _compile(e: BExpr) -> VFn:
 
         def case(b: pa.Table, now: int | None) -> Any:
             n = b.num_rows
-            cs = [_full(c(b, now), n, pa.bool_()) for c in conds]
-            rs = [_full(r(b, now), n, at) for r in results]
+            cs = [full(c(b, now), n, pa.bool_()) for c in conds]
+            rs = [full(r(b, now), n, at) for r in results]
             return pc.case_when(pc.make_struct(*cs), *rs)
 
         return case
@@ -129,84 +108,20 @@ def _compile(e: BExpr) -> VFn:
     raise InternalError(f"cannot compile {type(e).__name__}")
 
 
-def _full(v: Any, n: int, at: pa.DataType) -> Any:
-    if isinstance(v, pa.Scalar):
-        return pa.array([v.as_py()] * n, at) if v.is_valid else pa.nulls(n, at)
-    return v.cast(at) if v.type != at else v
-
-
 def _call(e: Call) -> VFn:
     args = [_compile(a) for a in e.args]
-    if e.fn in _KERNELS:
-        k = _KERNELS[e.fn]
-        if e.fn in _NAN_PRONE and e.type.kind is TypeKind.FLOAT:
-            k = _nan_to_null(k)
-        if len(args) == 1:
-            a0 = args[0]
-            return lambda b, now: k(a0(b, now))
-        a0, a1 = args
-        return lambda b, now: k(a0(b, now), a1(b, now))
-    if e.fn == "div" and e.type.is_integer:
-        a0, a1 = args
-
-        def div(b: pa.Table, now: int | None) -> Any:
-            d = a1(b, now)
-            d = pc.if_else(pc.equal(d, 0), pa.scalar(None, d.type), d)  # x / 0 is NULL
-            return pc.divide_checked(a0(b, now), d)  # truncates toward zero, as CQL does
-
-        return div
-    if e.fn == "div":
-        a0, a1 = args
-
-        def fdiv(b: pa.Table, now: int | None) -> Any:
-            x = pc.cast(a0(b, now), pa.float64())
-            d = pc.cast(a1(b, now), pa.float64())
-            d = pc.if_else(pc.equal(d, 0), pa.scalar(None, pa.float64()), d)
-            return _no_nan(pc.divide(x, d))
-
-        return fdiv
-    if e.fn == "concat":
-        a0, a1 = args
-        return lambda b, now: pc.binary_join_element_wise(a0(b, now), a1(b, now), "")
-    if e.fn == "like" and isinstance(e.args[1], Const) and isinstance(e.args[1].value, str):
-        # Arrow's LIKE treats '\' as an escape; CQL's does not.
-        pattern = e.args[1].value.replace("\\", "\\\\")
-        a0 = args[0]
-        return lambda b, now: pc.match_like(a0(b, now), pattern)
-    if e.fn == "coalesce":
-        return lambda b, now: pc.coalesce(*[_full(a(b, now), b.num_rows, arrow_type(e.type)) for a in args])
-    if e.fn in OPS:
-        return _rowwise(OPS[e.fn], args, e)
-    raise InternalError(f"no kernel for {e.fn}")
-
-
-_NAN_PRONE = frozenset({"add", "sub", "mul"})  # inf − inf, 0 × inf
-
-
-def _no_nan(v: Any) -> Any:
-    """NaN → NULL (``sluice.plan.numeric``: Sluice has no NaN)."""
-    return pc.if_else(pc.is_nan(v), pa.scalar(None, pa.float64()), v)
-
-
-def _nan_to_null(k: Callable[..., Any]) -> Callable[..., Any]:
-    return lambda *a: _no_nan(k(*a))
+    d = function(e.fn)
+    kernel = d.vector if not isinstance(d.vector, RowOnly) else partial(by_rows, d.row)
+    return _apply(kernel, args, e)
 
 
 def _rowwise(fn: Callable[..., Any], args: list[VFn], e: BExpr) -> VFn:
-    at = arrow_type(e.type)
+    return _apply(partial(by_rows, fn), args, e)
 
-    def run(b: pa.Table, now: int | None) -> Any:
-        n = b.num_rows
-        cols = []
-        for a in args:
-            v = a(b, now)
-            cols.append([v.as_py()] * n if isinstance(v, pa.Scalar) else v.to_pylist())
-        out = [fn(*vals) for vals in zip(*cols, strict=True)] if cols else [fn() for _ in range(n)]
-        if e.type.kind.value == "float":
-            out = [float(v) if v is not None else None for v in out]
-        return pa.array(out, at)
 
-    return run
+def _apply(kernel: Kernel, args: list[VFn], e: BExpr) -> VFn:
+    t, at = e.type, arrow_type(e.type)
+    return lambda b, now: kernel([a(b, now) for a in args], Out(t, at, b.num_rows))
 
 
 def predicate_mask(fn: VFn, b: pa.Table, now: int | None = None) -> pa.Array:
@@ -258,5 +173,5 @@ def evaluate_rows(fns: Sequence[VFn], exprs: Sequence[BExpr], b: pa.Table, now: 
         for acc, v in zip(values, vals, strict=True):
             acc.append(v)
     kept = np.array(keep, dtype=np.int64)
-    arrays = [pa.array(v, arrow_type(e.type)) for v, e in zip(values, exprs, strict=True)]
+    arrays = [values_array(v, e.type, arrow_type(e.type)) for v, e in zip(values, exprs, strict=True)]
     return Evaluated(b.take(pa.array(kept)), arrays, reasons, kept)

@@ -1,6 +1,7 @@
 """What of a query Spark itself does: partition keys and selections as native DataFrame expressions.
 
-Two analyses of a bound plan, both conservative (when in doubt, less is done natively and the
+Analyses of a query's rewritten plan (``sluice.plan.rules``; its processors run the same plan), all
+conservative (when in doubt, less is done natively and the
 processor does the rest — never a different answer):
 
 ``partitioning(plan)``
@@ -27,23 +28,26 @@ processor does the rest — never a different answer):
 
 ``pushdown(plan)``
     Conjuncts of WHERE clauses that can be evaluated on a source's elements before any stateful
-    operator — through time-based windows, projections, joins (one side's columns), GROUP BY keys,
-    DISTINCT, set operations and Istream/Dstream/Rstream — as Spark Column expressions.  Only
-    comparisons of columns and constants of one type family, AND/OR/NOT and IS [NOT] NULL are
-    translated (identical three-valued logic in Spark); the processor still applies the whole
-    predicate, so a pushed conjunct only removes elements the query would drop anyway.
+    operator — on the rewritten plan, whose rules (``sluice.plan.rules``) move them through
+    time-based windows, projections, joins (one side's columns), GROUP BY keys, DISTINCT, set
+    operations and Istream/Dstream/Rstream down to the scan; the caller pushes those ``to_column``
+    translates (``SPARK_FUNCTIONS``: the scalar functions keyed by their ``FunctionDef`` names,
+    each equal to the definition, three-valued logic included).  The processor still applies the
+    whole predicate, so a pushed conjunct only removes elements the query would drop anyway.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from sluice import windows as W
 from sluice.catalog import Kind
 from sluice.datatypes import DataType, TypeKind
+from sluice.errors import InternalError
 from sluice.plan import logical as L
 from sluice.plan.analysis import (
     column_equalities,
@@ -51,6 +55,7 @@ from sluice.plan.analysis import (
     has_subquery,
     insert_only,
     plan_has_subquery,
+    shift,
     substitute,
     trace,
 )
@@ -292,26 +297,38 @@ def _branch(top: L.LogicalNode, want: type[W.WindowDef]) -> NativePlan | None:
         chain.append(node)
         node = node.inputs()[0]
 
-    def stream_window(n: L.LogicalNode) -> L.Scan | None:
-        if isinstance(n, L.Window) and isinstance(n.spec, want) and isinstance(n.input, L.Scan):
-            return n.input if n.input.kind is Kind.STREAM else None
-        return None
+    def selected(n: L.LogicalNode, at: int) -> tuple[L.Scan | None, list[BExpr]]:
+        """A scan under selections, and their predicates with columns moved ``at`` to the right."""
+        found: list[BExpr] = []
+        while isinstance(n, L.Filter):
+            found.append(shift(n.predicate, at) if at else n.predicate)
+            n = n.input
+        return (n, found) if isinstance(n, L.Scan) else (None, [])
+
+    def stream_window(n: L.LogicalNode, at: int) -> tuple[L.Scan | None, list[BExpr]]:
+        """``S [want]`` over selections of the stream ``S`` (pushed below the window by the rules)."""
+        if isinstance(n, L.Window) and isinstance(n.spec, want):
+            scan, found = selected(n.input, at)
+            if scan is not None and scan.kind is Kind.STREAM:
+                return scan, found
+        return None, []
 
     static, stream_first = None, True
-    scan = stream_window(node)
+    scan, below = stream_window(node, 0)
     if scan is None and isinstance(node, L.Join):
         left, right = node.left, node.right
-        if (scan := stream_window(left)) is not None and isinstance(right, L.Scan):
-            static = right.name
-        elif (scan := stream_window(right)) is not None and isinstance(left, L.Scan):
-            static, stream_first = left.name, False
-        else:
-            scan = None
+        lw = len(left.schema)
+        if (got := stream_window(left, 0))[0] is not None and (rel := selected(right, lw))[0] is not None:
+            (scan, below), static = got, rel[0].name
+            below += rel[1]
+        elif (got := stream_window(right, lw))[0] is not None and (rel := selected(left, 0))[0] is not None:
+            (scan, below), static, stream_first = got, rel[0].name, False
+            below += rel[1]
     if scan is None:
         return None
     schema = node.schema
     cols: list[BExpr] = [ColRef(i, schema.types[i], schema.names[i]) for i in range(len(schema))]
-    preds: list[BExpr] = []
+    preds: list[BExpr] = below
     for n in reversed(chain):
         if isinstance(n, L.Filter):
             preds.append(substitute(n.predicate, cols))
@@ -327,57 +344,20 @@ def _branch(top: L.LogicalNode, want: type[W.WindowDef]) -> NativePlan | None:
 
 
 def pushdown(plan: L.LogicalNode) -> dict[str, list[BExpr]]:
-    """Conjuncts over each source's columns that every element the query uses satisfies."""
+    """Conjuncts over each source's columns that every element the query uses satisfies: on a
+    rewritten plan (``sluice.plan.rules`` moves every selection it can down to its scan), the
+    selection right above each scan of a source the plan reads once.
+    """
     counts: dict[str, int] = {}
     for s in _scans(plan):
         counts[s.name.lower()] = counts.get(s.name.lower(), 0) + 1
     out: dict[str, list[BExpr]] = {}
-
-    def down(node: L.LogicalNode, preds: list[BExpr]) -> None:
-        if isinstance(node, L.Scan):
-            if preds and counts[node.name.lower()] == 1:
-                out[node.name.lower()] = preds
-            return
-        if isinstance(node, L.Filter):
-            own = [c for c in conjuncts(node.predicate) if not has_subquery(c)]
-            down(node.input, preds + own)
-        elif isinstance(node, L.Window):
-            down(node.input, preds if node.spec.time_based else [])
-        elif isinstance(node, L.Distinct | L.StreamOp):
-            down(node.input, preds)
-        elif isinstance(node, L.SetOp):
-            down(node.left, preds)
-            down(node.right, preds)
-        elif isinstance(node, L.Project):
-            down(node.input, _remap(preds, {i: c.index for i, c in enumerate(node.columns) if isinstance(c, ColRef)}))
-        elif isinstance(node, L.Aggregate):
-            down(node.input, _remap(preds, {i: k.index for i, k in enumerate(node.keys) if isinstance(k, ColRef)}))
-        elif isinstance(node, L.Join):
-            nl = len(node.left.schema)
-            n = len(node.schema)
-            down(node.left, _remap(preds, {i: i for i in range(nl)}))
-            down(node.right, _remap(preds, {i: i - nl for i in range(nl, n)}))
-        else:  # Sample and anything new: nothing crosses
-            for c in node.inputs():
-                down(c, [])
-
-    down(plan, [])
-    return {src: ps for src, ps in out.items() if ps}
-
-
-def _remap(preds: list[BExpr], mapping: dict[int, int]) -> list[BExpr]:
-    """The predicates all of whose columns ``mapping`` moves, with their columns moved."""
-    out = []
-    for p in preds:
-        refs = [x for x in walk_expr(p) if isinstance(x, ColRef)]
-        if refs and all(r.index in mapping for r in refs):
-            out.append(substitute(p, {r.index: ColRef(mapping[r.index], r.type, r.name) for r in refs}))
+    for n in L.walk_plan(plan):
+        if isinstance(n, L.Filter) and isinstance(n.input, L.Scan) and counts[n.input.name.lower()] == 1:
+            own = [c for c in conjuncts(n.predicate) if not has_subquery(c)]
+            if own:
+                out[n.input.name.lower()] = own
     return out
-
-
-_CMP = {"eq": "__eq__", "ne": "__ne__", "lt": "__lt__", "le": "__le__", "gt": "__gt__", "ge": "__ge__"}
-_ARITH = {"add": "__add__", "sub": "__sub__", "mul": "__mul__"}
-_TRY = {"add": "try_add", "sub": "try_subtract", "mul": "try_multiply"}
 
 
 def _family(t: DataType) -> str | None:
@@ -398,14 +378,13 @@ def _comparable(a: DataType, b: DataType) -> bool:
 
 
 def to_column(e: BExpr, column: Callable[[int], Any]) -> Any | None:
-    """A Spark Column computing ``e`` exactly as Sluice does (``sluice.plan.scalar``), or None.
+    """A Spark Column computing ``e`` exactly as Sluice does (``FunctionDef.row``), or None.
 
-    Translated: columns, constants, comparisons, AND/OR/NOT, IS [NOT] NULL, + − × / % and unary
-    minus (integer division truncating toward zero, ``%`` with the dividend's sign, NULL for a
-    zero divisor, a float NaN as NULL), ``||`` and COALESCE.  Everything else (CASE, LIKE, string
-    and rounding functions, UDFs, CURRENT_TIME, subqueries) stays in Python.  Integer arithmetic
-    never raises (Spark's ``try_*``): where it overflows 64 bits the value is NULL and
-    :func:`overflow` is true — the row Sluice drops and counts (``sluice.plan.numeric``).
+    Translated: columns, constants, and the calls whose ``SPARK_FUNCTIONS`` entry is a
+    translation that accepts their argument types; everything else (CASE, UDFs, CURRENT_TIME,
+    subqueries, the functions marked ``InProcessor``) stays in Python.  Integer arithmetic never
+    raises (Spark's ``try_*``): where it overflows 64 bits the value is NULL and :func:`overflow`
+    is true — the row Sluice drops and counts (``sluice.plan.numeric``).
     """
     out = _compile(e, column)
     return None if out is None else out[0]
@@ -437,6 +416,11 @@ def _compile(e: BExpr, column: Callable[[int], Any]) -> tuple[Any, Any | None] |
         return F.lit(e.value).cast(spark_type(e.type)), None
     if not isinstance(e, Call):
         return None
+    translate = SPARK_FUNCTIONS.get(e.fn)
+    if translate is None:
+        raise InternalError(f"scalar function {e.fn!r} has no entry in SPARK_FUNCTIONS (a translation or InProcessor)")
+    if isinstance(translate, InProcessor):
+        return None
     maybe = [_compile(a, column) for a in e.args]
     if any(a is None for a in maybe):
         return None
@@ -445,48 +429,140 @@ def _compile(e: BExpr, column: Callable[[int], Any]) -> tuple[Any, Any | None] |
     for m in maybe:
         if m is not None:
             bad = _either(bad, m[1])
-    if e.fn in _CMP:
+    own = translate(e, args)
+    return None if own is None else (own[0], _either(bad, own[1]))
+
+
+# -- scalar functions as Spark Columns, keyed by ``sluice.plan.function_defs.FUNCTIONS`` --------
+
+SparkTranslation = Callable[[Call, list[Any]], tuple[Any, Any | None] | None]
+"""A call's Spark Column from its arguments' Columns and the condition where it overflows 64 bits
+(None: it cannot), or None where it does not take these argument types (the query then runs the
+call in the processor)."""
+
+
+@dataclass(frozen=True)
+class InProcessor:
+    """A function Spark does not compute: an expression using it runs in the processor (the
+    embedded engine's operators, so the definition); ``reason`` says why it is not translated.
+    """
+
+    reason: str
+
+
+def _numeric(e: Call) -> bool:
+    return all(_family(a.type) in ("int", "float") for a in e.args)
+
+
+def _cmp(method: str) -> SparkTranslation:
+    def translate(e: Call, args: list[Any]) -> tuple[Any, Any | None] | None:
         if not _comparable(e.args[0].type, e.args[1].type):
             return None
-        return getattr(args[0], _CMP[e.fn])(args[1]), bad
-    if e.fn == "and":
-        return args[0] & args[1], bad
-    if e.fn == "or":
-        return args[0] | args[1], bad
-    if e.fn == "not":
-        return ~args[0], bad
-    if e.fn == "is_null":
-        return args[0].isNull(), bad
-    if e.fn == "is_not_null":
-        return args[0].isNotNull(), bad
-    numeric = all(_family(a.type) in ("int", "float") for a in e.args)
-    out_type = spark_type(e.type)
-    integer = e.type.is_integer
-    if e.fn in ("add", "sub", "mul", "neg") and numeric:
+        return getattr(args[0], method)(args[1]), None
+
+    return translate
+
+
+_TRY = {"add": "try_add", "sub": "try_subtract", "mul": "try_multiply"}
+
+
+def _arith(op: str, method: str) -> SparkTranslation:
+    """``+ − ×`` (``op``; unary minus is ``0 − x``): integers through Spark's ``try_*``, whose NULL
+    where both inputs are not is the overflow; a float NaN as NULL.
+    """
+
+    def translate(e: Call, args: list[Any]) -> tuple[Any, Any | None] | None:
+        from pyspark.sql import functions as F
+
+        from sluice.backends.spark.types import spark_type
+
+        if not _numeric(e):
+            return None
+        out_type = spark_type(e.type)
         a, b = (F.lit(0).cast(out_type), args[0]) if e.fn == "neg" else (args[0].cast(out_type), args[1].cast(out_type))
-        op = "sub" if e.fn == "neg" else e.fn
-        if integer:
+        if e.type.is_integer:
             res = getattr(F, _TRY[op])(a, b)
-            return res.cast(out_type), _either(bad, a.isNotNull() & b.isNotNull() & res.isNull())
-        return _nan_null(getattr(a, _ARITH[op])(b)), bad
-    if e.fn in ("div", "mod") and numeric:
-        a, b = args
-        if integer:  # Spark's div truncates toward zero, % keeps the dividend's sign
-            big = (a == F.lit(INT_MIN)) & (b == F.lit(-1))  # the one quotient beyond 64 bits
-            if e.fn == "div":
-                exact = F.when(big, F.lit(None)).otherwise(F.call_function("div", a, b))
-                bad = _either(bad, big)
-            else:
-                exact = F.when(big, F.lit(0)).otherwise(a % b)
+            return res.cast(out_type), a.isNotNull() & b.isNotNull() & res.isNull()
+        return _nan_null(getattr(a, method)(b)), None
+
+    return translate
+
+
+def _div_mod(e: Call, args: list[Any]) -> tuple[Any, Any | None] | None:
+    """Integer ``/`` truncating toward zero, ``%`` with the dividend's sign, NULL for a zero divisor."""
+    from pyspark.sql import functions as F
+
+    from sluice.backends.spark.types import spark_type
+
+    if not _numeric(e):
+        return None
+    a, b = args
+    bad = None
+    if e.type.is_integer:  # Spark's div truncates toward zero, % keeps the dividend's sign
+        big = (a == F.lit(INT_MIN)) & (b == F.lit(-1))  # the one quotient beyond 64 bits
+        if e.fn == "div":
+            exact = F.when(big, F.lit(None)).otherwise(F.call_function("div", a, b))
+            bad = big
         else:
-            exact = _nan_null(a / b if e.fn == "div" else a % b)
-        res = F.when(b == 0, F.lit(None)).otherwise(exact)  # no ANSI error: x / 0 is NULL
-        return res.cast(out_type), bad
-    if e.fn == "concat" and all(_family(a.type) == "str" for a in e.args):
-        return F.concat(args[0], args[1]), bad
-    if e.fn == "coalesce":
-        return F.coalesce(*args).cast(out_type), bad
-    return None
+            exact = F.when(big, F.lit(0)).otherwise(a % b)
+    else:
+        exact = _nan_null(a / b if e.fn == "div" else a % b)
+    res = F.when(b == 0, F.lit(None)).otherwise(exact)  # no ANSI error: x / 0 is NULL
+    return res.cast(spark_type(e.type)), bad
+
+
+def _concat(e: Call, args: list[Any]) -> tuple[Any, Any | None] | None:
+    from pyspark.sql import functions as F
+
+    if not all(_family(a.type) == "str" for a in e.args):
+        return None
+    return F.concat(args[0], args[1]), None
+
+
+def _coalesce(e: Call, args: list[Any]) -> tuple[Any, Any | None] | None:
+    from pyspark.sql import functions as F
+
+    from sluice.backends.spark.types import spark_type
+
+    return F.coalesce(*args).cast(spark_type(e.type)), None
+
+
+_NOT_YET = "not translated yet (Spark's function not checked against the definition)"
+
+SPARK_FUNCTIONS: Mapping[str, SparkTranslation | InProcessor] = MappingProxyType(
+    {
+        "add": _arith("add", "__add__"),
+        "sub": _arith("sub", "__sub__"),
+        "mul": _arith("mul", "__mul__"),
+        "neg": _arith("sub", "__sub__"),
+        "div": _div_mod,
+        "mod": _div_mod,
+        "concat": _concat,
+        "eq": _cmp("__eq__"),
+        "ne": _cmp("__ne__"),
+        "lt": _cmp("__lt__"),
+        "le": _cmp("__le__"),
+        "gt": _cmp("__gt__"),
+        "ge": _cmp("__ge__"),
+        "and": lambda e, args: (args[0] & args[1], None),
+        "or": lambda e, args: (args[0] | args[1], None),
+        "not": lambda e, args: (~args[0], None),
+        "is_null": lambda e, args: (args[0].isNull(), None),
+        "is_not_null": lambda e, args: (args[0].isNotNull(), None),
+        "like": InProcessor("Spark's LIKE takes '\\' as an escape character; CQL's LIKE does not"),
+        "abs": InProcessor("ABS of the least 64-bit integer overflows: it would need a check as + − × have"),
+        "floor": InProcessor("Spark's FLOOR of a double is a BIGINT; the definition keeps a float"),
+        "ceil": InProcessor("Spark's CEIL of a double is a BIGINT; the definition keeps a float"),
+        "round": InProcessor(_NOT_YET + ": half away from zero on the value's shortest decimal"),
+        "lower": InProcessor(_NOT_YET + ": Unicode case mapping as Python's str.lower"),
+        "upper": InProcessor(_NOT_YET + ": Unicode case mapping as Python's str.upper"),
+        "length": InProcessor(_NOT_YET + ": code points, as Python's len"),
+        "nullif": InProcessor(_NOT_YET),
+        "coalesce": _coalesce,
+    }
+)
+"""Every scalar function's Spark translation, or why it runs in the processor
+(``tests/test_functions.py`` fails if one of ``FUNCTIONS`` has neither)."""
 
 
 def _nan_null(c: Any) -> Any:

@@ -42,11 +42,12 @@ from sluice.cql.ast import TimeUnit
 from sluice.cql.parser import parse_script
 from sluice.cql.printer import to_cql
 from sluice.errors import SluiceError
-from sluice.plan import BoundQuery, bind_query, execute, register_view
+from sluice.plan import bind_query, execute, register_view
 from sluice.plan import logical as L
 from sluice.plan.ddl import execute_statement
 from sluice.plan.element import Element
 from sluice.plan.explain import explain as explain_plan
+from sluice.plan.rules import rewrite
 from sluice.windows import Range
 
 SINKS = ("memory", "parquet", "json", "console")
@@ -160,7 +161,9 @@ class SparkEngine:
             if isinstance(n, L.Scan) and n.name.lower() not in {s.lower() for s in sources}:
                 sources.append(self._source(n.name).name)
         # As on the embedded engine: what was pushed but not yet run is a new query's input too
-        q = SparkQuery(name, bq, partitioning(bq.plan), sources, self.inbox.released, sink, out_path, engine=self)
+        rw = rewrite(bq.plan)
+        part = partitioning(rw.plan)
+        q = SparkQuery(name, bq, rw.plan, rw.applied, part, sources, self.inbox.released, sink, out_path, engine=self)
         self.queries[name] = q
         return q
 
@@ -173,12 +176,12 @@ class SparkEngine:
         self.catalog.register_function(name, fn, return_type, arg_types, strict=strict)
         self.udfs.append((name, fn, return_type, arg_types, strict))
 
-    def native_of(self, bq: BoundQuery) -> list[NativePlan] | None:
+    def native_of(self, q: SparkQuery) -> list[NativePlan] | None:
         """The query's native branches, if every expression translates, from any source kind:
         an element's output depends on that element alone, so there is nothing for it to be late
         for (the lateness rule, ``docs/design/014``).
         """
-        branches = native(bq.plan)
+        branches = native(q.plan)
         if branches is None:
             return None
         reads = [b.source.lower() for b in branches]

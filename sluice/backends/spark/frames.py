@@ -282,7 +282,7 @@ def input_frame(eng: SparkEngine, q: SparkQuery) -> Any:
         return preaggregated_frame(eng, q)
     defs = [eng._source(s) for s in q.sources]
     types = [d.schema.types for d in defs]
-    pushed = pushdown(q.bound.plan)
+    pushed = pushdown(q.plan)
     frames = []
     for i, d in enumerate(defs):
         # Spark's watermark for this input: max event time − slack − 1, so exactly the elements

@@ -93,15 +93,17 @@ class Inspector:
     def explain(self, q: SparkQuery) -> str:
         eng = self.engine
         if q.stream is None:
-            q.native = eng.native_of(q.bound)
+            q.native = eng.native_of(q)
         lines = [f"query {q.name} on Spark: {q.partition_note(eng.catalog, eng.runner.buckets(q))}"]
         pre = eng.preagg_of(q) if q.stream is None else q.preagg
         if pre is not None:
             lines.append("  " + pre.describe(eng._source(pre.source).schema.names))
-        for src, preds in pushdown(q.bound.plan).items():
+        for src, preds in pushdown(q.plan).items():
             done = [p for p in preds if to_column(p, source_column) is not None]
             if done:
                 names = eng.catalog.lookup(src).schema.names
                 lines.append(f"  selection run by Spark on {src}: " + " AND ".join(render(p, names) for p in done))
-        lines.append(explain_plan(q.bound.plan))
+        if q.rewrites:
+            lines.append(f"  rewritten by: {', '.join(q.rewrites)}")
+        lines.append(explain_plan(q.plan))
         return "\n".join(lines)

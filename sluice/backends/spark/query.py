@@ -1,4 +1,4 @@
-"""A query registered on the Spark backend: its bound plan, how Spark runs it (native, split over
+"""A query registered on the Spark backend: its bound and rewritten plans, how Spark runs it (native, split over
 keys, pre-aggregated) and its streaming query once started.
 """
 
@@ -15,6 +15,7 @@ from sluice.backends.spark.compile import NativePlan, Partitioning, unsplittable
 from sluice.backends.spark.preagg import PreAggregate
 from sluice.catalog import Catalog, Kind
 from sluice.plan import BoundQuery
+from sluice.plan import logical as L
 from sluice.plan.element import Element
 
 
@@ -37,6 +38,8 @@ def notes(t: pa.Table) -> list[str]:
 class SparkQuery:
     name: str
     bound: BoundQuery
+    plan: L.LogicalNode  # the bound plan rewritten (sluice.plan.rules): what Spark and the processors run
+    rewrites: tuple[str, ...]  # the rules that changed it
     part: Partitioning | None
     sources: list[str]  # catalog names of the sources the plan reads, in event-column order
     seq_from: int  # events handed to Spark before the query was registered are not its input
@@ -76,7 +79,7 @@ class SparkQuery:
                 f"runs as native Spark expressions (no state): a selection and projection of each element{union}{what}"
             )
         if self.part is None:
-            return f"runs on one key: {unsplittable(self.bound.plan)}, so no split of its input keeps the answer exact"
+            return f"runs on one key: {unsplittable(self.plan)}, so no split of its input keeps the answer exact"
         how = []
         for src in self.sources:
             cols = self.part.keys.get(src.lower())
