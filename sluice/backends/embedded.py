@@ -34,7 +34,7 @@ from sluice.reference.evaluator import Element
 from sluice.runtime.batch import NEG_INF, dumps, to_elements
 from sluice.runtime.operators.base import ExecContext, Operator, OperatorFailure
 from sluice.runtime.operators.sources import Source
-from sluice.runtime.operators.streams import Output
+from sluice.runtime.operators.streams import Output, OutputSpec
 from sluice.runtime.planner import Planner
 from sluice.runtime.queue import Queue
 from sluice.runtime.stats import OperatorStats, QueueStats, SourceStats
@@ -260,12 +260,13 @@ class EmbeddedEngine:
         q.rewrites = rw.applied
         top = self.planner.build(rw.plan, name)
         out = Output(
+            OutputSpec(bq.schema, bq.kind is Kind.STREAM, top.pure),
             name=f"output:{name}",
-            schema=bq.schema,
             readers=[top.output.reader()],
             output=Queue(f"q:output:{name}", bq.schema.types),
             ctx=self.planner.ctx,
-        ).setup(bq.kind is Kind.STREAM, q._deliver, top.pure)
+            deliver=q._deliver,
+        )
         out.queries.add(name)
         q.output = out
         self._units.extend(self.planner.operators[n_before:])
