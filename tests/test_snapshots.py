@@ -320,6 +320,10 @@ def test_a_checkpoint_of_another_format_is_refused(tmp_path) -> None:
     eng.checkpoint(tmp_path / "old.ckpt")
     with pytest.raises(SluiceError, match="checkpoint of format 1, written by another version"):
         EmbeddedEngine.restore(tmp_path / "old.ckpt")
+    eng.checkpoint_format = 2  # as one written before operators were built from specs
+    eng.checkpoint(tmp_path / "v2.ckpt")
+    with pytest.raises(SluiceError, match="checkpoint of format 2, written by another version"):
+        EmbeddedEngine.restore(tmp_path / "v2.ckpt")
     (tmp_path / "bad.ckpt").write_bytes(b"not a pickle")
     with pytest.raises(SluiceError, match="cannot be read as an embedded-engine checkpoint"):
         EmbeddedEngine.restore(tmp_path / "bad.ckpt")

@@ -44,8 +44,9 @@ from sluice.scheduling.strategies import make
 
 SNAPSHOT_FORMAT = 1  # EmbeddedEngine.snapshot_state's layout
 # EmbeddedEngine.checkpoint's: 2 since operator protocol v2 (checkpoints without it are format 1,
-# whose objects this version would misread: refused with a message, never run)
-CHECKPOINT_FORMAT = 2
+# whose objects this version would misread: refused with a message, never run); 3 since operators
+# are built from specs (a format-2 checkpoint's operators have none)
+CHECKPOINT_FORMAT = 3
 
 
 class UnknownNameError(SluiceError):
