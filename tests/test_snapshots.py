@@ -1,5 +1,6 @@
-"""Operator protocol v2: every operator's state is what it declares (``STATE``), and a snapshot
-restored into an engine built the same way continues with the same answers.
+"""Operator protocol v2: every operator is built in one step from a frozen spec (what the planner
+decided), its state is what it declares (``STATE``), and a snapshot restored into an engine built
+the same way continues with the same answers.
 
 The golden files run with a snapshot after every element (``tests/test_engine_golden.py``,
 mode ``snapshots``) and the differential test draws it too; here: the declaration is complete
@@ -8,7 +9,9 @@ for every operator kind, and what a wrong snapshot gets; and an operator with tw
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
+import typing
 from typing import Any
 
 import pyarrow as pa
@@ -17,9 +20,13 @@ import pytest
 from pyspark import cloudpickle
 from sluice.backends.embedded import EmbeddedEngine
 from sluice.errors import SluiceError
+from sluice.runtime.batch import from_rows
 from sluice.runtime.operators import base as opbase
-from sluice.runtime.operators.base import Operator, Unary
-from sluice.runtime.operators.stateless import Select
+from sluice.runtime.operators.aggregate import Aggregate
+from sluice.runtime.operators.base import ExecContext, Operator, OperatorSpec, Unary
+from sluice.runtime.operators.sources import Source
+from sluice.runtime.operators.stateless import Select, SelectSpec
+from sluice.runtime.operators.streams import Output
 from sluice.runtime.queue import Queue
 from sluice.runtime.units import operator_paths
 
@@ -42,7 +49,7 @@ QUERIES = [
     "select K, CURRENT_TIME from R where K < CURRENT_TIME",
     "select * from S Sample(50)",
 ]
-STRUCTURE = {"name", "schema", "readers", "output", "ctx", "detail", "queries", "deliver"}
+STRUCTURE = {"name", "readers", "output", "ctx", "queries", "deliver"}
 
 
 def _engine() -> EmbeddedEngine:
@@ -189,8 +196,8 @@ def test_an_operator_with_two_outputs_feeds_each_port_its_readers() -> None:
     eng.execute(DDL)
     src = eng.sources["s"]
     split = _Split(
+        OperatorSpec(src.schema),
         name="split#1",
-        schema=src.schema,
         readers=[src.output.reader()],
         output=Queue("q:even", src.schema.types),
         ctx=eng.ctx,
@@ -199,13 +206,9 @@ def test_an_operator_with_two_outputs_feeds_each_port_its_readers() -> None:
     assert [q.name for q in split.outputs] == ["q:even", "q:odd"]
     even_r, odd_r = split.output.reader(), odd_q.reader()
     consumers = [
-        Select(
-            name=f"select#{i}", schema=src.schema, readers=[r], output=Queue(f"q:{i}", src.schema.types), ctx=eng.ctx
-        )
+        Select(SelectSpec(src.schema, _true()), f"select#{i}", [r], Queue(f"q:{i}", src.schema.types), eng.ctx)
         for i, r in enumerate((even_r, odd_r))
     ]
-    for c in consumers:
-        c.setup(_true())
     paths = operator_paths([src], [split, *consumers])
     assert [[o.name for o in p] for p in paths] == [["split#1", "select#0"], ["split#1", "select#1"]]
     eng.push("S", [(t, t, 0, 0.0) for t in range(6)])
@@ -317,6 +320,10 @@ def test_a_checkpoint_of_another_format_is_refused(tmp_path) -> None:
     eng.checkpoint(tmp_path / "old.ckpt")
     with pytest.raises(SluiceError, match="checkpoint of format 1, written by another version"):
         EmbeddedEngine.restore(tmp_path / "old.ckpt")
+    eng.checkpoint_format = 2  # as one written before operators were built from specs
+    eng.checkpoint(tmp_path / "v2.ckpt")
+    with pytest.raises(SluiceError, match="checkpoint of format 2, written by another version"):
+        EmbeddedEngine.restore(tmp_path / "v2.ckpt")
     (tmp_path / "bad.ckpt").write_bytes(b"not a pickle")
     with pytest.raises(SluiceError, match="cannot be read as an embedded-engine checkpoint"):
         EmbeddedEngine.restore(tmp_path / "bad.ckpt")
@@ -349,3 +356,69 @@ def test_a_snapshot_is_sized_by_the_state_not_by_the_batches_it_came_from() -> N
         e.push("S", [(n + 5, 1, 3)])
         e.close()
     assert outs[0] == outs[1] and len(outs[0]) > 7
+
+
+def test_every_operator_kind_is_built_from_a_frozen_spec_in_one_step() -> None:
+    import sluice.runtime.operators  # noqa: F401  (every operator module)
+
+    for k in _all_kinds():
+        spec = typing.get_type_hints(k)["spec"]
+        assert issubclass(spec, OperatorSpec) and spec is not OperatorSpec, f"{k.__name__} has no spec of its own"
+        params = vars(spec).get("__dataclass_params__")  # its own, not inherited
+        assert params is not None and params.frozen, f"{spec.__name__} is not a frozen dataclass"
+        assert not hasattr(k, "setup"), f"{k.__name__} is built in two steps"
+
+
+def test_specs_are_values_equal_for_equal_plans() -> None:
+    """Two engines that plan the same queries decide equal specs (the Output's ``deliver`` is
+    wiring, not spec); each spec hashes and cannot be changed."""
+    a, b = _engine(), _engine()
+    specs = [o.spec for o in list(a.sources.values()) + a._units]
+    assert specs == [o.spec for o in list(b.sources.values()) + b._units]
+    assert {s: i for i, s in enumerate(specs)}  # hashable
+    for s in specs:
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            s.detail = "changed"  # type: ignore[misc]
+
+
+def _build(op: Operator) -> Operator:
+    """A new operator from ``op``'s spec, reading fresh queues of its inputs' types."""
+    readers = [Queue(f"in{i}", r.queue.types).reader() for i, r in enumerate(op.readers)]
+    wiring: dict[str, Any] = {"deliver": lambda b: None} if isinstance(op, Output) else {}
+    return type(op)(op.spec, op.name, readers, Queue(f"q:{op.name}", op.types), ExecContext(start=0), **wiring)
+
+
+def _shared(a: Any, b: Any, where: str) -> list[str]:
+    """State objects the two snapshots hold in common (immutable values aside)."""
+    out = []
+    for k, va in a.items():
+        vb = b[k]
+        if isinstance(va, dict) and k.startswith("part:"):
+            out += _shared(va, vb, f"{where}.{k}")
+        elif va is vb and not isinstance(va, int | float | str | bytes | tuple | frozenset | type(None)):
+            out.append(f"{where}.{k}")
+    return out
+
+
+def test_one_spec_builds_operators_with_state_of_their_own() -> None:
+    eng = _engine()
+    _feed(eng, 0, 6)
+    built = [o for o in eng._units if not isinstance(o, Source)]
+    shared: list[str] = []
+    for op in built:
+        one, two = _build(op), _build(op)
+        assert one.spec is two.spec is op.spec
+        shared += _shared(one.snapshot(), two.snapshot(), op.kind)
+        shared += _shared(one.snapshot(), op.snapshot(), op.kind)
+    assert not shared, f"state shared between builds of one spec: {shared}"
+    # and they run apart: input to one changes neither the other nor the planned operator
+    (agg,) = [o for o in built if isinstance(o, Aggregate) and "COUNT(DISTINCT" in o.detail]
+    before = pickle.dumps(agg.snapshot())
+    one, two = _build(agg), _build(agg)
+    fresh = pickle.dumps(two.snapshot())
+    one.readers[0].queue.append(from_rows([(1, (7, 1, 0.5)), (1, (8, 2, 1.5))], one.readers[0].queue.types))
+    one.readers[0].queue.advance(1)
+    while one.has_work():
+        one.run(100)
+    assert sorted(one.groups) == [(7,), (8,)]  # type: ignore[attr-defined]
+    assert pickle.dumps(two.snapshot()) == fresh and pickle.dumps(agg.snapshot()) == before

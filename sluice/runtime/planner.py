@@ -8,12 +8,15 @@ builds private operators for every query (sources are always shared: they are wh
 Plans arrive rewritten (``sluice.plan.rules``: selections pushed into join inputs and below time
 windows).  Fusion: a Filter over a Join becomes one join operator whose equality conjuncts are
 hash keys.
+
+Each operator is built in one step from a frozen spec of its kind (``Planner._new``): the
+planner decides the spec, the constructor derives everything else.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from sluice.catalog import Kind
 from sluice.errors import InternalError
@@ -27,16 +30,19 @@ from sluice.plan.analysis import (
     uses_current_time,
 )
 from sluice.plan.expr import BExpr, Call, ColRef, walk_expr
-from sluice.runtime.operators.aggregate import Aggregate, Distinct
-from sluice.runtime.operators.base import ExecContext, Operator
-from sluice.runtime.operators.join import Join
-from sluice.runtime.operators.relational import SetOp
-from sluice.runtime.operators.sources import Since, Source
-from sluice.runtime.operators.stateless import Project, Sample, Select
-from sluice.runtime.operators.streams import IDstream, Rstream
-from sluice.runtime.operators.windows import WINDOW_OPERATORS, RowsWindow, TimeWindow
-from sluice.runtime.queue import Queue
+from sluice.runtime.operators.aggregate import Aggregate, AggregateSpec, Distinct, DistinctSpec
+from sluice.runtime.operators.base import ExecContext, Operator, OperatorSpec
+from sluice.runtime.operators.join import Join, JoinSpec
+from sluice.runtime.operators.relational import SetOp, SetOpSpec
+from sluice.runtime.operators.sources import Since, SinceSpec, Source
+from sluice.runtime.operators.stateless import Project, ProjectSpec, Sample, SampleSpec, Select, SelectSpec
+from sluice.runtime.operators.streams import IDstream, IDstreamSpec, Rstream, RstreamSpec
+from sluice.runtime.operators.windows import WINDOW_OPERATORS, RowsWindow, TimeWindow, WindowSpec
+from sluice.runtime.queue import Queue, Reader
 from sluice.runtime.vexpr import UnsupportedError
+
+SpecT = TypeVar("SpecT", bound=OperatorSpec)
+OpT = TypeVar("OpT", bound=Operator)
 
 
 class Planner:
@@ -101,18 +107,17 @@ class Planner:
         return op
 
     def _new(
-        self, cls: type, node: L.LogicalNode, inputs: list[Operator], detail: str = "", at_end: bool = False
-    ) -> Any:
+        self,
+        kind: Callable[[SpecT, str, list[Reader], Queue, ExecContext], OpT],
+        spec: SpecT,
+        inputs: Sequence[Operator],
+        at_end: bool = False,
+    ) -> OpT:
+        """An operator of ``kind`` built from ``spec`` (mypy checks they match), reading ``inputs``."""
         self._count += 1
-        name = f"{cls.__name__.lower()}#{self._count}"
-        op = cls(
-            name=name,
-            schema=node.schema,
-            readers=[i.output.reader(at_end) for i in inputs],
-            output=Queue(f"q:{name}", node.schema.types),
-            ctx=self.ctx,
-            detail=detail,
-        )
+        name = f"{kind.__name__.lower()}#{self._count}"
+        readers = [i.output.reader(at_end) for i in inputs]
+        op = kind(spec, name, readers, Queue(f"q:{name}", spec.schema.types), self.ctx)
         self.operators.append(op)
         return op
 
@@ -124,7 +129,9 @@ class Planner:
         if self.since is None:
             return src
         # only what the source releases from now on
-        return self._new(Since, n, [src], f"from instant {self.since}", at_end=True).setup(src, self.since)
+        prime = src.contents() if src.relation else ()
+        spec = SinceSpec(n.schema, self.since, src.relation, prime, detail=f"from instant {self.since}")
+        return self._new(Since, spec, [src], at_end=True)
 
     def begin_epoch(self, ctx: ExecContext, since: int) -> None:
         """Queries planned from now on start at instant ``since``: their operators share state with
@@ -144,12 +151,11 @@ class Planner:
         cls = WINDOW_OPERATORS.get(type(n.spec))
         if cls is None:
             raise InternalError(f"no operator runs the window [{n.spec.describe()}] ({type(n.spec).__qualname__})")
-        op = self._new(cls, n, [child], n.spec.describe(n.input.schema.names)).setup(n.spec)
-        return op
+        return self._new(cls, WindowSpec(n.schema, n.spec, detail=n.spec.describe(n.input.schema.names)), [child])
 
     def _sample(self, n: L.Sample) -> Operator:
         child = self._op(n.input)
-        return self._new(Sample, n, [child], f"{n.fraction * 100:g}%").setup(n.fraction, n.salt)
+        return self._new(Sample, SampleSpec(n.schema, n.fraction, n.salt, detail=f"{n.fraction * 100:g}%"), [child])
 
     def _filter(self, n: L.Filter) -> Operator:
         conj = conjuncts(n.predicate)
@@ -164,7 +170,7 @@ class Planner:
         if isinstance(n.input, L.Join):
             return self._join(n.input, conj)
         child = self._op(n.input)
-        return self._new(Select, n, [child], _render(n.predicate, n.input)).setup(n.predicate)
+        return self._new(Select, SelectSpec(n.schema, n.predicate, detail=_render(n.predicate, n.input)), [child])
 
     def _split_filter(self, n: L.Filter, conj: list[BExpr], special: Callable[[BExpr], bool]) -> tuple[Operator, BExpr]:
         """(the operator for the ordinary conjuncts over the input, the AND of the special ones)."""
@@ -182,22 +188,22 @@ class Planner:
         from sluice.plan.expr import render
 
         detail = ", ".join(render(c, n.input.schema.names) for c in n.columns)
-        return self._new(Project, n, [child], detail).setup(n.columns)
+        return self._new(Project, ProjectSpec(n.schema, n.columns, detail=detail), [child])
 
     def _ticking(
         self, n: L.LogicalNode, exprs: tuple[BExpr, ...], is_filter: bool, child: Operator | None = None
     ) -> Operator:
         from sluice.plan.expr import render
-        from sluice.runtime.operators.ticking import TickingMap
+        from sluice.runtime.operators.ticking import TickingMap, TickingMapSpec
 
         child = child or self._op(n.inputs()[0])
         names = n.inputs()[0].schema.names
         detail = ("filter " if is_filter else "") + ", ".join(render(e, names) for e in exprs) + "; every tick"
-        return self._new(TickingMap, n, [child], detail).setup(exprs, is_filter)
+        return self._new(TickingMap, TickingMapSpec(n.schema, exprs, is_filter, detail=detail), [child])
 
     def _subquery_map(self, n: L.LogicalNode, child: Operator, exprs: tuple[BExpr, ...], is_filter: bool) -> Operator:
         from sluice.plan.expr import Subquery, render
-        from sluice.runtime.operators.subquery import SubqueryMap, SubquerySpec
+        from sluice.runtime.operators.subquery import SubqueryMap, SubqueryMapSpec, SubquerySpec
 
         for e in exprs:
             _no_current_time(e)
@@ -212,7 +218,7 @@ class Planner:
             specs.append(SubquerySpec(sub, tuple(chain), keys, not keys and not has_outer_ref(sub.plan)))
         names = n.inputs()[0].schema.names
         detail = ("filter " if is_filter else "") + ", ".join(render(e, names) for e in exprs)
-        return self._new(SubqueryMap, n, inputs, detail).setup(exprs, is_filter, specs)
+        return self._new(SubqueryMap, SubqueryMapSpec(n.schema, exprs, is_filter, tuple(specs), detail=detail), inputs)
 
     def _join(self, n: L.Join, conjuncts: list[BExpr]) -> Operator:
         """One join operator: equality conjuncts across the inputs are its hash keys, the rest a
@@ -235,7 +241,8 @@ class Planner:
         detail = ", ".join(f"{n.schema.names[a]} = {n.schema.names[lw + b]}" for a, b in keys) or "nested loop"
         if residual is not None:
             detail += f"; filter {_render(residual, n)}"
-        return self._new(Join, n, [left, right], detail).setup(left.schema.types, right.schema.types, keys, residual)
+        spec = JoinSpec(n.schema, left.schema.types, right.schema.types, tuple(keys), residual, detail=detail)
+        return self._new(Join, spec, [left, right])
 
     def _aggregate(self, n: L.Aggregate) -> Operator:
         child = self._op(n.input)
@@ -250,7 +257,7 @@ class Planner:
         fifo = self._fifo(child)
         if fifo:
             detail += "; input deletes in insertion order"
-        return self._new(Aggregate, n, [child], detail).setup(n.keys, n.aggs, fifo)
+        return self._new(Aggregate, AggregateSpec(n.schema, n.keys, n.aggs, fifo, detail=detail), [child])
 
     def _fifo(self, op: Operator) -> bool:
         """Whether ``op``'s output deletes elements in the order it inserted them: a window over a
@@ -266,23 +273,24 @@ class Planner:
 
     def _distinct(self, n: L.Distinct) -> Operator:
         child = self._op(n.input)
-        return self._new(Distinct, n, [child]).setup()
+        return self._new(Distinct, DistinctSpec(n.schema), [child])
 
     def _set_op(self, n: L.SetOp) -> Operator:
         left, right = self._op(n.left), self._op(n.right)
-        return self._new(SetOp, n, [left, right], f"{n.op}{' ALL' if n.all else ''}").setup(n.op, n.all)
+        spec = SetOpSpec(n.schema, n.op, n.all, detail=f"{n.op}{' ALL' if n.all else ''}")
+        return self._new(SetOp, spec, [left, right])
 
     def _stream_op(self, n: L.StreamOp) -> Operator:
         child = self._op(n.input)
         if n.op is L.StreamOpKind.RSTREAM:
-            return self._new(Rstream, n, [child]).setup()
+            return self._new(Rstream, RstreamSpec(n.schema), [child])
         # Over an insert-only input Istream is the identity — unless a [Rows N] / Partition By
         # window reads this stream: then each instant must come out in canonical order (the
         # definition of a derived stream), which needs the instant complete.
         passthrough = n.op is L.StreamOpKind.ISTREAM and child.insert_only and n not in self._ordered
         pure = not passthrough and child.pure and n not in self._ordered
         detail = "insert-only input: pass-through" if passthrough else "pure input: no netting" if pure else ""
-        return self._new(IDstream, n, [child], detail).setup(n.op, passthrough, pure)
+        return self._new(IDstream, IDstreamSpec(n.schema, n.op, passthrough, pure, detail=detail), [child])
 
 
 def _order_sensitive_streams(plan: L.LogicalNode) -> set[L.LogicalNode]:

@@ -48,8 +48,8 @@ from sluice.scheduling.strategies import Strategy
 
 SNAPSHOT_FORMAT = 1  # EmbeddedEngine.snapshot_state's layout
 # EmbeddedEngine.checkpoint's: 2 since operator protocol v2 (checkpoints without it are format 1,
-# whose objects this version would misread: refused with a message, never run); 3 since the engine
-# is a session over a registry, a scheduler loop and an inspector
+# whose objects this version would misread: refused with a message, never run); 3 since operators
+# are built from specs and the engine is a session over a registry, a scheduler loop and an inspector
 CHECKPOINT_FORMAT = 3
 
 

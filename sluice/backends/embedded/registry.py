@@ -14,7 +14,7 @@ from sluice.plan.rules import rewrite
 from sluice.runtime.batch import NEG_INF
 from sluice.runtime.operators.base import ExecContext, Operator, OperatorFailure
 from sluice.runtime.operators.sources import Source
-from sluice.runtime.operators.streams import Output
+from sluice.runtime.operators.streams import Output, OutputSpec
 from sluice.runtime.planner import Planner
 from sluice.runtime.queue import Queue
 
@@ -71,12 +71,13 @@ class QueryRegistry:
         q.rewrites = rw.applied
         top = self.planner.build(rw.plan, name)
         out = Output(
+            OutputSpec(bq.schema, bq.kind is Kind.STREAM, top.pure),
             name=f"output:{name}",
-            schema=bq.schema,
             readers=[top.output.reader()],
             output=Queue(f"q:output:{name}", bq.schema.types),
             ctx=self.planner.ctx,
-        ).setup(bq.kind is Kind.STREAM, q._deliver, top.pure)
+            deliver=q._deliver,
+        )
         out.queries.add(name)
         q.output = out
         self.operators.extend(self.planner.operators[n_before:])

@@ -28,7 +28,7 @@ from sluice.plan.accumulators import Accumulator, IntegerSum, Summable, accumula
 from sluice.plan.expr import AggCall, BExpr
 from sluice.plan.numeric import row_fits
 from sluice.runtime.batch import TS, from_signed_rows, sign_of, signed_counts, ts_of
-from sluice.runtime.operators.base import Operator, Unary
+from sluice.runtime.operators.base import Operator, OperatorSpec, Unary
 from sluice.runtime.operators.counting import INT64_SAFE, Counting
 from sluice.runtime.vexpr import compile_expr, evaluate_rows
 
@@ -40,18 +40,32 @@ class _Group:
     row: tuple[Any, ...] | None = None  # the row last emitted for this group
 
 
+@dataclass(frozen=True, slots=True)
+class AggregateSpec(OperatorSpec):
+    keys: tuple[BExpr, ...]
+    aggs: tuple[AggCall, ...]
+    # the input deletes values in the order it inserted them (the planner proves it), so MIN/MAX
+    # run vectorised too
+    fifo: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DistinctSpec(OperatorSpec):
+    """DISTINCT has no parameters of its own."""
+
+
+@dataclass
 class Aggregate(Unary):
+    spec: AggregateSpec
     STATE = ("groups", "_started")
     PARTS = ("_counting",)
 
-    def setup(self, keys: tuple[BExpr, ...], aggs: tuple[AggCall, ...], fifo: bool = False) -> Aggregate:
-        """``fifo``: the input deletes values in the order it inserted them (the planner proves it),
-        so MIN/MAX run vectorised too.
-        """
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        keys, aggs, fifo = self.spec.keys, self.spec.aggs, self.spec.fifo
         self.stateful = True
         self.nkeys = len(keys)
         self.key_fns = [compile_expr(k) for k in keys]
-        self.aggs = aggs
         self.arg_fns = [compile_expr(a.arg) if a.arg is not None else None for a in aggs]
         self._exprs = list(keys) + [a.arg for a in aggs if a.arg is not None]
         self._fns = self.key_fns + [f for f in self.arg_fns if f is not None]
@@ -66,7 +80,6 @@ class Aggregate(Unary):
         # One run sees whole instants (read_aligned), so each instant's change of a group is one
         # deletion and one insertion of different rows: the output is pure.
         self.pure = True
-        return self
 
     def _run(self, budget: int) -> int:
         (b,) = self.read_aligned(budget)
@@ -76,7 +89,7 @@ class Aggregate(Unary):
         return b.num_rows
 
     def _new(self) -> _Group:
-        return _Group(0, [None if a.arg is None else accumulator(a) for a in self.aggs])
+        return _Group(0, [None if a.arg is None else accumulator(a) for a in self.spec.aggs])
 
     def _row(self, key: tuple[Any, ...], g: _Group) -> tuple[Any, ...]:
         return key + tuple(g.count if acc is None else acc.evaluate() for acc in g.accs)
@@ -229,18 +242,20 @@ def _full(v: Any, n: int) -> Any:
     return v
 
 
+@dataclass
 class Distinct(Unary):
     """Duplicate elimination over a relation: a tuple is in the output while its count is > 0."""
 
+    spec: DistinctSpec
     STATE = ("counts",)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.stateful = True
+        self.counts: Counter[tuple[Any, ...]] = Counter()
 
     def declare(self, inputs: Sequence[Operator]) -> None:
         self.insert_only = inputs[0].insert_only
-
-    def setup(self) -> Distinct:
-        self.stateful = True
-        self.counts: Counter[tuple[Any, ...]] = Counter()
-        return self
 
     def process(self, b: pa.Table) -> None:
         out = []

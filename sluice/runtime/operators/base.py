@@ -1,8 +1,11 @@
 """The operator protocol (STYLE §6): ``name``, ``schema``, ``inputs``, ``run(budget)``,
 ``statistics()``, capability flags with safe defaults.  EXPLAIN renders from this alone.
 
-State (protocol v2): each class names the attributes that change while it runs in ``STATE``
-(inherited names included); everything else is fixed when the operator is built.
+Spec and state (protocol v2): an operator is built in one step from its kind's
+:class:`OperatorSpec` — a frozen record of what the planner decided — and its wiring
+(``Kind(spec, name, readers, output, ctx)``); ``__post_init__`` derives the rest, so no
+half-built operator exists.  Each class names the attributes that change while it runs in
+``STATE`` (inherited names included); everything else is fixed when the operator is built.
 ``snapshot()`` returns that state and ``restore()`` puts it into an operator built the same way —
 the unit the Spark processor stores per key (``EmbeddedEngine.snapshot_state``).  A test runs every
 operator kind and fails if an attribute outside ``STATE`` changed (``tests/test_snapshots.py``).
@@ -96,16 +99,31 @@ class ExecContext:
     clock: Callable[[], float] = time.perf_counter
 
 
+@dataclass(frozen=True, slots=True)
+class OperatorSpec:
+    """What the planner decides for one operator: its output schema, its EXPLAIN detail and (in
+    a subclass per kind) its parameters — never what changes while it runs.  Compared and hashed
+    by value.  Each build gives a new operator with state of its own; a snapshot does not carry
+    the spec (the plan is rebuilt, then its ``STATE`` restored).
+    """
+
+    schema: Schema
+    detail: str = field(default="", kw_only=True)
+
+
 @dataclass
 class Operator(Part):
-    """Base of physical operators: reads input queues, writes its output queues (ports)."""
+    """Base of physical operators: reads input queues, writes its output queues (ports).
 
+    A kind redeclares ``spec`` with its own spec class, so building it from another kind's spec is
+    a type error.
+    """
+
+    spec: OperatorSpec
     name: str
-    schema: Schema
     readers: list[Reader]
     output: Queue  # port 0
     ctx: ExecContext
-    detail: str = ""
     extra_outputs: list[Queue] = field(default_factory=list)  # ports 1…: an operator feeding several consumers
     stateful: bool = False
     insert_only: bool = False  # its output never holds a deletion
@@ -135,8 +153,21 @@ class Operator(Part):
     # derived lookups that fill while it runs but are rebuilt on demand: neither state nor fixed
     CACHES: ClassVar[tuple[str, ...]] = ()
 
+    def __post_init__(self) -> None:
+        """What its spec implies — compiled expressions, empty synopses, the capabilities of its
+        kind; a kind extends this (calling ``super()``), so the constructor returns it whole.
+        """
+
     def __str__(self) -> str:
         return f"{self.kind} {self.name}"
+
+    @property
+    def schema(self) -> Schema:
+        return self.spec.schema
+
+    @property
+    def detail(self) -> str:
+        return self.spec.detail
 
     @property
     def types(self) -> list[DataType]:
@@ -159,7 +190,7 @@ class Operator(Part):
 
     def declare(self, inputs: Sequence[Operator]) -> None:
         """Set the capabilities that follow from its inputs' (``insert_only``, ``pure``): called
-        once by the planner when it is built.  The default keeps the safe values from ``setup``.
+        once by the planner when it is built.  The default keeps the values its construction set.
         """
 
     def explain_line(self) -> str:

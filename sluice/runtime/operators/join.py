@@ -11,6 +11,7 @@ the joined rows.  Without keys the pairs are a cross product (nested loop).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -18,29 +19,30 @@ import pyarrow as pa
 from sluice.datatypes import DataType
 from sluice.plan.expr import BExpr
 from sluice.runtime.batch import META, NEG_INF, concat, make, sort_by_ts, ts_of
-from sluice.runtime.operators.base import Operator
+from sluice.runtime.operators.base import Operator, OperatorSpec
 from sluice.runtime.synopsis import RelationSynopsis, W
 from sluice.runtime.vexpr import compile_expr, evaluate_rows, truth_mask
 
 
+@dataclass(frozen=True, slots=True)
+class JoinSpec(OperatorSpec):
+    left_types: tuple[DataType, ...]
+    right_types: tuple[DataType, ...]
+    keys: tuple[tuple[int, int], ...]  # (left column, right column) pairs that must be equal
+    residual: BExpr | None  # the rest of the condition, over the joined row
+
+
+@dataclass
 class Join(Operator):
+    spec: JoinSpec
     STATE = ("left", "right")
 
-    def setup(
-        self,
-        left_types: Sequence[DataType],
-        right_types: Sequence[DataType],
-        keys: Sequence[tuple[int, int]],
-        residual: BExpr | None,
-    ) -> Join:
+    def __post_init__(self) -> None:
+        super().__post_init__()
         self.stateful = True
-        self.lt, self.rt = list(left_types), list(right_types)
-        self.keys = list(keys)
-        self._residual_expr = residual
-        self.residual = compile_expr(residual) if residual is not None else None
-        self.left = RelationSynopsis(self.lt)
-        self.right = RelationSynopsis(self.rt)
-        return self
+        self.residual = compile_expr(self.spec.residual) if self.spec.residual is not None else None
+        self.left = RelationSynopsis(self.spec.left_types)
+        self.right = RelationSynopsis(self.spec.right_types)
 
     def declare(self, inputs: Sequence[Operator]) -> None:
         self.insert_only = all(i.insert_only for i in inputs)
@@ -74,10 +76,10 @@ class Join(Operator):
         nl, nr = left.num_rows, right.num_rows
         if not nl or not nr:
             return np.empty(0, np.int64), np.empty(0, np.int64)
-        if not self.keys:
+        if not self.spec.keys:
             return np.repeat(np.arange(nl), nr), np.tile(np.arange(nr), nl)
         lcols, rcols = [], []
-        for k, (li, ri) in enumerate(self.keys):
+        for k, (li, ri) in enumerate(self.spec.keys):
             a, b = left.column(loff + li), right.column(roff + ri)
             if a.type != b.type:
                 a, b = a.cast(pa.float64()), b.cast(pa.float64())
@@ -102,11 +104,11 @@ class Join(Operator):
     ) -> pa.Table | None:
         if len(i) == 0:
             return None
-        cols = [left.column(loff + c).take(pa.array(i)) for c in range(len(self.lt))]
-        cols += [right.column(roff + c).take(pa.array(j)) for c in range(len(self.rt))]
+        cols = [left.column(loff + c).take(pa.array(i)) for c in range(len(self.spec.left_types))]
+        cols += [right.column(roff + c).take(pa.array(j)) for c in range(len(self.spec.right_types))]
         b = make(ts, np.sign(w).astype(np.int8), cols, self.types)
-        if self.residual is not None and self._residual_expr is not None:
-            r = evaluate_rows([self.residual], [self._residual_expr], b)
+        if self.residual is not None and self.spec.residual is not None:
+            r = evaluate_rows([self.residual], [self.spec.residual], b)
             self.reject_rows(r.rejected)
             if r.kept is not None:
                 w = w[r.kept]

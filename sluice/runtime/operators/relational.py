@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 from sluice.plan.logical import SetOpKind
 from sluice.runtime.batch import NEG_INF, concat, from_signed_rows, signed_counts, sort_by_ts
-from sluice.runtime.operators.base import Operator
+from sluice.runtime.operators.base import Operator, OperatorSpec
 
 _F: dict[tuple[SetOpKind, bool], Callable[[int, int], int]] = {  # (left count, right count) -> output count
     (SetOpKind.UNION, False): lambda a, b: 1 if a + b > 0 else 0,
@@ -27,18 +28,24 @@ _F: dict[tuple[SetOpKind, bool], Callable[[int, int], int]] = {  # (left count, 
 }
 
 
+@dataclass(frozen=True, slots=True)
+class SetOpSpec(OperatorSpec):
+    op: SetOpKind
+    all: bool  # UNION ALL, EXCEPT ALL, INTERSECT ALL
+
+
+@dataclass
 class SetOp(Operator):
+    spec: SetOpSpec
     STATE = ("counts",)
 
-    def setup(self, op: SetOpKind, all_: bool) -> SetOp:
-        self.op, self.all = op, all_
-        self.stateful = not (op is SetOpKind.UNION and all_)
-        self.insert_only = False
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.stateful = not (self.spec.op is SetOpKind.UNION and self.spec.all)
         self.counts: tuple[Counter[tuple[Any, ...]], Counter[tuple[Any, ...]]] = (Counter(), Counter())
-        return self
 
     def declare(self, inputs: Sequence[Operator]) -> None:
-        self.insert_only = all(i.insert_only for i in inputs) and self.op is not SetOpKind.EXCEPT
+        self.insert_only = all(i.insert_only for i in inputs) and self.spec.op is not SetOpKind.EXCEPT
 
     def has_work(self) -> bool:
         return self.aligned_has_work()
@@ -47,7 +54,7 @@ class SetOp(Operator):
         bound = self._arrival_bound()
         parts = self.read_aligned(budget)
         n = sum(p.num_rows for p in parts)
-        if self.op is SetOpKind.UNION and self.all:
+        if self.spec.op is SetOpKind.UNION and self.spec.all:
             out = sort_by_ts(concat(parts, self.types))
             if out.num_rows:
                 self.emit(out)
@@ -59,7 +66,7 @@ class SetOp(Operator):
         return n
 
     def _counted(self, parts: list[pa.Table]) -> None:
-        f = _F[(self.op, self.all)]
+        f = _F[(self.spec.op, self.spec.all)]
         changes: dict[tuple[int, tuple[Any, ...]], list[int]] = {}
         for side, b in enumerate(parts):
             for ts, row, delta in signed_counts(b):

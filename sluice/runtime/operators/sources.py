@@ -8,6 +8,8 @@ order; ties keep arrival order (which ``[Rows N]`` depends on).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -15,23 +17,46 @@ import pyarrow as pa
 from sluice.catalog import Schema
 from sluice.runtime.admission import Admission
 from sluice.runtime.batch import NEG_INF, concat, from_rows, sort_by_ts, to_elements, ts_of
-from sluice.runtime.operators.base import ExecContext, Operator
+from sluice.runtime.operators.base import ExecContext, Operator, OperatorSpec
 from sluice.runtime.queue import Queue
 from sluice.runtime.stats import SourceStats
 
 
+@dataclass(frozen=True, slots=True)
+class SourceSpec(OperatorSpec):
+    slack: int  # ticks an element may arrive out of order
+    relation: bool  # a relation (insertions and deletions), else a stream
+
+
+@dataclass(frozen=True, slots=True)
+class SinceSpec(OperatorSpec):
+    start: int  # the query's first instant
+    relation: bool  # it reads a relation's source
+    prime: tuple[tuple[Any, ...], ...]  # the relation's rows at registration (inserted at ``start``)
+
+
 class Source(Operator):
+    """Built by the engine, not the planner: from a registered stream's or relation's definition."""
+
+    spec: SourceSpec
     STATE = ("_pending", "_buffered", "_contents")
     PARTS = ("admission",)
 
     def __init__(self, name: str, schema: Schema, ctx: ExecContext, slack: int = 0, relation: bool = False) -> None:
-        super().__init__(name=name, schema=schema, readers=[], output=Queue(name, schema.types), ctx=ctx)
-        self.admission = Admission(name, slack)  # the lateness rule and what it rejected
-        self.relation = relation
+        super().__init__(SourceSpec(schema, slack, relation), name, [], Queue(name, schema.types), ctx)
+        self.admission = Admission(name, slack)  # the lateness rule and what it rejected (the engine sets its scale)
         self.insert_only = not relation
         self._pending: list[pa.Table] = []
         self._buffered = 0
         self._contents: Counter[tuple[Any, ...]] = Counter()  # relations: what is in it now
+
+    @property
+    def slack(self) -> int:
+        return self.spec.slack
+
+    @property
+    def relation(self) -> bool:
+        return self.spec.relation
 
     @property
     def kind(self) -> str:
@@ -49,6 +74,10 @@ class Source(Operator):
     @property
     def messages(self) -> list[str]:
         return self.admission.messages
+
+    def contents(self) -> tuple[tuple[Any, ...], ...]:
+        """A relation's rows now, each as often as it holds it (what a query registered now sees)."""
+        return tuple(row for row, n in self._contents.items() for _ in range(n))
 
     def reject(self, reason: str, message: str, n: int = 1) -> None:
         self.admission.reject(reason, message, n)
@@ -124,6 +153,7 @@ class Source(Operator):
         return sum(b.nbytes for b in self._pending)
 
 
+@dataclass
 class Since(Operator):
     """Where a query registered while the engine runs reads a source (STREAM §3 assumes queries
     are registered before their streams produce; this moves that moment to the query's first
@@ -132,15 +162,18 @@ class Since(Operator):
     its changes (any stamped before τ0 apply at τ0).
     """
 
+    spec: SinceSpec
+    # the rows to prime with are state, not only spec: an engine restored from a snapshot was
+    # built when the relation may have held other rows
     STATE = ("_prime", "_primed")
 
-    def setup(self, source: Source, start: int) -> Since:
-        self.start = start
-        self.relation = source.relation
-        self.insert_only = source.insert_only
-        self._prime = [row for row, n in source._contents.items() for _ in range(n)] if source.relation else []
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._prime = list(self.spec.prime)
         self._primed = not self._prime
-        return self
+
+    def declare(self, inputs: Sequence[Operator]) -> None:
+        self.insert_only = inputs[0].insert_only
 
     def has_work(self) -> bool:
         return not self._primed or super().has_work()
@@ -148,16 +181,17 @@ class Since(Operator):
     def _run(self, budget: int) -> int:
         if not self._primed:
             self._primed = True
-            self.emit(from_rows([(self.start, row) for row in self._prime], self.types))
+            self.emit(from_rows([(self.spec.start, row) for row in self._prime], self.types))
         r = self.readers[0]
         b = r.read(budget)
         if b.num_rows:
             ts = ts_of(b)
-            if self.relation:
-                if ts[0] < self.start:
-                    b = b.set_column(0, "__ts", pa.array(np.maximum(ts, self.start)))
-            elif ts[0] < self.start:
-                b = b.filter(pa.array(ts >= self.start))
+            start = self.spec.start
+            if self.spec.relation:
+                if ts[0] < start:
+                    b = b.set_column(0, "__ts", pa.array(np.maximum(ts, start)))
+            elif ts[0] < start:
+                b = b.filter(pa.array(ts >= start))
             if b.num_rows:
                 self.emit(b)
         self.advance(r.watermark())

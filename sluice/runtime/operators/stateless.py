@@ -4,70 +4,92 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 from sluice.plan.expr import BExpr, ColRef
 from sluice.plan.semantics import sample_keep
 from sluice.runtime.batch import to_elements, with_attrs
-from sluice.runtime.operators.base import Operator, Unary
+from sluice.runtime.operators.base import Operator, OperatorSpec, Unary
 from sluice.runtime.vexpr import compile_expr, evaluate_rows, truth_mask
 
 
+@dataclass(frozen=True, slots=True)
+class SelectSpec(OperatorSpec):
+    predicate: BExpr
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectSpec(OperatorSpec):
+    columns: tuple[BExpr, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SampleSpec(OperatorSpec):
+    fraction: float
+    salt: int
+
+
+@dataclass
 class Select(Unary):
     """σ: keeps elements whose predicate is TRUE.  CURRENT_TIME reads the element's own timestamp,
     its meaning on a stream (a window's Where); over a relation the planner uses ``TickingMap``.
     """
 
-    def setup(self, predicate: BExpr) -> Select:
-        self._expr = predicate
-        self._pred = compile_expr(predicate)
-        return self
+    spec: SelectSpec
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._pred = compile_expr(self.spec.predicate)
 
     def declare(self, inputs: Sequence[Operator]) -> None:
         self.insert_only, self.pure = inputs[0].insert_only, inputs[0].pure
 
     def process(self, b: pa.Table) -> None:
-        r = evaluate_rows([self._pred], [self._expr], b)
+        r = evaluate_rows([self._pred], [self.spec.predicate], b)
         self.reject_rows(r.rejected)
         self.emit(r.batch.filter(truth_mask(r.values[0], r.batch.num_rows)))
 
 
+@dataclass
 class Project(Unary):
-    def setup(self, columns: tuple[BExpr, ...]) -> Project:
-        self._exprs = columns
-        self._fns = [compile_expr(c) for c in columns]
-        return self
+    spec: ProjectSpec
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._fns = [compile_expr(c) for c in self.spec.columns]
 
     def declare(self, inputs: Sequence[Operator]) -> None:
         self.insert_only = inputs[0].insert_only
         # keeping every input column makes the projection injective: distinct rows stay distinct
-        kept = {c.index for c in self._exprs if isinstance(c, ColRef)}
+        kept = {c.index for c in self.spec.columns if isinstance(c, ColRef)}
         self.pure = inputs[0].pure and kept >= set(range(len(inputs[0].schema.types)))
 
     def process(self, b: pa.Table) -> None:
-        r = evaluate_rows(self._fns, self._exprs, b)
+        r = evaluate_rows(self._fns, self.spec.columns, b)
         self.reject_rows(r.rejected)
         self.emit(with_attrs(r.batch, r.values, self.types))
 
 
+@dataclass
 class Sample(Unary):
     """Sample(p) with the shared deterministic hash (``sluice.plan.semantics.sample_keep``)."""
 
+    spec: SampleSpec
     STATE = ("_seen", "_seen_ts")
 
-    def setup(self, fraction: float, salt: int) -> Sample:
-        self._fraction = fraction
-        self._salt = salt
+    def __post_init__(self) -> None:
+        super().__post_init__()
         self._seen: Counter[tuple[int, tuple[object, ...]]] = Counter()
         self._seen_ts: int | None = None
-        return self
 
     def declare(self, inputs: Sequence[Operator]) -> None:
         self.insert_only = inputs[0].insert_only
 
     def process(self, b: pa.Table) -> None:
-        if self._fraction >= 1.0:
+        fraction = self.spec.fraction
+        if fraction >= 1.0:
             self.emit(b)
             return
         keep = np.zeros(b.num_rows, dtype=bool)
@@ -77,5 +99,5 @@ class Sample(Unary):
                 self._seen_ts = t
             k = self._seen[(t, row)]
             self._seen[(t, row)] += 1
-            keep[i] = sample_keep(self.ctx.seed, self._salt, t, row, k, self._fraction)
+            keep[i] = sample_keep(self.ctx.seed, self.spec.salt, t, row, k, fraction)
         self.emit(b.filter(pa.array(keep)))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -18,15 +19,38 @@ import pyarrow as pa
 from sluice.plan.logical import StreamOpKind
 from sluice.plan.semantics import sort_key
 from sluice.runtime.batch import canonical, concat, from_signed_rows, net, to_elements, ts_of
-from sluice.runtime.operators.base import Unary
+from sluice.runtime.operators.base import OperatorSpec, Unary
 
 
+@dataclass(frozen=True, slots=True)
+class IDstreamSpec(OperatorSpec):
+    op: StreamOpKind  # ISTREAM or DSTREAM
+    passthrough: bool  # Istream over an insert-only input: the identity
+    # no instant of the input holds a tuple with both signs and no reader needs canonical order,
+    # so R(τ) − R(τ−1) is the instant's insertions (deletions for Dstream), emitted as they
+    # arrive — no holding, netting or sorting
+    pure: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RstreamSpec(OperatorSpec):
+    """Rstream has no parameters of its own."""
+
+
+@dataclass(frozen=True, slots=True)
+class OutputSpec(OperatorSpec):
+    is_stream: bool  # the query's answer is a stream (else a relation's changes, netted)
+    pure: bool  # the input needs no netting (see Operator.pure)
+
+
+@dataclass
 class _Completing(Unary):
     """Holds elements until their instant is complete."""
 
     STATE: ClassVar[tuple[str, ...]] = ("_held",)
 
-    def setup_buffer(self) -> None:
+    def __post_init__(self) -> None:
+        super().__post_init__()
         self._held: list[pa.Table] = []
 
     def process(self, b: pa.Table) -> None:
@@ -45,24 +69,20 @@ class _Completing(Unary):
         return sum(b.nbytes for b in self._held)
 
 
+@dataclass
 class IDstream(_Completing):
-    def setup(self, op: StreamOpKind, passthrough: bool, pure: bool = False) -> IDstream:
-        """``pure``: no instant of the input holds a tuple with both signs and no reader needs
-        canonical order, so R(τ) − R(τ−1) is the instant's insertions (deletions for Dstream),
-        emitted as they arrive — no holding, netting or sorting.
-        """
-        self.op = op
-        self.passthrough = passthrough
-        self.pure = pure
+    spec: IDstreamSpec
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.pure = self.spec.pure
         self.insert_only = True
-        self.setup_buffer()
-        return self
 
     def process(self, b: pa.Table) -> None:
-        if self.passthrough:
+        if self.spec.passthrough:
             self.emit(b)
-        elif self.pure:
-            want = 1 if self.op is StreamOpKind.ISTREAM else -1
+        elif self.spec.pure:
+            want = 1 if self.spec.op is StreamOpKind.ISTREAM else -1
             d = b.filter(pa.array(b.column(1).to_numpy() == want))
             if d.num_rows:
                 self.emit(d if want == 1 else d.set_column(1, "__sign", pa.array(np.ones(d.num_rows, np.int8))))
@@ -74,7 +94,7 @@ class IDstream(_Completing):
         if done is not None:
             d = net(done, self.types)
             if d.num_rows:
-                want = 1 if self.op is StreamOpKind.ISTREAM else -1
+                want = 1 if self.spec.op is StreamOpKind.ISTREAM else -1
                 d = d.filter(pa.array(d.column(1).to_numpy() == want))
                 if d.num_rows:
                     d = d.set_column(1, "__sign", pa.array(np.ones(d.num_rows, dtype=np.int8)))
@@ -82,16 +102,17 @@ class IDstream(_Completing):
         self.advance(wm)
 
 
+@dataclass
 class Rstream(_Completing):
+    spec: RstreamSpec
     STATE = ("state", "_tick", "_table")
 
-    def setup(self) -> Rstream:
+    def __post_init__(self) -> None:
+        super().__post_init__()
         self.insert_only = True
         self.state: Counter[tuple[Any, ...]] = Counter()
         self._tick: int | None = None  # last tick emitted
         self._table: pa.Table | None = None  # R(τ) in canonical order, while it does not change
-        self.setup_buffer()
-        return self
 
     def progress(self, wm: int) -> None:
         done = self._complete(wm)
@@ -135,21 +156,23 @@ class Rstream(_Completing):
         return super().state_bytes() + 64 * len(self.state)
 
 
+@dataclass
 class Output(_Completing):
     """A query's output: relation changes netted per complete instant; stream elements as produced.
 
-    ``deliver`` receives each finished batch (deletions before insertions within an instant).
+    ``deliver`` receives each finished batch (deletions before insertions within an instant).  It
+    is wiring, like the queues, not part of the spec: the engine's callback into the query handle.
     """
 
-    def setup(self, is_stream: bool, deliver: Callable[[pa.Table], None], pure: bool = False) -> Output:
-        self.is_stream = is_stream
-        self.deliver = deliver
-        self.pure = pure  # the input needs no netting (see Operator.pure)
-        self.setup_buffer()
-        return self
+    spec: OutputSpec
+    deliver: Callable[[pa.Table], None] = field(kw_only=True)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.pure = self.spec.pure
 
     def process(self, b: pa.Table) -> None:
-        if self.is_stream:
+        if self.spec.is_stream:
             self._out += b.num_rows
             self.deliver(b)
         else:

@@ -22,12 +22,12 @@ from sluice.plan import logical as L
 from sluice.plan.aggregates import aggregate_rows
 from sluice.plan.expr import BExpr, Subquery
 from sluice.runtime.batch import NEG_INF, from_signed_rows, to_elements
-from sluice.runtime.operators.base import Operator
+from sluice.runtime.operators.base import Operator, OperatorSpec
 from sluice.runtime.rowexpr import Row, Summary, eval_row, fold_subquery, fold_summary
 from sluice.runtime.synopsis import HashSynopsis
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class SubquerySpec:
     """How to answer one Subquery node: X's operator input index, the chain above X (bottom-up),
     and equality keys (X column, outer column) taken from the lowest Filter.
@@ -40,37 +40,44 @@ class SubquerySpec:
     uncorrelated: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class SubqueryMapSpec(OperatorSpec):
+    exprs: tuple[BExpr, ...]  # a filter's predicate (one), or a projection's columns
+    is_filter: bool
+    subqueries: tuple[SubquerySpec, ...]  # input k + 1 is subquery k's uncorrelated part
+
+
+@dataclass
 class SubqueryMap(Operator):
+    spec: SubqueryMapSpec
     STATE = ("_version", "_cache", "outer", "outer_by_key", "inner")
     CACHES = ("_by_id",)  # id(node) → index, filled as nodes are met: not state (ids differ per build)
 
-    def setup(self, exprs: tuple[BExpr, ...], is_filter: bool, specs: list[SubquerySpec]) -> SubqueryMap:
+    def __post_init__(self) -> None:
+        super().__post_init__()
         self.stateful = True
-        self.exprs = exprs
-        self.is_filter = is_filter
-        self.specs = specs
+        subs = self.spec.subqueries
         # keyed by the node itself (structural), not id(): ids do not survive a snapshot
         self.by_node: dict[Subquery, int] = {}
-        for i, spec in enumerate(specs):
-            self.by_node.setdefault(spec.node, i)
+        for i, sub in enumerate(subs):
+            self.by_node.setdefault(sub.node, i)
         self._by_id: dict[int, int] = {}  # id(node) -> index: hashing a node hashes its whole plan
         # an uncorrelated subquery (no keys, no outer reference in its chain) has one answer per
         # instant for every outer row: its rows (and their Summary) are kept until X changes
-        self._uncorrelated = [s.uncorrelated for s in specs]
-        self._version = [0] * len(specs)
+        self._uncorrelated = [s.uncorrelated for s in subs]
+        self._version = [0] * len(subs)
         self._cache: dict[int, tuple[int, list[tuple[Row, int]], Summary | None]] = {}
         self.outer: Counter[Row] = Counter()
-        self.outer_by_key: list[dict[tuple[Any, ...], Counter[Row]]] = [{} for _ in specs]
-        self._keyed = [i for i, s in enumerate(specs) if s.keys]
-        self.inner = [HashSynopsis() for _ in specs]
-        return self
+        self.outer_by_key: list[dict[tuple[Any, ...], Counter[Row]]] = [{} for _ in subs]
+        self._keyed = [i for i, s in enumerate(subs) if s.keys]
+        self.inner = [HashSynopsis() for _ in subs]
 
     def has_work(self) -> bool:
         return self.aligned_has_work()
 
     # -- evaluation ----------------------------------------------------------------------
     def _okey(self, i: int, row: Row) -> tuple[Any, ...]:
-        return tuple(row[j] for _, j in self.specs[i].keys)
+        return tuple(row[j] for _, j in self.spec.subqueries[i].keys)
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_by_id": {}}  # ids do not survive a snapshot
@@ -102,7 +109,7 @@ class SubqueryMap(Operator):
     def _rows(self, e: Subquery, row: Row, env: tuple[Row, ...]) -> list[tuple[Row, int]]:
         """The subquery's rows for outer row ``row``: X's rows (its key's bucket) through the chain."""
         i = self._index(e)
-        spec = self.specs[i]
+        spec = self.spec.subqueries[i]
         key = self._okey(i, row)
         bucket = self.inner[i].query(key) if None not in key else None
         outer_env = env + (row,)
@@ -122,9 +129,9 @@ class SubqueryMap(Operator):
         return rows
 
     def _map(self, row: Row) -> Row | None:
-        if self.is_filter:
-            return row if eval_row(self.exprs[0], row, (), self._answer) is True else None
-        return tuple(eval_row(c, row, (), self._answer) for c in self.exprs)
+        if self.spec.is_filter:
+            return row if eval_row(self.spec.exprs[0], row, (), self._answer) is True else None
+        return tuple(eval_row(c, row, (), self._answer) for c in self.spec.exprs)
 
     # -- running -------------------------------------------------------------------------
     def _run(self, budget: int) -> int:
@@ -160,7 +167,7 @@ class SubqueryMap(Operator):
             if k == 0:
                 affected[row] = None
                 continue
-            spec = self.specs[k - 1]
+            spec = self.spec.subqueries[k - 1]
             if not spec.keys:
                 every = True
                 continue
@@ -174,7 +181,7 @@ class SubqueryMap(Operator):
             if k == 0:
                 self._outer_count(sign, row)
             else:
-                spec = self.specs[k - 1]
+                spec = self.spec.subqueries[k - 1]
                 key = tuple(row[xi] for xi, _ in spec.keys)
                 if None not in key:
                     self.inner[k - 1].insert(key, row, sign)

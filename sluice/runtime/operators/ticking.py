@@ -18,13 +18,14 @@ from __future__ import annotations
 import heapq
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from sluice.datatypes import TypeKind
 from sluice.plan.analysis import conjuncts, uses_current_time
 from sluice.plan.expr import BExpr, Call, CurrentTime
 from sluice.runtime.batch import from_signed_rows, to_elements
-from sluice.runtime.operators.base import Unary
+from sluice.runtime.operators.base import OperatorSpec, Unary
 from sluice.runtime.rowexpr import Row, eval_row
 
 
@@ -70,21 +71,27 @@ def interval_filter(pred: BExpr) -> tuple[list[BExpr], list[tuple[str, BExpr]]] 
     return static, bounds
 
 
+@dataclass(frozen=True, slots=True)
+class TickingMapSpec(OperatorSpec):
+    exprs: tuple[BExpr, ...]  # a filter's predicate (one), or a projection's columns
+    is_filter: bool
+
+
+@dataclass
 class TickingMap(Unary):
+    spec: TickingMapSpec
     STATE = ("state", "_held", "_last", "_tick", "_events", "_seq")
 
-    def setup(self, exprs: tuple[BExpr, ...], is_filter: bool) -> TickingMap:
+    def __post_init__(self) -> None:
+        super().__post_init__()
         self.stateful = True
-        self.exprs = exprs
-        self.is_filter = is_filter
         self.state: Counter[Row] = Counter()
         self._held: list[tuple[int, int, Row]] = []
         self._last: Counter[Row] = Counter()  # f(R, τ) at the last tick emitted
         self._tick: int | None = None
-        self._interval = interval_filter(exprs[0]) if is_filter else None
+        self._interval = interval_filter(self.spec.exprs[0]) if self.spec.is_filter else None
         self._events: list[tuple[int, int, int, Row]] = []  # (tick, seq, sign, row): the interval path
         self._seq = 0
-        return self
 
     def _window(self, r: Row) -> tuple[float, float] | None:
         """The instants on which ``r`` passes (interval filters), or None if it never does."""
@@ -133,11 +140,11 @@ class TickingMap(Unary):
     def _map(self, now: int) -> Counter[Row]:
         out: Counter[Row] = Counter()
         for r, n in self.state.items():
-            if self.is_filter:
-                if eval_row(self.exprs[0], r, (), _no_subquery, now) is True:
+            if self.spec.is_filter:
+                if eval_row(self.spec.exprs[0], r, (), _no_subquery, now) is True:
                     out[r] += n
             else:
-                out[tuple(eval_row(c, r, (), _no_subquery, now) for c in self.exprs)] += n
+                out[tuple(eval_row(c, r, (), _no_subquery, now) for c in self.spec.exprs)] += n
         return out
 
     def progress(self, wm: int) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,27 +23,36 @@ import pyarrow as pa
 from sluice import windows as W
 from sluice.errors import InternalError
 from sluice.runtime.batch import NEG_INF, concat, from_signed_rows, to_elements, ts_of
-from sluice.runtime.operators.base import Operator, Unary
+from sluice.runtime.operators.base import Operator, OperatorSpec, Unary
 from sluice.runtime.synopsis import WindowSynopsis
 
 
+@dataclass(frozen=True, slots=True)
+class WindowSpec(OperatorSpec):
+    """A window of any kind; ``WINDOW_OPERATORS`` says which operator runs it."""
+
+    window: W.WindowDef
+
+
+@dataclass
 class TimeWindow(Unary):
+    spec: WindowSpec
     STATE = ("_ins", "window", "_last_ts")
 
-    def setup(self, spec: W.WindowDef) -> TimeWindow:
-        self.spec = spec
-        self.insert_only = spec.insert_only
-        self.stateful = spec.stateful
-        self._span = spec.lifetime  # (T, U); None: elements never leave
-        if self._span is None and not spec.insert_only:
-            raise InternalError(f"TimeWindow cannot run {spec!r}")
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        w = self.spec.window
+        self.insert_only = w.insert_only
+        self.stateful = w.stateful
+        self._span = w.lifetime  # (T, U); None: elements never leave
+        if self._span is None and not w.insert_only:
+            raise InternalError(f"TimeWindow cannot run {w!r}")
         self._ins = WindowSynopsis(self.types)  # admitted, visible from their insert time (Slide)
         self.window = WindowSynopsis(self.types)  # the window's contents, each with its leave time
         self._last_ts = NEG_INF
-        return self
 
     def declare(self, inputs: Sequence[Operator]) -> None:
-        self.insert_only = self.spec.insert_only and inputs[0].insert_only
+        self.insert_only = self.spec.window.insert_only and inputs[0].insert_only
 
     def process(self, b: pa.Table) -> None:
         ts = ts_of(b)
@@ -79,16 +89,19 @@ class TimeWindow(Unary):
         return [self.window, self._ins]
 
 
+@dataclass
 class RowsWindow(Unary):
+    spec: WindowSpec
     STATE = ("window",)
 
-    def setup(self, spec: W.WindowDef) -> RowsWindow:
-        if not isinstance(spec, W.Rows):
-            raise InternalError(f"RowsWindow cannot run {spec!r}")
-        self.n = spec.rows
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        w = self.spec.window
+        if not isinstance(w, W.Rows):
+            raise InternalError(f"RowsWindow cannot run {w!r}")
+        self.n = w.rows
         self.stateful = True
         self.window = WindowSynopsis(self.types)  # the last N elements
-        return self
 
     def process(self, b: pa.Table) -> None:
         n, k = self.n, len(self.window)
@@ -121,16 +134,19 @@ class RowsWindow(Unary):
         return [self.window]
 
 
+@dataclass
 class PartitionWindow(Unary):
+    spec: WindowSpec
     STATE = ("_parts",)
 
-    def setup(self, spec: W.WindowDef) -> PartitionWindow:
-        if not isinstance(spec, W.PartitionedRows):
-            raise InternalError(f"PartitionWindow cannot run {spec!r}")
-        self.n, self.keys = spec.rows, spec.keys
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        w = self.spec.window
+        if not isinstance(w, W.PartitionedRows):
+            raise InternalError(f"PartitionWindow cannot run {w!r}")
+        self.n, self.keys = w.rows, w.keys
         self.stateful = True
         self._parts: dict[tuple[Any, ...], deque[tuple[Any, ...]]] = {}
-        return self
 
     def process(self, b: pa.Table) -> None:
         out: list[tuple[int, int, tuple[Any, ...]]] = []
