@@ -373,8 +373,8 @@ def test_specs_are_values_equal_for_equal_plans() -> None:
     """Two engines that plan the same queries decide equal specs (the Output's ``deliver`` is
     wiring, not spec); each spec hashes and cannot be changed."""
     a, b = _engine(), _engine()
-    specs = [o.spec for o in list(a.sources.values()) + a._units]
-    assert specs == [o.spec for o in list(b.sources.values()) + b._units]
+    specs = [o.spec for o in list(a.sources.values()) + a.operators]
+    assert specs == [o.spec for o in list(b.sources.values()) + b.operators]
     assert {s: i for i, s in enumerate(specs)}  # hashable
     for s in specs:
         with pytest.raises(dataclasses.FrozenInstanceError):
@@ -403,7 +403,7 @@ def _shared(a: Any, b: Any, where: str) -> list[str]:
 def test_one_spec_builds_operators_with_state_of_their_own() -> None:
     eng = _engine()
     _feed(eng, 0, 6)
-    built = [o for o in eng._units if not isinstance(o, Source)]
+    built = [o for o in eng.operators if not isinstance(o, Source)]
     shared: list[str] = []
     for op in built:
         one, two = _build(op), _build(op)
