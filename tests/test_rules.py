@@ -51,6 +51,8 @@ def test_selections_move_into_join_inputs_and_below_time_windows() -> None:
         "select K, count(*) from S [Range 4] group by K having count(*) > 1",  # an aggregate, not a key
         "select count(*) from S [Range 4] having count(*) > 1",  # no grouping: one row even of nothing
         "select * from (select K + 1 as J from S [Rows 2]) as Q where J > 1",  # a computed column
+        # two selections over [Rows N]: neither moves, and they are not merged
+        "select * from (select * from (select K, V from S [Rows 4]) as A where V > 0) as B where K > 0",
     ],
 )
 def test_rules_leave_alone_what_they_cannot_move(query: str) -> None:
@@ -71,9 +73,6 @@ def test_a_rule_that_changes_the_schema_is_named() -> None:
 
 def test_each_selection_rule_fires_where_it_applies() -> None:
     cases = {
-        "select * from (select * from (select K, V from S [Rows 4]) as A where V > 0) as B where K > 0": (
-            "merge-selections"
-        ),
         "select * from (select K, V + 1 as X from S [Range 3]) as Q where K > 0": "push-selection-below-projection",
         "select K, count(*) from S [Range 4] group by K having K <> 1": "push-selection-below-grouping",
         "select * from (select distinct K from S [Range 2]) as D where K > 0": (
@@ -92,7 +91,6 @@ def test_each_selection_rule_fires_where_it_applies() -> None:
 
 def test_rules_are_named_and_explain_lists_the_ones_applied() -> None:
     assert [r.name for r in RULES] == [
-        "merge-selections",
         "push-selection-below-projection",
         "push-selection-below-grouping",
         "push-selection-below-distinct-and-streams",
@@ -117,7 +115,7 @@ def test_rules_are_named_and_explain_lists_the_ones_applied() -> None:
         "Istream(select S.V from S [Range Unbounded], T [Range 1], R where S.K = T.K and T.K = R.K and T.W > 0)",
         "select S.V, T.W from S [Rows 2], T [Range 2] where S.K = T.K and S.V > 0 and T.W > 0",
         # below a projection (only the column it passes through), a grouping (only its key), a
-        # DISTINCT, an Istream, into both operands of a set operation, two selections as one
+        # DISTINCT, an Istream, into both operands of a set operation
         "select * from (select K, V + 1 as X from S [Range 3]) as Q where K > 0 and X > 1",
         "select K, count(*), sum(V) from S [Range 4] group by K having K <> 1 and count(*) > 1",
         "select * from (select distinct K from S [Range 2]) as D where K > 0",
@@ -125,7 +123,6 @@ def test_rules_are_named_and_explain_lists_the_ones_applied() -> None:
         "select * from ((select K from S [Range 2]) union all (select K from T [Range 1])) as U where K > 0",
         "select * from ((select K from S [Range 3]) except (select K from T [Now])) as U where K <> 2",
         "select * from ((select K from S [Range 3]) intersect all (select K from T [Range 4])) as U where K < 2",
-        "select * from (select * from (select K, V from S [Rows 4]) as A where V > 0) as B where K > 0",
     ],
 )
 def test_engine_on_rewritten_plans_equals_the_definition(query: str) -> None:
@@ -166,3 +163,71 @@ def test_subquery_plans_are_rewritten_with_the_query() -> None:
     eng.close(5)
     assert not diff_outputs(expected, q.results())
     assert "pass-through" not in eng.explain(q)
+
+
+def test_selections_are_not_merged_so_a_where_never_sees_rows_the_inner_one_rules_out() -> None:
+    """Review finding: merging σ_p(σ_q) into one ``q AND p`` evaluated p on rows q rejects, and
+    reported p's overflow on a row the query's own inner WHERE had dropped (the definition never
+    evaluates it)."""
+    query = "select * from (select * from S [Range 5] where K < 10) as Q where K * 1000000000000000000 > 0"
+    cat = _cat()
+    eng = EmbeddedEngine(cat, start=0)
+    q = eng.register_query(query)
+    eng.push("S", [(1, 5, 0), (2, 100, 0)])
+    eng.close(3)
+    expected = evaluate(
+        bind_query(cat, query), {"S": [(1, (5, 0)), (2, (100, 0))], "T": []}, {"R": []}, start=0, until=3
+    )
+    assert not diff_outputs(expected, q.results())
+    assert eng.rejected() == []
+
+
+def _isneg(x: float | None) -> bool | None:
+    return None if x is None else str(x).startswith("-")
+
+
+UDF_QUERIES = [
+    "select * from (select distinct X from S [Now]) as D where isneg(X)",
+    "select * from ((select X from S [Now]) except (select X from T [Now])) as U where isneg(X)",
+    "select * from (Istream(select X from S [Now])) as I where isneg(X)",
+    "select * from (select X, count(*) as c from S [Range 1] group by X) as G where isneg(X)",
+]
+
+
+def _float_catalog() -> Catalog:
+    from sluice.datatypes import BOOLEAN, FLOAT
+
+    cat = Catalog()
+    execute(cat, "register stream S (X float); register stream T (X float)")
+    cat.register_function("isneg", _isneg, BOOLEAN, [FLOAT])
+    return cat
+
+
+@pytest.mark.parametrize("query", UDF_QUERIES)
+def test_a_user_function_stays_above_operators_that_keep_one_of_equal_values(query: str) -> None:
+    """Review finding: 0.0 and -0.0 are one value to grouping, DISTINCT, Istream and set operations;
+    a user's function can tell them apart, so its conjunct must not move below them (the reference
+    evaluator on the rewritten plan differed from the bound plan's)."""
+    rewritten = rewrite(bind_query(_float_catalog(), query).plan)
+    text = explain(rewritten.plan)
+    below = next(k for k in ("Distinct", "Except", "Aggregate", "Istream  ->") if k in text)
+    assert text.index("ISNEG") < text.rindex(below)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap (not the rules'): for floats that compare equal (0.0, -0.0) the engine's EXCEPT, "
+    "Istream and GROUP BY keep another representative than the reference evaluator (whose relations keep "
+    "the first one seen); only a user function can tell them apart — to be settled by one canonical zero",
+)
+@pytest.mark.parametrize("query", UDF_QUERIES[1:])
+def test_the_engine_keeps_the_reference_evaluators_representative_of_equal_floats(query: str) -> None:
+    cat = _float_catalog()
+    streams = {"S": [(1, (0.0,)), (2, (-0.0,)), (2, (0.0,))], "T": [(1, (1.0,))]}
+    expected = evaluate(bind_query(cat, query), streams, {}, start=0, until=3)
+    eng = EmbeddedEngine(cat, start=0)
+    q = eng.register_query(query)
+    for name, rows in streams.items():
+        eng.push(name, [(t, *r) for t, r in rows])
+    eng.close(3)
+    assert not diff_outputs(expected, q.results())

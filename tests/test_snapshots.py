@@ -422,3 +422,13 @@ def test_one_spec_builds_operators_with_state_of_their_own() -> None:
         one.run(100)
     assert sorted(one.groups) == [(7,), (8,)]  # type: ignore[attr-defined]
     assert pickle.dumps(two.snapshot()) == fresh and pickle.dumps(agg.snapshot()) == before
+
+
+def test_a_snapshot_of_the_layout_before_admission_parts_is_refused_with_its_format() -> None:
+    """Review finding: a source's lateness state moved into its Admission part; a snapshot of the
+    old layout (format 1) must be refused by its format, not fail inside an operator."""
+    eng = _engine()
+    old = eng.snapshot_state()
+    old["format"] = 1
+    with pytest.raises(SluiceError, match="not an engine state snapshot of format 2"):
+        eng.restore_state(old)

@@ -12,10 +12,14 @@ moves only conjuncts a selection can evaluate anywhere its columns are (no subqu
 CURRENT_TIME, no outer reference); a conjunct is TRUE of an output row exactly when it is TRUE
 of the input row it came from, so selecting earlier removes exactly the rows that could not pass.
 Row errors (``sluice.plan.numeric``) never change an answer — a row that cannot be evaluated is
-dropped either way — only which rows are reported as such.
+dropped either way — only which rows are reported as such.  Selections are never merged: σ_p over
+σ_q stays two selections, so p is never evaluated on a row q rejects (a merged ``q AND p`` would
+report p's errors on rows the query's own WHERE rules out); bottom-up, each moves on its own.
 
-``merge-selections``
-    σ_p(σ_q(x)) = σ_{q ∧ p}(x): one selection, so the ones below can move it whole.
+Grouping, DISTINCT, Istream/Dstream and the set operations treat values that compare equal as one
+(0.0 and -0.0); a built-in predicate cannot tell them apart, a user's function can, so conjuncts
+calling one never move below those four.
+
 ``push-selection-below-projection``
     σ_p(π_cols(x)) = π_cols(σ_{p'}(x)) for the conjuncts of p reading only columns that π passes
     through unchanged (p' reads them at their input positions).
@@ -62,7 +66,7 @@ from dataclasses import dataclass
 from sluice.errors import InternalError
 from sluice.plan import logical as L
 from sluice.plan.analysis import conjoin, conjuncts, has_subquery, map_children, shift, substitute, uses_current_time
-from sluice.plan.expr import BExpr, ColRef, OuterRef, walk_expr
+from sluice.plan.expr import BExpr, ColRef, OuterRef, UdfCall, walk_expr
 
 Rewrite = Callable[[L.LogicalNode], L.LogicalNode | None]
 
@@ -197,24 +201,27 @@ def push_selection_below_window(node: L.LogicalNode) -> L.LogicalNode | None:
     return _select(L.Window(_select(w.input, down), w.spec), stay)
 
 
-def _moved(cs: list[BExpr], mapping: dict[int, BExpr]) -> tuple[list[BExpr], list[BExpr]]:
+def _blind_to_equal_values(c: BExpr) -> bool:
+    """Movable below an operator that keeps one of several equal values (grouping, DISTINCT,
+    Istream/Dstream, set operations): no user function, which might tell 0.0 from -0.0.
+    """
+    return _movable(c) and not any(isinstance(x, UdfCall) for x in walk_expr(c))
+
+
+def _moved(
+    cs: list[BExpr], mapping: dict[int, BExpr], past_equal_values: bool = False
+) -> tuple[list[BExpr], list[BExpr]]:
     """``cs`` split into (those whose every column ``mapping`` gives, rewritten over it; the rest)."""
+    ok = _blind_to_equal_values if past_equal_values else _movable
     down: list[BExpr] = []
     stay: list[BExpr] = []
     for c in cs:
         cols = {x.index for x in walk_expr(c) if isinstance(x, ColRef)}
-        if _movable(c) and cols <= set(mapping):
+        if ok(c) and cols <= set(mapping):
             down.append(substitute(c, {i: mapping[i] for i in cols}))
         else:
             stay.append(c)
     return down, stay
-
-
-def merge_selections(node: L.LogicalNode) -> L.LogicalNode | None:
-    if not (isinstance(node, L.Filter) and isinstance(node.input, L.Filter)):
-        return None
-    inner = node.input
-    return _select(inner.input, [*conjuncts(inner.predicate), *conjuncts(node.predicate)])
 
 
 def push_selection_below_projection(node: L.LogicalNode) -> L.LogicalNode | None:
@@ -233,7 +240,7 @@ def push_selection_below_grouping(node: L.LogicalNode) -> L.LogicalNode | None:
         return None
     a = node.input
     keys: dict[int, BExpr] = {i: k for i, k in enumerate(a.keys) if isinstance(k, ColRef)}
-    down, stay = _moved(conjuncts(node.predicate), keys)
+    down, stay = _moved(conjuncts(node.predicate), keys, past_equal_values=True)
     if not down:
         return None
     return _select(L.Aggregate(_select(a.input, down), a.keys, a.aggs, a.out_schema), stay)
@@ -242,10 +249,10 @@ def push_selection_below_grouping(node: L.LogicalNode) -> L.LogicalNode | None:
 def push_selection_below_distinct_and_streams(node: L.LogicalNode) -> L.LogicalNode | None:
     if not (isinstance(node, L.Filter) and isinstance(node.input, L.Distinct | L.StreamOp)):
         return None
-    down = [c for c in conjuncts(node.predicate) if _movable(c)]
+    down = [c for c in conjuncts(node.predicate) if _blind_to_equal_values(c)]
     if not down:
         return None
-    stay = [c for c in conjuncts(node.predicate) if not _movable(c)]
+    stay = [c for c in conjuncts(node.predicate) if not _blind_to_equal_values(c)]
     return _select(dataclasses.replace(node.input, input=_select(node.input.input, down)), stay)
 
 
@@ -256,16 +263,15 @@ def push_selection_into_set_operands(node: L.LogicalNode) -> L.LogicalNode | Non
     types = s.out_schema.types
     if s.left.schema.types != types or s.right.schema.types != types:
         return None  # an operand's column of another type: the predicate reads the coerced value
-    down = [c for c in conjuncts(node.predicate) if _movable(c)]
+    down = [c for c in conjuncts(node.predicate) if _blind_to_equal_values(c)]
     if not down:
         return None
-    stay = [c for c in conjuncts(node.predicate) if not _movable(c)]
+    stay = [c for c in conjuncts(node.predicate) if not _blind_to_equal_values(c)]
     moved = dataclasses.replace(s, left=_select(s.left, down), right=_select(s.right, down))
     return _select(moved, stay)
 
 
 RULES: tuple[Rule, ...] = (
-    Rule("merge-selections", merge_selections),
     Rule("push-selection-below-projection", push_selection_below_projection),
     Rule("push-selection-below-grouping", push_selection_below_grouping),
     Rule("push-selection-below-distinct-and-streams", push_selection_below_distinct_and_streams),

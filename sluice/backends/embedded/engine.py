@@ -46,7 +46,7 @@ from sluice.runtime.planner import Planner
 from sluice.runtime.queue import Queue
 from sluice.scheduling.strategies import Strategy
 
-SNAPSHOT_FORMAT = 1  # EmbeddedEngine.snapshot_state's layout
+SNAPSHOT_FORMAT = 2  # EmbeddedEngine.snapshot_state's layout: 2 since a source's lateness state is its Admission's
 # EmbeddedEngine.checkpoint's: 2 since operator protocol v2 (checkpoints without it are format 1,
 # whose objects this version would misread: refused with a message, never run); 3 since operators
 # are built from specs and the engine is a session over a registry, a scheduler loop and an inspector
@@ -248,7 +248,8 @@ class EmbeddedEngine:
             data = dumps(self)
         except (pickle.PicklingError, TypeError, AttributeError) as e:
             raise SluiceError(
-                f"checkpoint: the engine's state cannot be saved ({e}); are all UDFs module-level?"
+                f"checkpoint: the engine's state cannot be saved ({e}); are all UDFs (and an injected clock) "
+                "module-level functions?"
             ) from None
         write_atomic(Path(path), data)
 

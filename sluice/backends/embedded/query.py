@@ -11,17 +11,12 @@ from typing import Any
 import pyarrow as pa
 
 from sluice.catalog import Kind
-from sluice.errors import SluiceError
 from sluice.plan import BoundQuery
 from sluice.plan.element import Element
 from sluice.runtime.batch import concat, to_elements
 from sluice.runtime.operators.streams import Output
 from sluice.runtime.stats import OperatorStats, QueueStats, SourceStats
 from sluice.runtime.synopsis import SynopsisStats
-
-
-class UnknownNameError(SluiceError):
-    """Data was pushed to, or a heartbeat given for, a name that is not a registered stream/relation."""
 
 
 @dataclass(frozen=True, slots=True)

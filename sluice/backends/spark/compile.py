@@ -346,17 +346,19 @@ def _branch(top: L.LogicalNode, want: type[W.WindowDef]) -> NativePlan | None:
 def pushdown(plan: L.LogicalNode) -> dict[str, list[BExpr]]:
     """Conjuncts over each source's columns that every element the query uses satisfies: on a
     rewritten plan (``sluice.plan.rules`` moves every selection it can down to its scan), the
-    selection right above each scan of a source the plan reads once.
+    selections right above each scan of a source the plan reads once.
     """
     counts: dict[str, int] = {}
     for s in _scans(plan):
         counts[s.name.lower()] = counts.get(s.name.lower(), 0) + 1
     out: dict[str, list[BExpr]] = {}
     for n in L.walk_plan(plan):
-        if isinstance(n, L.Filter) and isinstance(n.input, L.Scan) and counts[n.input.name.lower()] == 1:
-            own = [c for c in conjuncts(n.predicate) if not has_subquery(c)]
-            if own:
-                out[n.input.name.lower()] = own
+        own: list[BExpr] = []
+        while isinstance(n, L.Filter):  # a selection over selections (the rules never merge them)
+            own += [c for c in conjuncts(n.predicate) if not has_subquery(c)]
+            n = n.input
+        if isinstance(n, L.Scan) and counts[n.name.lower()] == 1 and len(own) > len(out.get(n.name.lower(), [])):
+            out[n.name.lower()] = own
     return out
 
 

@@ -90,7 +90,7 @@ class SluiceProcessor(StatefulProcessor):
 
     def _engine(self) -> Any:
         """The plan with this key's operator state in it."""
-        from sluice.backends.embedded import EmbeddedEngine
+        from sluice.backends.embedded import SNAPSHOT_FORMAT, EmbeddedEngine
 
         if self._plan is None:
             self._plan = self._build()
@@ -101,12 +101,21 @@ class SluiceProcessor(StatefulProcessor):
             assert stored is not None
             blob = stored[0]
         state = pickle.loads(blob)
-        if isinstance(state, EmbeddedEngine):  # a whole engine: written before operator state
+        old = "a pickled engine per key" if isinstance(state, EmbeddedEngine) else None  # before operator state
+        if old is None and isinstance(state, dict) and state.get("format") != SNAPSHOT_FORMAT:
+            old = f"operator state of format {state.get('format')}, this version reads {SNAPSHOT_FORMAT}"
+        if old is not None:
             raise SluiceError(
-                "this query's Spark checkpoint was written by an older version of Sluice (a pickled engine per "
-                "key); delete its checkpoint directory and run it again from the start"
+                f"this query's Spark checkpoint was written by another version of Sluice ({old}); delete its "
+                "checkpoint directory and run it again from the start"
             )
-        self._plan.restore_state(state)
+        try:
+            self._plan.restore_state(state)
+        except SluiceError as e:  # the plan changed (another version's rewrites): its state cannot be used
+            raise SluiceError(
+                f"this query's Spark checkpoint holds state of another plan ({e}); delete its checkpoint directory "
+                "and run it again from the start"
+            ) from None
         return self._plan
 
     def _build(self) -> Any:
