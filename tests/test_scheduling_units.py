@@ -9,6 +9,7 @@ from sluice import EmbeddedEngine
 from sluice.scheduling.model import Op, Path
 from sluice.scheduling.simulator import Simulator
 from sluice.scheduling.strategies import Strategy, make
+from sluice.scheduling.strategies.threshold import Mode
 from sluice.scheduling.units import Granularity, units_for
 
 QUERIES = [
@@ -39,7 +40,7 @@ def _engine(scheduler: str, sharing: bool, queries: list[str]) -> EmbeddedEngine
     ops = [o.name for o in eng.operators if o.kind != "Output"]
     eng.set_estimates({n: (1e-6 * 2**k, 0.5) for k, n in enumerate(ops)})
     if scheduler.startswith("threshold"):
-        eng.strategy.mode = "saving"  # as over its memory limit: simplified segments
+        eng.strategy.mode = Mode.SAVING  # as over its memory limit: simplified segments
     return eng
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from enum import StrEnum
 
 from sluice.scheduling.model import Path
 from sluice.scheduling.strategies.base import Strategy
@@ -18,6 +19,11 @@ from sluice.scheduling.strategies.segment import SimplifiedSegment
 from sluice.scheduling.units import Granularity, SchedulingView, U
 
 DEFAULT_MEMORY = float(64 * 2**20)
+
+
+class Mode(StrEnum):
+    NORMAL = "normal"  # path capacity: latency first
+    SAVING = "saving"  # simplified segment: memory first
 
 
 class Threshold(Strategy):
@@ -32,15 +38,15 @@ class Threshold(Strategy):
             raise ValueError("beta must be in (0.5, 1)")
         self.limit, self.beta, self.max_interval = memory, beta, max_interval
         self.normal, self.saving = PathCapacity(budget=budget), SimplifiedSegment(budget=budget)
-        self.mode = "normal"
+        self.mode = Mode.NORMAL
         self._samples = 0
         self._mean = 0.0
         self._next_check = 0.0
-        self.switches: list[tuple[float, str]] = []
+        self.switches: list[tuple[float, Mode]] = []
 
     @property
     def granularity(self) -> Granularity:  # type: ignore[override]
-        return Granularity.PATH if self.mode == "normal" else Granularity.SEGMENT
+        return Granularity.PATH if self.mode is Mode.NORMAL else Granularity.SEGMENT
 
     def prepare(self, paths: Sequence[Path]) -> None:
         super().prepare(paths)
@@ -62,18 +68,18 @@ class Threshold(Strategy):
         self._samples += 1
         self._mean += (mc - self._mean) / self._samples
         t_max, t_min = self.thresholds()
-        if self.mode == "normal" and mc >= t_max:
-            self.mode = "saving"
-            self.switches.append((view.now, "saving"))
-        elif self.mode == "saving" and mc <= t_min:
-            self.mode = "normal"
-            self.switches.append((view.now, "normal"))
+        if self.mode is Mode.NORMAL and mc >= t_max:
+            self.mode = Mode.SAVING
+            self.switches.append((view.now, Mode.SAVING))
+        elif self.mode is Mode.SAVING and mc <= t_min:
+            self.mode = Mode.NORMAL
+            self.switches.append((view.now, Mode.NORMAL))
         room = max(0.0, 1.0 - mc / self.limit)
         self._next_check = view.now + max(1, math.ceil(self.max_interval * room))
 
     def choose(self, ready: Sequence[U], view: SchedulingView[U]) -> U:
         self._monitor(view)
-        return (self.normal if self.mode == "normal" else self.saving).choose(ready, view)
+        return (self.normal if self.mode is Mode.NORMAL else self.saving).choose(ready, view)
 
     def priority(self, unit: U, view: SchedulingView[U]) -> float:
-        return (self.normal if self.mode == "normal" else self.saving).priority(unit, view)
+        return (self.normal if self.mode is Mode.NORMAL else self.saving).priority(unit, view)
