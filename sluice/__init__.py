@@ -20,7 +20,7 @@ _PUBLIC = {
     "Catalog": "sluice.catalog",
     "Kind": "sluice.catalog",
     "TimeUnit": "sluice.cql.ast",
-    "Element": "sluice.reference",
+    "Element": "sluice.plan.element",
     "SluiceError": "sluice.errors",
 }
 
