@@ -177,7 +177,7 @@ def spark_share(spark: Any, cql: str, events: Path, scratch: Path) -> float:
     eng.execute(DDL)
     eng.attach_directory("S", events, "parquet")
     q = eng.register_query(cql, name="q")
-    q.preagg = eng._preagg(q)
+    q.preagg = eng.preagg_of(q)
     t0 = time.perf_counter()
     frame = input_frame(eng, q).writeStream.format("noop")
     frame.option("checkpointLocation", str(scratch / "share-cp")).trigger(availableNow=True).start().awaitTermination()
