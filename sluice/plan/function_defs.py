@@ -109,7 +109,7 @@ def full(v: Any, n: int, at: pa.DataType) -> Any:
     if v.type != at:  # an integer beyond 2^53 as a float rounds to the nearest, as Python's float()
         v = v.cast(at, safe=not (pa.types.is_integer(v.type) and pa.types.is_floating(at)))
     if isinstance(v, pa.Scalar):
-        return pa.array([v.as_py()] * n, at) if v.is_valid else pa.nulls(n, at)
+        return pa.repeat(v, n)
     return v
 
 

@@ -163,6 +163,12 @@ def _movable(c: BExpr) -> bool:
     )
 
 
+def _split(predicate: BExpr, moves: Callable[[BExpr], bool]) -> tuple[list[BExpr], list[BExpr]]:
+    """The predicate's conjuncts as (those that move, those that stay)."""
+    cs = conjuncts(predicate)
+    return [c for c in cs if moves(c)], [c for c in cs if not moves(c)]
+
+
 def _select(node: L.LogicalNode, cs: list[BExpr]) -> L.LogicalNode:
     p = conjoin(cs)
     return node if p is None else L.Filter(node, p)
@@ -194,10 +200,9 @@ def push_selection_below_window(node: L.LogicalNode) -> L.LogicalNode | None:
     if not (isinstance(node, L.Filter) and isinstance(node.input, L.Window) and node.input.spec.time_based):
         return None
     w = node.input
-    down = [c for c in conjuncts(node.predicate) if _movable(c)]
+    down, stay = _split(node.predicate, _movable)
     if not down:
         return None
-    stay = [c for c in conjuncts(node.predicate) if not _movable(c)]
     return _select(L.Window(_select(w.input, down), w.spec), stay)
 
 
@@ -249,10 +254,9 @@ def push_selection_below_grouping(node: L.LogicalNode) -> L.LogicalNode | None:
 def push_selection_below_distinct_and_streams(node: L.LogicalNode) -> L.LogicalNode | None:
     if not (isinstance(node, L.Filter) and isinstance(node.input, L.Distinct | L.StreamOp)):
         return None
-    down = [c for c in conjuncts(node.predicate) if _blind_to_equal_values(c)]
+    down, stay = _split(node.predicate, _blind_to_equal_values)
     if not down:
         return None
-    stay = [c for c in conjuncts(node.predicate) if not _blind_to_equal_values(c)]
     return _select(dataclasses.replace(node.input, input=_select(node.input.input, down)), stay)
 
 
@@ -263,10 +267,9 @@ def push_selection_into_set_operands(node: L.LogicalNode) -> L.LogicalNode | Non
     types = s.out_schema.types
     if s.left.schema.types != types or s.right.schema.types != types:
         return None  # an operand's column of another type: the predicate reads the coerced value
-    down = [c for c in conjuncts(node.predicate) if _blind_to_equal_values(c)]
+    down, stay = _split(node.predicate, _blind_to_equal_values)
     if not down:
         return None
-    stay = [c for c in conjuncts(node.predicate) if not _blind_to_equal_values(c)]
     moved = dataclasses.replace(s, left=_select(s.left, down), right=_select(s.right, down))
     return _select(moved, stay)
 

@@ -316,14 +316,13 @@ def _branch(top: L.LogicalNode, want: type[W.WindowDef]) -> NativePlan | None:
     static, stream_first = None, True
     scan, below = stream_window(node, 0)
     if scan is None and isinstance(node, L.Join):
-        left, right = node.left, node.right
-        lw = len(left.schema)
-        if (got := stream_window(left, 0))[0] is not None and (rel := selected(right, lw))[0] is not None:
-            (scan, below), static = got, rel[0].name
-            below += rel[1]
-        elif (got := stream_window(right, lw))[0] is not None and (rel := selected(left, 0))[0] is not None:
-            (scan, below), static, stream_first = got, rel[0].name, False
-            below += rel[1]
+        lw = len(node.left.schema)
+        sides = ((node.left, 0, node.right, lw, True), (node.right, lw, node.left, 0, False))
+        for stream_side, s_at, rel_side, r_at, first in sides:
+            (s, s_preds), (r, r_preds) = stream_window(stream_side, s_at), selected(rel_side, r_at)
+            if s is not None and r is not None:
+                scan, below, static, stream_first = s, s_preds + r_preds, r.name, first
+                break
     if scan is None:
         return None
     schema = node.schema

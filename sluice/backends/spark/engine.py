@@ -285,7 +285,7 @@ class SparkEngine:
 
     def reject(self, name: str, messages: Sequence[str]) -> None:
         """Count rows rejected before they reached the engine (a reader's bad lines), as malformed."""
-        self.inbox.reject(name, list(messages))
+        self.inbox.reject(name, messages)
 
     def heartbeat(self, ts: int, name: str | None = None) -> None:
         """No element stamped ≤ ts will still arrive (every source; one source's heartbeat is an
@@ -295,12 +295,12 @@ class SparkEngine:
             raise SluiceError(
                 f"heartbeat(ts, {name!r}): Spark completes instants on every source at once; call heartbeat(ts)"
             )
-        self.inbox.marker("h", ts, self.start)
+        self.inbox.complete("h", ts, self.start)
 
     def close(self, until: int | None = None) -> None:
         """End of input: complete every instant up to ``until`` (default: the last timestamp pushed)."""
         last = self.inbox.last_ts if self.inbox.last_ts is not None else 0
-        self.inbox.marker("e", until if until is not None else last, self.start)
+        self.inbox.complete("e", until if until is not None else last, self.start)
         self.run()
 
     # -- running -------------------------------------------------------------------------

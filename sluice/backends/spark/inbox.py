@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -122,7 +123,7 @@ class Inbox:
         cols.update({f"c{j}": batch.column(2 + j) for j in range(len(d.schema))})
         self._batches.setdefault(d.name.lower(), []).append(pa.table(cols))
 
-    def reject(self, name: str, messages: list[str]) -> None:
+    def reject(self, name: str, messages: Sequence[str]) -> None:
         """Count rows rejected before they reached the engine (a reader's bad lines), as malformed."""
         adm = self.admission_of(self.source(name))
         for msg in messages:
@@ -132,15 +133,22 @@ class Inbox:
         return [m for adm in self.admission.values() for m in adm.messages]
 
     # -- markers -------------------------------------------------------------------------
-    def marker(self, kind: str, ts: int, start: int | None) -> None:
-        """``h`` heartbeat, ``e`` end, ``s`` start (every input gets an event time from it)."""
-        if kind != "s":
-            self.push_static(start)  # static rows are in before any instant completes
+    def marker(self, kind: str, ts: int) -> None:
+        """A marker in the sequence: ``h`` heartbeat, ``e`` end, ``s`` start (every input gets
+        an event time from it).
+        """
         self.seq += 1
         self._markers.append((self.seq, kind, ts))
-        if kind != "s":
-            for adm in self.admission.values():
-                adm.heartbeat(ts)
+
+    def complete(self, kind: str, ts: int, start: int | None) -> None:
+        """Instants up to ``ts`` are complete (``h``) or the input ends there (``e``): static rows
+        go in first (before any instant completes), then the marker, and every source's lateness
+        rule learns it.
+        """
+        self.push_static(start)
+        self.marker(kind, ts)
+        for adm in self.admission.values():
+            adm.heartbeat(ts)
 
     # -- to Spark ------------------------------------------------------------------------
     def flush(self) -> None:

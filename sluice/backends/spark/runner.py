@@ -112,7 +112,7 @@ class Runner:
                 q.native = eng.native_of(q)
             if q.stream is None and q.native is None:  # give every input an event time from the start
                 start = eng.start if eng.start is not None else inbox.min_ts
-                inbox.marker("s", (start or 0) - 1, eng.start)
+                inbox.marker("s", (start or 0) - 1)
         inbox.flush()
         for q in eng.queries.values():
             if q.stream is None:

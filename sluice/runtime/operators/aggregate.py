@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sluice.plan.accumulators import Accumulator, IntegerSum, Summable, accumulator, counting
 from sluice.plan.expr import AggCall, BExpr
+from sluice.plan.function_defs import full
 from sluice.plan.numeric import row_fits
 from sluice.runtime.batch import TS, from_signed_rows, sign_of, signed_counts, ts_of
 from sluice.runtime.operators.base import Operator, OperatorSpec, Unary
@@ -131,8 +132,8 @@ class Aggregate(Unary):
         r = evaluate_rows(self._fns, self._exprs, b)
         self.reject_rows(r.rejected)
         n = r.batch.num_rows
-        vals = iter(_full(v, n) for v in r.values[self.nkeys :])
-        keycols = [_full(v, n) for v in r.values[: self.nkeys]]
+        vals = iter(full(v, n, v.type) for v in r.values[self.nkeys :])
+        keycols = [full(v, n, v.type) for v in r.values[: self.nkeys]]
         return r.batch, keycols, [None if f is None else next(vals) for f in self.arg_fns]
 
     def process(self, b: pa.Table) -> None:
@@ -234,12 +235,6 @@ class Aggregate(Unary):
         if self._counting is not None:
             return self._counting.state_bytes()
         return sum(64 + 16 * sum(a.entries for a in g.accs if a is not None) for g in self.groups.values())
-
-
-def _full(v: Any, n: int) -> Any:
-    if isinstance(v, pa.Scalar):
-        return pa.array([v.as_py()] * n, v.type)
-    return v
 
 
 @dataclass
