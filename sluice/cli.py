@@ -148,12 +148,19 @@ def _engine_options(p: argparse.ArgumentParser) -> None:
         help="strategy[+modifier][:key=value,…], e.g. chain, threshold:memory=5MB, round-robin:quantum=2",
     )
     g.add_argument("--slack", type=int, default=0, help="accept elements up to this many ticks out of order")
+    g.add_argument(
+        "--shared-join",
+        default=None,
+        metavar="POLICY",
+        help="how queries joining the same streams on the same predicate share one join: greedy (default), "
+        "swf, lwo or off; options after ':', e.g. swf:variant=nested-loop,unit=1",
+    )
     g.add_argument("--seed", type=int, default=0, help="seed of Sample()")
     g.add_argument("--time-unit", default="second", choices=UNITS, help="what one tick is (NEXMark: millisecond)")
 
 
 def _engine_key(args: argparse.Namespace) -> tuple[Any, ...]:
-    return (args.backend, args.scheduler, args.seed, args.time_unit, args.slack)
+    return (args.backend, args.scheduler, args.seed, args.time_unit, args.slack, args.shared_join)
 
 
 def _engine(args: argparse.Namespace) -> Any:
@@ -164,6 +171,7 @@ def _engine(args: argparse.Namespace) -> Any:
         "seed": args.seed,
         "time_unit": args.time_unit,
         "slack": args.slack,
+        "shared_join": args.shared_join,
     }
     if args.backend == "spark":
         opts["master"] = args.master

@@ -24,6 +24,7 @@ from sluice.runtime.batch import from_rows
 from sluice.runtime.operators import base as opbase
 from sluice.runtime.operators.aggregate import Aggregate
 from sluice.runtime.operators.base import ExecContext, Operator, OperatorSpec, Unary
+from sluice.runtime.operators.shared_join import SharedWindowJoin
 from sluice.runtime.operators.sources import Source
 from sluice.runtime.operators.stateless import Select, SelectSpec
 from sluice.runtime.operators.streams import Output
@@ -48,8 +49,11 @@ QUERIES = [
     "select A from S [Range 4] where A in (select K from R)",
     "select K, CURRENT_TIME from R where K < CURRENT_TIME",
     "select * from S Sample(50)",
+    "select * from S [Range 3] as X, S [Rows 2] as Y where X.A = Y.A and X.B > 0",  # a shared window join
 ]
-STRUCTURE = {"name", "readers", "output", "ctx", "queries", "deliver"}
+# wiring, set by the planner (a shared join's ports — its further output queues, the queries each
+# serves — change when queries are registered or removed, never while it runs)
+STRUCTURE = {"name", "readers", "output", "ctx", "queries", "deliver", "owner", "extra_outputs", "ports"}
 
 
 def _engine() -> EmbeddedEngine:
@@ -106,7 +110,10 @@ def test_every_operator_declares_all_it_changes() -> None:
     eng = _engine()
     _feed(eng, 0, 3)
     late = eng.register_query("select A from S [Range 2]", name="late")  # a Since operator
+    # ... and a port of the running shared join (the operators above a port read it through one)
+    eng.register_query("select * from S [Range 5] as X, S [Rows 2] as Y where X.A = Y.A", name="late2")
     ops = list(eng.sources.values()) + eng.operators
+    ops += [p.handle for o in eng.operators if isinstance(o, SharedWindowJoin) for p in o.ports]
     before = {id(o): _fixed(o) for o in ops}
     _feed(eng, 3, 30)
     eng.close()

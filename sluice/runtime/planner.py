@@ -16,6 +16,7 @@ planner decides the spec, the constructor derives everything else.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from sluice.catalog import Kind
@@ -34,6 +35,16 @@ from sluice.runtime.operators.aggregate import Aggregate, AggregateSpec, Distinc
 from sluice.runtime.operators.base import ExecContext, Operator, OperatorSpec
 from sluice.runtime.operators.join import Join, JoinSpec
 from sluice.runtime.operators.relational import SetOp, SetOpSpec
+from sluice.runtime.operators.shared_join import (
+    PortDef,
+    SharedJoinOptions,
+    SharedJoinPort,
+    SharedWindowJoin,
+    SharedWindowJoinSpec,
+    SideView,
+    family,
+    variant_for,
+)
 from sluice.runtime.operators.sources import Since, SinceSpec, Source
 from sluice.runtime.operators.stateless import Project, ProjectSpec, Sample, SampleSpec, Select, SelectSpec
 from sluice.runtime.operators.streams import IDstream, IDstreamSpec, Rstream, RstreamSpec
@@ -46,10 +57,20 @@ OpT = TypeVar("OpT", bound=Operator)
 
 
 class Planner:
-    def __init__(self, sources: dict[str, Source], ctx: ExecContext, sharing: bool = True) -> None:
+    def __init__(
+        self,
+        sources: dict[str, Source],
+        ctx: ExecContext,
+        sharing: bool = True,
+        shared_join: SharedJoinOptions | None = None,
+    ) -> None:
         self.sources = sources
         self.ctx = ctx
         self.sharing = sharing
+        self.shared_join = shared_join  # None: each query's window join is its own
+        # shared window joins by signature (inputs, keys, residual, window family, options): kept
+        # across epochs, so a query registered while running joins a running one (Hammad §4)
+        self._shared: dict[Any, SharedWindowJoin] = {}
         self.since: int | None = None  # the first instant of queries planned now, if the engine runs
         self.operators: list[Operator] = []  # in creation order = a topological order
         self._memo: dict[Any, Operator] = {}
@@ -141,8 +162,17 @@ class Planner:
         self._memo = {}
 
     def forget(self, ops: set[int]) -> None:
-        """Drop removed operators (by id) from the sharing memo and the operator list."""
-        self._memo = {k: v for k, v in self._memo.items() if id(v) not in ops}
+        """Drop removed operators (by id) from the sharing memo and the operator list (and the
+        ports of shared joins that serve no query any more).
+        """
+        self._shared = {k: v for k, v in self._shared.items() if id(v) not in ops}
+
+        def gone(v: Operator) -> bool:
+            if isinstance(v, SharedJoinPort):
+                return id(v.owner) in ops or not v.owner._active[v.port]
+            return id(v) in ops
+
+        self._memo = {k: v for k, v in self._memo.items() if not gone(v)}
         self._producers = {k: v for k, v in self._producers.items() if id(v) not in ops}
         self.operators = [o for o in self.operators if id(o) not in ops]
 
@@ -234,15 +264,73 @@ class Planner:
                 keys.append(key)
             else:
                 here.append(c)
-        left, right = self._op(n.left), self._op(n.right)
         residual = conjoin(here)
         for c in here:
             _no_current_time(c)
+        if self.shared_join is not None and self.sharing:
+            port = self._shared_join(n, tuple(keys), residual)
+            if port is not None:
+                return port
+        left, right = self._op(n.left), self._op(n.right)
         detail = ", ".join(f"{n.schema.names[a]} = {n.schema.names[lw + b]}" for a, b in keys) or "nested loop"
         if residual is not None:
             detail += f"; filter {_render(residual, n)}"
         spec = JoinSpec(n.schema, left.schema.types, right.schema.types, tuple(keys), residual, detail=detail)
         return self._new(Join, spec, [left, right])
+
+    def _shared_join(
+        self, n: L.Join, keys: tuple[tuple[int, int], ...], residual: BExpr | None
+    ) -> SharedJoinPort | None:
+        """A port of the shared window join of every query joining these two streams on this
+        predicate (Hammad et al. §2.2), or None if the join is not a window join it serves.
+        Selections on one input are pulled up into the port (§2.1) — below a time-based window
+        they commute with it; above any window they are a selection of the window's contents.
+        """
+        sides = [_window_side(n.left), _window_side(n.right)]
+        if sides[0] is None or sides[1] is None:
+            return None
+        fam = (family(sides[0].window), family(sides[1].window))
+        assert fam[0] is not None and fam[1] is not None and self.shared_join is not None
+        ops: list[Operator] = []
+        starts: list[int] = []
+        views: list[SideView] = []
+        for sd in sides:
+            assert sd is not None
+            base = sd.base
+            src = self.sources.get(base.name.lower()) if isinstance(base, L.Scan) else None
+            if src is not None and not src.relation:
+                # the stream itself, whatever the epoch: a late query's start is its port's
+                ops.append(src)
+                starts.append(src.output._end if self.since is not None else 0)
+            else:
+                ops.append(self._op(base))
+                starts.append(0)
+            pred = conjoin(list(sd.filters))
+            text = _render(pred, base) if pred is not None else ""
+            views.append(SideView(sd.window, pred, text))
+        options = self.shared_join
+        key = (id(ops[0]), id(ops[1]), keys, residual, fam, options)
+        op = self._shared.get(key)
+        if op is None:
+            lw = len(n.left.schema)
+            detail = ", ".join(f"{n.schema.names[a]} = {n.schema.names[lw + b]}" for a, b in keys) or "no keys"
+            if residual is not None:
+                detail += f"; filter {_render(residual, n)}"
+            spec = SharedWindowJoinSpec(
+                n.schema,
+                ops[0].schema.types,
+                ops[1].schema.types,
+                keys,
+                residual,
+                (fam[0], fam[1]),
+                options,
+                detail=f"{detail}; {options.policy.value}, {variant_for(keys, options).value}",
+            )
+            op = self._new(SharedWindowJoin, spec, ops, at_end=self.since is not None)
+            op.declare(ops)
+            self._shared[key] = op
+        op.queries.add(self._query)
+        return op.add_port(PortDef(views[0], views[1], self.since), self._query, (starts[0], starts[1]))
 
     def _aggregate(self, n: L.Aggregate) -> Operator:
         child = self._op(n.input)
@@ -291,6 +379,41 @@ class Planner:
         pure = not passthrough and child.pure and n not in self._ordered
         detail = "insert-only input: pass-through" if passthrough else "pure input: no netting" if pure else ""
         return self._new(IDstream, IDstreamSpec(n.schema, n.op, passthrough, pure, detail=detail), [child])
+
+
+@dataclass(frozen=True, slots=True)
+class _WindowSide:
+    base: L.LogicalNode  # the stream the shared join reads
+    window: Any  # sluice.windows.WindowDef
+    filters: tuple[BExpr, ...]  # the selections the query applies to it, as one port's mask
+
+
+def _window_side(node: L.LogicalNode) -> _WindowSide | None:
+    """``σ…(Window(σ…(stream)))`` as (stream, window, selections), when a shared join can serve it:
+    a window it knows, selections without subqueries (above the window, where they select from a
+    relation, without CURRENT_TIME either).  Selections below a time-based window move up with it
+    (they commute); below ``[Rows N]`` they are part of the stream it counts.
+    """
+    above: list[BExpr] = []
+    while isinstance(node, L.Filter):
+        above.append(node.predicate)
+        node = node.input
+    if not isinstance(node, L.Window):
+        return None
+    fam = family(node.spec)
+    if fam is None:
+        return None
+    if any(has_subquery(c) or uses_current_time(c) for c in above):
+        return None
+    below: list[BExpr] = []
+    base = node.input
+    if fam == "time":
+        while isinstance(base, L.Filter):
+            below.append(base.predicate)
+            base = base.input
+    if base.kind is not Kind.STREAM or any(has_subquery(c) for c in below):
+        return None
+    return _WindowSide(base, node.spec, tuple(below + above))
 
 
 def _order_sensitive_streams(plan: L.LogicalNode) -> set[L.LogicalNode]:

@@ -41,6 +41,7 @@ from sluice.plan.element import Element
 from sluice.plan.explain import explain
 from sluice.runtime.batch import NEG_INF, dumps
 from sluice.runtime.operators.base import ExecContext, Operator
+from sluice.runtime.operators.shared_join import SharedJoinOptions
 from sluice.runtime.operators.sources import Source
 from sluice.runtime.planner import Planner
 from sluice.runtime.queue import Queue
@@ -53,11 +54,28 @@ SNAPSHOT_FORMAT = 2  # EmbeddedEngine.snapshot_state's layout: 2 since a source'
 CHECKPOINT_FORMAT = 3
 
 
+def _shared_join_options(text: str | SharedJoinOptions | None, sharing: bool) -> SharedJoinOptions | None:
+    """The shared-join policy: Greedy unless turned off; none without sharing (asking for one
+    then is an error, not a silent fallback).
+    """
+    if text is None:
+        return SharedJoinOptions() if sharing else None
+    opts = SharedJoinOptions.parse(text)
+    if opts is not None and not sharing:
+        raise SluiceError(f"shared_join={opts.describe()!r} needs sharing=True (with sharing=False use 'off')")
+    return opts
+
+
 class EmbeddedEngine:
     """Register streams, relations, views and queries; push data; read answers.
 
     ``clock`` measures operators' costs for the cost-based strategies (default
     ``time.perf_counter``; a test may inject a deterministic one).
+
+    ``shared_join``: how queries that join the same two streams on the same predicate share one
+    join whatever their windows (Hammad et al.; ``docs/design/020``) — ``"greedy"`` (the default
+    with ``sharing``: the paper's best), ``"swf"``, ``"lwo"``, or ``"off"`` (a join per window
+    pair); options after a colon, e.g. ``"swf:variant=nested-loop,unit=1"``.
     """
 
     def __init__(
@@ -67,6 +85,7 @@ class EmbeddedEngine:
         time_unit: TimeUnit | str = TimeUnit.SECOND,
         slack: int = 0,
         sharing: bool = True,
+        shared_join: str | SharedJoinOptions | None = None,
         scheduler: str | Strategy = "round-robin",
         budget: int = 65536,
         seed: int = 0,
@@ -76,7 +95,10 @@ class EmbeddedEngine:
         self.checkpoint_format = CHECKPOINT_FORMAT
         self.catalog = catalog if catalog is not None else Catalog(time_unit=time_unit)
         self.slack = slack
-        self.registry = QueryRegistry(ExecContext(start=start, seed=seed, clock=clock), slack, sharing)
+        self.shared_join = _shared_join_options(shared_join, sharing)
+        self.registry = QueryRegistry(
+            ExecContext(start=start, seed=seed, clock=clock), slack, sharing, self.shared_join
+        )
         self.loop = SchedulerLoop(self.registry, scheduler, budget)
         self.inspector = Inspector(self.registry, self.loop)
         for d in self.catalog.sources:

@@ -13,6 +13,7 @@ from sluice.plan import BoundQuery
 from sluice.plan.rules import rewrite
 from sluice.runtime.batch import NEG_INF
 from sluice.runtime.operators.base import ExecContext, Operator, OperatorFailure
+from sluice.runtime.operators.shared_join import SharedJoinOptions
 from sluice.runtime.operators.sources import Source
 from sluice.runtime.operators.streams import Output, OutputSpec
 from sluice.runtime.planner import Planner
@@ -26,11 +27,13 @@ class UnknownNameError(SluiceError):
 class QueryRegistry:
     """Sources, operators (in creation order: a topological order) and queries, kept consistent."""
 
-    def __init__(self, ctx: ExecContext, slack: int, sharing: bool) -> None:
+    def __init__(
+        self, ctx: ExecContext, slack: int, sharing: bool, shared_join: SharedJoinOptions | None = None
+    ) -> None:
         self.ctx = ctx
         self.slack = slack
         self.sources: dict[str, Source] = {}
-        self.planner = Planner(self.sources, ctx, sharing=sharing)
+        self.planner = Planner(self.sources, ctx, sharing=sharing, shared_join=shared_join)
         self.queries: dict[str, Query] = {}
         self.failures: dict[str, str] = {}  # query name → why it stopped
         self.operators: list[Operator] = []  # every operator but the sources, outputs included
@@ -100,6 +103,8 @@ class QueryRegistry:
                 gone.add(id(op))
                 for r in op.readers:
                     r.queue.detach(r)
+            elif name in op.queries:
+                op.forget_query(name)  # a shared operator: what served only this query stops
             op.queries.discard(name)
         for s in self.sources.values():
             s.queries.discard(name)

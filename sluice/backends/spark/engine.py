@@ -48,6 +48,7 @@ from sluice.plan.ddl import execute_statement
 from sluice.plan.element import Element
 from sluice.plan.explain import explain as explain_plan
 from sluice.plan.rules import rewrite
+from sluice.runtime.operators.shared_join import SharedJoinOptions
 from sluice.windows import Range
 
 SINKS = ("memory", "parquet", "json", "console")
@@ -68,10 +69,14 @@ class SparkEngine:
         scheduler: str = "round-robin",
         spark: Any = None,
         preaggregate: bool = True,
+        shared_join: str | None = None,
     ) -> None:
         """``scheduler`` is the strategy each processor's operators run under (as ``EmbeddedEngine``);
         ``preaggregate=False`` sends every element of a sliding-window group-by to the processor
         instead of Spark's partial aggregates (the same answer: for comparison and benchmarks).
+        ``shared_join`` is the policy of a window join inside a processor (same names and errors as
+        ``EmbeddedEngine``); each query runs in processors of its own, so on Spark a join is not
+        shared across queries (issue #12 item 5; EXPLAIN says so).
         """
         from sluice.backends.spark.session import get_session
         from sluice.scheduling.strategies import make
@@ -81,6 +86,8 @@ class SparkEngine:
         except ValueError as e:
             raise SluiceError(str(e)) from None
         self.scheduler = scheduler
+        SharedJoinOptions.parse(shared_join)  # the same names, options and errors as the embedded engine
+        self.shared_join = shared_join
         self.preaggregate = preaggregate
         self.spark = spark or get_session(master)
         self.catalog = Catalog(time_unit=time_unit)

@@ -16,6 +16,7 @@ from sluice.backends.spark.frames import read_committed, source_column
 from sluice.backends.spark.processor import output_schema
 from sluice.backends.spark.query import SparkQuery, late_note, notes
 from sluice.errors import SluiceError
+from sluice.plan import logical as L
 from sluice.plan.element import Element
 from sluice.plan.explain import explain as explain_plan
 from sluice.plan.expr import render
@@ -105,5 +106,9 @@ class Inspector:
                 lines.append(f"  selection run by Spark on {src}: " + " AND ".join(render(p, names) for p in done))
         if q.rewrites:
             lines.append(f"  rewritten by: {', '.join(q.rewrites)}")
+        if q.native is None and any(isinstance(n, L.Join) for n in L.walk_plan(q.plan)) and eng.shared_join != "off":
+            lines.append(
+                "  joins: run in this query's own processors (on Spark a window join is not shared across queries)"
+            )
         lines.append(explain_plan(q.plan))
         return "\n".join(lines)

@@ -73,10 +73,12 @@ class SluiceProcessor(StatefulProcessor):
         udfs: list[tuple[str, Any, Any, Any, bool]] | None = None,
         scheduler: str = "round-robin",
         lag: int = 0,
+        shared_join: str | None = None,
     ) -> None:
         self.ddl, self.query, self.start = ddl, query, start
         self.lag = lag  # ticks behind Spark's watermark its instants complete (pre-aggregated input)
         self.scheduler = scheduler
+        self.shared_join = shared_join
         self.time_unit, self.seed, self.slack = time_unit, seed, slack
         self.sources, self.out_types = sources, out_types
         self.udfs = udfs or []
@@ -128,6 +130,7 @@ class SluiceProcessor(StatefulProcessor):
             start=self.start,
             slack=self.slack,
             scheduler=getattr(self, "scheduler", "round-robin"),  # processors pickled before it existed
+            shared_join=getattr(self, "shared_join", None),
         )
         for name, fn, ret, args, strict in self.udfs:
             eng.catalog.register_function(name, fn, ret, args, strict=strict)

@@ -73,6 +73,7 @@ class Runner:
             eng.udfs,
             eng.scheduler,
             lag=1 if q.preagg is not None else 0,
+            shared_join=eng.shared_join,
         )
         q.processor = proc
         if q.native is None and q.part is not None:

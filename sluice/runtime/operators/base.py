@@ -188,6 +188,11 @@ class Operator(Part):
         self.extra_outputs.append(q)
         return q
 
+    def forget_query(self, name: str) -> None:
+        """A query it served is removed while others go on: stop the work done only for it (an
+        operator with per-query outputs — a shared window join — drops that output).
+        """
+
     def declare(self, inputs: Sequence[Operator]) -> None:
         """Set the capabilities that follow from its inputs' (``insert_only``, ``pure``): called
         once by the planner when it is built.  The default keeps the values its construction set.

@@ -1,0 +1,882 @@
+"""The shared window join (Hammad, Franklin, Aref & Elmagarmid, *Scheduling for Shared Window
+Joins over Data Streams*, 2003): one symmetric join serving every query that joins the same two
+streams on the same predicate, whatever its windows — ``docs/design/020-shared-window-joins.md``.
+
+**What each query gets (§2.2, objective 1).**  Port ``p`` of the operator carries exactly the
+signed changes that ``Window_p^L(L) ⋈ Window_p^R(R)`` — the query's isolated join — would give,
+instant by instant.  With windows whose elements stay from their timestamp until a leave time
+``d`` (``[Range T]``: ``d = ts + T + 1``; ``[Now]`` = ``[Range 0]``; ``[Rows N]``: the timestamp
+of the N-th later element; Unbounded: never), the pair ``(x, y)`` is in the join from
+``max(ts_x, ts_y)`` until ``min(d_x, d_y)`` when the first is before the second (the containment
+property of §2.2 is this with nested windows).  So the operator emits ``+(x, y)`` when the later
+element arrives (the join step) and ``−(x, y)`` when the first of the two leaves that port's
+window; the routing step (§3.1) sends a pair to the ports whose windows hold both elements.
+Per-stream windows (§2.1: "associate different windows with each stream") are the same rule
+with two window sizes.  Selections the query applies to one input (pulled up above the join,
+§2.1, so that queries with different selections still share it) are per-port masks over the
+buffered elements.  A query registered while the engine runs reads the streams from its first
+instant on (as ``sources.Since``): per-port start positions.
+
+**The join step (§3.4).**  One JoinBuffer per input holds the elements the largest window can
+still use, in arrival order, so every window of a port is a *suffix* of the other buffer at any
+instant and the windows of all ports are nested suffixes: the band of a window is the part of
+its suffix outside the next smaller window's (the "partial window" of §3.2).  An arriving
+element joins with the other buffer band by band — by hashing on the equality conjuncts (Arrow's
+hash join of the band's rows) or, in the nested-loop variant, by checking every element of the
+band — vectorised over the elements that arrived together.
+
+**Scheduling (§3).**  Join work is queued as *units* (the elements of one input read together,
+or at most ``unit`` of them; the paper's tuple is ``unit=1``), each with the extent of the windows
+it has already scanned (the resume pointer of §3.2).  The policy picks the next (unit, band):
+
+* ``LWO`` (§3.1): the oldest unit scans the largest window in one go;
+* ``SWF`` (§3.2): the unit whose next band completes the smallest window (new units start at the
+  smallest), oldest first; output is held until its unit has scanned the port's whole window;
+* ``GREEDY`` (§3.3): the unit whose next band is the narrowest (priority inversely proportional
+  to the partial window), and — the order being static — output is released as soon as nothing
+  earlier can still come (early release).
+
+A port's output is released in timestamp order (the ordered output buffer of §3.2): everything
+before the oldest unit still owing the port work, which also bounds the port's watermark.  The
+policies change when answers appear, never what they are.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from sluice import windows as W
+from sluice.datatypes import DataType
+from sluice.errors import InternalError, SluiceError
+from sluice.plan.expr import BExpr
+from sluice.runtime.batch import META, NEG_INF, POS_INF, concat, empty, make, nbytes, sort_by_ts, ts_of
+from sluice.runtime.operators.base import Operator, OperatorSpec, Part
+from sluice.runtime.queue import count_upto
+from sluice.runtime.synopsis import SynopsisStats
+from sluice.runtime.vexpr import VFn, compile_expr, evaluate_rows, truth_mask
+
+LEFT, RIGHT = 0, 1
+
+
+class Policy(enum.Enum):
+    """How the shared join orders its work (Hammad et al. §3)."""
+
+    LWO = "lwo"
+    SWF = "swf"
+    GREEDY = "greedy"
+
+
+class Variant(enum.Enum):
+    """How an element finds its partners in a band (§3.4)."""
+
+    HASH = "hash"
+    NESTED_LOOP = "nested-loop"
+
+
+@dataclass(frozen=True, slots=True)
+class SharedJoinOptions:
+    """``EmbeddedEngine(shared_join=...)``: the policy, and for experiments the variant (hash when
+    the predicate has equality conjuncts, else nested loop) and the unit of scheduling.
+    """
+
+    policy: Policy = Policy.GREEDY
+    variant: Variant | None = None  # None: hash when there are keys
+    unit: int | None = None  # elements per unit of scheduling (None: what one read brings)
+
+    @staticmethod
+    def parse(text: str | SharedJoinOptions | None) -> SharedJoinOptions | None:
+        """``"greedy"``, ``"swf:variant=nested-loop,unit=1"``, ``"off"`` (None)."""
+        if text is None or isinstance(text, SharedJoinOptions):
+            return text
+        name, _, rest = text.strip().partition(":")
+        name = name.strip().lower()
+        if name == "off":
+            if rest:
+                raise SluiceError(f"shared join 'off' takes no options (got {rest!r})")
+            return None
+        names = [p.value for p in Policy]
+        if name not in names:
+            raise SluiceError(f"unknown shared-join policy {name!r}: expected one of {', '.join(names)} or off")
+        variant: Variant | None = None
+        unit: int | None = None
+        for item in filter(None, (s.strip() for s in rest.split(","))):
+            key, eq, value = item.partition("=")
+            key, value = key.strip().lower(), value.strip().lower()
+            if not eq:
+                raise SluiceError(f"shared-join option {item!r}: expected key=value (variant=…, unit=…)")
+            if key == "variant":
+                kinds = [v.value for v in Variant]
+                if value not in kinds:
+                    raise SluiceError(f"shared-join variant {value!r}: expected {' or '.join(kinds)}")
+                variant = Variant(value)
+            elif key == "unit":
+                if not value.isdigit() or int(value) < 1:
+                    raise SluiceError(f"shared-join unit {value!r}: expected a positive whole number of elements")
+                unit = int(value)
+            else:
+                raise SluiceError(f"unknown shared-join option {key!r} (variant, unit)")
+        return SharedJoinOptions(Policy(name), variant, unit)
+
+    def describe(self) -> str:
+        bits = [self.policy.value]
+        if self.variant is not None:
+            bits.append(f"variant={self.variant.value}")
+        if self.unit is not None:
+            bits.append(f"unit={self.unit}")
+        return bits[0] + (":" + ",".join(bits[1:]) if len(bits) > 1 else "")
+
+
+def family(w: W.WindowDef) -> str | None:
+    """``"time"`` or ``"rows"`` for the windows a shared join serves; None for the others
+    (Slide, Partition By: not nested suffixes of one buffer).
+    """
+    if isinstance(w, W.Rows):
+        return "rows"
+    if isinstance(w, W.Range) and w.slide in (None, 1):
+        return "time"
+    if isinstance(w, W.Now | W.Unbounded):
+        return "time"
+    return None
+
+
+def extent(w: W.WindowDef) -> int:
+    """The window's size on its axis: ticks (time windows) or elements (``[Rows N]``)."""
+    if isinstance(w, W.Rows):
+        return w.rows
+    if isinstance(w, W.Range):
+        return w.range
+    if isinstance(w, W.Now):
+        return 0
+    if isinstance(w, W.Unbounded):
+        return POS_INF
+    raise InternalError(f"a shared join cannot serve the window {w!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class SideView:
+    """What one query sees of one input: its window, and the selections it applies to that
+    input's elements alone (None: all).
+    """
+
+    window: W.WindowDef
+    filter: BExpr | None = None
+    filter_text: str = ""
+
+    def describe(self) -> str:
+        s = f"[{self.window.describe()}]"
+        return s + (f" where {self.filter_text}" if self.filter_text else "")
+
+
+@dataclass(frozen=True, slots=True)
+class PortDef:
+    """One output of the shared join: the windows (and selections) of the queries it serves."""
+
+    left: SideView
+    right: SideView
+    since: int | None = None  # a query registered while running: its first instant
+
+    def side(self, s: int) -> SideView:
+        return self.left if s == LEFT else self.right
+
+
+@dataclass(frozen=True, slots=True)
+class SharedWindowJoinSpec(OperatorSpec):
+    left_types: tuple[DataType, ...]
+    right_types: tuple[DataType, ...]
+    keys: tuple[tuple[int, int], ...]  # (left column, right column) pairs that must be equal
+    residual: BExpr | None  # the rest of the (common) join predicate, over the joined row
+    families: tuple[str, str]  # per input, "time" or "rows": the family of every port's window on it
+    options: SharedJoinOptions = field(default_factory=SharedJoinOptions)
+
+    @property
+    def variant(self) -> Variant:
+        return variant_for(self.keys, self.options)
+
+
+def variant_for(keys: Sequence[Any], options: SharedJoinOptions) -> Variant:
+    """The variant asked for, else hashing on the equality conjuncts if there are any."""
+    if options.variant is not None:
+        return options.variant
+    return Variant.HASH if keys else Variant.NESTED_LOOP
+
+
+class JoinBuffer(Part):
+    """One input's JoinBuffer (§3.4): its elements in arrival order (timestamp order), with their
+    positions in the input queue and one mask per port with selections; absolute indices
+    ``base …`` survive dropping the front.
+    """
+
+    STATE = ("table", "ts", "seq", "masks", "base", "budget")
+
+    def __init__(self, types: Sequence[DataType]) -> None:
+        self.types = list(types)
+        self.table = empty(self.types).slice(0, 0)  # an object of its own (builds share no state)
+        self.ts = np.empty(0, np.int64)
+        self.seq = np.empty(0, np.int64)
+        self.masks: list[np.ndarray | None] = []  # per port; None: every element
+        self.base = 0
+        self.budget: int | None = None
+
+    @property
+    def end(self) -> int:
+        return self.base + len(self.ts)
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+    def append(self, b: pa.Table, seq0: int, masks: list[np.ndarray | None]) -> None:
+        n = b.num_rows
+        self.table = concat([self.table, b], self.types)
+        if self.table.num_columns and self.table.column(0).num_chunks > 32:
+            self.table = self.table.combine_chunks()
+        self.ts = np.concatenate([self.ts, ts_of(b).astype(np.int64)])
+        self.seq = np.concatenate([self.seq, np.arange(seq0, seq0 + n, dtype=np.int64)])
+        for p, m in enumerate(masks):
+            old = self.masks[p]
+            if m is None and old is None:
+                continue
+            prev = np.ones(len(self.ts) - n, bool) if old is None else old
+            self.masks[p] = np.concatenate([prev, np.ones(n, bool) if m is None else m])
+
+    def add_port(self, filtered: bool) -> None:
+        # elements already held precede the port's start: whatever the mask says of them is unused
+        self.masks.append(np.zeros(len(self.ts), bool) if filtered else None)
+
+    def drop_before(self, idx: int) -> None:
+        k = idx - self.base
+        if k <= 0:
+            return
+        k = min(k, len(self.ts))
+        self.table = self.table.slice(k)
+        self.ts, self.seq = self.ts[k:], self.seq[k:]
+        self.masks = [None if m is None else m[k:] for m in self.masks]
+        self.base += k
+
+    def rows(self, lo: int, hi: int) -> pa.Table:
+        return self.table.slice(lo - self.base, max(0, hi - lo))
+
+    def count_upto(self, tau: np.ndarray | int, strict: bool = False) -> Any:
+        """Absolute index one past the last element with ``ts ≤ tau`` (``< tau`` if strict)."""
+        return np.searchsorted(self.ts, tau, side="left" if strict else "right") + self.base
+
+    def window_start(self, fam: str, ext: int, tau: np.ndarray) -> np.ndarray:
+        """Absolute index of the first element in a window of extent ``ext`` at instants ``tau``
+        (the window is this index up to the last element with ``ts ≤ tau``).
+        """
+        tau = np.asarray(tau, np.int64)
+        if ext >= POS_INF:
+            return np.full(len(tau), self.base, np.int64)
+        if fam == "time":
+            return np.searchsorted(self.ts, tau - ext, side="left").astype(np.int64) + self.base
+        return np.asarray(self.count_upto(tau), np.int64) - ext
+
+    def ok(self, idx: np.ndarray, port: int, start: int, since: int | None) -> np.ndarray:
+        """Which elements (absolute indices) the port sees: from its start, through its selections."""
+        loc = idx - self.base
+        keep = self.seq[loc] >= start
+        if since is not None:
+            keep &= self.ts[loc] >= since
+        m = self.masks[port]
+        if m is not None:
+            keep &= m[loc]
+        return keep
+
+    @property
+    def nbytes(self) -> int:
+        masks = sum(len(m) for m in self.masks if m is not None)
+        return nbytes(self.table) + 16 * len(self.ts) + masks
+
+    def statistics(self) -> SynopsisStats:
+        return SynopsisStats("JoinBuffer", len(self), self.nbytes, self.budget)
+
+    def change_mem(self, nbytes: int | None) -> None:
+        self.budget = nbytes
+
+
+@dataclass
+class Unit:
+    """Join work owed by elements ``lo … hi`` of one input: they have scanned the other input's
+    windows up to extent ``done`` (−1: none yet) — the resume pointer of §3.2.
+    """
+
+    side: int
+    lo: int
+    hi: int
+    first_ts: int
+    order: int
+    done: int = -1
+
+
+@dataclass
+class Port:
+    """What the planner gave one output (fixed once added; its changing state is the operator's)."""
+
+    index: int
+    definition: PortDef
+    filters: tuple[VFn | None, VFn | None]
+    queries: set[str]
+    handle: SharedJoinPort
+
+
+@dataclass
+class SharedWindowJoin(Operator):
+    """One join for many windows (see the module docstring); port ``p`` is query group ``p``'s input."""
+
+    spec: SharedWindowJoinSpec
+    STATE = (
+        "_units",
+        "_order",
+        "_complete",
+        "_starts",
+        "_active",
+        "_held",
+        "_port_wm",
+        "_held_peak",
+        "_work",
+        "_released",
+    )
+    PARTS = ("left", "right")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.stateful = True
+        self.residual = compile_expr(self.spec.residual) if self.spec.residual is not None else None
+        self.left = JoinBuffer(self.spec.left_types)
+        self.right = JoinBuffer(self.spec.right_types)
+        self.ports: list[Port] = []
+        self._units: list[Unit] = []
+        self._order = 0
+        self._complete = NEG_INF  # every input element with ts ≤ this is in the buffers
+        self._starts: list[tuple[int, int]] = []  # per port: first queue position of each input
+        self._active: list[bool] = []
+        self._held: list[list[pa.Table]] = []  # per port: output not yet released (§3.2's output buffer)
+        self._port_wm: list[int] = []
+        self._held_peak = 0  # most rows ever held for release (§5.3)
+        self._work = 0  # pairs examined and elements probed, all runs
+        self._released = 0
+        self._bands: tuple[list[int], list[int]] = ([], [])
+        # experiments: called with (port, released batch) as output leaves the operator
+        self.on_release: Any = None
+
+    CACHES = ("_bands",)
+
+    # -- ports ---------------------------------------------------------------------------
+    def add_port(self, d: PortDef, query: str, starts: tuple[int, int]) -> SharedJoinPort:
+        """The output for a query with these windows: an existing one (same windows, selections and
+        first instant) or a new one.  ``starts``: where each input's queue is now (the port sees
+        what is appended from there on; 0, 0 before the engine runs).
+        """
+        for p in self.ports:
+            if self._active[p.index] and p.definition == d and (d.since is None or self._starts[p.index] == starts):
+                p.queries.add(query)
+                self.queries.add(query)
+                return p.handle
+        for s in (LEFT, RIGHT):
+            w = d.side(s).window
+            if family(w) != self.spec.families[s]:
+                raise InternalError(
+                    f"{self}: a {family(w)} window on input {s}, whose windows are {self.spec.families[s]}"
+                )
+        index = len(self.ports)
+        queue = self.output if index == 0 else self.add_output(f"q:{self.name}:{index}")
+        handle = SharedJoinPort(
+            PortSpec(self.schema, index),
+            name=f"{self.name}:{index}",
+            readers=[],
+            output=queue,
+            ctx=self.ctx,
+            owner=self,
+        )
+        handle.insert_only = all(isinstance(d.side(s).window, W.Unbounded) for s in (LEFT, RIGHT)) and self.insert_only
+        filters = tuple(_compiled(d.side(s).filter) for s in (LEFT, RIGHT))
+        self.ports.append(Port(index, d, (filters[0], filters[1]), {query}, handle))
+        self._starts.append(starts)
+        self._active.append(True)
+        self._held.append([])
+        self._port_wm.append(NEG_INF)
+        self.left.add_port(d.left.filter is not None)
+        self.right.add_port(d.right.filter is not None)
+        self.queries.add(query)
+        self._rebands()
+        return handle
+
+    def forget_query(self, name: str) -> None:
+        for p in self.ports:
+            p.queries.discard(name)
+            if not p.queries and self._active[p.index]:
+                self._active[p.index] = False
+                self._held[p.index] = []
+        self._rebands()
+
+    def _rebands(self) -> None:
+        """The window extents each input's elements scan, smallest first (the SchedulingQueues)."""
+        act = [p for p in self.ports if self._active[p.index]]
+        self._bands = (
+            sorted({extent(p.definition.right.window) for p in act}),
+            sorted({extent(p.definition.left.window) for p in act}),
+        )
+
+    def active_ports(self) -> list[Port]:
+        return [p for p in self.ports if self._active[p.index]]
+
+    def declare(self, inputs: Sequence[Operator]) -> None:
+        self.insert_only = all(i.insert_only for i in inputs)
+
+    # -- running -------------------------------------------------------------------------
+    def _buf(self, s: int) -> JoinBuffer:
+        return self.left if s == LEFT else self.right
+
+    def has_work(self) -> bool:
+        bound = self._arrival_bound()
+        if self._units or any(count_upto(r, bound) for r in self.readers):
+            return True
+        if min(bound, self._input_watermark()) > self._complete:
+            return True
+        return any(self._releasable(p) for p in self.active_ports())
+
+    def _run(self, budget: int) -> int:
+        bound = self._arrival_bound()
+        starts = [r.cursor for r in self.readers]
+        batches = self.read_aligned(budget)
+        new: list[Unit] = []
+        for s, b in enumerate(batches):
+            if b.num_rows:
+                lo = self._buf(s).end
+                self._append(s, b, starts[s])
+                new += self._make_units(s, lo, self._buf(s).end)
+        new.sort(key=lambda u: (u.first_ts, u.side))
+        for u in new:
+            u.order = self._order
+            self._order += 1
+        self._units += new
+        done = min(bound, self._input_watermark())
+        if done > self._complete:
+            self._expire(self._complete, done)
+            self._complete = done
+        work = 0
+        while self._units and (work == 0 or work < budget):
+            work += self._step()
+        self._work += work
+        for p in self.active_ports():
+            self._release(p)
+        self._retain()
+        return sum(b.num_rows for b in batches)
+
+    def _append(self, s: int, b: pa.Table, seq0: int) -> None:
+        masks: list[np.ndarray | None] = []
+        for p in self.ports:
+            fn = p.filters[s]
+            if fn is None or not self._active[p.index]:
+                masks.append(None if fn is None else np.zeros(b.num_rows, bool))
+                continue
+            f = p.definition.side(s).filter
+            assert f is not None
+            r = evaluate_rows([fn], [f], b)
+            self._reject_for(p, r.rejected)
+            m = np.zeros(b.num_rows, bool)
+            ok = np.asarray(truth_mask(r.values[0], r.batch.num_rows).to_numpy(zero_copy_only=False), bool)
+            if r.kept is None:
+                m = ok
+            else:
+                m[r.kept] = ok
+            masks.append(m)
+        self._buf(s).append(b, seq0, masks)
+
+    def _reject_for(self, p: Port, reasons: Sequence[str]) -> None:
+        if reasons:
+            saved = set(self.queries)
+            self.queries = set(p.queries)
+            try:
+                self.reject_rows(reasons)
+            finally:
+                self.queries = saved
+
+    def _make_units(self, s: int, lo: int, hi: int) -> list[Unit]:
+        size = self.spec.options.unit or (hi - lo)
+        ts = self._buf(s).ts
+        base = self._buf(s).base
+        return [Unit(s, a, min(a + size, hi), int(ts[a - base]), 0) for a in range(lo, hi, size)]
+
+    # -- scheduling (§3) -----------------------------------------------------------------
+    def _next_band(self, u: Unit) -> int | None:
+        for e in self._bands[u.side]:
+            if e > u.done:
+                return e
+        return None
+
+    def _pick(self) -> tuple[Unit, int]:
+        """The next (unit, extent to scan up to) under the policy."""
+        policy = self.spec.options.policy
+        if policy is Policy.LWO:
+            u = min(self._units, key=lambda u: u.order)
+            return u, self._bands[u.side][-1]
+        best: tuple[Any, ...] | None = None
+        pick: tuple[Unit, int] | None = None
+        for u in self._units:
+            e = self._next_band(u)
+            if e is None:
+                continue
+            if policy is Policy.SWF:
+                key: tuple[Any, ...] = (e, u.order)
+            else:  # GREEDY: the narrowest partial window first (§3.3)
+                key = (e - max(u.done, 0) if u.done >= 0 else e, e, u.order)
+            if best is None or key < best:
+                best, pick = key, (u, e)
+        assert pick is not None
+        return pick
+
+    def _step(self) -> int:
+        """Do one (unit, band) of join work; return its work (elements probed + pairs examined)."""
+        self._units = [u for u in self._units if self._next_band(u) is not None]
+        if not self._units:
+            return 0
+        u, upto = self._pick()
+        work = self._scan(u, u.done, upto)
+        u.done = upto
+        if self._next_band(u) is None:
+            self._units.remove(u)
+        return max(work, 1)
+
+    # -- the join step -------------------------------------------------------------------
+    def _scan(self, u: Unit, done: int, upto: int) -> int:
+        """Join elements ``u.lo … u.hi`` with the other input's band (done, upto]: the pairs each
+        finds there, routed to the ports that hold both.
+        """
+        own, other = self._buf(u.side), self._buf(1 - u.side)
+        fam, fam_own = self.spec.families[1 - u.side], self.spec.families[u.side]
+        idx = np.arange(u.lo, u.hi, dtype=np.int64)
+        tau = own.ts[idx - own.base]
+        hz = np.asarray(other.count_upto(tau, strict=u.side == RIGHT), np.int64)  # ties: the left finds
+        lo = np.maximum(other.window_start(fam, upto, tau), other.base)
+        hi = hz if done < 0 else np.minimum(hz, other.window_start(fam, done, tau))
+        i, j = self._candidates(u.side, idx, lo, hi)
+        work = len(idx) + len(i)
+        if not len(i):
+            return work
+        ts = own.ts[i - own.base]
+        pairs, kept = self._pairs(u.side, i, j, ts, 1)
+        if pairs is None:
+            return work
+        i, j, ts = i[kept], j[kept], ts[kept]
+        for p in self.active_ports():
+            ow, tw = p.definition.side(u.side).window, p.definition.side(1 - u.side).window
+            e = extent(tw)
+            if e <= done:
+                continue
+            st = self._starts[p.index]
+            keep = j >= other.window_start(fam, e, ts)
+            keep &= own.ok(i, p.index, st[u.side], p.definition.since)
+            keep &= other.ok(j, p.index, st[1 - u.side], p.definition.since)
+            if fam_own == "rows":  # the arriving element is still in its own window at its instant
+                keep &= i >= own.window_start(fam_own, extent(ow), ts)
+            self._hold(p, pairs, keep)
+        return work
+
+    def _candidates(self, s: int, idx: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(outer, inner) absolute index pairs with ``lo ≤ inner < hi`` per outer element and equal keys."""
+        empty_pair = (np.empty(0, np.int64), np.empty(0, np.int64))
+        live = hi > lo
+        if not live.any():
+            return empty_pair
+        idx, lo, hi = idx[live], lo[live], hi[live]
+        own, other = self._buf(s), self._buf(1 - s)
+        a, z = int(lo.min()), int(hi.max())
+        keys = self.spec.keys
+        if self.spec.variant is Variant.HASH and keys:
+            outer = own.rows(int(idx[0]), int(idx[-1]) + 1)
+            inner = other.rows(a, z)
+            oi = [k[s] for k in keys]
+            ii = [k[1 - s] for k in keys]
+            i_loc, j_loc = hash_match(outer, inner, META, META, oi, ii)
+            i = i_loc + int(idx[0])
+            j = j_loc + a
+            # outer rows not in this unit's live set, and inner rows outside each one's band, go
+            pos = np.searchsorted(idx, i)
+            ok = (pos < len(idx)) & (idx[np.minimum(pos, len(idx) - 1)] == i)
+            i, j, pos = i[ok], j[ok], pos[ok]
+            ok = (j >= lo[pos]) & (j < hi[pos])
+            return i[ok], j[ok]
+        # nested loop (§3.1): every element of the band is checked
+        lens = hi - lo
+        i = np.repeat(idx, lens)
+        starts = np.repeat(lo - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens)
+        j = np.arange(len(i), dtype=np.int64) + starts
+        if keys and len(i):
+            ok = np.ones(len(i), bool)
+            for k in keys:
+                a_col = own.table.column(META + k[s]).take(pa.array(i - own.base))
+                b_col = other.table.column(META + k[1 - s]).take(pa.array(j - other.base))
+                if a_col.type != b_col.type:
+                    a_col, b_col = a_col.cast(pa.float64()), b_col.cast(pa.float64())
+                eq = pc.fill_null(pc.equal(a_col, b_col), False)
+                ok &= np.asarray(eq.to_numpy(zero_copy_only=False), bool)
+            i, j = i[ok], j[ok]
+        return i, j
+
+    def _pairs(
+        self, s: int, i: np.ndarray, j: np.ndarray, ts: np.ndarray, sign: int
+    ) -> tuple[pa.Table | None, np.ndarray]:
+        """The joined rows of pairs (``i`` on input ``s``), stamped ``ts``, through the residual
+        predicate; with the positions (in ``i``, ``j``) of the pairs it kept.
+        """
+        own, other = self._buf(s), self._buf(1 - s)
+        li, ri = (i, j) if s == LEFT else (j, i)
+        lb, rb = (own, other) if s == LEFT else (other, own)
+        lt = lb.table.take(pa.array(li - lb.base))
+        rt = rb.table.take(pa.array(ri - rb.base))
+        cols = lt.columns[META:] + rt.columns[META:]
+        b = make(ts, sign, cols, self.types)
+        kept = np.arange(len(i), dtype=np.int64)
+        if self.residual is not None and self.spec.residual is not None:
+            r = evaluate_rows([self.residual], [self.spec.residual], b)
+            self.reject_rows(r.rejected)
+            if r.kept is not None:
+                kept = kept[r.kept]
+            mask = np.asarray(truth_mask(r.values[0], r.batch.num_rows).to_numpy(zero_copy_only=False), bool)
+            b, kept = r.batch.filter(pa.array(mask)), kept[mask]
+        return (b if b.num_rows else None), kept
+
+    def _hold(self, p: Port, pairs: pa.Table, keep: np.ndarray) -> None:
+        if keep.all():
+            out = pairs
+        elif keep.any():
+            out = pairs.filter(pa.array(keep))
+        else:
+            return
+        self._held[p.index].append(out)
+        self._held_peak = max(self._held_peak, self.held_rows())
+
+    # -- deletions: a pair leaves when the first of its elements leaves the port's window --
+    def _expire(self, after: int, upto: int) -> None:
+        """The deletions of every port at instants ``(after, upto]``: for each input, the elements
+        leaving some port's window probe the other buffer once, over the union of the ports'
+        partner ranges; each (element, port) keeps the partners in its range.
+        """
+        for s in (LEFT, RIGHT):
+            own, other = self._buf(s), self._buf(1 - s)
+            fam, fam_other = self.spec.families[s], self.spec.families[1 - s]
+            parts: list[tuple[np.ndarray, ...]] = []
+            for p in self.active_ports():
+                ow = p.definition.side(s).window
+                if isinstance(ow, W.Unbounded):
+                    continue
+                e_own = extent(ow)
+                if fam == "time":
+                    lo_x = int(own.count_upto(after - e_own - 1))
+                    hi_x = int(own.count_upto(upto - e_own - 1))
+                    x = np.arange(max(lo_x, own.base), hi_x, dtype=np.int64)
+                    leave = own.ts[x - own.base] + e_own + 1
+                else:  # [Rows N]: x leaves when the element N after it arrives
+                    k = np.arange(int(own.count_upto(after)), int(own.count_upto(upto)), dtype=np.int64)
+                    k = k[k - e_own >= own.base]
+                    x, leave = k - e_own, own.ts[k - own.base]
+                if not len(x):
+                    continue
+                st = self._starts[p.index]
+                keep = (own.ts[x - own.base] < leave) & own.ok(x, p.index, st[s], p.definition.since)
+                x, leave = x[keep], leave[keep]
+                e_other = extent(p.definition.side(1 - s).window)
+                # partners: in their window at leave − 1 (they leave at or after it); the left
+                # element of a pair leaving together emits it, so the right one wants them later
+                at = leave - 1 if s == LEFT else leave
+                lo = np.maximum(other.window_start(fam_other, e_other, at), other.base)
+                hi = np.asarray(other.count_upto(leave - 1), np.int64)
+                live = hi > lo
+                if live.any():
+                    parts.append((x[live], leave[live], np.full(int(live.sum()), p.index), lo[live], hi[live]))
+            if parts:
+                self._expire_side(s, *(np.concatenate(c) for c in zip(*parts, strict=True)))
+
+    def _expire_side(
+        self, s: int, x: np.ndarray, leave: np.ndarray, port: np.ndarray, lo: np.ndarray, hi: np.ndarray
+    ) -> None:
+        """Deletions for entries (element ``x`` of input ``s`` leaves ``port``'s window at ``leave``;
+        its partners there are ``lo ≤ j < hi`` of the other input), found with one probe.
+        """
+        order = np.lexsort((port, x))
+        x, leave, port, lo, hi = x[order], leave[order], port[order], lo[order], hi[order]
+        ux, first, counts = np.unique(x, return_index=True, return_counts=True)
+        i, j = self._candidates(s, ux, np.minimum.reduceat(lo, first), np.maximum.reduceat(hi, first))
+        if not len(i):
+            return
+        # each pair once per entry of its element, kept where the partner is in that entry's range
+        u = np.searchsorted(ux, i)
+        n = counts[u]
+        rep = np.repeat(np.arange(len(i)), n)
+        within = np.arange(len(rep)) - np.repeat(np.cumsum(n) - n, n)
+        e = first[u][rep] + within
+        i, j = i[rep], j[rep]
+        ok = (j >= lo[e]) & (j < hi[e])
+        i, j, e = i[ok], j[ok], e[ok]
+        if not len(i):
+            return
+        pairs, kept = self._pairs(s, i, j, leave[e], -1)
+        if pairs is None:
+            return
+        j, e = j[kept], e[kept]
+        other = self._buf(1 - s)
+        for p in self.active_ports():
+            mine = port[e] == p.index
+            if mine.any():
+                st = self._starts[p.index]
+                self._hold(p, pairs, mine & other.ok(j, p.index, st[1 - s], p.definition.since))
+
+    # -- the routing step's ordered release (§3.2) ---------------------------------------
+    def _frontier(self, p: Port) -> int:
+        """The first instant for which some unit still owes this port join work (POS_INF: none)."""
+        f = POS_INF
+        for u in self._units:
+            e = extent(p.definition.side(1 - u.side).window)
+            if u.done < e and u.first_ts < f:
+                buf = self._buf(u.side)
+                if buf.seq[u.hi - 1 - buf.base] >= self._starts[p.index][u.side]:
+                    f = u.first_ts
+        return f
+
+    def _limits(self, p: Port) -> tuple[int, int]:
+        """(release output up to, complete up to) for a port."""
+        f = self._frontier(p)
+        complete = min(self._complete, f - 1)
+        if f >= POS_INF:
+            return self._complete, complete
+        if self.spec.options.policy is Policy.SWF:  # held until the unit has scanned the window
+            return complete, complete
+        return min(self._complete, f), complete  # the order is static: release early (§3.3)
+
+    def _releasable(self, p: Port) -> bool:
+        upto, complete = self._limits(p)
+        if complete > self._port_wm[p.index]:
+            return True
+        return any(b.num_rows and int(ts_of(b).min()) <= upto for b in self._held[p.index])
+
+    def _release(self, p: Port) -> None:
+        upto, complete = self._limits(p)
+        held = self._held[p.index]
+        if held:
+            b = sort_by_ts(concat(held, self.types))
+            k = int(np.searchsorted(ts_of(b), upto, side="right"))
+            if k:
+                out = b.slice(0, k)
+                self.emit(out, p.index)
+                self._released += k
+                if self.on_release is not None:
+                    self.on_release(p.index, out)
+            self._held[p.index] = [b.slice(k)] if k < b.num_rows else []
+        if complete > self._port_wm[p.index]:
+            self._port_wm[p.index] = complete
+            self.outputs[p.index].advance(complete)
+        self._wm_out = max(self._wm_out, min(self._port_wm, default=NEG_INF))
+
+    def held_rows(self) -> int:
+        return sum(b.num_rows for h in self._held for b in h)
+
+    # -- what the buffers must keep ------------------------------------------------------
+    def _retain(self) -> None:
+        act = self.active_ports()
+        if not act:
+            return
+        for s in (LEFT, RIGHT):
+            fam = self.spec.families[s]
+            buf = self._buf(s)
+            if not len(buf):
+                continue
+            e_max = max(extent(p.definition.side(s).window) for p in act)
+            if e_max >= POS_INF:
+                continue
+            # an element goes once it has left every port's window by the instant complete
+            if fam == "time":
+                cut = int(buf.count_upto(self._complete - e_max - 1))
+            else:
+                cut = int(buf.count_upto(self._complete)) - e_max
+            # ... and no unit of the other input still has it to scan
+            e_scan = max(self._bands[1 - s], default=0)
+            for u in self._units:
+                if u.side != s:
+                    first = self._buf(u.side).ts[u.lo - self._buf(u.side).base]
+                    cut = min(cut, int(buf.window_start(fam, e_scan, np.array([first]))[0]))
+            # ... nor of its own (a unit's own elements are read as it scans)
+            for u in self._units:
+                if u.side == s:
+                    cut = min(cut, u.lo)
+            buf.drop_before(cut)
+
+    # -- inspection ----------------------------------------------------------------------
+    def explain_line(self) -> str:
+        bits = [self.kind]
+        if self.detail:
+            bits.append(f"[{self.detail}]")
+        for p in self.active_ports():
+            d = p.definition
+            since = f" from instant {d.since}" if d.since is not None else ""
+            q = self.outputs[p.index]
+            bits.append(
+                f"port {p.index} → {', '.join(sorted(p.queries))}: {d.left.describe()} ⋈ {d.right.describe()}{since} "
+                f"queue {q.name} ({q.length} held, {q.readers} reader(s))"
+            )
+        bits.append(f"synopsis {self.state_bytes()} B")
+        return " ".join(bits)
+
+    def synopses(self) -> list[Any]:
+        return [self.left, self.right]
+
+    def state_bytes(self) -> int:
+        return self.left.nbytes + self.right.nbytes + sum(nbytes(b) for h in self._held for b in h)
+
+    def pending_units(self) -> int:
+        """Elements waiting in the SchedulingQueues (§5.3's input buffer)."""
+        return sum(u.hi - u.lo for u in self._units)
+
+
+@dataclass(frozen=True, slots=True)
+class PortSpec(OperatorSpec):
+    port: int  # which output of the shared join
+
+
+@dataclass
+class SharedJoinPort(Operator):
+    """What the planner hands the operators above one port of a shared join: that port's queue
+    and capabilities.  It never runs (the shared join writes the queue); it is in no operator list.
+    """
+
+    spec: PortSpec
+    owner: Any = None  # the shared join (wiring)
+
+    @property
+    def port(self) -> int:
+        return self.spec.port
+
+    def has_work(self) -> bool:
+        return False
+
+    def _run(self, budget: int) -> int:
+        raise InternalError(f"{self} is a port of {self.owner}, which runs it")
+
+
+def _compiled(e: BExpr | None) -> VFn | None:
+    return None if e is None else compile_expr(e)
+
+
+def hash_match(
+    left: pa.Table, right: pa.Table, loff: int, roff: int, lcols: Sequence[int], rcols: Sequence[int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Row index pairs (i, j) whose key columns are equal (Arrow's hash join; NULL matches nothing)."""
+    nl, nr = left.num_rows, right.num_rows
+    if not nl or not nr:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    lk, rk = [], []
+    for k, (li, ri) in enumerate(zip(lcols, rcols, strict=True)):
+        a, b = left.column(loff + li), right.column(roff + ri)
+        if a.type != b.type:
+            a, b = a.cast(pa.float64()), b.cast(pa.float64())
+        lk.append((f"k{k}", a))
+        rk.append((f"k{k}", b))
+    lt = pa.table(dict(lk) | {"__i": pa.array(np.arange(nl))})
+    rt = pa.table(dict(rk) | {"__j": pa.array(np.arange(nr))})
+    j = lt.join(rt, [n for n, _ in lk], join_type="inner", use_threads=False)
+    return j.column("__i").to_numpy().astype(np.int64), j.column("__j").to_numpy().astype(np.int64)

@@ -1,0 +1,297 @@
+"""The shared window join (Hammad et al. 2003; ``sluice/runtime/operators/shared_join.py``): every
+query it serves gets exactly its isolated answer — the reference evaluator's — under every policy,
+both variants, any unit of scheduling and budget, pushed at once, in pieces, or through a
+snapshot after every piece; queries added and removed while it runs; what EXPLAIN says.
+"""
+
+from __future__ import annotations
+
+import pickle
+import random
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sluice.backends.embedded import EmbeddedEngine
+from sluice.errors import SluiceError
+from sluice.plan import bind_query
+from sluice.reference import evaluate
+from sluice.reference.compare import diff_outputs
+from sluice.runtime.operators.shared_join import Policy, SharedJoinOptions, SharedWindowJoin, Variant
+
+DDL = "REGISTER STREAM A (K integer, V integer); REGISTER STREAM B (K integer, W integer)"
+WINDOWS = ["Now", "Range 0", "Range 1", "Range 3", "Range 8", "Rows 1", "Rows 3", "Range Unbounded"]
+PREDICATES = [
+    "A.K = B.K",
+    "A.K = B.K AND A.V > 2",
+    "A.K = B.K AND B.W < 6 AND A.V < 8",
+    "A.K = B.K AND A.V <= B.W",
+    "A.V < B.W",  # no keys: nested loop
+]
+OPTIONS = [
+    "greedy",
+    "swf",
+    "lwo",
+    "greedy:unit=1",
+    "swf:unit=2",
+    "lwo:variant=nested-loop",
+    "greedy:variant=nested-loop",
+]
+
+
+def _query(wa: str, wb: str, pred: str, form: int) -> str:
+    core = f"FROM A [{wa}], B [{wb}] WHERE {pred}"
+    if form == 0:
+        return f"SELECT * {core}"
+    if form == 1:
+        return f"Istream(SELECT A.V, B.W {core})"
+    return f"Dstream(SELECT A.K, B.W {core})"
+
+
+def _streams(rnd: random.Random, n: int, span: int) -> dict[str, list[tuple[int, tuple[Any, ...]]]]:
+    def one() -> list[tuple[int, tuple[Any, ...]]]:
+        rows = [(rnd.randrange(span), (rnd.choice([0, 1, 2, None]), rnd.randrange(10))) for _ in range(n)]
+        return sorted(rows, key=lambda r: r[0])
+
+    return {"A": one(), "B": one()}
+
+
+def _run(
+    queries: list[str],
+    streams: dict[str, list[tuple[int, tuple[Any, ...]]]],
+    until: int,
+    *,
+    shared_join: str,
+    budget: int = 65536,
+    chunk: int | None = None,
+    snapshots: bool = False,
+) -> tuple[EmbeddedEngine, list[Any]]:
+    def build() -> tuple[EmbeddedEngine, list[Any]]:
+        eng = EmbeddedEngine(shared_join=shared_join, budget=budget, start=0)
+        eng.execute(DDL)
+        return eng, [eng.register_query(q, name=f"q{i}") for i, q in enumerate(queries)]
+
+    eng, qs = build()
+    feeds = sorted(((t, name, (t, *row)) for name, rows in streams.items() for t, row in rows), key=lambda f: f[0])
+    step = chunk or len(feeds) or 1
+    for i in range(0, len(feeds), step):
+        by: dict[str, list[Any]] = {}
+        for _, name, row in feeds[i : i + step]:
+            by.setdefault(name, []).append(row)
+        for name, rows in by.items():
+            eng.push(name, rows)
+        eng.run()
+        if snapshots:
+            blob = pickle.dumps(eng.snapshot_state())
+            eng, qs = build()
+            eng.restore_state(pickle.loads(blob))
+    eng.close(until)
+    assert not eng.rejected(), eng.rejected()
+    return eng, [q.results() for q in qs]
+
+
+def _expected(eng: EmbeddedEngine, query: str, streams: dict[str, Any], until: int) -> list[Any]:
+    return evaluate(bind_query(eng.catalog, query), streams, {}, start=0, until=until)
+
+
+def _check(eng: EmbeddedEngine, queries: list[str], got: list[Any], streams: dict[str, Any], until: int) -> None:
+    for q, out in zip(queries, got, strict=True):
+        d = diff_outputs(_expected(eng, q, streams, until), out)
+        assert not d, f"{q}: {d}"
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 10**6),
+    windows=st.lists(st.tuples(st.sampled_from(WINDOWS), st.sampled_from(WINDOWS)), min_size=1, max_size=4),
+    preds=st.lists(st.sampled_from(PREDICATES), min_size=1, max_size=2),
+    forms=st.lists(st.integers(0, 2), min_size=4, max_size=4),
+    option=st.sampled_from(OPTIONS),
+    budget=st.sampled_from([2, 9, 65536]),
+    mode=st.sampled_from(["whole", "pieces", "snapshots"]),
+)
+def test_each_query_gets_its_isolated_answer(
+    seed: int,
+    windows: list[tuple[str, str]],
+    preds: list[str],
+    forms: list[int],
+    option: str,
+    budget: int,
+    mode: str,
+) -> None:
+    rnd = random.Random(seed)
+    streams = _streams(rnd, rnd.randrange(5, 40), rnd.randrange(3, 25))
+    queries = [_query(wa, wb, preds[i % len(preds)], forms[i]) for i, (wa, wb) in enumerate(windows)]
+    until = 30
+    chunk = None if mode == "whole" else rnd.randrange(1, 8)
+    eng, got = _run(
+        queries, streams, until, shared_join=option, budget=budget, chunk=chunk, snapshots=mode == "snapshots"
+    )
+    _check(eng, queries, got, streams, until)
+    # the queries with one predicate share one operator
+    joins = [o for o in eng.operators if isinstance(o, SharedWindowJoin)]
+    assert len(joins) <= len(set(preds)) * 4  # (one per predicate and pair of window families)
+    assert joins and not any(o.kind == "Join" for o in eng.operators)
+
+
+def test_the_papers_example_shares_one_join_and_explain_names_its_queries_and_windows() -> None:
+    """Hammad §2.2's two queries: one join of A and B, 1-second and 1-minute windows."""
+    eng = EmbeddedEngine()
+    eng.execute(DDL)
+    q1 = eng.register_query(
+        "Istream(SELECT * FROM A [Range 1 Second], B [Range 1 Second] WHERE A.K = B.K)", name="small"
+    )
+    q2 = eng.register_query(
+        "Istream(SELECT * FROM A [Range 1 Minute], B [Range 1 Minute] WHERE A.K = B.K)", name="large"
+    )
+    ops = [o for o in eng.operators if o.kind not in ("Output", "IDstream")]
+    assert [o.kind for o in ops] == ["SharedWindowJoin"]
+    text = eng.explain()
+    assert text.count("SharedWindowJoin [K = K; greedy, hash]") == 2  # one operator, under each query
+    assert "port 0 → small: [Range 1 ticks] ⋈ [Range 1 ticks]" in text
+    assert "port 1 → large: [Range 60 ticks] ⋈ [Range 60 ticks]" in text
+    eng.push("A", [(0, 1, 10), (30, 1, 11)])
+    eng.push("B", [(0, 1, 20), (31, 1, 21), (100, 1, 22)])
+    eng.close(120)
+    assert [(e.ts, e.row) for e in q1.results()] == [(0, (1, 10, 1, 20)), (31, (1, 11, 1, 21))]
+    assert len(q2.results()) == 4  # a0·b0, a30·b0, a0·b31, a30·b31 (b100 is over a minute after both)
+
+
+@pytest.mark.parametrize("policy", ["greedy", "swf", "lwo"])
+def test_queries_added_and_removed_while_running_match_the_unshared_engine(policy: str) -> None:
+    """A query registered while the engine runs joins the running shared join (§4) from its first
+    instant; removing one leaves the others' answers alone — the same answers as joins of their own.
+    """
+    rnd = random.Random(7)
+    streams = _streams(rnd, 120, 60)
+    plan = [
+        (0, "Istream(SELECT * FROM A [Range 2], B [Range 2] WHERE A.K = B.K)"),
+        (0, "SELECT * FROM A [Rows 3], B [Range 5] WHERE A.K = B.K"),
+        (15, "SELECT A.V, B.W FROM A [Range 20], B [Range 20] WHERE A.K = B.K AND A.V > 3"),
+        (15, "SELECT * FROM A [Range 2], B [Range 2] WHERE A.K = B.K"),  # same windows, later: a port of its own
+        (30, "Istream(SELECT * FROM A [Range 6], B [Now] WHERE A.K = B.K)"),
+    ]
+    remove = {40: "q1", 45: "q2"}
+
+    def run(shared_join: str) -> tuple[EmbeddedEngine, dict[str, list[Any]]]:
+        eng = EmbeddedEngine(shared_join=shared_join, start=0, budget=5)
+        eng.execute(DDL)
+        qs: dict[str, Any] = {}
+        feeds = sorted(((t, n, (t, *r)) for n, rows in streams.items() for t, r in rows), key=lambda f: f[0])
+        for tick in range(0, 61):
+            for at, q in plan:
+                if at == tick:
+                    name = f"q{len(qs)}"
+                    qs[name] = eng.register_query(q, name=name)
+            if tick in remove:
+                eng.unregister(remove[tick])
+            for name in ("A", "B"):
+                rows = [r for t, n, r in feeds if t == tick and n == name]
+                if rows:
+                    eng.push(name, rows)
+            eng.heartbeat(tick)
+            eng.run()
+        eng.close(70)
+        return eng, {n: q.results() for n, q in qs.items()}
+
+    shared, got = run(policy)
+    alone, want = run("off")
+    for name in want:
+        assert not diff_outputs(want[name], got[name]), name
+        assert want[name]
+    # the rows⋈time join served only q1: removed with it; q2's port is dropped from the other
+    (join,) = [o for o in shared.operators if isinstance(o, SharedWindowJoin)]
+    assert join.spec.families == ("time", "time")
+    assert sorted(q for p in join.active_ports() for q in p.queries) == ["q0", "q3", "q4"]
+
+
+def test_a_query_with_a_larger_window_registered_later_reads_only_from_its_start() -> None:
+    eng = EmbeddedEngine(start=0)
+    eng.execute(DDL)
+    eng.register_query("SELECT * FROM A [Range 1], B [Range 1] WHERE A.K = B.K", name="small")
+    eng.push("A", [(0, 1, 1)])
+    eng.push("B", [(0, 1, 2)])
+    eng.heartbeat(5)
+    eng.run()
+    late = eng.register_query("Istream(SELECT * FROM A [Range 100], B [Range 100] WHERE A.K = B.K)", name="late")
+    eng.push("B", [(7, 1, 3)])
+    eng.push("A", [(8, 1, 4)])
+    eng.close(10)
+    # the pairs with the elements of instant 0 are before its start
+    assert [(e.ts, e.row) for e in late.results()] == [(8, (1, 4, 1, 3))]
+
+
+def test_selections_pulled_up_keep_the_buffer_shared_and_answers_exact() -> None:
+    """Hammad §2.1: selections on one input would give each query a join of its own; pulled up
+    into the ports, both queries share one join."""
+    eng = EmbeddedEngine(start=0)
+    eng.execute(DDL)
+    qa = eng.register_query("SELECT * FROM A [Range 3], B [Range 3] WHERE A.K = B.K AND A.V > 5", name="a")
+    qb = eng.register_query("SELECT * FROM A [Range 9], B [Range 9] WHERE A.K = B.K AND B.W < 2", name="b")
+    assert len([o for o in eng.operators if isinstance(o, SharedWindowJoin)]) == 1
+    text = eng.explain("a")
+    assert "where (A.V > 5)" in text and "where (B.W < 2)" in text
+    streams = _streams(random.Random(3), 60, 30)
+    for name, rows in streams.items():
+        eng.push(name, [(t, *r) for t, r in rows])
+    eng.close(40)
+    _check(eng, [qa.bound.text, qb.bound.text], [qa.results(), qb.results()], streams, 40)
+
+
+def test_queries_the_shared_join_does_not_serve_keep_their_own_join() -> None:
+    eng = EmbeddedEngine()
+    eng.execute(DDL + "; REGISTER RELATION R (K integer)")
+    for q in (
+        "SELECT * FROM A [Range 4 Slide 2], B [Range 4] WHERE A.K = B.K",  # a slide
+        "SELECT * FROM A [Partition By K Rows 2], B [Now] WHERE A.K = B.K",
+        "SELECT * FROM A [Range 4], R WHERE A.K = R.K",  # a relation
+    ):
+        eng.register_query(q)
+    assert not any(isinstance(o, SharedWindowJoin) for o in eng.operators)
+    assert sum(o.kind == "Join" for o in eng.operators) == 3
+
+
+def test_off_and_no_sharing_plan_a_join_per_query() -> None:
+    for kw in ({"shared_join": "off"}, {"sharing": False}):
+        eng = EmbeddedEngine(**kw)  # type: ignore[arg-type]
+        eng.execute(DDL)
+        for w in (1, 5):
+            eng.register_query(f"SELECT * FROM A [Range {w}], B [Range {w}] WHERE A.K = B.K")
+        assert sum(o.kind == "Join" for o in eng.operators) == 2
+        assert not any(isinstance(o, SharedWindowJoin) for o in eng.operators)
+
+
+def test_options_are_parsed_or_refused_with_a_message() -> None:
+    assert SharedJoinOptions.parse("greedy") == SharedJoinOptions(Policy.GREEDY)
+    assert SharedJoinOptions.parse("SWF:variant=nested-loop, unit=1") == SharedJoinOptions(
+        Policy.SWF, Variant.NESTED_LOOP, 1
+    )
+    assert SharedJoinOptions.parse("off") is None
+    for bad, msg in [
+        ("fastest", "unknown shared-join policy 'fastest'"),
+        ("lwo:unit=0", "positive whole number"),
+        ("lwo:variant=merge", "variant 'merge'"),
+        ("lwo:speed=2", "unknown shared-join option 'speed'"),
+        ("lwo:unit", "expected key=value"),
+    ]:
+        with pytest.raises(SluiceError, match=msg):
+            SharedJoinOptions.parse(bad)
+    with pytest.raises(SluiceError, match="needs sharing=True"):
+        EmbeddedEngine(sharing=False, shared_join="greedy")
+
+
+def test_a_row_error_in_a_pulled_up_selection_rejects_the_row_for_its_query_only() -> None:
+    eng = EmbeddedEngine(start=0)
+    eng.execute(DDL)
+    bad = eng.register_query(
+        "SELECT * FROM A [Range 2], B [Range 2] WHERE A.K = B.K AND A.V * 4611686018427387904 > 0", name="bad"
+    )
+    good = eng.register_query("SELECT * FROM A [Range 5], B [Range 5] WHERE A.K = B.K", name="good")
+    eng.push("A", [(1, 1, 1), (1, 1, 2)])  # 2 · 2^62 overflows BIGINT: that row is rejected
+    eng.push("B", [(1, 1, 7)])
+    eng.close(3)
+    assert len([e for e in good.results() if e.sign == "+"]) == 2
+    assert [e.row for e in bad.results() if e.sign == "+"] == [(1, 1, 1, 7)]
+    (msg,) = eng.rejected()
+    assert msg.startswith("bad: SharedWindowJoin") and "overflow" in msg, msg
