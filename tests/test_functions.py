@@ -21,7 +21,7 @@ from sluice.plan import bind_query, execute
 from sluice.plan.expr import BExpr, Call, ColRef, Const, walk_expr
 from sluice.plan.function_defs import BUILTINS, FUNCTIONS, FunctionDef, Out, RowOnly, Syntax, by_rows
 from sluice.plan.logical import walk_plan
-from sluice.plan.numeric import RowError
+from sluice.plan.numeric import RowError, canonical
 from sluice.reference import evaluate
 from sluice.reference.compare import diff_outputs
 from sluice.runtime.batch import arrow_type
@@ -162,12 +162,17 @@ def _the_call(query: str, name: str) -> Call | None:
 
 
 def _arrow(e: BExpr) -> Any:
-    """An argument's Arrow value over ``ROWS``: a column's array, a constant's scalar."""
+    """An argument's Arrow value over ``ROWS``: a column's array as admitted (-0.0 is 0.0), a
+    constant's scalar."""
     if isinstance(e, Const):
         return pa.scalar(e.value, arrow_type(e.type))
     assert isinstance(e, ColRef), e
-    return pa.array([r[e.index] for _, r in ROWS], arrow_type(e.type))
+    return pa.array([canonical(r[e.index]) for _, r in ROWS], arrow_type(e.type))
 
 
 def _same(a: list[Any], b: list[Any]) -> bool:
-    return all(x == y and (type(x) is type(y) or x is None) for x, y in zip(a, b, strict=True))
+    """Equal values of one type — a float zero of one sign (``==`` takes -0.0 for 0.0)."""
+    return all(
+        x == y and (type(x) is type(y) or x is None) and (not isinstance(x, float) or str(x) == str(y))
+        for x, y in zip(a, b, strict=True)
+    )

@@ -2,7 +2,8 @@
 tables, pandas frames, typed batches (``push_batch``), on either backend — ends in
 :func:`admit`, which checks each value against its declared type:
 
-* integers within 64 bits; a NaN float is NULL, ±infinity a value (``sluice.plan.numeric``);
+* integers within 64 bits; a NaN float is NULL, ``-0.0`` is ``0.0`` (one zero), ±infinity a value
+  (``sluice.plan.numeric``);
 * CHAR/VARCHAR(n) at most n characters, BYTE one;
 * a timestamp present and within ±2^62 (the engine's ±infinity lie beyond);
 * a relation's sign ``+``/``-`` (or ±1); anything else is rejected, never read as a deletion.
@@ -24,7 +25,7 @@ import pyarrow.compute as pc
 from sluice.catalog import Schema
 from sluice.datatypes import BIGINT, VARCHAR, DataType, TypeKind
 from sluice.errors import SluiceError
-from sluice.plan.numeric import INT_MAX, INT_MIN
+from sluice.plan.numeric import INT_MAX, INT_MIN, canonical, canonical_floats
 from sluice.runtime.batch import META, NEG_INF, POS_INF, arrow_schema, arrow_type, make
 
 TS_MIN, TS_MAX = NEG_INF + 1, POS_INF - 1  # admissible timestamps
@@ -50,8 +51,7 @@ def check_value(v: Any, t: DataType) -> Any:
     if k is TypeKind.FLOAT:
         if isinstance(v, bool) or not isinstance(v, int | float | np.integer | np.floating):
             raise ValueError(f"{v!r} is not a number")
-        f = float(v)
-        return None if f != f else f  # NaN is NULL
+        return canonical(float(v))  # NaN is NULL, -0.0 is 0.0
     if k is TypeKind.BOOLEAN:
         if not isinstance(v, bool | np.bool_):
             raise ValueError(f"{v!r} is not a boolean")
@@ -100,8 +100,8 @@ def admit(
     cols = list(batch.columns)
     for j, t in enumerate(types):
         c = cols[META + j]
-        if t.kind is TypeKind.FLOAT and c.null_count < len(c) and pc.any(pc.is_nan(c)).as_py():
-            cols[META + j] = pc.if_else(pc.is_nan(c), pa.scalar(None, pa.float64()), c)  # NaN is NULL
+        if t.kind is TypeKind.FLOAT and c.null_count < len(c):
+            cols[META + j] = canonical_floats(c)  # NaN is NULL, -0.0 is 0.0
         limit = _limit(t)
         if limit is not None:
             flag(pc.greater(pc.utf8_length(c), limit), _too_long(c, t))

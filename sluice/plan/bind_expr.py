@@ -30,6 +30,7 @@ from sluice.plan.expr import (
     UdfCall,
 )
 from sluice.plan.function_defs import BUILTINS, INFIX, PREFIX, FunctionDef, function
+from sluice.plan.numeric import canonical
 from sluice.plan.scope import Scope
 
 if TYPE_CHECKING:
@@ -186,7 +187,7 @@ class ExprBinder:
         out = self._apply(d, (x,), e.span)
         if out.fn == "neg" and isinstance(x, Const):
             if isinstance(x.value, int | float) and not isinstance(x.value, bool):
-                return Const(-x.value, out.type)  # a negative literal
+                return Const(canonical(-x.value), out.type)  # a negative literal (-0.0 is 0.0: one zero)
         return out
 
     def _binary(self, e: ast.Binary, scope: Scope, agg: AggContext | None, clause: str) -> BExpr:

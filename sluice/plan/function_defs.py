@@ -31,6 +31,7 @@ from sluice.datatypes import BOOLEAN, INTEGER, DataType, TypeKind
 from sluice.errors import InternalError
 from sluice.plan import functions as T
 from sluice.plan import scalar as S
+from sluice.plan.numeric import canonical_floats
 
 
 class Syntax(StrEnum):
@@ -122,15 +123,12 @@ def by_rows(fn: Callable[..., Any], args: Sequence[Any], out: Out) -> Any:
 
 
 def values_array(vals: list[Any], t: DataType, at: pa.DataType) -> pa.Array:
-    """Python values of type ``t`` as an Arrow array (an integer where a float is due becomes one)."""
+    """Python values of type ``t`` as an Arrow array (an integer where a float is due becomes one;
+    floats as Sluice holds them: ``sluice.plan.numeric.canonical_floats``).
+    """
     if t.kind is TypeKind.FLOAT:
-        vals = [float(v) if v is not None else None for v in vals]
+        return canonical_floats(pa.array([float(v) if v is not None else None for v in vals], at))
     return pa.array(vals, at)
-
-
-def _no_nan(v: Any) -> Any:
-    """NaN → NULL (``sluice.plan.numeric``: Sluice has no NaN)."""
-    return pc.if_else(pc.is_nan(v), pa.scalar(None, pa.float64()), v)
 
 
 def _plain(k: Callable[..., Any]) -> Kernel:
@@ -140,12 +138,13 @@ def _plain(k: Callable[..., Any]) -> Kernel:
 
 def _checked(k: Callable[..., Any]) -> Kernel:
     """A checked arithmetic kernel (an int64 overflow raises instead of wrapping round); a float
-    result's NaN (``inf − inf``, ``0 × inf``) is NULL.
+    result as Sluice holds it: NaN (``inf − inf``, ``0 × inf``) is NULL, ``-0.0`` (``-x``,
+    ``0.0 × -1``) is ``0.0`` (``sluice.plan.numeric``).
     """
 
     def kernel(args: Sequence[Any], out: Out) -> Any:
         v = k(*args)
-        return _no_nan(v) if out.type.kind is TypeKind.FLOAT else v
+        return canonical_floats(v) if out.type.kind is TypeKind.FLOAT else v
 
     return kernel
 
@@ -157,7 +156,7 @@ def _div(args: Sequence[Any], out: Out) -> Any:
         return pc.divide_checked(x, d)  # truncates toward zero, as CQL does
     x, d = pc.cast(x, pa.float64()), pc.cast(d, pa.float64())
     d = pc.if_else(pc.equal(d, 0), pa.scalar(None, pa.float64()), d)
-    return _no_nan(pc.divide(x, d))
+    return canonical_floats(pc.divide(x, d))  # 0.0 / -2 is 0.0, as 1e-300 / -1e300
 
 
 def _concat(args: Sequence[Any], out: Out) -> Any:
@@ -219,7 +218,7 @@ _DEFS = (
     _infix("or", "OR", _boolean("OR"), S.or_, _plain(pc.or_kleene)),
     _infix("like", "LIKE", lambda ts: T.like(ts[0], ts[1]), S.like, _like),
     FunctionDef("not", Syntax.PREFIX, "NOT", (1, 1), _boolean("NOT"), S.not_, _plain(pc.invert)),
-    FunctionDef("neg", Syntax.PREFIX, "-", (1, 1), lambda ts: T.negate(ts[0]), S.neg, _plain(pc.negate_checked)),
+    FunctionDef("neg", Syntax.PREFIX, "-", (1, 1), lambda ts: T.negate(ts[0]), S.neg, _checked(pc.negate_checked)),
     FunctionDef("is_null", Syntax.POSTFIX, "IS NULL", (1, 1), lambda ts: BOOLEAN, S.is_null, _plain(pc.is_null)),
     FunctionDef(
         "is_not_null", Syntax.POSTFIX, "IS NOT NULL", (1, 1), lambda ts: BOOLEAN, S.is_not_null, _plain(pc.is_valid)

@@ -5,6 +5,10 @@
   for a missing float), and an operation whose IEEE result is NaN (``inf - inf``, ``0 * inf``,
   ``SUM`` over both infinities) gives NULL.  ±infinity are values: they compare, sort, add and
   aggregate as IEEE 754 says; a float sum beyond the largest double is ±infinity.
+* **One zero.**  ``-0.0`` equals ``0.0``, so grouping, DISTINCT, set operations and Istream keep
+  one of the two for both — and a user function could tell which.  Sluice has one float zero:
+  every float entering the system or computed (``-0.0``, ``0.0 * -1``, ``ROUND(-0.4)``) holds
+  ``0.0``, so every backend, the reference evaluator and a UDF see the same value.
 * **Integers are 64-bit.**  An integer expression whose exact result lies outside
   [−2^63, 2^63 − 1] is an error *of the row* (:class:`RowError`): that row is dropped by the
   operator that evaluates it and counted as rejected for its query, with the reason; the other
@@ -19,6 +23,8 @@
 (inf, None)
 >>> float_sum([(0.1, 3)]), float_sum([(1.0, 1), (2.0, 1)], divisor=2)
 (0.30000000000000004, 1.5)
+>>> canonical(-0.0), canonical(float("nan")), canonical(-2.5), canonical(7)
+(0.0, None, -2.5, 7)
 """
 
 from __future__ import annotations
@@ -27,6 +33,9 @@ import math
 from collections.abc import Iterable
 from fractions import Fraction
 from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from sluice.errors import SluiceError
 
@@ -49,10 +58,29 @@ def row_fits(row: tuple[Any, ...]) -> bool:
     return all(fits(v) for v in row)
 
 
-def checked(v: Any) -> Any:
-    """An arithmetic result as SQL has it: NaN → NULL, an integer beyond 64 bits a :class:`RowError`."""
+def canonical(v: Any) -> Any:
+    """A value as Sluice holds it: a float NaN is NULL and ``-0.0`` is ``0.0``; anything else as it is."""
     if isinstance(v, float):
-        return None if v != v else v
+        return None if v != v else v + 0.0  # IEEE: -0.0 + 0.0 is +0.0, every other value unchanged
+    return v
+
+
+def canonical_floats(v: Any) -> Any:
+    """Float Arrow values (array, chunked array or scalar) as Sluice holds them, vectorised:
+    ``-0.0`` → ``0.0`` (adding ``0.0``), NaN → NULL (the ``if_else`` only where there is a NaN).
+    """
+    v = pc.add(v, pa.scalar(0.0, v.type))
+    if isinstance(v, pa.Scalar) or (v.null_count < len(v) and pc.any(pc.is_nan(v)).as_py()):
+        v = pc.if_else(pc.is_nan(v), pa.scalar(None, v.type), v)
+    return v
+
+
+def checked(v: Any) -> Any:
+    """An arithmetic result as SQL has it: NaN → NULL, ``-0.0`` → ``0.0``, an integer beyond 64
+    bits a :class:`RowError`.
+    """
+    if isinstance(v, float):
+        return None if v != v else v + 0.0
     if not fits(v):
         raise RowError(f"integer overflow: {v} is outside BIGINT's range")
     return v
@@ -93,4 +121,16 @@ def float_sum(items: Iterable[tuple[float, int]], divisor: int = 1) -> float | N
     return to_float(Fraction(total, (1 << SCALE) * divisor))
 
 
-__all__ = ["INT_MAX", "INT_MIN", "RowError", "checked", "exact", "fits", "float_sum", "row_fits", "to_float"]
+__all__ = [
+    "INT_MAX",
+    "INT_MIN",
+    "RowError",
+    "canonical",
+    "canonical_floats",
+    "checked",
+    "exact",
+    "fits",
+    "float_sum",
+    "row_fits",
+    "to_float",
+]

@@ -5,7 +5,8 @@ them, the engine where no vectorised kernel is exact.
 Three-valued logic: ``None`` is NULL/UNKNOWN.  Integer ``/`` truncates toward zero and
 ``%`` takes the dividend's sign (C semantics, as in STREAM).  Division or modulo by zero
 yields NULL.  ``ROUND`` rounds half away from zero.  Arithmetic follows
-:mod:`sluice.plan.numeric`: a NaN result is NULL, an integer beyond 64 bits a ``RowError``.
+:mod:`sluice.plan.numeric`: a NaN result is NULL, ``-0.0`` is ``0.0``, an integer beyond 64 bits a
+``RowError``.
 
 >>> div(7, -2), mod(-7, 2), div(7.0, 2)
 (-3, -1, 3.5)
@@ -41,7 +42,9 @@ def _strict(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _arith(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """NULL in, NULL out; the result :func:`~sluice.plan.numeric.checked` (NaN → NULL, overflow → row error)."""
+    """NULL in, NULL out; the result :func:`~sluice.plan.numeric.checked` (NaN → NULL, -0.0 → 0.0,
+    overflow → row error).
+    """
 
     @functools.wraps(fn)
     def wrapped(*args: Any) -> Any:
@@ -126,7 +129,8 @@ def round_(x: Any, digits: int = 0) -> Any:
         return x  # no digit to round away
     digits = max(digits, -(d.adjusted() + 2))  # to any unit above 10·|x|, x rounds to 0
     q = d.quantize(Decimal(1).scaleb(-digits), context=_ROUNDING)
-    return float(q) if isinstance(x, float) else checked(int(q))  # ROUND(-2^63, -19) is beyond 64 bits
+    # ROUND(-0.4) is 0.0, never -0.0 (one zero); ROUND(-2^63, -19) is beyond 64 bits
+    return checked(float(q) if isinstance(x, float) else int(q))
 
 
 @_strict

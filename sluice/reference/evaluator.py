@@ -13,6 +13,8 @@ Definitions (DESIGN.md; issue "CQL front end and the reference evaluator"):
   ``[Partition By k Rows N]`` applies ``[Rows N]`` per distinct k.
 * A derived stream (from Istream/Dstream/Rstream) lists each instant's elements in a
   canonical (sorted) order, which fixes ``Rows`` ties on derived streams.
+* Input floats are as the engine admits them (``sluice.plan.numeric``): NaN is NULL and
+  ``-0.0`` is ``0.0``, one zero.
 
 It is slow and obviously right: the oracle for tests, never the engine.  Relations only
 change at *change instants* (inputs, window expiries, slide boundaries), so it evaluates
@@ -56,7 +58,7 @@ from sluice.plan.expr import (
     walk_expr,
 )
 from sluice.plan.function_defs import function
-from sluice.plan.numeric import RowError
+from sluice.plan.numeric import RowError, canonical
 from sluice.plan.scalar import call_udf, not_, quantified
 from sluice.plan.semantics import coerce, sample_keep, sort_key
 
@@ -206,7 +208,7 @@ class Evaluator:
         return self._stream_cache[key]
 
     def _scan_stream(self, node: L.Scan) -> list[tuple[int, Row]]:
-        rows = [(int(t), tuple(r)) for t, r in self._input(self.streams, node.name)]
+        rows = [(int(t), _canonical_row(r)) for t, r in self._input(self.streams, node.name)]
         return sorted(rows, key=lambda e: e[0])  # stable: ties keep arrival order
 
     def _sample(self, node: L.Sample) -> list[tuple[int, Row]]:
@@ -273,7 +275,7 @@ class Evaluator:
             ups = sorted(self._input(self.relations, node.name), key=lambda u: u[0])
             for t, grp in itertools.groupby(ups, key=lambda u: u[0]):
                 for _, sign, row in grp:
-                    row = tuple(row)
+                    row = _canonical_row(row)
                     if sign == "+":
                         cur[row] += 1
                     elif cur[row] > 0:
@@ -428,6 +430,13 @@ def _try(fn: Callable[..., Any], *args: Any) -> Any:
         return fn(*args)
     except RowError:
         return None
+
+
+def _canonical_row(row: Sequence[Any]) -> Row:
+    """An input row as the engine admits it (``sluice.plan.numeric``): a float NaN is NULL and
+    ``-0.0`` is ``0.0`` — equal floats have one representative, so no operator picks one.
+    """
+    return tuple(canonical(v) for v in row)
 
 
 def _coerce_row(row: Row, node: L.LogicalNode) -> Row:

@@ -468,8 +468,9 @@ _TRY = {"add": "try_add", "sub": "try_subtract", "mul": "try_multiply"}
 
 
 def _arith(op: str, method: str) -> SparkTranslation:
-    """``+ − ×`` (``op``; unary minus is ``0 − x``): integers through Spark's ``try_*``, whose NULL
-    where both inputs are not is the overflow; a float NaN as NULL.
+    """``+ − ×`` (``op``; unary minus is ``0 − x``, which is −x for every x but 0, and 0.0 for
+    0.0: the definition's negation, one zero): integers through Spark's ``try_*``, whose NULL
+    where both inputs are not is the overflow; a float result as Sluice holds it (:func:`canonical_float`).
     """
 
     def translate(e: Call, args: list[Any]) -> tuple[Any, Any | None] | None:
@@ -484,7 +485,7 @@ def _arith(op: str, method: str) -> SparkTranslation:
         if e.type.is_integer:
             res = getattr(F, _TRY[op])(a, b)
             return res.cast(out_type), a.isNotNull() & b.isNotNull() & res.isNull()
-        return _nan_null(getattr(a, method)(b)), None
+        return canonical_float(getattr(a, method)(b)), None
 
     return translate
 
@@ -507,7 +508,7 @@ def _div_mod(e: Call, args: list[Any]) -> tuple[Any, Any | None] | None:
         else:
             exact = F.when(big, F.lit(0)).otherwise(a % b)
     else:
-        exact = _nan_null(a / b if e.fn == "div" else a % b)
+        exact = canonical_float(a / b if e.fn == "div" else a % b)  # -2.0 % 2.0 is -0.0 in Java
     res = F.when(b == 0, F.lit(None)).otherwise(exact)  # no ANSI error: x / 0 is NULL
     return res.cast(spark_type(e.type)), bad
 
@@ -566,8 +567,11 @@ SPARK_FUNCTIONS: Mapping[str, SparkTranslation | InProcessor] = MappingProxyType
 (``tests/test_functions.py`` fails if one of ``FUNCTIONS`` has neither)."""
 
 
-def _nan_null(c: Any) -> Any:
-    """A float result with NaN as NULL (Sluice's rule: ``inf − inf`` is NULL)."""
+def canonical_float(c: Any) -> Any:
+    """A float Column as Sluice holds it (``sluice.plan.numeric``): NaN as NULL (``inf − inf``),
+    ``-0.0`` as ``0.0`` (``0.0 * -1``: adding 0.0 gives +0.0 under IEEE rounding).  Also applied
+    to the float columns of attached sources, which Spark reads without the driver's admission.
+    """
     from pyspark.sql import functions as F
 
-    return F.when(F.isnan(c), F.lit(None)).otherwise(c)
+    return F.when(F.isnan(c), F.lit(None)).otherwise(c + F.lit(0.0))

@@ -23,7 +23,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-from sluice.backends.spark.compile import NativePlan, overflow, pushdown, to_column
+from sluice.backends.spark.compile import NativePlan, canonical_float, overflow, pushdown, to_column
 from sluice.backends.spark.preagg import LOWER, UPPER, PreAggregate
 from sluice.backends.spark.processor import EVENT_TIME_OFFSET
 from sluice.backends.spark.types import spark_type
@@ -146,7 +146,11 @@ def external_frame(eng: SparkEngine, d: SourceDef, kind: str, opts: dict[str, An
         sign = F.when(F.trim(parts.getItem(1)) == "-", -1).otherwise(1) if relation else F.lit(1)
         values = [F.trim(parts.getItem(lead + j)) for j in range(len(names))]
     cols = [F.lit(-1).cast("long").alias("seq"), F.col("ts"), sign.cast("int").alias("sign")]
-    cols += [v.cast(t).alias(f"c{j}") for j, (v, t) in enumerate(zip(values, types, strict=True))]
+    # Spark reads these rows itself, not through the driver's admission: a float as Sluice holds
+    # it here (NaN is NULL, -0.0 is 0.0), as rows.admit does for pushed rows
+    for j, (v, t, ct) in enumerate(zip(values, types, d.schema.types, strict=True)):
+        v = v.cast(t)
+        cols.append((canonical_float(v) if ct.kind is TypeKind.FLOAT else v).alias(f"c{j}"))
     return raw.select(*cols)
 
 
