@@ -295,3 +295,53 @@ def test_a_row_error_in_a_pulled_up_selection_rejects_the_row_for_its_query_only
     assert [e.row for e in bad.results() if e.sign == "+"] == [(1, 1, 1, 7)]
     (msg,) = eng.rejected()
     assert msg.startswith("bad: SharedWindowJoin") and "overflow" in msg, msg
+
+
+def test_sluice_run_takes_the_policy_and_every_policy_writes_the_same_files(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sluice.cli import main
+
+    cql = tmp_path / "q.cql"
+    cql.write_text(
+        DDL.replace("; ", ";\n")
+        + ";\nIstream(SELECT * FROM A [Range 2], B [Range 2] WHERE A.K = B.K);\n"
+        + "SELECT A.V, B.W FROM A [Range 9], B [Rows 3] WHERE A.K = B.K AND A.V > 2;\n"
+    )
+    rnd = random.Random(5)
+    streams = _streams(rnd, 50, 40)
+    for name, rows in streams.items():
+        (tmp_path / f"{name}.csv").write_text("".join(f"{t},{'' if k is None else k},{v}\n" for t, (k, v) in rows))
+    outs = {}
+    for policy in ("greedy", "swf:unit=1", "lwo:variant=nested-loop", "off"):
+        out = tmp_path / policy.replace(":", "_").replace("=", "_")
+        argv = ["run", str(cql), "--source", f"A={tmp_path / 'A.csv'}", "--source", f"B={tmp_path / 'B.csv'}"]
+        assert main([*argv, "--out", str(out), "--shared-join", policy]) == 0
+        outs[policy] = {p.name: p.read_text() for p in sorted(out.iterdir())}
+    first = outs["off"]
+    assert sorted(first) == ["q1.out", "q2.out"] and all(first.values())
+    assert all(o == first for o in outs.values())
+    capsys.readouterr()
+    assert main(["run", str(cql), "--shared-join", "fastest"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("sluice: ") and "unknown shared-join policy 'fastest'" in err and "\n" not in err
+
+
+def test_a_query_planned_onto_an_existing_port_is_served_when_the_first_goes() -> None:
+    """Review of the planner's memo: an equal query reuses the port, and its owner must know it —
+    removing the first query (or its failing) must not remove the operators the second reads."""
+    eng = EmbeddedEngine(start=0)
+    eng.execute(DDL)
+    text = "SELECT * FROM A [Range 3], B [Range 3] WHERE A.K = B.K"
+    first, second = eng.register_query(text, name="first"), eng.register_query(text, name="second")
+    window = eng.register_query("SELECT count(*) FROM A [Range 3]", name="w1")
+    window2 = eng.register_query("SELECT count(*) FROM A [Range 3]", name="w2")
+    eng.push("A", [(1, 1, 1)])
+    eng.push("B", [(1, 1, 2)])
+    eng.run()
+    first.close()
+    window.close()
+    eng.push("A", [(2, 1, 3)])
+    eng.close(3)
+    assert [(e.ts, e.row) for e in second.results() if e.sign == "+"] == [(1, (1, 1, 1, 2)), (2, (1, 3, 1, 2))]
+    assert [e.row for e in window2.results() if e.sign == "+"] == [(0,), (1,), (2,)]

@@ -56,7 +56,7 @@ from sluice.datatypes import DataType
 from sluice.errors import InternalError, SluiceError
 from sluice.plan.expr import BExpr
 from sluice.runtime.batch import META, NEG_INF, POS_INF, concat, empty, make, nbytes, sort_by_ts, ts_of
-from sluice.runtime.operators.base import Operator, OperatorSpec, Part
+from sluice.runtime.operators.base import Operator, OperatorSpec, Part, PortHandle, PortSpec
 from sluice.runtime.queue import count_upto
 from sluice.runtime.synopsis import SynopsisStats
 from sluice.runtime.vexpr import VFn, compile_expr, evaluate_rows, truth_mask
@@ -321,7 +321,7 @@ class Port:
     definition: PortDef
     filters: tuple[VFn | None, VFn | None]
     queries: set[str]
-    handle: SharedJoinPort
+    handle: PortHandle
 
 
 @dataclass
@@ -367,7 +367,7 @@ class SharedWindowJoin(Operator):
     CACHES = ("_bands",)
 
     # -- ports ---------------------------------------------------------------------------
-    def add_port(self, d: PortDef, query: str, starts: tuple[int, int]) -> SharedJoinPort:
+    def add_port(self, d: PortDef, query: str, starts: tuple[int, int]) -> PortHandle:
         """The output for a query with these windows: an existing one (same windows, selections and
         first instant) or a new one.  ``starts``: where each input's queue is now (the port sees
         what is appended from there on; 0, 0 before the engine runs).
@@ -385,7 +385,7 @@ class SharedWindowJoin(Operator):
                 )
         index = len(self.ports)
         queue = self.output if index == 0 else self.add_output(f"q:{self.name}:{index}")
-        handle = SharedJoinPort(
+        handle = PortHandle(
             PortSpec(self.schema, index),
             name=f"{self.name}:{index}",
             readers=[],
@@ -421,6 +421,14 @@ class SharedWindowJoin(Operator):
             sorted({extent(p.definition.right.window) for p in act}),
             sorted({extent(p.definition.left.window) for p in act}),
         )
+
+    def add_query(self, index: int, query: str) -> None:
+        """One more query reads port ``index`` (the planner reused the port for an equal subplan)."""
+        self.ports[index].queries.add(query)
+        self.queries.add(query)
+
+    def port_active(self, index: int) -> bool:
+        return self._active[index]
 
     def active_ports(self) -> list[Port]:
         return [p for p in self.ports if self._active[p.index]]
@@ -831,31 +839,6 @@ class SharedWindowJoin(Operator):
     def pending_units(self) -> int:
         """Elements waiting in the SchedulingQueues (§5.3's input buffer)."""
         return sum(u.hi - u.lo for u in self._units)
-
-
-@dataclass(frozen=True, slots=True)
-class PortSpec(OperatorSpec):
-    port: int  # which output of the shared join
-
-
-@dataclass
-class SharedJoinPort(Operator):
-    """What the planner hands the operators above one port of a shared join: that port's queue
-    and capabilities.  It never runs (the shared join writes the queue); it is in no operator list.
-    """
-
-    spec: PortSpec
-    owner: Any = None  # the shared join (wiring)
-
-    @property
-    def port(self) -> int:
-        return self.spec.port
-
-    def has_work(self) -> bool:
-        return False
-
-    def _run(self, budget: int) -> int:
-        raise InternalError(f"{self} is a port of {self.owner}, which runs it")
 
 
 def _compiled(e: BExpr | None) -> VFn | None:
