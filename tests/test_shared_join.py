@@ -345,3 +345,34 @@ def test_a_query_planned_onto_an_existing_port_is_served_when_the_first_goes() -
     eng.close(3)
     assert [(e.ts, e.row) for e in second.results() if e.sign == "+"] == [(1, (1, 1, 1, 2)), (2, (1, 3, 1, 2))]
     assert [e.row for e in window2.results() if e.sign == "+"] == [(0,), (1,), (2,)]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 10**6),
+    windows=st.lists(st.sampled_from(WINDOWS), min_size=2, max_size=5),
+    mode=st.sampled_from(["whole", "pieces", "snapshots"]),
+)
+def test_windows_of_different_sizes_share_one_buffer_and_each_answer_is_exact(
+    seed: int, windows: list[str], mode: str
+) -> None:
+    """STREAM §3.2: one SharedWindow per stream and family serves every size; each query (an
+    aggregate, a projection, an Istream) gets the reference evaluator's answer."""
+    rnd = random.Random(seed)
+    streams = _streams(rnd, rnd.randrange(5, 40), rnd.randrange(3, 25))
+    shapes = [
+        "SELECT K, count(*), sum(V) FROM A [{w}] GROUP BY K",
+        "SELECT * FROM A [{w}] WHERE V > 3",
+        "Istream(SELECT V FROM A [{w}])",
+        "SELECT DISTINCT K FROM A [{w}]",
+    ]
+    queries = [shapes[i % len(shapes)].format(w=w) for i, w in enumerate(windows)]
+    chunk = None if mode == "whole" else rnd.randrange(1, 8)
+    eng, got = _run(queries, streams, 30, shared_join="greedy", chunk=chunk, snapshots=mode == "snapshots")
+    _check(eng, queries, got, streams, 30)
+    from sluice.runtime.operators.shared_window import SharedWindow
+
+    # over the stream itself: one per family (a selection pushed below a window is another stream)
+    source = eng.sources["a"].output
+    over_a = [o for o in eng.operators if isinstance(o, SharedWindow) and o.readers[0].queue is source]
+    assert 1 <= len(over_a) <= 2
