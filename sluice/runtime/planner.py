@@ -328,7 +328,7 @@ class Planner:
         Selections on one input are pulled up into the port (§2.1) — below a time-based window
         they commute with it; above any window they are a selection of the window's contents.
         """
-        sides = [_window_side(n.left), _window_side(n.right)]
+        sides = [window_side(n.left), window_side(n.right)]
         if sides[0] is None or sides[1] is None:
             return None
         fam = (family(sides[0].window), family(sides[1].window))
@@ -421,13 +421,13 @@ class Planner:
 
 
 @dataclass(frozen=True, slots=True)
-class _WindowSide:
+class WindowSide:
     base: L.LogicalNode  # the stream the shared join reads
     window: Any  # sluice.windows.WindowDef
     filters: tuple[BExpr, ...]  # the selections the query applies to it, as one port's mask
 
 
-def _window_side(node: L.LogicalNode) -> _WindowSide | None:
+def window_side(node: L.LogicalNode) -> WindowSide | None:
     """``σ…(Window(σ…(stream)))`` as (stream, window, selections), when a shared join can serve it:
     a window it knows, selections without subqueries (above the window, where they select from a
     relation, without CURRENT_TIME either).  Selections below a time-based window move up with it
@@ -452,7 +452,7 @@ def _window_side(node: L.LogicalNode) -> _WindowSide | None:
             base = base.input
     if base.kind is not Kind.STREAM or any(has_subquery(c) for c in below):
         return None
-    return _WindowSide(base, node.spec, tuple(below + above))
+    return WindowSide(base, node.spec, tuple(below + above))
 
 
 def _order_sensitive_streams(plan: L.LogicalNode) -> set[L.LogicalNode]:
