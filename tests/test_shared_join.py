@@ -376,3 +376,22 @@ def test_windows_of_different_sizes_share_one_buffer_and_each_answer_is_exact(
     source = eng.sources["a"].output
     over_a = [o for o in eng.operators if isinstance(o, SharedWindow) and o.readers[0].queue is source]
     assert 1 <= len(over_a) <= 2
+
+
+@pytest.mark.parametrize(
+    "text", ["SELECT * FROM A [Range 3], B [Range 3] WHERE A.K = B.K", "SELECT count(*) FROM A [Range 3]"]
+)
+def test_a_name_used_again_after_removal_is_served(text: str) -> None:
+    """Review finding: a port's handle kept a removed query's name, so the same name registered
+    again was never recorded by the port's owner, and removing the other query cut it off."""
+    eng = EmbeddedEngine(start=0)
+    eng.execute(DDL)
+    eng.register_query(text)  # q1
+    eng.register_query(text).close()  # q2, gone
+    again = eng.register_query(text)  # q2 again
+    eng.unregister("q1")
+    eng.push("A", [(1, 1, 1)])
+    eng.push("B", [(1, 1, 2)])
+    eng.close(3)
+    assert [e for e in again.results() if e.sign == "+"]
+    assert "query q2" in eng.explain()

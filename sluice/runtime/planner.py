@@ -127,12 +127,15 @@ class Planner:
         todo = [op]
         while todo:
             o = todo.pop()
-            if self._query in o.queries:
-                continue
-            o.queries.add(self._query)
-            if isinstance(o, PortHandle):  # the port's owner serves the query too
+            if isinstance(o, PortHandle):  # the port's owner serves the query too (its own record decides)
+                o.queries.add(self._query)
+                if o.owner.serves(o.port, self._query):
+                    continue
                 o.owner.add_query(o.port, self._query)
                 o = o.owner
+            elif self._query in o.queries:
+                continue
+            o.queries.add(self._query)
             todo += [self._producer(r.queue) for r in o.readers]
 
     def _producer(self, q: Queue) -> Operator:

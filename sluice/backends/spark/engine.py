@@ -86,7 +86,8 @@ class SparkEngine:
         except ValueError as e:
             raise SluiceError(str(e)) from None
         self.scheduler = scheduler
-        SharedJoinOptions.parse(shared_join)  # the same names, options and errors as the embedded engine
+        # the same names, options and errors as the embedded engine; None is its default (Greedy)
+        self.groups_joins = shared_join is None or SharedJoinOptions.parse(shared_join) is not None
         self.shared_join = shared_join
         self.preaggregate = preaggregate
         self.spark = spark or get_session(master)

@@ -113,7 +113,7 @@ class Inspector:
         pre = eng.preagg_of(q) if q.stream is None else q.preagg
         if pre is not None:
             lines.append("  " + pre.describe(eng._source(pre.source).schema.names))
-        for src, preds in pushdown(q.plan).items():
+        for src, preds in pushdown(q.plan).items() if len(q.group) < 2 else ():  # (a group reads every element)
             done = [p for p in preds if to_column(p, source_column) is not None]
             if done:
                 names = eng.catalog.lookup(src).schema.names
@@ -123,8 +123,9 @@ class Inspector:
         if len(q.group) > 1:
             others = ", ".join(n for n in q.group if n != q.name)
             lines.append(
-                f"  runs in one processor per key with {others}: they join the same streams through windows, "
-                "and one shared window join serves them all"
+                f"  runs in one processor per key with {others}: they join the same streams through windows "
+                "(one shared window join serves those joining on the same predicate); Spark selects nothing "
+                "for a group before its processor"
             )
         lines.append(explain_plan(q.plan))
         return "\n".join(lines)

@@ -61,7 +61,7 @@ class Runner:
         and writes to memory.  ``[q]`` when it runs alone.
         """
         eng = self.engine
-        sig = window_join_signature(q.plan) if eng.shared_join != "off" else None
+        sig = window_join_signature(q.plan) if eng.groups_joins else None
         if sig is None or q.sink != "memory" or q.native is not None or eng.preagg_of(q) is not None:
             return [q]
         out = [q]

@@ -409,6 +409,7 @@ class SharedWindowJoin(Operator):
     def forget_query(self, name: str) -> None:
         for p in self.ports:
             p.queries.discard(name)
+            p.handle.queries.discard(name)  # (a handle is in no operator list: the registry cannot)
             if not p.queries and self._active[p.index]:
                 self._active[p.index] = False
                 self._held[p.index] = []
@@ -426,6 +427,9 @@ class SharedWindowJoin(Operator):
         """One more query reads port ``index`` (the planner reused the port for an equal subplan)."""
         self.ports[index].queries.add(query)
         self.queries.add(query)
+
+    def serves(self, index: int, query: str) -> bool:
+        return query in self.ports[index].queries
 
     def port_active(self, index: int) -> bool:
         return self._active[index]

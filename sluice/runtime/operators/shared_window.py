@@ -94,9 +94,13 @@ class SharedWindow(Operator):
     def port_active(self, index: int) -> bool:
         return self._active[index]
 
+    def serves(self, index: int, query: str) -> bool:
+        return query in self.ports[index].queries
+
     def forget_query(self, name: str) -> None:
         for p in self.ports:
             p.queries.discard(name)
+            p.handle.queries.discard(name)  # (a handle is in no operator list: the registry cannot)
             if not p.queries:
                 self._active[p.index] = False
 
