@@ -55,7 +55,8 @@ from sluice import windows as W
 from sluice.datatypes import DataType
 from sluice.errors import InternalError, SluiceError
 from sluice.plan.expr import BExpr
-from sluice.runtime.batch import META, NEG_INF, POS_INF, concat, empty, make, nbytes, sort_by_ts, ts_of
+from sluice.runtime.batch import META, NEG_INF, POS_INF, arrow_type, concat, empty, make, nbytes, sort_by_ts, ts_of
+from sluice.runtime.key_index import KeyIndex, codable, key_codes
 from sluice.runtime.operators.base import Operator, OperatorSpec, Part
 from sluice.runtime.queue import count_upto
 from sluice.runtime.synopsis import SynopsisStats
@@ -213,8 +214,9 @@ class JoinBuffer(Part):
     """
 
     STATE = ("table", "ts", "seq", "masks", "base", "budget")
+    CACHES = ("index",)  # derived from the table: rebuilt on restore
 
-    def __init__(self, types: Sequence[DataType]) -> None:
+    def __init__(self, types: Sequence[DataType], key: tuple[int, bool] | None = None) -> None:
         self.types = list(types)
         self.table = empty(self.types).slice(0, 0)  # an object of its own (builds share no state)
         self.ts = np.empty(0, np.int64)
@@ -222,6 +224,16 @@ class JoinBuffer(Part):
         self.masks: list[np.ndarray | None] = []  # per port; None: every element
         self.base = 0
         self.budget: int | None = None
+        # the key column (and whether it is compared as a double) a KeyIndex is kept on (§3.4's hash
+        # index over the window): None when the variant is the nested loop or keys have no codes
+        self.key = key
+        self.index: KeyIndex | None = None if key is None else KeyIndex()
+
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
+        if self.key is not None:
+            self.index = KeyIndex(self.base)
+            self.index.append(*key_codes(self.table.column(META + self.key[0]), self.key[1]))
 
     @property
     def end(self) -> int:
@@ -232,6 +244,8 @@ class JoinBuffer(Part):
 
     def append(self, b: pa.Table, seq0: int, masks: list[np.ndarray | None]) -> None:
         n = b.num_rows
+        if self.index is not None and self.key is not None:
+            self.index.append(*key_codes(b.column(META + self.key[0]), self.key[1]))
         self.table = concat([self.table, b], self.types)
         if self.table.num_columns and self.table.column(0).num_chunks > 32:
             self.table = self.table.combine_chunks()
@@ -257,6 +271,14 @@ class JoinBuffer(Part):
         self.ts, self.seq = self.ts[k:], self.seq[k:]
         self.masks = [None if m is None else m[k:] for m in self.masks]
         self.base += k
+        if self.index is not None:
+            self.index.drop_before(self.base)
+
+    def combined(self) -> pa.Table:
+        """The table in one chunk: Arrow's take from a table of many chunks costs ~10× more."""
+        if self.table.num_columns and self.table.column(0).num_chunks > 1:
+            self.table = self.table.combine_chunks()
+        return self.table
 
     def rows(self, lo: int, hi: int) -> pa.Table:
         return self.table.slice(lo - self.base, max(0, hi - lo))
@@ -290,7 +312,8 @@ class JoinBuffer(Part):
     @property
     def nbytes(self) -> int:
         masks = sum(len(m) for m in self.masks if m is not None)
-        return nbytes(self.table) + 16 * len(self.ts) + masks
+        index = 0 if self.index is None else self.index.nbytes
+        return nbytes(self.table) + 16 * len(self.ts) + masks + index
 
     def statistics(self) -> SynopsisStats:
         return SynopsisStats("JoinBuffer", len(self), self.nbytes, self.budget)
@@ -347,8 +370,13 @@ class SharedWindowJoin(Operator):
         super().__post_init__()
         self.stateful = True
         self.residual = compile_expr(self.spec.residual) if self.spec.residual is not None else None
-        self.left = JoinBuffer(self.spec.left_types)
-        self.right = JoinBuffer(self.spec.right_types)
+        keyed = self.spec.variant is Variant.HASH and len(self.spec.keys) == 1
+        ((kl, kr),) = self.spec.keys if keyed else ((0, 0),)
+        lt, rt = self.spec.left_types[kl], self.spec.right_types[kr]
+        indexed = keyed and codable(lt, rt)
+        as_float = arrow_type(lt) != arrow_type(rt)
+        self.left = JoinBuffer(self.spec.left_types, (kl, as_float) if indexed else None)
+        self.right = JoinBuffer(self.spec.right_types, (kr, as_float) if indexed else None)
         self.ports: list[Port] = []
         self._units: list[Unit] = []
         self._order = 0
@@ -588,6 +616,13 @@ class SharedWindowJoin(Operator):
         own, other = self._buf(s), self._buf(1 - s)
         a, z = int(lo.min()), int(hi.max())
         keys = self.spec.keys
+        if own.index is not None and other.index is not None:  # §3.4: the index, a probe costs its matches
+            ix = own.index
+            if ix.valid is not None:  # a NULL key matches nothing
+                v = ix.valid[idx - ix.base]
+                idx, lo, hi = idx[v], lo[v], hi[v]
+            q, j = other.index.probe(ix.codes[idx - ix.base], lo, hi)
+            return idx[q], j
         if self.spec.variant is Variant.HASH and keys:
             outer = own.rows(int(idx[0]), int(idx[-1]) + 1)
             inner = other.rows(a, z)
@@ -628,8 +663,8 @@ class SharedWindowJoin(Operator):
         own, other = self._buf(s), self._buf(1 - s)
         li, ri = (i, j) if s == LEFT else (j, i)
         lb, rb = (own, other) if s == LEFT else (other, own)
-        lt = lb.table.take(pa.array(li - lb.base))
-        rt = rb.table.take(pa.array(ri - rb.base))
+        lt = lb.combined().take(pa.array(li - lb.base))
+        rt = rb.combined().take(pa.array(ri - rb.base))
         cols = lt.columns[META:] + rt.columns[META:]
         b = make(ts, sign, cols, self.types)
         kept = np.arange(len(i), dtype=np.int64)
@@ -701,19 +736,7 @@ class SharedWindowJoin(Operator):
         """
         order = np.lexsort((port, x))
         x, leave, port, lo, hi = x[order], leave[order], port[order], lo[order], hi[order]
-        ux, first, counts = np.unique(x, return_index=True, return_counts=True)
-        i, j = self._candidates(s, ux, np.minimum.reduceat(lo, first), np.maximum.reduceat(hi, first))
-        if not len(i):
-            return
-        # each pair once per entry of its element, kept where the partner is in that entry's range
-        u = np.searchsorted(ux, i)
-        n = counts[u]
-        rep = np.repeat(np.arange(len(i)), n)
-        within = np.arange(len(rep)) - np.repeat(np.cumsum(n) - n, n)
-        e = first[u][rep] + within
-        i, j = i[rep], j[rep]
-        ok = (j >= lo[e]) & (j < hi[e])
-        i, j, e = i[ok], j[ok], e[ok]
+        i, j, e = self._entry_pairs(s, x, lo, hi)
         if not len(i):
             return
         pairs, kept = self._pairs(s, i, j, leave[e], -1)
@@ -726,6 +749,34 @@ class SharedWindowJoin(Operator):
             if mine.any():
                 st = self._starts[p.index]
                 self._hold(p, pairs, mine & other.ok(j, p.index, st[1 - s], p.definition.since))
+
+    def _entry_pairs(
+        self, s: int, x: np.ndarray, lo: np.ndarray, hi: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(element, partner, entry) for entries sorted by element: element ``x[e]`` of input ``s``
+        with its partners ``lo[e] ≤ j < hi[e]``.
+        """
+        ix, other = self._buf(s).index, self._buf(1 - s).index
+        if ix is not None and other is not None:  # one probe per entry, costing its matches
+            e = np.arange(len(x), dtype=np.int64)
+            if ix.valid is not None:  # a NULL key matches nothing
+                e = e[ix.valid[x - ix.base]]
+            q, j = other.probe(ix.codes[x[e] - ix.base], lo[e], hi[e])
+            return x[e[q]], j, e[q]
+        # one probe per element over the union of its entries' ranges, each pair then kept once per
+        # entry whose range holds the partner
+        ux, first, counts = np.unique(x, return_index=True, return_counts=True)
+        i, j = self._candidates(s, ux, np.minimum.reduceat(lo, first), np.maximum.reduceat(hi, first))
+        if not len(i):
+            return i, j, i
+        u = np.searchsorted(ux, i)
+        n = counts[u]
+        rep = np.repeat(np.arange(len(i)), n)
+        within = np.arange(len(rep)) - np.repeat(np.cumsum(n) - n, n)
+        e = first[u][rep] + within
+        i, j = i[rep], j[rep]
+        ok = (j >= lo[e]) & (j < hi[e])
+        return i[ok], j[ok], e[ok]
 
     # -- the routing step's ordered release (§3.2) ---------------------------------------
     def _frontier(self, p: Port) -> int:
