@@ -336,6 +336,39 @@ class Unit:
     done: int = -1
 
 
+class _UnitView:
+    """What the scans of one pending unit share, derived from the buffers (a cache: rebuilt when
+    missing, e.g. after a restore): its elements' instants, how far the other input reached at
+    each (``hz``; ties: the left finds), where each window extent starts there, and — with an
+    index — the matches over the largest extent, probed once (``_band_candidates``).  Every bound
+    is fixed once the unit exists: its read was a timestamp prefix of both inputs
+    (``read_aligned``), and the buffers keep what a pending unit still scans (``_retain``).
+    """
+
+    def __init__(self, u: Unit, own: JoinBuffer, other: JoinBuffer, own_fam: str, fam: str) -> None:
+        self.own, self.other, self.own_fam, self.fam = own, other, own_fam, fam
+        self.idx = np.arange(u.lo, u.hi, dtype=np.int64)
+        self.tau = own.ts[self.idx - own.base]
+        self.hz = np.asarray(other.count_upto(self.tau, strict=u.side == RIGHT), np.int64)
+        self._starts: dict[int, np.ndarray] = {}
+        self._own_starts: dict[int, np.ndarray] = {}
+        self.matches: tuple[int, np.ndarray, np.ndarray] | None = None
+
+    def start(self, e: int) -> np.ndarray:
+        """Where a window of extent ``e`` over the other input starts, per element's instant."""
+        got = self._starts.get(e)
+        if got is None:
+            got = np.maximum(self.other.window_start(self.fam, e, self.tau), self.other.base)
+            self._starts[e] = got
+        return got
+
+    def own_start(self, e: int) -> np.ndarray:
+        got = self._own_starts.get(e)
+        if got is None:
+            got = self._own_starts[e] = self.own.window_start(self.own_fam, e, self.tau)
+        return got
+
+
 @dataclass
 class Port:
     """What the planner gave one output (fixed once added; its changing state is the operator's)."""
@@ -389,10 +422,12 @@ class SharedWindowJoin(Operator):
         self._work = 0  # pairs examined and elements probed, all runs
         self._released = 0
         self._bands: tuple[list[int], list[int]] = ([], [])
+        # what a pending unit's scans share: its window bounds, its matches (see _UnitView)
+        self._views: dict[tuple[int, int, int], _UnitView] = {}
         # experiments: called with (port, released batch) as output leaves the operator
         self.on_release: Any = None
 
-    CACHES = ("_bands",)
+    CACHES = ("_bands", "_views")
 
     # -- ports ---------------------------------------------------------------------------
     def add_port(self, d: PortDef, query: str, starts: tuple[int, int]) -> SharedJoinPort:
@@ -491,6 +526,9 @@ class SharedWindowJoin(Operator):
         while self._units and (work == 0 or work < budget):
             work += self._step()
         self._work += work
+        if self._views:
+            live = {(u.side, u.lo, u.hi) for u in self._units}
+            self._views = {k: v for k, v in self._views.items() if k in live}
         for p in self.active_ports():
             self._release(p)
         self._retain()
@@ -577,34 +615,64 @@ class SharedWindowJoin(Operator):
         finds there, routed to the ports that hold both.
         """
         own, other = self._buf(u.side), self._buf(1 - u.side)
-        fam, fam_own = self.spec.families[1 - u.side], self.spec.families[u.side]
-        idx = np.arange(u.lo, u.hi, dtype=np.int64)
-        tau = own.ts[idx - own.base]
-        hz = np.asarray(other.count_upto(tau, strict=u.side == RIGHT), np.int64)  # ties: the left finds
-        lo = np.maximum(other.window_start(fam, upto, tau), other.base)
-        hi = hz if done < 0 else np.minimum(hz, other.window_start(fam, done, tau))
-        i, j = self._candidates(u.side, idx, lo, hi)
-        work = len(idx) + len(i)
+        v = self._view(u)
+        lo = v.start(upto)
+        hi = v.hz if done < 0 else np.minimum(v.hz, v.start(done))
+        i, j, work = self._band_candidates(u, v, lo, hi, upto)
         if not len(i):
             return work
         ts = own.ts[i - own.base]
         pairs, kept = self._pairs(u.side, i, j, ts, 1)
         if pairs is None:
             return work
-        i, j, ts = i[kept], j[kept], ts[kept]
+        i, j = i[kept], j[kept]
+        k = i - u.lo
         for p in self.active_ports():
             ow, tw = p.definition.side(u.side).window, p.definition.side(1 - u.side).window
             e = extent(tw)
             if e <= done:
                 continue
             st = self._starts[p.index]
-            keep = j >= other.window_start(fam, e, ts)
+            keep = j >= v.start(e)[k]
             keep &= own.ok(i, p.index, st[u.side], p.definition.since)
             keep &= other.ok(j, p.index, st[1 - u.side], p.definition.since)
-            if fam_own == "rows":  # the arriving element is still in its own window at its instant
-                keep &= i >= own.window_start(fam_own, extent(ow), ts)
+            if v.own_fam == "rows":  # the arriving element is still in its own window at its instant
+                keep &= i >= v.own_start(extent(ow))[k]
             self._hold(p, pairs, keep)
         return work
+
+    def _view(self, u: Unit) -> _UnitView:
+        key = (u.side, u.lo, u.hi)
+        v = self._views.get(key)
+        if v is None:
+            own, other = self._buf(u.side), self._buf(1 - u.side)
+            self._views[key] = v = _UnitView(u, own, other, self.spec.families[u.side], self.spec.families[1 - u.side])
+        return v
+
+    def _band_candidates(
+        self, u: Unit, v: _UnitView, lo: np.ndarray, hi: np.ndarray, upto: int
+    ) -> tuple[np.ndarray, np.ndarray, int]:
+        """The unit's candidates in one band (``lo ≤ j < hi`` per element), and the work: elements
+        probed and pairs examined.  With an index a probe costs its matches whatever its range, so
+        the unit's first band probes every band it will scan and the later bands select from those
+        matches (no other partner can come: the read was a timestamp prefix of both inputs).
+        """
+        idx = v.idx
+        if self._buf(u.side).index is None or self._buf(1 - u.side).index is None:
+            i, j = self._candidates(u.side, idx, lo, hi)
+            return i, j, len(idx) + len(i)
+        ext = self._bands[u.side][-1]
+        probed = 0
+        if v.matches is None or v.matches[0] < ext:
+            if upto >= ext:  # the last band: nothing to keep
+                i, j = self._candidates(u.side, idx, lo, hi)
+                return i, j, len(idx) + len(i)
+            v.matches = (ext, *self._candidates(u.side, idx, v.start(ext), v.hz))
+            probed = len(idx)
+        _, i, j = v.matches
+        k = i - u.lo
+        m = (j >= lo[k]) & (j < hi[k])
+        return i[m], j[m], probed + int(m.sum())
 
     def _candidates(self, s: int, idx: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(outer, inner) absolute index pairs with ``lo ≤ inner < hi`` per outer element and equal keys."""
