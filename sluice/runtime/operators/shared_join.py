@@ -214,7 +214,8 @@ class JoinBuffer(Part):
     """
 
     STATE = ("table", "ts", "seq", "masks", "base", "budget")
-    CACHES = ("index",)  # derived from the table: rebuilt on restore
+    # derived: rebuilt on restore (the index from the table; later/earlier as "unknown")
+    CACHES = ("index", "later", "earlier")
 
     def __init__(self, types: Sequence[DataType], key: tuple[int, bool] | None = None) -> None:
         self.types = list(types)
@@ -228,9 +229,16 @@ class JoinBuffer(Part):
         # index over the window): None when the variant is the nested loop or keys have no codes
         self.key = key
         self.index: KeyIndex | None = None if key is None else KeyIndex()
+        # per element, what the join steps met of its partners (the other input's positions): the
+        # first that arrived later (POS_INF: none yet) and the last that arrived earlier (−1:
+        # none); a leaving element with neither in its partner range has no deletion to find
+        self.later = np.empty(0, np.int64)
+        self.earlier = np.empty(0, np.int64)
 
     def restore(self, state: dict[str, Any]) -> None:
         super().restore(state)
+        self.later = np.full(len(self.ts), -1, np.int64)  # unknown: every leaving element probes
+        self.earlier = np.full(len(self.ts), POS_INF, np.int64)
         if self.key is not None:
             self.index = KeyIndex(self.base)
             self.index.append(*key_codes(self.table.column(META + self.key[0]), self.key[1]))
@@ -250,6 +258,8 @@ class JoinBuffer(Part):
         if self.table.num_columns and self.table.column(0).num_chunks > 32:
             self.table = self.table.combine_chunks()
         self.ts = np.concatenate([self.ts, ts_of(b).astype(np.int64)])
+        self.later = np.concatenate([self.later, np.full(n, POS_INF, np.int64)])
+        self.earlier = np.concatenate([self.earlier, np.full(n, -1, np.int64)])
         self.seq = np.concatenate([self.seq, np.arange(seq0, seq0 + n, dtype=np.int64)])
         for p, m in enumerate(masks):
             old = self.masks[p]
@@ -269,10 +279,19 @@ class JoinBuffer(Part):
         k = min(k, len(self.ts))
         self.table = self.table.slice(k)
         self.ts, self.seq = self.ts[k:], self.seq[k:]
+        self.later, self.earlier = self.later[k:], self.earlier[k:]
         self.masks = [None if m is None else m[k:] for m in self.masks]
         self.base += k
         if self.index is not None:
             self.index.drop_before(self.base)
+
+    def met_later(self, idx: np.ndarray, partner: np.ndarray) -> None:
+        """Elements ``idx`` were met by later partners (positions of the other input)."""
+        np.minimum.at(self.later, idx - self.base, partner)
+
+    def met_earlier(self, idx: np.ndarray, partner: np.ndarray) -> None:
+        """Elements ``idx`` met earlier partners (positions of the other input)."""
+        np.maximum.at(self.earlier, idx - self.base, partner)
 
     def combined(self) -> pa.Table:
         """The table in one chunk: Arrow's take from a table of many chunks costs ~10× more."""
@@ -300,11 +319,13 @@ class JoinBuffer(Part):
 
     def ok(self, idx: np.ndarray, port: int, start: int, since: int | None) -> np.ndarray:
         """Which elements (absolute indices) the port sees: from its start, through its selections."""
+        m = self.masks[port]
+        if m is None and since is None and (not len(self.seq) or self.seq[0] >= start):
+            return np.ones(len(idx), bool)  # the port sees every element held
         loc = idx - self.base
         keep = self.seq[loc] >= start
         if since is not None:
             keep &= self.ts[loc] >= since
-        m = self.masks[port]
         if m is not None:
             keep &= m[loc]
         return keep
@@ -313,7 +334,7 @@ class JoinBuffer(Part):
     def nbytes(self) -> int:
         masks = sum(len(m) for m in self.masks if m is not None)
         index = 0 if self.index is None else self.index.nbytes
-        return nbytes(self.table) + 16 * len(self.ts) + masks + index
+        return nbytes(self.table) + 32 * len(self.ts) + masks + index
 
     def statistics(self) -> SynopsisStats:
         return SynopsisStats("JoinBuffer", len(self), self.nbytes, self.budget)
@@ -518,14 +539,16 @@ class SharedWindowJoin(Operator):
             u.order = self._order
             self._order += 1
         self._units += new
-        done = min(bound, self._input_watermark())
-        if done > self._complete:
-            self._expire(self._complete, done)
-            self._complete = done
         work = 0
         while self._units and (work == 0 or work < budget):
             work += self._step()
         self._work += work
+        # deletions after the join steps: the pairs those found tell which leaving elements have
+        # partners (``JoinBuffer.later``/``earlier``), so the others need no probe
+        done = min(bound, self._input_watermark())
+        if done > self._complete:
+            self._expire(self._complete, done)
+            self._complete = done
         if self._views:
             live = {(u.side, u.lo, u.hi) for u in self._units}
             self._views = {k: v for k, v in self._views.items() if k in live}
@@ -621,6 +644,8 @@ class SharedWindowJoin(Operator):
         i, j, work = self._band_candidates(u, v, lo, hi, upto)
         if not len(i):
             return work
+        own.met_earlier(i, j)
+        other.met_later(j, i)
         ts = own.ts[i - own.base]
         pairs, kept = self._pairs(u.side, i, j, ts, 1)
         if pairs is None:
@@ -758,9 +783,11 @@ class SharedWindowJoin(Operator):
     # -- deletions: a pair leaves when the first of its elements leaves the port's window --
     def _expire(self, after: int, upto: int) -> None:
         """The deletions of every port at instants ``(after, upto]``: for each input, the elements
-        leaving some port's window probe the other buffer once, over the union of the ports'
-        partner ranges; each (element, port) keeps the partners in its range.
+        leaving some port's window that may have partners in it probe the other buffer once; each
+        (element, port) keeps the partners in its range.
         """
+        # where the units still owing join work start, per input: partners there may be unseen
+        pending = [min((u.lo for u in self._units if u.side == t), default=POS_INF) for t in (LEFT, RIGHT)]
         for s in (LEFT, RIGHT):
             own, other = self._buf(s), self._buf(1 - s)
             fam, fam_other = self.spec.families[s], self.spec.families[1 - s]
@@ -779,6 +806,10 @@ class SharedWindowJoin(Operator):
                     k = np.arange(int(own.count_upto(after)), int(own.count_upto(upto)), dtype=np.int64)
                     k = k[k - e_own >= own.base]
                     x, leave = k - e_own, own.ts[k - own.base]
+                if len(x) and pending[1 - s] >= POS_INF:  # all partners met: most elements have none
+                    loc = x - own.base
+                    met = (own.later[loc] < POS_INF) | (own.earlier[loc] >= 0) | (x >= pending[s])
+                    x, leave = x[met], leave[met]
                 if not len(x):
                     continue
                 st = self._starts[p.index]
@@ -790,7 +821,12 @@ class SharedWindowJoin(Operator):
                 at = leave - 1 if s == LEFT else leave
                 lo = np.maximum(other.window_start(fam_other, e_other, at), other.base)
                 hi = np.asarray(other.count_upto(leave - 1), np.int64)
-                live = hi > lo
+                # a partner in [lo, hi) was met by a join step (the later of the two finds the pair
+                # when it scans: every pair a port held was) unless that step is still owed
+                loc = x - own.base
+                live = (hi > lo) & (
+                    (own.later[loc] < hi) | (own.earlier[loc] >= lo) | (hi > pending[1 - s]) | (x >= pending[s])
+                )
                 if live.any():
                     parts.append((x[live], leave[live], np.full(int(live.sum()), p.index), lo[live], hi[live]))
             if parts:
