@@ -552,6 +552,8 @@ class SharedWindowJoin(Operator):
         if self._views:
             live = {(u.side, u.lo, u.hi) for u in self._units}
             self._views = {k: v for k, v in self._views.items() if k in live}
+        # held output only grows until the release: its peak is now (summing it per hold cost more)
+        self._held_peak = max(self._held_peak, self.held_rows())
         for p in self.active_ports():
             self._release(p)
         self._retain()
@@ -778,7 +780,6 @@ class SharedWindowJoin(Operator):
         else:
             return
         self._held[p.index].append(out)
-        self._held_peak = max(self._held_peak, self.held_rows())
 
     # -- deletions: a pair leaves when the first of its elements leaves the port's window --
     def _expire(self, after: int, upto: int) -> None:
