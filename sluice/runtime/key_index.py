@@ -81,49 +81,32 @@ def _decode(r: _Run) -> tuple[np.ndarray, np.ndarray]:
 
 
 class KeyIndex:
-    """Key codes of positions ``base … end`` and their sorted runs (see the module docstring)."""
+    """The sorted runs over positions ``base … end`` (see the module docstring).  It keeps no
+    per-element copy of the codes: the runs hold them, and a probe's own codes come from its caller.
+    """
 
     def __init__(self, base: int = 0) -> None:
-        self.base = base
-        self.codes = np.empty(0, np.int64)
-        self.valid: np.ndarray | None = None  # None: every key is non-NULL
+        self.base = self.end = base
         self.runs: list[_Run] = []
 
-    @property
-    def end(self) -> int:
-        return self.base + len(self.codes)
-
     def append(self, codes: np.ndarray, valid: np.ndarray | None) -> None:
+        """The codes of positions ``end …`` (``valid``: which keys are not NULL; None: all)."""
         lo, n = self.end, len(codes)
         if not n:
             return
-        if valid is not None or self.valid is not None:
-            old = np.ones(len(self.codes), bool) if self.valid is None else self.valid
-            self.valid = np.concatenate([old, np.ones(n, bool) if valid is None else valid])
-        self.codes = np.concatenate([self.codes, codes.astype(np.int64, copy=False)])
-        self.runs.append(self._build(lo, lo + n))
+        self.end += n
+        pos = np.arange(n, dtype=np.int64) if valid is None else np.flatnonzero(valid).astype(np.int64)
+        c = codes.astype(np.int64, copy=False)[pos]
+        order = np.argsort(c, kind="stable")  # stable: positions ascend within a code
+        self.runs.append(_sorted_run(lo, lo + n, c[order], pos[order]))
         while len(self.runs) > 1 and self.runs[-2].size <= self.runs[-1].size:
             b = self.runs.pop()
             self.runs.append(self._merge(self.runs.pop(), b))
 
     def drop_before(self, base: int) -> None:
-        k = min(base - self.base, len(self.codes))
-        if k <= 0:
-            return
-        self.codes = self.codes[k:]
-        if self.valid is not None:
-            self.valid = self.valid[k:]
-        self.base += k
+        """Forget positions before ``base`` (runs wholly before it go; the rest at their next merge)."""
+        self.base = max(self.base, min(base, self.end))
         self.runs = [r for r in self.runs if r.hi > self.base]
-
-    def _build(self, lo: int, hi: int) -> _Run:
-        c = self.codes[lo - self.base : hi - self.base]
-        pos = np.arange(hi - lo, dtype=np.int64)
-        if self.valid is not None:
-            pos = np.flatnonzero(self.valid[lo - self.base : hi - self.base]).astype(np.int64)
-            c = c[pos]
-        order = np.argsort(c, kind="stable")  # stable: positions ascend within a code
-        return _sorted_run(lo, hi, c[order], pos[order])
 
     def _merge(self, a: _Run, b: _Run) -> _Run:
         """Two neighbouring runs as one, without what was dropped: a merge of two sorted sequences
@@ -183,5 +166,4 @@ class KeyIndex:
 
     @property
     def nbytes(self) -> int:
-        runs = sum(r.uniq.nbytes + r.comb.nbytes for r in self.runs)
-        return self.codes.nbytes + (0 if self.valid is None else self.valid.nbytes) + runs
+        return sum(r.uniq.nbytes + r.comb.nbytes for r in self.runs)

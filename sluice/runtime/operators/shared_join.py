@@ -293,6 +293,16 @@ class JoinBuffer(Part):
         """Elements ``idx`` met earlier partners (positions of the other input)."""
         np.maximum.at(self.earlier, idx - self.base, partner)
 
+    def codes_at(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """The index's key codes of elements ``idx`` (absolute), and which are not NULL (None: all)."""
+        assert self.key is not None
+        col = self.combined().column(META + self.key[0])
+        if len(idx) and idx[-1] - idx[0] == len(idx) - 1 and (np.diff(idx) == 1).all():  # a slice, no copy
+            col = col.slice(int(idx[0]) - self.base, len(idx))
+        else:
+            col = col.take(pa.array(idx - self.base))
+        return key_codes(col, self.key[1])
+
     def combined(self) -> pa.Table:
         """The table in one chunk: Arrow's take from a table of many chunks costs ~10× more."""
         if self.table.num_columns and self.table.column(0).num_chunks > 1:
@@ -712,11 +722,10 @@ class SharedWindowJoin(Operator):
         a, z = int(lo.min()), int(hi.max())
         keys = self.spec.keys
         if own.index is not None and other.index is not None:  # §3.4: the index, a probe costs its matches
-            ix = own.index
-            if ix.valid is not None:  # a NULL key matches nothing
-                v = ix.valid[idx - ix.base]
-                idx, lo, hi = idx[v], lo[v], hi[v]
-            q, j = other.index.probe(ix.codes[idx - ix.base], lo, hi)
+            codes, valid = own.codes_at(idx)
+            if valid is not None:  # a NULL key matches nothing
+                idx, lo, hi, codes = idx[valid], lo[valid], hi[valid], codes[valid]
+            q, j = other.index.probe(codes, lo, hi)
             return idx[q], j
         if self.spec.variant is Variant.HASH and keys:
             outer = own.rows(int(idx[0]), int(idx[-1]) + 1)
@@ -861,12 +870,13 @@ class SharedWindowJoin(Operator):
         """(element, partner, entry) for entries sorted by element: element ``x[e]`` of input ``s``
         with its partners ``lo[e] ≤ j < hi[e]``.
         """
-        ix, other = self._buf(s).index, self._buf(1 - s).index
-        if ix is not None and other is not None:  # one probe per entry, costing its matches
+        own, other = self._buf(s), self._buf(1 - s).index
+        if own.index is not None and other is not None:  # one probe per entry, costing its matches
             e = np.arange(len(x), dtype=np.int64)
-            if ix.valid is not None:  # a NULL key matches nothing
-                e = e[ix.valid[x - ix.base]]
-            q, j = other.probe(ix.codes[x[e] - ix.base], lo[e], hi[e])
+            codes, valid = own.codes_at(x)
+            if valid is not None:  # a NULL key matches nothing
+                e, codes = e[valid], codes[valid]
+            q, j = other.probe(codes, lo[e], hi[e])
             return x[e[q]], j, e[q]
         # one probe per element over the union of its entries' ranges, each pair then kept once per
         # entry whose range holds the partner
