@@ -21,8 +21,9 @@ instant on (as ``sources.Since``): per-port start positions.
 still use, in arrival order, so every window of a port is a *suffix* of the other buffer at any
 instant and the windows of all ports are nested suffixes: the band of a window is the part of
 its suffix outside the next smaller window's (the "partial window" of §3.2).  An arriving
-element joins with the other buffer band by band — by hashing on the equality conjuncts (Arrow's
-hash join of the band's rows) or, in the nested-loop variant, by checking every element of the
+element joins with the other buffer band by band — by hashing on the equality conjuncts (a probe
+of the other buffer's ``KeyIndex``, costing its matches; Arrow's hash join of the band's rows for
+keys the index cannot code) or, in the nested-loop variant, by checking every element of the
 band — vectorised over the elements that arrived together.
 
 **Scheduling (§3).**  Join work is queued as *units* (the elements of one input read together,
