@@ -104,9 +104,17 @@ class KeyIndex:
             self.runs.append(self._merge(self.runs.pop(), b))
 
     def drop_before(self, base: int) -> None:
-        """Forget positions before ``base`` (runs wholly before it go; the rest at their next merge)."""
+        """Forget positions before ``base``: runs wholly before it go, and the oldest run is rebuilt
+        without them once they are more than a quarter of it (the oldest run is the largest and merges
+        least often; a linear filter of its sorted entries, so amortised O(1) per element).
+        """
         self.base = max(self.base, min(base, self.end))
         self.runs = [r for r in self.runs if r.hi > self.base]
+        if self.runs and 4 * (self.base - self.runs[0].lo) > self.runs[0].size:
+            r = self.runs[0]
+            c, pos = _decode(r)
+            keep = pos >= self.base
+            self.runs[0] = _sorted_run(self.base, r.hi, c[keep], pos[keep] - self.base)
 
     def _merge(self, a: _Run, b: _Run) -> _Run:
         """Two neighbouring runs as one, without what was dropped: a merge of two sorted sequences
