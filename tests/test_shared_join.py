@@ -395,3 +395,21 @@ def test_a_name_used_again_after_removal_is_served(text: str) -> None:
     eng.close(3)
     assert [e for e in again.results() if e.sign == "+"]
     assert "query q2" in eng.explain()
+
+
+@pytest.mark.parametrize("shared_join", ["off", "greedy", "greedy:variant=nested-loop"])
+def test_integer_and_float_keys_match_exactly_beyond_two_to_the_53(shared_join: str) -> None:
+    """Review finding: keys of two numeric types were both cast to double, which rounds BIGINTs
+    beyond 2^53 (Arrow refused: the query failed); SQL compares them exactly."""
+    eng = EmbeddedEngine(start=0, shared_join=shared_join)
+    eng.execute("REGISTER STREAM A (K integer, V integer); REGISTER STREAM B (K float, W integer)")
+    text = "SELECT * FROM A [Range 3], B [Range 3] WHERE A.K = B.K AND A.V > 0"
+    q = eng.register_query(text)
+    a = [(1, (2**53 + 1, 1)), (1, (7, 2)), (2, (-(2**63), 3))]
+    b = [(1, (9007199254740992.0, 3)), (1, (7.0, 4)), (1, (7.5, 5)), (2, (float(-(2**63)), 6)), (2, (None, 7))]
+    eng.push("A", [(t, *r) for t, r in a])
+    eng.push("B", [(t, *r) for t, r in b])
+    eng.close(5)
+    assert not eng.failures
+    assert not diff_outputs(_expected(eng, text, {"A": a, "B": b}, 5), q.results())
+    assert [e.row for e in q.results() if e.sign == "+"] == [(7, 2, 7.0, 4), (-(2**63), 3, float(-(2**63)), 6)]

@@ -21,8 +21,9 @@ instant on (as ``sources.Since``): per-port start positions.
 still use, in arrival order, so every window of a port is a *suffix* of the other buffer at any
 instant and the windows of all ports are nested suffixes: the band of a window is the part of
 its suffix outside the next smaller window's (the "partial window" of §3.2).  An arriving
-element joins with the other buffer band by band — by hashing on the equality conjuncts (Arrow's
-hash join of the band's rows) or, in the nested-loop variant, by checking every element of the
+element joins with the other buffer band by band — by hashing on the equality conjuncts (a probe
+of the other buffer's ``KeyIndex``, costing its matches; Arrow's hash join of the band's rows for
+keys the index cannot code) or, in the nested-loop variant, by checking every element of the
 band — vectorised over the elements that arrived together.
 
 **Scheduling (§3).**  Join work is queued as *units* (the elements of one input read together,
@@ -55,7 +56,9 @@ from sluice import windows as W
 from sluice.datatypes import DataType
 from sluice.errors import InternalError, SluiceError
 from sluice.plan.expr import BExpr
-from sluice.runtime.batch import META, NEG_INF, POS_INF, concat, empty, make, nbytes, sort_by_ts, ts_of
+from sluice.runtime.batch import META, NEG_INF, POS_INF, arrow_type, concat, empty, make, nbytes, sort_by_ts, ts_of
+from sluice.runtime.key_index import KeyIndex, codable, key_codes
+from sluice.runtime.keys import comparable
 from sluice.runtime.operators.base import Operator, OperatorSpec, Part, PortHandle, PortSpec
 from sluice.runtime.queue import count_upto
 from sluice.runtime.synopsis import SynopsisStats
@@ -213,8 +216,10 @@ class JoinBuffer(Part):
     """
 
     STATE = ("table", "ts", "seq", "masks", "base", "budget")
+    # derived: rebuilt on restore (the index from the table; later/earlier as "unknown")
+    CACHES = ("index", "later", "earlier")
 
-    def __init__(self, types: Sequence[DataType]) -> None:
+    def __init__(self, types: Sequence[DataType], key: tuple[int, bool] | None = None) -> None:
         self.types = list(types)
         self.table = empty(self.types).slice(0, 0)  # an object of its own (builds share no state)
         self.ts = np.empty(0, np.int64)
@@ -222,6 +227,23 @@ class JoinBuffer(Part):
         self.masks: list[np.ndarray | None] = []  # per port; None: every element
         self.base = 0
         self.budget: int | None = None
+        # the key column (and whether it is compared as a double) a KeyIndex is kept on (§3.4's hash
+        # index over the window): None when the variant is the nested loop or keys have no codes
+        self.key = key
+        self.index: KeyIndex | None = None if key is None else KeyIndex()
+        # per element, what the join steps met of its partners (the other input's positions): the
+        # first that arrived later (POS_INF: none yet) and the last that arrived earlier (−1:
+        # none); a leaving element with neither in its partner range has no deletion to find
+        self.later = np.empty(0, np.int64)
+        self.earlier = np.empty(0, np.int64)
+
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
+        self.later = np.full(len(self.ts), -1, np.int64)  # unknown: every leaving element probes
+        self.earlier = np.full(len(self.ts), POS_INF, np.int64)
+        if self.key is not None:
+            self.index = KeyIndex(self.base)
+            self.index.append(*key_codes(self.table.column(META + self.key[0]), self.key[1]))
 
     @property
     def end(self) -> int:
@@ -232,10 +254,14 @@ class JoinBuffer(Part):
 
     def append(self, b: pa.Table, seq0: int, masks: list[np.ndarray | None]) -> None:
         n = b.num_rows
+        if self.index is not None and self.key is not None:
+            self.index.append(*key_codes(b.column(META + self.key[0]), self.key[1]))
         self.table = concat([self.table, b], self.types)
         if self.table.num_columns and self.table.column(0).num_chunks > 32:
             self.table = self.table.combine_chunks()
         self.ts = np.concatenate([self.ts, ts_of(b).astype(np.int64)])
+        self.later = np.concatenate([self.later, np.full(n, POS_INF, np.int64)])
+        self.earlier = np.concatenate([self.earlier, np.full(n, -1, np.int64)])
         self.seq = np.concatenate([self.seq, np.arange(seq0, seq0 + n, dtype=np.int64)])
         for p, m in enumerate(masks):
             old = self.masks[p]
@@ -255,8 +281,35 @@ class JoinBuffer(Part):
         k = min(k, len(self.ts))
         self.table = self.table.slice(k)
         self.ts, self.seq = self.ts[k:], self.seq[k:]
+        self.later, self.earlier = self.later[k:], self.earlier[k:]
         self.masks = [None if m is None else m[k:] for m in self.masks]
         self.base += k
+        if self.index is not None:
+            self.index.drop_before(self.base)
+
+    def met_later(self, idx: np.ndarray, partner: np.ndarray) -> None:
+        """Elements ``idx`` were met by later partners (positions of the other input)."""
+        np.minimum.at(self.later, idx - self.base, partner)
+
+    def met_earlier(self, idx: np.ndarray, partner: np.ndarray) -> None:
+        """Elements ``idx`` met earlier partners (positions of the other input)."""
+        np.maximum.at(self.earlier, idx - self.base, partner)
+
+    def codes_at(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """The index's key codes of elements ``idx`` (absolute), and which are not NULL (None: all)."""
+        assert self.key is not None
+        col = self.combined().column(META + self.key[0])
+        if len(idx) and idx[-1] - idx[0] == len(idx) - 1 and (np.diff(idx) == 1).all():  # a slice, no copy
+            col = col.slice(int(idx[0]) - self.base, len(idx))
+        else:
+            col = col.take(pa.array(idx - self.base))
+        return key_codes(col, self.key[1])
+
+    def combined(self) -> pa.Table:
+        """The table in one chunk: Arrow's take from a table of many chunks costs ~10× more."""
+        if self.table.num_columns and self.table.column(0).num_chunks > 1:
+            self.table = self.table.combine_chunks()
+        return self.table
 
     def rows(self, lo: int, hi: int) -> pa.Table:
         return self.table.slice(lo - self.base, max(0, hi - lo))
@@ -278,11 +331,13 @@ class JoinBuffer(Part):
 
     def ok(self, idx: np.ndarray, port: int, start: int, since: int | None) -> np.ndarray:
         """Which elements (absolute indices) the port sees: from its start, through its selections."""
+        m = self.masks[port]
+        if m is None and since is None and (not len(self.seq) or self.seq[0] >= start):
+            return np.ones(len(idx), bool)  # the port sees every element held
         loc = idx - self.base
         keep = self.seq[loc] >= start
         if since is not None:
             keep &= self.ts[loc] >= since
-        m = self.masks[port]
         if m is not None:
             keep &= m[loc]
         return keep
@@ -290,7 +345,8 @@ class JoinBuffer(Part):
     @property
     def nbytes(self) -> int:
         masks = sum(len(m) for m in self.masks if m is not None)
-        return nbytes(self.table) + 16 * len(self.ts) + masks
+        index = 0 if self.index is None else self.index.nbytes
+        return nbytes(self.table) + 32 * len(self.ts) + masks + index
 
     def statistics(self) -> SynopsisStats:
         return SynopsisStats("JoinBuffer", len(self), self.nbytes, self.budget)
@@ -311,6 +367,39 @@ class Unit:
     first_ts: int
     order: int
     done: int = -1
+
+
+class _UnitView:
+    """What the scans of one pending unit share, derived from the buffers (a cache: rebuilt when
+    missing, e.g. after a restore): its elements' instants, how far the other input reached at
+    each (``hz``; ties: the left finds), where each window extent starts there, and — with an
+    index — the matches over the largest extent, probed once (``_band_candidates``).  Every bound
+    is fixed once the unit exists: its read was a timestamp prefix of both inputs
+    (``read_aligned``), and the buffers keep what a pending unit still scans (``_retain``).
+    """
+
+    def __init__(self, u: Unit, own: JoinBuffer, other: JoinBuffer, own_fam: str, fam: str) -> None:
+        self.own, self.other, self.own_fam, self.fam = own, other, own_fam, fam
+        self.idx = np.arange(u.lo, u.hi, dtype=np.int64)
+        self.tau = own.ts[self.idx - own.base]
+        self.hz = np.asarray(other.count_upto(self.tau, strict=u.side == RIGHT), np.int64)
+        self._starts: dict[int, np.ndarray] = {}
+        self._own_starts: dict[int, np.ndarray] = {}
+        self.matches: tuple[int, np.ndarray, np.ndarray] | None = None
+
+    def start(self, e: int) -> np.ndarray:
+        """Where a window of extent ``e`` over the other input starts, per element's instant."""
+        got = self._starts.get(e)
+        if got is None:
+            got = np.maximum(self.other.window_start(self.fam, e, self.tau), self.other.base)
+            self._starts[e] = got
+        return got
+
+    def own_start(self, e: int) -> np.ndarray:
+        got = self._own_starts.get(e)
+        if got is None:
+            got = self._own_starts[e] = self.own.window_start(self.own_fam, e, self.tau)
+        return got
 
 
 @dataclass
@@ -347,8 +436,13 @@ class SharedWindowJoin(Operator):
         super().__post_init__()
         self.stateful = True
         self.residual = compile_expr(self.spec.residual) if self.spec.residual is not None else None
-        self.left = JoinBuffer(self.spec.left_types)
-        self.right = JoinBuffer(self.spec.right_types)
+        keyed = self.spec.variant is Variant.HASH and len(self.spec.keys) == 1
+        ((kl, kr),) = self.spec.keys if keyed else ((0, 0),)
+        lt, rt = self.spec.left_types[kl], self.spec.right_types[kr]
+        indexed = keyed and codable(lt, rt)
+        mixed = arrow_type(lt) != arrow_type(rt)  # an integer and a double key: coded exactly
+        self.left = JoinBuffer(self.spec.left_types, (kl, mixed) if indexed else None)
+        self.right = JoinBuffer(self.spec.right_types, (kr, mixed) if indexed else None)
         self.ports: list[Port] = []
         self._units: list[Unit] = []
         self._order = 0
@@ -361,10 +455,12 @@ class SharedWindowJoin(Operator):
         self._work = 0  # pairs examined and elements probed, all runs
         self._released = 0
         self._bands: tuple[list[int], list[int]] = ([], [])
+        # what a pending unit's scans share: its window bounds, its matches (see _UnitView)
+        self._views: dict[tuple[int, int, int], _UnitView] = {}
         # experiments: called with (port, released batch) as output leaves the operator
         self.on_release: Any = None
 
-    CACHES = ("_bands",)
+    CACHES = ("_bands", "_views")
 
     # -- ports ---------------------------------------------------------------------------
     def add_port(self, d: PortDef, query: str, starts: tuple[int, int]) -> PortHandle:
@@ -467,14 +563,21 @@ class SharedWindowJoin(Operator):
             u.order = self._order
             self._order += 1
         self._units += new
-        done = min(bound, self._input_watermark())
-        if done > self._complete:
-            self._expire(self._complete, done)
-            self._complete = done
         work = 0
         while self._units and (work == 0 or work < budget):
             work += self._step()
         self._work += work
+        # deletions after the join steps: the pairs those found tell which leaving elements have
+        # partners (``JoinBuffer.later``/``earlier``), so the others need no probe
+        done = min(bound, self._input_watermark())
+        if done > self._complete:
+            self._expire(self._complete, done)
+            self._complete = done
+        if self._views:
+            live = {(u.side, u.lo, u.hi) for u in self._units}
+            self._views = {k: v for k, v in self._views.items() if k in live}
+        # held output only grows until the release: its peak is now (summing it per hold cost more)
+        self._held_peak = max(self._held_peak, self.held_rows())
         for p in self.active_ports():
             self._release(p)
         self._retain()
@@ -561,34 +664,66 @@ class SharedWindowJoin(Operator):
         finds there, routed to the ports that hold both.
         """
         own, other = self._buf(u.side), self._buf(1 - u.side)
-        fam, fam_own = self.spec.families[1 - u.side], self.spec.families[u.side]
-        idx = np.arange(u.lo, u.hi, dtype=np.int64)
-        tau = own.ts[idx - own.base]
-        hz = np.asarray(other.count_upto(tau, strict=u.side == RIGHT), np.int64)  # ties: the left finds
-        lo = np.maximum(other.window_start(fam, upto, tau), other.base)
-        hi = hz if done < 0 else np.minimum(hz, other.window_start(fam, done, tau))
-        i, j = self._candidates(u.side, idx, lo, hi)
-        work = len(idx) + len(i)
+        v = self._view(u)
+        lo = v.start(upto)
+        hi = v.hz if done < 0 else np.minimum(v.hz, v.start(done))
+        i, j, work = self._band_candidates(u, v, lo, hi, upto)
         if not len(i):
             return work
+        own.met_earlier(i, j)
+        other.met_later(j, i)
         ts = own.ts[i - own.base]
         pairs, kept = self._pairs(u.side, i, j, ts, 1)
         if pairs is None:
             return work
-        i, j, ts = i[kept], j[kept], ts[kept]
+        i, j = i[kept], j[kept]
+        k = i - u.lo
         for p in self.active_ports():
             ow, tw = p.definition.side(u.side).window, p.definition.side(1 - u.side).window
             e = extent(tw)
             if e <= done:
                 continue
             st = self._starts[p.index]
-            keep = j >= other.window_start(fam, e, ts)
+            keep = j >= v.start(e)[k]
             keep &= own.ok(i, p.index, st[u.side], p.definition.since)
             keep &= other.ok(j, p.index, st[1 - u.side], p.definition.since)
-            if fam_own == "rows":  # the arriving element is still in its own window at its instant
-                keep &= i >= own.window_start(fam_own, extent(ow), ts)
+            if v.own_fam == "rows":  # the arriving element is still in its own window at its instant
+                keep &= i >= v.own_start(extent(ow))[k]
             self._hold(p, pairs, keep)
         return work
+
+    def _view(self, u: Unit) -> _UnitView:
+        key = (u.side, u.lo, u.hi)
+        v = self._views.get(key)
+        if v is None:
+            own, other = self._buf(u.side), self._buf(1 - u.side)
+            self._views[key] = v = _UnitView(u, own, other, self.spec.families[u.side], self.spec.families[1 - u.side])
+        return v
+
+    def _band_candidates(
+        self, u: Unit, v: _UnitView, lo: np.ndarray, hi: np.ndarray, upto: int
+    ) -> tuple[np.ndarray, np.ndarray, int]:
+        """The unit's candidates in one band (``lo ≤ j < hi`` per element), and the work: elements
+        probed and pairs examined.  With an index a probe costs its matches whatever its range, so
+        the unit's first band probes every band it will scan and the later bands select from those
+        matches (no other partner can come: the read was a timestamp prefix of both inputs).
+        """
+        idx = v.idx
+        if self._buf(u.side).index is None or self._buf(1 - u.side).index is None:
+            i, j = self._candidates(u.side, idx, lo, hi)
+            return i, j, len(idx) + len(i)
+        ext = self._bands[u.side][-1]
+        probed = 0
+        if v.matches is None or v.matches[0] < ext:
+            if upto >= ext:  # the last band: nothing to keep
+                i, j = self._candidates(u.side, idx, lo, hi)
+                return i, j, len(idx) + len(i)
+            v.matches = (ext, *self._candidates(u.side, idx, v.start(ext), v.hz))
+            probed = len(idx)
+        _, i, j = v.matches
+        k = i - u.lo
+        m = (j >= lo[k]) & (j < hi[k])
+        return i[m], j[m], probed + int(m.sum())
 
     def _candidates(self, s: int, idx: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(outer, inner) absolute index pairs with ``lo ≤ inner < hi`` per outer element and equal keys."""
@@ -600,6 +735,12 @@ class SharedWindowJoin(Operator):
         own, other = self._buf(s), self._buf(1 - s)
         a, z = int(lo.min()), int(hi.max())
         keys = self.spec.keys
+        if own.index is not None and other.index is not None:  # §3.4: the index, a probe costs its matches
+            codes, valid = own.codes_at(idx)
+            if valid is not None:  # a NULL key matches nothing
+                idx, lo, hi, codes = idx[valid], lo[valid], hi[valid], codes[valid]
+            q, j = other.index.probe(codes, lo, hi)
+            return idx[q], j
         if self.spec.variant is Variant.HASH and keys:
             outer = own.rows(int(idx[0]), int(idx[-1]) + 1)
             inner = other.rows(a, z)
@@ -624,8 +765,7 @@ class SharedWindowJoin(Operator):
             for k in keys:
                 a_col = own.table.column(META + k[s]).take(pa.array(i - own.base))
                 b_col = other.table.column(META + k[1 - s]).take(pa.array(j - other.base))
-                if a_col.type != b_col.type:
-                    a_col, b_col = a_col.cast(pa.float64()), b_col.cast(pa.float64())
+                a_col, b_col = comparable(a_col, b_col)
                 eq = pc.fill_null(pc.equal(a_col, b_col), False)
                 ok &= np.asarray(eq.to_numpy(zero_copy_only=False), bool)
             i, j = i[ok], j[ok]
@@ -640,8 +780,8 @@ class SharedWindowJoin(Operator):
         own, other = self._buf(s), self._buf(1 - s)
         li, ri = (i, j) if s == LEFT else (j, i)
         lb, rb = (own, other) if s == LEFT else (other, own)
-        lt = lb.table.take(pa.array(li - lb.base))
-        rt = rb.table.take(pa.array(ri - rb.base))
+        lt = lb.combined().take(pa.array(li - lb.base))
+        rt = rb.combined().take(pa.array(ri - rb.base))
         cols = lt.columns[META:] + rt.columns[META:]
         b = make(ts, sign, cols, self.types)
         kept = np.arange(len(i), dtype=np.int64)
@@ -662,14 +802,15 @@ class SharedWindowJoin(Operator):
         else:
             return
         self._held[p.index].append(out)
-        self._held_peak = max(self._held_peak, self.held_rows())
 
     # -- deletions: a pair leaves when the first of its elements leaves the port's window --
     def _expire(self, after: int, upto: int) -> None:
         """The deletions of every port at instants ``(after, upto]``: for each input, the elements
-        leaving some port's window probe the other buffer once, over the union of the ports'
-        partner ranges; each (element, port) keeps the partners in its range.
+        leaving some port's window that may have partners in it probe the other buffer once; each
+        (element, port) keeps the partners in its range.
         """
+        # where the units still owing join work start, per input: partners there may be unseen
+        pending = [min((u.lo for u in self._units if u.side == t), default=POS_INF) for t in (LEFT, RIGHT)]
         for s in (LEFT, RIGHT):
             own, other = self._buf(s), self._buf(1 - s)
             fam, fam_other = self.spec.families[s], self.spec.families[1 - s]
@@ -688,6 +829,10 @@ class SharedWindowJoin(Operator):
                     k = np.arange(int(own.count_upto(after)), int(own.count_upto(upto)), dtype=np.int64)
                     k = k[k - e_own >= own.base]
                     x, leave = k - e_own, own.ts[k - own.base]
+                if len(x) and pending[1 - s] >= POS_INF:  # all partners met: most elements have none
+                    loc = x - own.base
+                    met = (own.later[loc] < POS_INF) | (own.earlier[loc] >= 0) | (x >= pending[s])
+                    x, leave = x[met], leave[met]
                 if not len(x):
                     continue
                 st = self._starts[p.index]
@@ -699,7 +844,12 @@ class SharedWindowJoin(Operator):
                 at = leave - 1 if s == LEFT else leave
                 lo = np.maximum(other.window_start(fam_other, e_other, at), other.base)
                 hi = np.asarray(other.count_upto(leave - 1), np.int64)
-                live = hi > lo
+                # a partner in [lo, hi) was met by a join step (the later of the two finds the pair
+                # when it scans: every pair a port held was) unless that step is still owed
+                loc = x - own.base
+                live = (hi > lo) & (
+                    (own.later[loc] < hi) | (own.earlier[loc] >= lo) | (hi > pending[1 - s]) | (x >= pending[s])
+                )
                 if live.any():
                     parts.append((x[live], leave[live], np.full(int(live.sum()), p.index), lo[live], hi[live]))
             if parts:
@@ -713,19 +863,7 @@ class SharedWindowJoin(Operator):
         """
         order = np.lexsort((port, x))
         x, leave, port, lo, hi = x[order], leave[order], port[order], lo[order], hi[order]
-        ux, first, counts = np.unique(x, return_index=True, return_counts=True)
-        i, j = self._candidates(s, ux, np.minimum.reduceat(lo, first), np.maximum.reduceat(hi, first))
-        if not len(i):
-            return
-        # each pair once per entry of its element, kept where the partner is in that entry's range
-        u = np.searchsorted(ux, i)
-        n = counts[u]
-        rep = np.repeat(np.arange(len(i)), n)
-        within = np.arange(len(rep)) - np.repeat(np.cumsum(n) - n, n)
-        e = first[u][rep] + within
-        i, j = i[rep], j[rep]
-        ok = (j >= lo[e]) & (j < hi[e])
-        i, j, e = i[ok], j[ok], e[ok]
+        i, j, e = self._entry_pairs(s, x, lo, hi)
         if not len(i):
             return
         pairs, kept = self._pairs(s, i, j, leave[e], -1)
@@ -738,6 +876,35 @@ class SharedWindowJoin(Operator):
             if mine.any():
                 st = self._starts[p.index]
                 self._hold(p, pairs, mine & other.ok(j, p.index, st[1 - s], p.definition.since))
+
+    def _entry_pairs(
+        self, s: int, x: np.ndarray, lo: np.ndarray, hi: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(element, partner, entry) for entries sorted by element: element ``x[e]`` of input ``s``
+        with its partners ``lo[e] ≤ j < hi[e]``.
+        """
+        own, other = self._buf(s), self._buf(1 - s).index
+        if own.index is not None and other is not None:  # one probe per entry, costing its matches
+            e = np.arange(len(x), dtype=np.int64)
+            codes, valid = own.codes_at(x)
+            if valid is not None:  # a NULL key matches nothing
+                e, codes = e[valid], codes[valid]
+            q, j = other.probe(codes, lo[e], hi[e])
+            return x[e[q]], j, e[q]
+        # one probe per element over the union of its entries' ranges, each pair then kept once per
+        # entry whose range holds the partner
+        ux, first, counts = np.unique(x, return_index=True, return_counts=True)
+        i, j = self._candidates(s, ux, np.minimum.reduceat(lo, first), np.maximum.reduceat(hi, first))
+        if not len(i):
+            return i, j, i
+        u = np.searchsorted(ux, i)
+        n = counts[u]
+        rep = np.repeat(np.arange(len(i)), n)
+        within = np.arange(len(rep)) - np.repeat(np.cumsum(n) - n, n)
+        e = first[u][rep] + within
+        i, j = i[rep], j[rep]
+        ok = (j >= lo[e]) & (j < hi[e])
+        return i[ok], j[ok], e[ok]
 
     # -- the routing step's ordered release (§3.2) ---------------------------------------
     def _frontier(self, p: Port) -> int:
@@ -858,9 +1025,7 @@ def hash_match(
         return np.empty(0, np.int64), np.empty(0, np.int64)
     lk, rk = [], []
     for k, (li, ri) in enumerate(zip(lcols, rcols, strict=True)):
-        a, b = left.column(loff + li), right.column(roff + ri)
-        if a.type != b.type:
-            a, b = a.cast(pa.float64()), b.cast(pa.float64())
+        a, b = comparable(left.column(loff + li), right.column(roff + ri))
         lk.append((f"k{k}", a))
         rk.append((f"k{k}", b))
     lt = pa.table(dict(lk) | {"__i": pa.array(np.arange(nl))})
