@@ -413,3 +413,17 @@ def test_integer_and_float_keys_match_exactly_beyond_two_to_the_53(shared_join: 
     assert not eng.failures
     assert not diff_outputs(_expected(eng, text, {"A": a, "B": b}, 5), q.results())
     assert [e.row for e in q.results() if e.sign == "+"] == [(7, 2, 7.0, 4), (-(2**63), 3, float(-(2**63)), 6)]
+
+
+def test_the_residual_runs_only_on_pairs_some_query_keeps() -> None:
+    """Review finding: a pulled-up selection must protect the rows it rules out — the common
+    predicate overflowed (and was reported) on a row only a query's own WHERE excludes."""
+    eng = EmbeddedEngine(start=0)
+    eng.execute(DDL)
+    text = "SELECT * FROM A [Range 3], B [Range 3] WHERE A.K = B.K AND A.V > 5 AND A.V * 4611686018427387904 > B.W"
+    q = eng.register_query(text)
+    eng.push("A", [(1, 1, 2), (1, 1, 0)])  # V = 2: outside the query's A.V > 5 (and 2 · 2^62 overflows)
+    eng.push("B", [(1, 1, 3)])
+    eng.close(6)
+    assert not eng.rejected() and not eng.failures
+    assert q.results() == []

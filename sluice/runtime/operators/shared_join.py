@@ -672,12 +672,10 @@ class SharedWindowJoin(Operator):
             return work
         own.met_earlier(i, j)
         other.met_later(j, i)
-        ts = own.ts[i - own.base]
-        pairs, kept = self._pairs(u.side, i, j, ts, 1)
-        if pairs is None:
-            return work
-        i, j = i[kept], j[kept]
+        # which ports hold each pair — decided before the residual predicate runs, so it runs (and
+        # rejects rows) only on pairs some query's own WHERE keeps, as each query alone would
         k = i - u.lo
+        routes: list[tuple[Port, np.ndarray]] = []
         for p in self.active_ports():
             ow, tw = p.definition.side(u.side).window, p.definition.side(1 - u.side).window
             e = extent(tw)
@@ -689,7 +687,17 @@ class SharedWindowJoin(Operator):
             keep &= other.ok(j, p.index, st[1 - u.side], p.definition.since)
             if v.own_fam == "rows":  # the arriving element is still in its own window at its instant
                 keep &= i >= v.own_start(extent(ow))[k]
-            self._hold(p, pairs, keep)
+            if keep.any():
+                routes.append((p, keep))
+        if not routes:
+            return work
+        some = np.logical_or.reduce([keep for _, keep in routes])
+        i, j = i[some], j[some]
+        pairs, kept = self._pairs(u.side, i, j, own.ts[i - own.base], 1)
+        if pairs is None:
+            return work
+        for p, keep in routes:
+            self._hold(p, pairs, keep[some][kept])
         return work
 
     def _view(self, u: Unit) -> _UnitView:
@@ -866,16 +874,25 @@ class SharedWindowJoin(Operator):
         i, j, e = self._entry_pairs(s, x, lo, hi)
         if not len(i):
             return
-        pairs, kept = self._pairs(s, i, j, leave[e], -1)
-        if pairs is None:
-            return
-        j, e = j[kept], e[kept]
+        # the partners each entry's port sees, before the residual predicate runs (see _scan)
         other = self._buf(1 - s)
+        seen = np.zeros(len(i), bool)
         for p in self.active_ports():
             mine = port[e] == p.index
             if mine.any():
                 st = self._starts[p.index]
-                self._hold(p, pairs, mine & other.ok(j, p.index, st[1 - s], p.definition.since))
+                seen |= mine & other.ok(j, p.index, st[1 - s], p.definition.since)
+        i, j, e = i[seen], j[seen], e[seen]
+        if not len(i):
+            return
+        pairs, kept = self._pairs(s, i, j, leave[e], -1)
+        if pairs is None:
+            return
+        e = e[kept]
+        for p in self.active_ports():
+            mine = port[e] == p.index
+            if mine.any():
+                self._hold(p, pairs, mine)
 
     def _entry_pairs(
         self, s: int, x: np.ndarray, lo: np.ndarray, hi: np.ndarray
