@@ -62,6 +62,7 @@ from sluice.runtime.keys import comparable
 from sluice.runtime.operators.base import Operator, OperatorSpec, Part, PortHandle, PortSpec
 from sluice.runtime.queue import count_upto
 from sluice.runtime.synopsis import SynopsisStats
+from sluice.runtime.tail import Tail
 from sluice.runtime.vexpr import VFn, compile_expr, evaluate_rows, truth_mask
 
 LEFT, RIGHT = 0, 1
@@ -215,16 +216,15 @@ class JoinBuffer(Part):
     ``base …`` survive dropping the front.
     """
 
-    STATE = ("table", "ts", "seq", "masks", "base", "budget")
+    STATE = ("table", "_ts", "_seq", "_masks", "base", "budget")  # (``Tail``s: ``ts`` is ``_ts.view``)
     # derived: rebuilt on restore (the index from the table; later/earlier as "unknown")
-    CACHES = ("index", "later", "earlier")
+    CACHES = ("index", "_later", "_earlier")
 
     def __init__(self, types: Sequence[DataType], key: tuple[int, bool] | None = None) -> None:
         self.types = list(types)
         self.table = empty(self.types).slice(0, 0)  # an object of its own (builds share no state)
-        self.ts = np.empty(0, np.int64)
-        self.seq = np.empty(0, np.int64)
-        self.masks: list[np.ndarray | None] = []  # per port; None: every element
+        self._ts, self._seq = Tail(np.int64), Tail(np.int64)
+        self._masks: list[Tail | None] = []  # per port; None: every element
         self.base = 0
         self.budget: int | None = None
         # the key column (and whether it is compared as a double) a KeyIndex is kept on (§3.4's hash
@@ -234,8 +234,48 @@ class JoinBuffer(Part):
         # per element, what the join steps met of its partners (the other input's positions): the
         # first that arrived later (POS_INF: none yet) and the last that arrived earlier (−1:
         # none); a leaving element with neither in its partner range has no deletion to find
-        self.later = np.empty(0, np.int64)
-        self.earlier = np.empty(0, np.int64)
+        self._later, self._earlier = Tail(np.int64), Tail(np.int64)
+
+    # the arrays (views: no copy) — what STATE saves and restores
+    @property
+    def ts(self) -> np.ndarray:
+        return self._ts.view
+
+    @ts.setter
+    def ts(self, v: np.ndarray) -> None:
+        self._ts = Tail(np.int64, v)
+
+    @property
+    def seq(self) -> np.ndarray:
+        return self._seq.view
+
+    @seq.setter
+    def seq(self, v: np.ndarray) -> None:
+        self._seq = Tail(np.int64, v)
+
+    @property
+    def later(self) -> np.ndarray:
+        return self._later.view
+
+    @later.setter
+    def later(self, v: np.ndarray) -> None:
+        self._later = Tail(np.int64, v)
+
+    @property
+    def earlier(self) -> np.ndarray:
+        return self._earlier.view
+
+    @earlier.setter
+    def earlier(self, v: np.ndarray) -> None:
+        self._earlier = Tail(np.int64, v)
+
+    @property
+    def masks(self) -> list[np.ndarray | None]:
+        return [None if m is None else m.view for m in self._masks]
+
+    @masks.setter
+    def masks(self, v: list[np.ndarray | None]) -> None:
+        self._masks = [None if m is None else Tail(bool, m) for m in v]
 
     def restore(self, state: dict[str, Any]) -> None:
         super().restore(state)
@@ -259,20 +299,26 @@ class JoinBuffer(Part):
         self.table = concat([self.table, b], self.types)
         if self.table.num_columns and self.table.column(0).num_chunks > 32:
             self.table = self.table.combine_chunks()
-        self.ts = np.concatenate([self.ts, ts_of(b).astype(np.int64)])
-        self.later = np.concatenate([self.later, np.full(n, POS_INF, np.int64)])
-        self.earlier = np.concatenate([self.earlier, np.full(n, -1, np.int64)])
-        self.seq = np.concatenate([self.seq, np.arange(seq0, seq0 + n, dtype=np.int64)])
+        held = len(self._ts)
+        self._ts.extend(ts_of(b).astype(np.int64))
+        self._later.extend(np.full(n, POS_INF, np.int64))
+        self._earlier.extend(np.full(n, -1, np.int64))
+        self._seq.extend(np.arange(seq0, seq0 + n, dtype=np.int64))
         for p, m in enumerate(masks):
-            old = self.masks[p]
+            old = self._masks[p]
             if m is None and old is None:
                 continue
-            prev = np.ones(len(self.ts) - n, bool) if old is None else old
-            self.masks[p] = np.concatenate([prev, np.ones(n, bool) if m is None else m])
+            if old is None:
+                old = self._masks[p] = Tail(bool, np.ones(held, bool))
+            old.extend(np.ones(n, bool) if m is None else m)
 
     def add_port(self, filtered: bool) -> None:
         # elements already held precede the port's start: whatever the mask says of them is unused
-        self.masks.append(np.zeros(len(self.ts), bool) if filtered else None)
+        self._masks.append(Tail(bool, np.zeros(len(self._ts), bool)) if filtered else None)
+
+    def forget_port(self, port: int) -> None:
+        """A port that serves no query any more: its mask goes (it is never read again)."""
+        self._masks[port] = None
 
     def drop_before(self, idx: int) -> None:
         k = idx - self.base
@@ -280,9 +326,9 @@ class JoinBuffer(Part):
             return
         k = min(k, len(self.ts))
         self.table = self.table.slice(k)
-        self.ts, self.seq = self.ts[k:], self.seq[k:]
-        self.later, self.earlier = self.later[k:], self.earlier[k:]
-        self.masks = [None if m is None else m[k:] for m in self.masks]
+        for t in (self._ts, self._seq, self._later, self._earlier, *self._masks):
+            if t is not None:
+                t.drop(k)
         self.base += k
         if self.index is not None:
             self.index.drop_before(self.base)
@@ -331,7 +377,7 @@ class JoinBuffer(Part):
 
     def ok(self, idx: np.ndarray, port: int, start: int, since: int | None) -> np.ndarray:
         """Which elements (absolute indices) the port sees: from its start, through its selections."""
-        m = self.masks[port]
+        m = self._masks[port]
         if m is None and since is None and (not len(self.seq) or self.seq[0] >= start):
             return np.ones(len(idx), bool)  # the port sees every element held
         loc = idx - self.base
@@ -339,12 +385,12 @@ class JoinBuffer(Part):
         if since is not None:
             keep &= self.ts[loc] >= since
         if m is not None:
-            keep &= m[loc]
+            keep &= m.view[loc]
         return keep
 
     @property
     def nbytes(self) -> int:
-        masks = sum(len(m) for m in self.masks if m is not None)
+        masks = sum(len(m) for m in self._masks if m is not None)
         index = 0 if self.index is None else self.index.nbytes
         return nbytes(self.table) + 32 * len(self.ts) + masks + index
 
@@ -509,6 +555,8 @@ class SharedWindowJoin(Operator):
             if not p.queries and self._active[p.index]:
                 self._active[p.index] = False
                 self._held[p.index] = []
+                self.left.forget_port(p.index)
+                self.right.forget_port(p.index)
         self._rebands()
 
     def _rebands(self) -> None:
@@ -587,8 +635,8 @@ class SharedWindowJoin(Operator):
         masks: list[np.ndarray | None] = []
         for p in self.ports:
             fn = p.filters[s]
-            if fn is None or not self._active[p.index]:
-                masks.append(None if fn is None else np.zeros(b.num_rows, bool))
+            if fn is None or not self._active[p.index]:  # (an inactive port's mask is never read)
+                masks.append(None)
                 continue
             f = p.definition.side(s).filter
             assert f is not None
@@ -967,7 +1015,8 @@ class SharedWindowJoin(Operator):
         if complete > self._port_wm[p.index]:
             self._port_wm[p.index] = complete
             self.outputs[p.index].advance(complete)
-        self._wm_out = max(self._wm_out, min(self._port_wm, default=NEG_INF))
+        live = [self._port_wm[i] for i, a in enumerate(self._active) if a]
+        self._wm_out = max(self._wm_out, min(live, default=NEG_INF))
 
     def held_rows(self) -> int:
         return sum(b.num_rows for h in self._held for b in h)
