@@ -103,7 +103,7 @@ def test_sharing_reuses_operators_and_explain_says_so() -> None:
     a = eng.register_query("select A, count(*) from S [Range 5 Seconds] group by A")
     b = eng.register_query("select B, count(*) from S [Range 5 Seconds] group by B")
     text = eng.explain(b)
-    assert "TimeWindow [Range 5 ticks]" in text and "shared with q1" in text
+    assert "SharedWindow port 0 → q1, q2: [Range 5 ticks]" in text and "shared with q1" in text
     private = _engine(sharing=False)
     private.register_query(a.bound.text)
     assert "shared with" not in private.explain("q1").split("StreamSource")[0]
@@ -117,7 +117,7 @@ def test_statistics_report_memory_and_operator_counts() -> None:
     eng.close()
     st = eng.statistics()
     ops = {o.kind: o for o in st.operators}
-    assert ops["RowsWindow"].tuples_in == 10 and ops["RowsWindow"].state_bytes > 0
+    assert ops["SharedWindow"].tuples_in == 10 and ops["SharedWindow"].state_bytes > 0
     sel = ops["Select"]
     # 10 insertions + 8 deletions in; A > 1 keeps insertions of 2..9 and deletions of 2..7
     assert sel.tuples_in == 18 and sel.tuples_out == 14 and 0 < sel.selectivity < 1

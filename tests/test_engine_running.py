@@ -90,7 +90,7 @@ def test_closing_a_query_removes_its_private_operators_and_keeps_shared_ones() -
     a.close()
     assert "q1" not in eng.queries and eng.explain().startswith("query q2")
     assert len(eng.statistics().operators) < n_ops
-    assert "TimeWindow" in eng.explain(b)  # the shared window stays for q2
+    assert "SharedWindow port 0 → q2: [Range 2 ticks]" in eng.explain(b)  # the shared window stays for q2
     eng.push("S", [(3, 1, 7)])
     eng.close()
     expected = _reference(eng, b.bound.text, [(1, 1, 5), (2, 1, 6), (3, 1, 7)], [], 1, 3)

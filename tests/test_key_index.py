@@ -54,13 +54,14 @@ def test_a_probe_finds_what_a_scan_of_its_range_finds(steps: list[tuple[str, obj
 
 
 def test_codes_equate_what_the_join_equates() -> None:
-    ints, valid = key_codes(pa.chunked_array([[1, None, 3]], pa.int64()), as_float=False)
+    ints, valid = key_codes(pa.chunked_array([[1, None, 3]], pa.int64()), mixed=False)
     assert ints[0] == 1 and ints[2] == 3 and valid is not None and valid.tolist() == [True, False, True]
-    # a float key compared with an integer one: both as doubles (3 equals 3.0); one zero
-    f, _ = key_codes(pa.array([3.0, -0.0, 0.5]), as_float=True)
-    i, _ = key_codes(pa.array([3, 0, 1]), as_float=True)
-    assert f[0] == i[0] and f[1] == i[1] and f[2] != i[2]
-    b, none = key_codes(pa.array([True, False]), as_float=False)
+    # a float key compared with an integer one: exactly (3 equals 3.0, one zero; 0.5 equals no
+    # integer, and 2^53 + 1 is not 2^53 — a double would round it)
+    f, fv = key_codes(pa.array([3.0, -0.0, 0.5, 9007199254740992.0]), mixed=True)
+    i, _ = key_codes(pa.array([3, 0, 1, 2**53 + 1]), mixed=True)
+    assert f[0] == i[0] and f[1] == i[1] and fv is not None and not fv[2] and f[3] != i[3]
+    b, none = key_codes(pa.array([True, False]), mixed=False)
     assert b.tolist() == [1, 0] and none is None
 
 

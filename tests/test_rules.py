@@ -107,7 +107,8 @@ def test_rules_are_named_and_explain_lists_the_ones_applied() -> None:
     text = eng.explain(q)
     assert "rewritten by: push-selection-into-join-inputs, push-selection-below-window" in text
     # the selection runs on the stream, before the window and the join
-    assert "TimeWindow [Range 2 ticks]" in text and "└─ Select [(S.V > 0)]" in text.split("TimeWindow")[1]
+    assert "SharedWindow port 0 → q1: [Range 2 ticks]" in text
+    assert "└─ Select [(S.V > 0)]" in text.split("SharedWindow")[1]
 
 
 @pytest.mark.parametrize(

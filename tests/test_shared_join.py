@@ -295,3 +295,135 @@ def test_a_row_error_in_a_pulled_up_selection_rejects_the_row_for_its_query_only
     assert [e.row for e in bad.results() if e.sign == "+"] == [(1, 1, 1, 7)]
     (msg,) = eng.rejected()
     assert msg.startswith("bad: SharedWindowJoin") and "overflow" in msg, msg
+
+
+def test_sluice_run_takes_the_policy_and_every_policy_writes_the_same_files(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sluice.cli import main
+
+    cql = tmp_path / "q.cql"
+    cql.write_text(
+        DDL.replace("; ", ";\n")
+        + ";\nIstream(SELECT * FROM A [Range 2], B [Range 2] WHERE A.K = B.K);\n"
+        + "SELECT A.V, B.W FROM A [Range 9], B [Rows 3] WHERE A.K = B.K AND A.V > 2;\n"
+    )
+    rnd = random.Random(5)
+    streams = _streams(rnd, 50, 40)
+    for name, rows in streams.items():
+        (tmp_path / f"{name}.csv").write_text("".join(f"{t},{'' if k is None else k},{v}\n" for t, (k, v) in rows))
+    outs = {}
+    for policy in ("greedy", "swf:unit=1", "lwo:variant=nested-loop", "off"):
+        out = tmp_path / policy.replace(":", "_").replace("=", "_")
+        argv = ["run", str(cql), "--source", f"A={tmp_path / 'A.csv'}", "--source", f"B={tmp_path / 'B.csv'}"]
+        assert main([*argv, "--out", str(out), "--shared-join", policy]) == 0
+        outs[policy] = {p.name: p.read_text() for p in sorted(out.iterdir())}
+    first = outs["off"]
+    assert sorted(first) == ["q1.out", "q2.out"] and all(first.values())
+    assert all(o == first for o in outs.values())
+    capsys.readouterr()
+    assert main(["run", str(cql), "--shared-join", "fastest"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("sluice: ") and "unknown shared-join policy 'fastest'" in err and "\n" not in err
+
+
+def test_a_query_planned_onto_an_existing_port_is_served_when_the_first_goes() -> None:
+    """Review of the planner's memo: an equal query reuses the port, and its owner must know it —
+    removing the first query (or its failing) must not remove the operators the second reads."""
+    eng = EmbeddedEngine(start=0)
+    eng.execute(DDL)
+    text = "SELECT * FROM A [Range 3], B [Range 3] WHERE A.K = B.K"
+    first, second = eng.register_query(text, name="first"), eng.register_query(text, name="second")
+    window = eng.register_query("SELECT count(*) FROM A [Range 3]", name="w1")
+    window2 = eng.register_query("SELECT count(*) FROM A [Range 3]", name="w2")
+    eng.push("A", [(1, 1, 1)])
+    eng.push("B", [(1, 1, 2)])
+    eng.run()
+    first.close()
+    window.close()
+    eng.push("A", [(2, 1, 3)])
+    eng.close(3)
+    assert [(e.ts, e.row) for e in second.results() if e.sign == "+"] == [(1, (1, 1, 1, 2)), (2, (1, 3, 1, 2))]
+    assert [e.row for e in window2.results() if e.sign == "+"] == [(0,), (1,), (2,)]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 10**6),
+    windows=st.lists(st.sampled_from(WINDOWS), min_size=2, max_size=5),
+    mode=st.sampled_from(["whole", "pieces", "snapshots"]),
+)
+def test_windows_of_different_sizes_share_one_buffer_and_each_answer_is_exact(
+    seed: int, windows: list[str], mode: str
+) -> None:
+    """STREAM §3.2: one SharedWindow per stream and family serves every size; each query (an
+    aggregate, a projection, an Istream) gets the reference evaluator's answer."""
+    rnd = random.Random(seed)
+    streams = _streams(rnd, rnd.randrange(5, 40), rnd.randrange(3, 25))
+    shapes = [
+        "SELECT K, count(*), sum(V) FROM A [{w}] GROUP BY K",
+        "SELECT * FROM A [{w}] WHERE V > 3",
+        "Istream(SELECT V FROM A [{w}])",
+        "SELECT DISTINCT K FROM A [{w}]",
+    ]
+    queries = [shapes[i % len(shapes)].format(w=w) for i, w in enumerate(windows)]
+    chunk = None if mode == "whole" else rnd.randrange(1, 8)
+    eng, got = _run(queries, streams, 30, shared_join="greedy", chunk=chunk, snapshots=mode == "snapshots")
+    _check(eng, queries, got, streams, 30)
+    from sluice.runtime.operators.shared_window import SharedWindow
+
+    # over the stream itself: one per family (a selection pushed below a window is another stream)
+    source = eng.sources["a"].output
+    over_a = [o for o in eng.operators if isinstance(o, SharedWindow) and o.readers[0].queue is source]
+    assert 1 <= len(over_a) <= 2
+
+
+@pytest.mark.parametrize(
+    "text", ["SELECT * FROM A [Range 3], B [Range 3] WHERE A.K = B.K", "SELECT count(*) FROM A [Range 3]"]
+)
+def test_a_name_used_again_after_removal_is_served(text: str) -> None:
+    """Review finding: a port's handle kept a removed query's name, so the same name registered
+    again was never recorded by the port's owner, and removing the other query cut it off."""
+    eng = EmbeddedEngine(start=0)
+    eng.execute(DDL)
+    eng.register_query(text)  # q1
+    eng.register_query(text).close()  # q2, gone
+    again = eng.register_query(text)  # q2 again
+    eng.unregister("q1")
+    eng.push("A", [(1, 1, 1)])
+    eng.push("B", [(1, 1, 2)])
+    eng.close(3)
+    assert [e for e in again.results() if e.sign == "+"]
+    assert "query q2" in eng.explain()
+
+
+@pytest.mark.parametrize("shared_join", ["off", "greedy", "greedy:variant=nested-loop"])
+def test_integer_and_float_keys_match_exactly_beyond_two_to_the_53(shared_join: str) -> None:
+    """Review finding: keys of two numeric types were both cast to double, which rounds BIGINTs
+    beyond 2^53 (Arrow refused: the query failed); SQL compares them exactly."""
+    eng = EmbeddedEngine(start=0, shared_join=shared_join)
+    eng.execute("REGISTER STREAM A (K integer, V integer); REGISTER STREAM B (K float, W integer)")
+    text = "SELECT * FROM A [Range 3], B [Range 3] WHERE A.K = B.K AND A.V > 0"
+    q = eng.register_query(text)
+    a = [(1, (2**53 + 1, 1)), (1, (7, 2)), (2, (-(2**63), 3))]
+    b = [(1, (9007199254740992.0, 3)), (1, (7.0, 4)), (1, (7.5, 5)), (2, (float(-(2**63)), 6)), (2, (None, 7))]
+    eng.push("A", [(t, *r) for t, r in a])
+    eng.push("B", [(t, *r) for t, r in b])
+    eng.close(5)
+    assert not eng.failures
+    assert not diff_outputs(_expected(eng, text, {"A": a, "B": b}, 5), q.results())
+    assert [e.row for e in q.results() if e.sign == "+"] == [(7, 2, 7.0, 4), (-(2**63), 3, float(-(2**63)), 6)]
+
+
+def test_the_residual_runs_only_on_pairs_some_query_keeps() -> None:
+    """Review finding: a pulled-up selection must protect the rows it rules out — the common
+    predicate overflowed (and was reported) on a row only a query's own WHERE excludes."""
+    eng = EmbeddedEngine(start=0)
+    eng.execute(DDL)
+    text = "SELECT * FROM A [Range 3], B [Range 3] WHERE A.K = B.K AND A.V > 5 AND A.V * 4611686018427387904 > B.W"
+    q = eng.register_query(text)
+    eng.push("A", [(1, 1, 2), (1, 1, 0)])  # V = 2: outside the query's A.V > 5 (and 2 · 2^62 overflows)
+    eng.push("B", [(1, 1, 3)])
+    eng.close(6)
+    assert not eng.rejected() and not eng.failures
+    assert q.results() == []

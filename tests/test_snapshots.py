@@ -25,6 +25,7 @@ from sluice.runtime.operators import base as opbase
 from sluice.runtime.operators.aggregate import Aggregate
 from sluice.runtime.operators.base import ExecContext, Operator, OperatorSpec, Unary
 from sluice.runtime.operators.shared_join import SharedWindowJoin
+from sluice.runtime.operators.shared_window import SharedWindow
 from sluice.runtime.operators.sources import Source
 from sluice.runtime.operators.stateless import Select, SelectSpec
 from sluice.runtime.operators.streams import Output
@@ -56,8 +57,8 @@ QUERIES = [
 STRUCTURE = {"name", "readers", "output", "ctx", "queries", "deliver", "owner", "extra_outputs", "ports"}
 
 
-def _engine() -> EmbeddedEngine:
-    eng = EmbeddedEngine(time_unit="second")
+def _engine(sharing: bool = True) -> EmbeddedEngine:
+    eng = EmbeddedEngine(time_unit="second", sharing=sharing)
     eng.execute(DDL)
     for i, q in enumerate(QUERIES):
         eng.register_query(q, name=f"q{i}")
@@ -107,17 +108,21 @@ def test_every_operator_declares_all_it_changes() -> None:
     """Run every operator kind; an attribute outside STATE/CACHES that changed is undeclared
     state, which a restored engine would lose.
     """
-    eng = _engine()
-    _feed(eng, 0, 3)
-    late = eng.register_query("select A from S [Range 2]", name="late")  # a Since operator
-    # ... and a port of the running shared join (the operators above a port read it through one)
-    eng.register_query("select * from S [Range 5] as X, S [Rows 2] as Y where X.A = Y.A", name="late2")
-    ops = list(eng.sources.values()) + eng.operators
-    ops += [p.handle for o in eng.operators if isinstance(o, SharedWindowJoin) for p in o.ports]
+    engines = [_engine(), _engine(sharing=False)]  # without sharing: a window operator per query
+    ops: list[Any] = []
+    lates = []
+    for eng in engines:
+        _feed(eng, 0, 3)
+        lates.append(eng.register_query("select K from R where K > 0", name="late"))  # a Since operator
+        # ... and ports of the running shared window and join (what reads a port reads it through one)
+        eng.register_query("select * from S [Range 5] as X, S [Rows 2] as Y where X.A = Y.A", name="late2")
+        ops += list(eng.sources.values()) + eng.operators
+        ops += [p.handle for o in eng.operators if isinstance(o, SharedWindowJoin | SharedWindow) for p in o.ports]
     before = {id(o): _fixed(o) for o in ops}
-    _feed(eng, 3, 30)
-    eng.close()
-    assert late.results()
+    for eng in engines:
+        _feed(eng, 3, 30)
+        eng.close()
+    assert all(late.results() for late in lates)
     changed = []
     for o in ops:
         after = _fixed(o)

@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sluice.datatypes import DataType, TypeKind
+from sluice.runtime.keys import as_integer
 
 _EXACT = {TypeKind.INTEGER, TypeKind.BIGINT, TypeKind.TIMESTAMP, TypeKind.FLOAT, TypeKind.BOOLEAN}
 
@@ -36,13 +37,14 @@ def codable(left: DataType, right: DataType) -> bool:
     return left.kind in _EXACT and right.kind in _EXACT
 
 
-def key_codes(col: pa.ChunkedArray | pa.Array, as_float: bool) -> tuple[np.ndarray, np.ndarray | None]:
-    """(codes, valid) of a key column: the integer itself, or a float's bits (``as_float``: the
-    column cast to a double first, as when the two sides' key types differ — Arrow's join does the
-    same); ``valid`` is None when no key is NULL.
+def key_codes(col: pa.ChunkedArray | pa.Array, mixed: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """(codes, valid) of a key column: the integer itself, or a float's bits; ``mixed`` (the two
+    sides' key types differ: an integer and a double) codes both as the integers they equal, a
+    double with no equal integer as NULL (``sluice.runtime.keys``: compared exactly, as SQL does);
+    ``valid`` is None when no key is NULL.
     """
-    if as_float and col.type != pa.float64():
-        col = col.cast(pa.float64())
+    if mixed:
+        col = as_integer(col) if pa.types.is_floating(col.type) else col.cast(pa.int64())
     valid = None
     if col.null_count:
         valid = np.asarray(pc.is_valid(col).to_numpy(zero_copy_only=False), bool)

@@ -32,19 +32,19 @@ from sluice.plan.analysis import (
 )
 from sluice.plan.expr import BExpr, Call, ColRef, walk_expr
 from sluice.runtime.operators.aggregate import Aggregate, AggregateSpec, Distinct, DistinctSpec
-from sluice.runtime.operators.base import ExecContext, Operator, OperatorSpec
+from sluice.runtime.operators.base import ExecContext, Operator, OperatorSpec, PortHandle
 from sluice.runtime.operators.join import Join, JoinSpec
 from sluice.runtime.operators.relational import SetOp, SetOpSpec
 from sluice.runtime.operators.shared_join import (
     PortDef,
     SharedJoinOptions,
-    SharedJoinPort,
     SharedWindowJoin,
     SharedWindowJoinSpec,
     SideView,
     family,
     variant_for,
 )
+from sluice.runtime.operators.shared_window import SharedWindow, SharedWindowSpec
 from sluice.runtime.operators.sources import Since, SinceSpec, Source
 from sluice.runtime.operators.stateless import Project, ProjectSpec, Sample, SampleSpec, Select, SelectSpec
 from sluice.runtime.operators.streams import IDstream, IDstreamSpec, Rstream, RstreamSpec
@@ -71,6 +71,7 @@ class Planner:
         # shared window joins by signature (inputs, keys, residual, window family, options): kept
         # across epochs, so a query registered while running joins a running one (Hammad §4)
         self._shared: dict[Any, SharedWindowJoin] = {}
+        self._shared_windows: dict[Any, SharedWindow] = {}  # by (input, window family), likewise
         self.since: int | None = None  # the first instant of queries planned now, if the engine runs
         self.operators: list[Operator] = []  # in creation order = a topological order
         self._memo: dict[Any, Operator] = {}
@@ -105,7 +106,7 @@ class Planner:
         memo = self._memo
         if key in memo:
             op = memo[key]
-            op.queries.add(self._query)
+            self._claim(op)
             return op
         fn = self._dispatch.get(type(node))
         if fn is None:
@@ -118,6 +119,24 @@ class Planner:
             memo[key] = op
         op.queries.add(self._query)
         return op
+
+    def _claim(self, op: Operator) -> None:
+        """The query being planned reuses ``op``'s subplan: every operator in it serves the query
+        (so removing another query that shares it removes none of them).
+        """
+        todo = [op]
+        while todo:
+            o = todo.pop()
+            if isinstance(o, PortHandle):  # the port's owner serves the query too (its own record decides)
+                o.queries.add(self._query)
+                if o.owner.serves(o.port, self._query):
+                    continue
+                o.owner.add_query(o.port, self._query)
+                o = o.owner
+            elif self._query in o.queries:
+                continue
+            o.queries.add(self._query)
+            todo += [self._producer(r.queue) for r in o.readers]
 
     def _producer(self, q: Queue) -> Operator:
         op = self._producers.get(id(q))
@@ -166,10 +185,11 @@ class Planner:
         ports of shared joins that serve no query any more).
         """
         self._shared = {k: v for k, v in self._shared.items() if id(v) not in ops}
+        self._shared_windows = {k: v for k, v in self._shared_windows.items() if id(v) not in ops}
 
         def gone(v: Operator) -> bool:
-            if isinstance(v, SharedJoinPort):
-                return id(v.owner) in ops or not v.owner._active[v.port]
+            if isinstance(v, PortHandle):
+                return id(v.owner) in ops or not v.owner.port_active(v.port)
             return id(v) in ops
 
         self._memo = {k: v for k, v in self._memo.items() if not gone(v)}
@@ -177,11 +197,38 @@ class Planner:
         self.operators = [o for o in self.operators if id(o) not in ops]
 
     def _window(self, n: L.Window) -> Operator:
+        fam = family(n.spec)
+        if self.sharing and fam is not None:
+            return self._shared_window(n, fam)
         child = self._op(n.input)
         cls = WINDOW_OPERATORS.get(type(n.spec))
         if cls is None:
             raise InternalError(f"no operator runs the window [{n.spec.describe()}] ({type(n.spec).__qualname__})")
         return self._new(cls, WindowSpec(n.schema, n.spec, detail=n.spec.describe(n.input.schema.names)), [child])
+
+    def _shared_window(self, n: L.Window, fam: str) -> PortHandle:
+        """A port of the one window operator over this stream (STREAM §3.2's synopsis sharing:
+        every size reads one buffer); kept across epochs like a shared join.
+        """
+        op, start = self._stream_input(n.input)
+        key = (id(op), fam)
+        sw = self._shared_windows.get(key)
+        if sw is None:
+            sw = self._new(SharedWindow, SharedWindowSpec(n.schema, fam), [op], at_end=self.since is not None)
+            sw.declare([op])
+            self._shared_windows[key] = sw
+        sw.queries.add(self._query)
+        return sw.add_port(n.spec, self.since, start, self._query)
+
+    def _stream_input(self, base: L.LogicalNode) -> tuple[Operator, int]:
+        """(the operator a shared operator reads for stream ``base``, the queue position a query
+        planned now starts at): a source itself whatever the epoch (a late query starts at the
+        queue's end, as ``Since`` would), any other stream's operator from this epoch.
+        """
+        src = self.sources.get(base.name.lower()) if isinstance(base, L.Scan) else None
+        if src is not None and not src.relation:
+            return src, (src.output._end if self.since is not None else 0)
+        return self._op(base), 0
 
     def _sample(self, n: L.Sample) -> Operator:
         child = self._op(n.input)
@@ -278,15 +325,13 @@ class Planner:
         spec = JoinSpec(n.schema, left.schema.types, right.schema.types, tuple(keys), residual, detail=detail)
         return self._new(Join, spec, [left, right])
 
-    def _shared_join(
-        self, n: L.Join, keys: tuple[tuple[int, int], ...], residual: BExpr | None
-    ) -> SharedJoinPort | None:
+    def _shared_join(self, n: L.Join, keys: tuple[tuple[int, int], ...], residual: BExpr | None) -> PortHandle | None:
         """A port of the shared window join of every query joining these two streams on this
         predicate (Hammad et al. §2.2), or None if the join is not a window join it serves.
         Selections on one input are pulled up into the port (§2.1) — below a time-based window
         they commute with it; above any window they are a selection of the window's contents.
         """
-        sides = [_window_side(n.left), _window_side(n.right)]
+        sides = [window_side(n.left), window_side(n.right)]
         if sides[0] is None or sides[1] is None:
             return None
         fam = (family(sides[0].window), family(sides[1].window))
@@ -297,21 +342,16 @@ class Planner:
         for sd in sides:
             assert sd is not None
             base = sd.base
-            src = self.sources.get(base.name.lower()) if isinstance(base, L.Scan) else None
-            if src is not None and not src.relation:
-                # the stream itself, whatever the epoch: a late query's start is its port's
-                ops.append(src)
-                starts.append(src.output._end if self.since is not None else 0)
-            else:
-                ops.append(self._op(base))
-                starts.append(0)
+            stream, start = self._stream_input(base)
+            ops.append(stream)
+            starts.append(start)
             pred = conjoin(list(sd.filters))
             text = _render(pred, base) if pred is not None else ""
             views.append(SideView(sd.window, pred, text))
         options = self.shared_join
         key = (id(ops[0]), id(ops[1]), keys, residual, fam, options)
-        op = self._shared.get(key)
-        if op is None:
+        sj = self._shared.get(key)
+        if sj is None:
             lw = len(n.left.schema)
             detail = ", ".join(f"{n.schema.names[a]} = {n.schema.names[lw + b]}" for a, b in keys) or "no keys"
             if residual is not None:
@@ -326,11 +366,11 @@ class Planner:
                 options,
                 detail=f"{detail}; {options.policy.value}, {variant_for(keys, options).value}",
             )
-            op = self._new(SharedWindowJoin, spec, ops, at_end=self.since is not None)
-            op.declare(ops)
-            self._shared[key] = op
-        op.queries.add(self._query)
-        return op.add_port(PortDef(views[0], views[1], self.since), self._query, (starts[0], starts[1]))
+            sj = self._new(SharedWindowJoin, spec, ops, at_end=self.since is not None)
+            sj.declare(ops)
+            self._shared[key] = sj
+        sj.queries.add(self._query)
+        return sj.add_port(PortDef(views[0], views[1], self.since), self._query, (starts[0], starts[1]))
 
     def _aggregate(self, n: L.Aggregate) -> Operator:
         child = self._op(n.input)
@@ -355,6 +395,8 @@ class Planner:
         """
         while isinstance(op, Select | Project):
             op = self._producer(op.readers[0].queue)
+        if isinstance(op, PortHandle) and isinstance(op.owner, SharedWindow):
+            return op.owner.fifo()
         if not isinstance(op, TimeWindow | RowsWindow):
             return False
         return self._producer(op.readers[0].queue).insert_only
@@ -382,13 +424,13 @@ class Planner:
 
 
 @dataclass(frozen=True, slots=True)
-class _WindowSide:
+class WindowSide:
     base: L.LogicalNode  # the stream the shared join reads
     window: Any  # sluice.windows.WindowDef
     filters: tuple[BExpr, ...]  # the selections the query applies to it, as one port's mask
 
 
-def _window_side(node: L.LogicalNode) -> _WindowSide | None:
+def window_side(node: L.LogicalNode) -> WindowSide | None:
     """``σ…(Window(σ…(stream)))`` as (stream, window, selections), when a shared join can serve it:
     a window it knows, selections without subqueries (above the window, where they select from a
     relation, without CURRENT_TIME either).  Selections below a time-based window move up with it
@@ -413,7 +455,7 @@ def _window_side(node: L.LogicalNode) -> _WindowSide | None:
             base = base.input
     if base.kind is not Kind.STREAM or any(has_subquery(c) for c in below):
         return None
-    return _WindowSide(base, node.spec, tuple(below + above))
+    return WindowSide(base, node.spec, tuple(below + above))
 
 
 def _order_sensitive_streams(plan: L.LogicalNode) -> set[L.LogicalNode]:

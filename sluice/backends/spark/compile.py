@@ -575,3 +575,18 @@ def canonical_float(c: Any) -> Any:
     from pyspark.sql import functions as F
 
     return F.when(F.isnan(c), F.lit(None)).otherwise(c + F.lit(0.0))
+
+
+def window_join_signature(plan: L.LogicalNode) -> tuple[str, str] | None:
+    """The two streams (by name) the plan's first window join reads, when a shared window join
+    could serve it (``sluice.runtime.planner.window_side``); None if it has none.
+    """
+    from sluice.runtime.planner import window_side
+
+    for n in L.walk_plan(plan):
+        if isinstance(n, L.Join):
+            left, right = window_side(n.left), window_side(n.right)
+            if left is not None and right is not None:
+                if isinstance(left.base, L.Scan) and isinstance(right.base, L.Scan):
+                    return left.base.name.lower(), right.base.name.lower()
+    return None

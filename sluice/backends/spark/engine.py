@@ -75,8 +75,8 @@ class SparkEngine:
         ``preaggregate=False`` sends every element of a sliding-window group-by to the processor
         instead of Spark's partial aggregates (the same answer: for comparison and benchmarks).
         ``shared_join`` is the policy of a window join inside a processor (same names and errors as
-        ``EmbeddedEngine``); each query runs in processors of its own, so on Spark a join is not
-        shared across queries (issue #12 item 5; EXPLAIN says so).
+        ``EmbeddedEngine``); unless it is ``"off"``, queries started together that join the same
+        streams through windows on the same keys run in one processor per key (docs/design/020).
         """
         from sluice.backends.spark.session import get_session
         from sluice.scheduling.strategies import make
@@ -86,7 +86,8 @@ class SparkEngine:
         except ValueError as e:
             raise SluiceError(str(e)) from None
         self.scheduler = scheduler
-        SharedJoinOptions.parse(shared_join)  # the same names, options and errors as the embedded engine
+        # the same names, options and errors as the embedded engine; None is its default (Greedy)
+        self.groups_joins = shared_join is None or SharedJoinOptions.parse(shared_join) is not None
         self.shared_join = shared_join
         self.preaggregate = preaggregate
         self.spark = spark or get_session(master)

@@ -280,13 +280,14 @@ def _ekey(eng: SparkEngine, q: SparkQuery, cols: Sequence[Any] | None) -> Any:
 
 def input_frame(eng: SparkEngine, q: SparkQuery) -> Any:
     """The query's events, keyed: ``ekey, seq, kind, src, ts, sign`` and per source ``i`` its
-    columns ``s{i}c{j}`` (with ``s{i}n{j}`` is-null flags).
+    columns ``s{i}c{j}`` (with ``s{i}n{j}`` is-null flags).  For queries run in one processor
+    (``SparkQuery.group``) every element goes in: each member selects its own.
     """
     if q.preagg is not None:
         return preaggregated_frame(eng, q)
     defs = [eng._source(s) for s in q.sources]
     types = [d.schema.types for d in defs]
-    pushed = pushdown(q.plan)
+    pushed = pushdown(q.plan) if len(q.group) < 2 else {}
     frames = []
     for i, d in enumerate(defs):
         # Spark's watermark for this input: max event time − slack − 1, so exactly the elements

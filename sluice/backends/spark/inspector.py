@@ -16,7 +16,6 @@ from sluice.backends.spark.frames import read_committed, source_column
 from sluice.backends.spark.processor import output_schema
 from sluice.backends.spark.query import SparkQuery, late_note, notes
 from sluice.errors import SluiceError
-from sluice.plan import logical as L
 from sluice.plan.element import Element
 from sluice.plan.explain import explain as explain_plan
 from sluice.plan.expr import render
@@ -37,7 +36,10 @@ class Inspector:
         if q.sink == "console":
             raise SluiceError(f"query {q.name} writes to the console; use sink='memory', 'parquet' or 'json'")
         if q.sink == "memory":
-            return spark.sql(f"select * from {q.table}").toArrow() if q.table else None
+            if not q.table:
+                return None
+            t = spark.sql(f"select * from {q.table}").toArrow()
+            return self._member(q, t) if len(q.group) > 1 else t
         assert q.out_path is not None
         if not list(q.out_path.glob(f"*.{q.sink}")):
             return None
@@ -45,6 +47,18 @@ class Inspector:
         if q.sink == "json":
             return spark.read.schema(schema).json(str(q.out_path)).toArrow()
         return read_committed(spark, str(q.out_path), schema, to_arrow_schema(schema))
+
+    @staticmethod
+    def _member(q: SparkQuery, t: pa.Table) -> pa.Table:
+        """A group's output as one member's: its rows and the notes on the shared input, its
+        columns named as a query of its own writes them.
+        """
+        i = q.group.index(q.name)
+        mine = pc.or_kleene(pc.equal(t.column("query"), q.name), pc.is_null(t.column("query")))
+        t = t.filter(pc.fill_null(mine, False))
+        width = len(q.bound.plan.schema.types)
+        cols = [t.column("ts"), t.column("sign")] + [t.column(f"m{i}c{j}") for j in range(width)] + [t.column("note")]
+        return pa.Table.from_arrays(cols, names=["ts", "sign"] + [f"c{j}" for j in range(width)] + ["note"])
 
     def elements(self, q: SparkQuery) -> pa.Table:
         """Output rows as an engine batch (``__ts``, ``__sign``, ``c0…``); notes go to ``q.notes``."""
@@ -99,16 +113,19 @@ class Inspector:
         pre = eng.preagg_of(q) if q.stream is None else q.preagg
         if pre is not None:
             lines.append("  " + pre.describe(eng._source(pre.source).schema.names))
-        for src, preds in pushdown(q.plan).items():
+        for src, preds in pushdown(q.plan).items() if len(q.group) < 2 else ():  # (a group reads every element)
             done = [p for p in preds if to_column(p, source_column) is not None]
             if done:
                 names = eng.catalog.lookup(src).schema.names
                 lines.append(f"  selection run by Spark on {src}: " + " AND ".join(render(p, names) for p in done))
         if q.rewrites:
             lines.append(f"  rewritten by: {', '.join(q.rewrites)}")
-        if q.native is None and any(isinstance(n, L.Join) for n in L.walk_plan(q.plan)) and eng.shared_join != "off":
+        if len(q.group) > 1:
+            others = ", ".join(n for n in q.group if n != q.name)
             lines.append(
-                "  joins: run in this query's own processors (on Spark a window join is not shared across queries)"
+                f"  runs in one processor per key with {others}: they join the same streams through windows "
+                "(one shared window join serves those joining on the same predicate); Spark selects nothing "
+                "for a group before its processor"
             )
         lines.append(explain_plan(q.plan))
         return "\n".join(lines)

@@ -59,6 +59,19 @@ def output_schema(types: list[DataType] | tuple[DataType, ...]) -> Any:
     )
 
 
+def group_output_schema(members: list[list[DataType]]) -> Any:
+    """The output of one processor serving several queries: which query a row is of (``query``;
+    NULL on a note about the shared input), and member ``i``'s columns ``m{i}c{j}``.
+    """
+    from sluice.backends.spark.types import spark_type
+
+    return StructType(
+        [StructField("ts", LongType()), StructField("sign", IntegerType()), StructField("query", StringType())]
+        + [StructField(f"m{i}c{j}", spark_type(t)) for i, types in enumerate(members) for j, t in enumerate(types)]
+        + [StructField("note", StringType())]
+    )
+
+
 class SluiceProcessor(StatefulProcessor):
     def __init__(
         self,
@@ -74,11 +87,16 @@ class SluiceProcessor(StatefulProcessor):
         scheduler: str = "round-robin",
         lag: int = 0,
         shared_join: str | None = None,
+        members: list[tuple[str, str, list[DataType]]] | None = None,
     ) -> None:
+        """``members``: (name, CQL, output types) of the queries this processor runs together
+        (they share a window join); None: ``query`` alone, named "q".
+        """
         self.ddl, self.query, self.start = ddl, query, start
         self.lag = lag  # ticks behind Spark's watermark its instants complete (pre-aggregated input)
         self.scheduler = scheduler
         self.shared_join = shared_join
+        self.members = members
         self.time_unit, self.seed, self.slack = time_unit, seed, slack
         self.sources, self.out_types = sources, out_types
         self.udfs = udfs or []
@@ -135,7 +153,9 @@ class SluiceProcessor(StatefulProcessor):
         for name, fn, ret, args, strict in self.udfs:
             eng.catalog.register_function(name, fn, ret, args, strict=strict)
         eng.execute(self.ddl)
-        eng.register_query(self.query, name="q")
+        members = getattr(self, "members", None)  # processors pickled before groups existed
+        for name, text, _ in members or [("q", self.query, self.out_types)]:
+            eng.register_query(text, name=name)
         return eng
 
     def _batch(self, run: pd.DataFrame, src: str) -> pa.Table:
@@ -202,10 +222,14 @@ class SluiceProcessor(StatefulProcessor):
         for armed in list(self.handle.listTimers()):
             self.handle.deleteTimer(armed)
         self.handle.registerTimer(max(w, 0) + 1)  # wake this key when the watermark passes w
-        q = eng.queries["q"]
-        out, q.batches = q.batches, []
         notes = [m for n, s in eng.sources.items() for m in s.messages[before.get(n, 0) :]]
         notes += rejected or []
+        members = getattr(self, "members", None)
+        if members is not None:
+            yield from self._finish_group(eng, members, notes)
+            return
+        q = eng.queries["q"]
+        out, q.batches = q.batches, []
         for u in eng.operators:  # rows an operator could not evaluate (sluice.plan.numeric): reported once
             notes += u.reject_messages
             u.reject_messages = []
@@ -227,6 +251,52 @@ class SluiceProcessor(StatefulProcessor):
             frames.append(df)
         if frames:
             yield pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+
+    def _finish_group(
+        self, eng: Any, members: list[tuple[str, str, list[DataType]]], notes: list[str]
+    ) -> Iterator[pd.DataFrame]:
+        """The output of every member, each row naming its query, in the group's columns (the
+        others' NULL); notes on the shared input name no query, an operator's name its queries.
+        """
+        owned: list[tuple[str | None, str]] = [(None, m) for m in notes]
+        for u in eng.operators:
+            for m in u.reject_messages:
+                owned += [(name, m) for name in sorted(u.queries)] or [(None, m)]
+            u.reject_messages = []
+        frames = []
+        for i, (member, _, _) in enumerate(members):
+            q = eng.queries.get(member)
+            if q is None:  # it failed here (its operator's message is a note)
+                continue
+            out, q.batches = q.batches, []
+            if out:
+                frames.append(self._group_frame(members, i, member, pa.concat_tables(out), None))
+        for owner, m in owned:
+            frames.append(self._group_frame(members, -1, owner, None, m))
+        self.state.update((dumps(eng.snapshot_state()),))
+        if frames:
+            yield pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+
+    @staticmethod
+    def _group_frame(
+        members: list[tuple[str, str, list[DataType]]], i: int, name: str | None, t: pa.Table | None, note: str | None
+    ) -> pd.DataFrame:
+        n = t.num_rows if t is not None else 1
+        df = pd.DataFrame(
+            {
+                "ts": t.column(0).to_numpy() if t is not None else np.zeros(n, np.int64),
+                "sign": t.column(1).to_numpy().astype(np.int32) if t is not None else np.zeros(n, np.int32),
+            }
+        )
+        df["query"] = pd.Series([name] * n, dtype=object)
+        for k, (_, _, types) in enumerate(members):
+            for j, typ in enumerate(types):
+                if k == i and t is not None:
+                    df[f"m{k}c{j}"] = t.column(2 + j).to_pandas(types_mapper=_NULLABLE.get)
+                else:
+                    df[f"m{k}c{j}"] = pd.Series([None] * n, dtype=_NULLABLE.get(arrow_type(typ), object))
+        df["note"] = pd.Series([note] * n, dtype=object)
+        return df
 
     def close(self) -> None:
         return None

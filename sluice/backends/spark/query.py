@@ -55,6 +55,9 @@ class SparkQuery:
     buckets: int = 0  # partition keys, fixed when the query first starts (SparkEngine._buckets)
     engine: Any = field(default=None, repr=False, compare=False)  # the SparkEngine that runs it
     processor: Any = field(default=None, repr=False, compare=False)  # the driver's copy of its processor
+    # queries run by one processor per key — they share a window join (Hammad et al.; issue #12
+    # item 5): their names, this one's among them; () when it runs alone
+    group: tuple[str, ...] = ()
 
     def results(self) -> list[Element]:
         """Its output so far (``SparkEngine.results``): the same call as on an embedded ``Query``."""
@@ -69,6 +72,11 @@ class SparkQuery:
     @property
     def kind(self) -> Kind:
         return self.bound.kind
+
+    @property
+    def label(self) -> str:
+        """What its checkpoint directory and output table are named after: its group's members, or itself."""
+        return "+".join(self.group) if len(self.group) > 1 else self.name
 
     def partition_note(self, catalog: Catalog, buckets: int) -> str:
         if self.native is not None:

@@ -12,9 +12,10 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sluice.backends.spark.compile import window_join_signature
 from sluice.backends.spark.frames import input_frame, native_frame
 from sluice.backends.spark.preagg import LOWER, UPPER
-from sluice.backends.spark.processor import SluiceProcessor, output_schema
+from sluice.backends.spark.processor import SluiceProcessor, group_output_schema, output_schema
 from sluice.backends.spark.query import SparkQuery
 from sluice.io.atomic import write_atomic
 
@@ -37,14 +38,14 @@ class Runner:
             saved = self._buckets_file(q)
             if saved.exists():
                 q.buckets = int(saved.read_text())
-            elif (self.engine.workdir / q.name / "checkpoint").exists():
+            elif (self.engine.workdir / q.label / "checkpoint").exists():
                 q.buckets = LEGACY_BUCKETS  # a checkpoint from before the number was saved
             else:
                 q.buckets = max(1, int(self.engine.spark.conf.get("spark.sql.shuffle.partitions")))
         return q.buckets
 
     def _buckets_file(self, q: SparkQuery) -> Path:
-        return self.engine.workdir / q.name / "buckets"
+        return self.engine.workdir / q.label / "buckets"
 
     def _first_instant(self) -> int:
         eng = self.engine
@@ -53,9 +54,33 @@ class Runner:
             start = time.time_ns() // 1_000_000 // eng.catalog.time_unit.millis  # the rate source starts now
         return start or 0
 
+    def _group(self, q: SparkQuery) -> list[SparkQuery]:
+        """The queries starting now that run in one processor with ``q``: each joins the same two
+        streams through windows (a shared window join serves them all per key: Hammad et al.,
+        issue #12 item 5), reads the same sources split by the same keys from the same event on,
+        and writes to memory.  ``[q]`` when it runs alone.
+        """
+        eng = self.engine
+        sig = window_join_signature(q.plan) if eng.groups_joins else None
+        if sig is None or q.sink != "memory" or q.native is not None or eng.preagg_of(q) is not None:
+            return [q]
+        out = [q]
+        for o in eng.queries.values():
+            if o is q or o.stream is not None or o.group or o.sink != "memory":
+                continue
+            if o.native is None and eng.preagg_of(o) is None and window_join_signature(o.plan) == sig:
+                if (o.sources, o.part, o.seq_from) == (q.sources, q.part, q.seq_from):
+                    out.append(o)
+        return out
+
     def start(self, q: SparkQuery) -> None:
         eng = self.engine
         q.preagg = eng.preagg_of(q)
+        members = self._group(q) if q.preagg is None else [q]
+        if len(members) > 1:
+            names = tuple(m.name for m in members)
+            for m in members:
+                m.group = names
         ddl, text = "\n".join(eng.ddl), q.bound.text
         inputs = [(d.name, list(d.schema.types)) for d in map(eng._source, q.sources)]
         if q.preagg is not None:  # the processor runs the rewritten query over Spark's partials
@@ -74,6 +99,9 @@ class Runner:
             eng.scheduler,
             lag=1 if q.preagg is not None else 0,
             shared_join=eng.shared_join,
+            members=[(m.name, m.bound.text, list(m.bound.plan.schema.types)) for m in members]
+            if len(members) > 1
+            else None,
         )
         q.processor = proc
         if q.native is None and q.part is not None:
@@ -87,17 +115,21 @@ class Runner:
                 .groupBy("ekey")
                 .transformWithStateInPandas(
                     statefulProcessor=proc,
-                    outputStructType=output_schema(q.bound.plan.schema.types),
+                    outputStructType=output_schema(q.bound.plan.schema.types)
+                    if len(members) == 1
+                    else group_output_schema([list(m.bound.plan.schema.types) for m in members]),
                     outputMode="Append",
                     timeMode="EventTime",
                 )
             )
-        checkpoint = str(eng.workdir / q.name / "checkpoint")
+        checkpoint = str(eng.workdir / q.label / "checkpoint")
         w = out.writeStream.option("checkpointLocation", checkpoint).outputMode("append")
         if q.sink == "memory":
             # any query name is a label: Spark's table name takes only word characters
-            q.table = f"sluice_{re.sub(r'[^0-9A-Za-z_]', '_', q.name)}_{uuid.uuid4().hex[:8]}"
+            q.table = f"sluice_{re.sub(r'[^0-9A-Za-z_]', '_', q.label)}_{uuid.uuid4().hex[:8]}"
             q.stream = w.format("memory").queryName(q.table).start()
+            for m in members[1:]:  # the others read the group's table, their own rows
+                m.table, m.stream, m.processor, m.buckets = q.table, q.stream, proc, q.buckets
         elif q.sink == "console":
             q.stream = w.format("console").option("truncate", "false").start()
         else:  # files, exactly once through the checkpoint
@@ -133,7 +165,10 @@ class Runner:
 
     def stop(self) -> None:
         """Stop the streaming queries (their checkpoints stay; a new engine on the same workdir resumes)."""
+        stopped: set[int] = set()
         for q in self.engine.queries.values():
             if q.stream is not None:
-                q.stream.stop()
+                if id(q.stream) not in stopped:  # (the members of a group share one)
+                    stopped.add(id(q.stream))
+                    q.stream.stop()
                 q.stream = None

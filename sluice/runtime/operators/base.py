@@ -296,6 +296,32 @@ class Operator(Part):
         return [r.queue for r in self.readers]
 
 
+@dataclass(frozen=True, slots=True)
+class PortSpec(OperatorSpec):
+    port: int  # which output of its owner
+
+
+@dataclass
+class PortHandle(Operator):
+    """What the planner hands the operators above one output port of an operator that serves
+    several queries on ports of their own (a shared window join, a shared window): that port's
+    queue and capabilities.  It never runs (its owner writes the queue); it is in no operator list.
+    """
+
+    spec: PortSpec
+    owner: Any = None  # the operator writing the port (wiring)
+
+    @property
+    def port(self) -> int:
+        return self.spec.port
+
+    def has_work(self) -> bool:
+        return False
+
+    def _run(self, budget: int) -> int:
+        raise InternalError(f"{self} is a port of {self.owner}, which runs it")
+
+
 class Unary(Operator):
     """A one-input operator that handles each available batch, then forwards the watermark."""
 

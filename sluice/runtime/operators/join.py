@@ -19,6 +19,7 @@ import pyarrow as pa
 from sluice.datatypes import DataType
 from sluice.plan.expr import BExpr
 from sluice.runtime.batch import META, NEG_INF, concat, make, sort_by_ts, ts_of
+from sluice.runtime.keys import comparable
 from sluice.runtime.operators.base import Operator, OperatorSpec
 from sluice.runtime.synopsis import RelationSynopsis, W
 from sluice.runtime.vexpr import compile_expr, evaluate_rows, truth_mask
@@ -80,9 +81,7 @@ class Join(Operator):
             return np.repeat(np.arange(nl), nr), np.tile(np.arange(nr), nl)
         lcols, rcols = [], []
         for k, (li, ri) in enumerate(self.spec.keys):
-            a, b = left.column(loff + li), right.column(roff + ri)
-            if a.type != b.type:
-                a, b = a.cast(pa.float64()), b.cast(pa.float64())
+            a, b = comparable(left.column(loff + li), right.column(roff + ri))
             lcols.append((f"k{k}", a))
             rcols.append((f"k{k}", b))
         lt = pa.table(dict(lcols) | {"__i": pa.array(np.arange(nl))})

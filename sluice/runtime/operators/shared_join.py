@@ -58,9 +58,11 @@ from sluice.errors import InternalError, SluiceError
 from sluice.plan.expr import BExpr
 from sluice.runtime.batch import META, NEG_INF, POS_INF, arrow_type, concat, empty, make, nbytes, sort_by_ts, ts_of
 from sluice.runtime.key_index import KeyIndex, codable, key_codes
-from sluice.runtime.operators.base import Operator, OperatorSpec, Part
+from sluice.runtime.keys import comparable
+from sluice.runtime.operators.base import Operator, OperatorSpec, Part, PortHandle, PortSpec
 from sluice.runtime.queue import count_upto
 from sluice.runtime.synopsis import SynopsisStats
+from sluice.runtime.tail import Tail
 from sluice.runtime.vexpr import VFn, compile_expr, evaluate_rows, truth_mask
 
 LEFT, RIGHT = 0, 1
@@ -214,16 +216,15 @@ class JoinBuffer(Part):
     ``base …`` survive dropping the front.
     """
 
-    STATE = ("table", "ts", "seq", "masks", "base", "budget")
+    STATE = ("table", "_ts", "_seq", "_masks", "base", "budget")  # (``Tail``s: ``ts`` is ``_ts.view``)
     # derived: rebuilt on restore (the index from the table; later/earlier as "unknown")
-    CACHES = ("index", "later", "earlier")
+    CACHES = ("index", "_later", "_earlier")
 
     def __init__(self, types: Sequence[DataType], key: tuple[int, bool] | None = None) -> None:
         self.types = list(types)
         self.table = empty(self.types).slice(0, 0)  # an object of its own (builds share no state)
-        self.ts = np.empty(0, np.int64)
-        self.seq = np.empty(0, np.int64)
-        self.masks: list[np.ndarray | None] = []  # per port; None: every element
+        self._ts, self._seq = Tail(np.int64), Tail(np.int64)
+        self._masks: list[Tail | None] = []  # per port; None: every element
         self.base = 0
         self.budget: int | None = None
         # the key column (and whether it is compared as a double) a KeyIndex is kept on (§3.4's hash
@@ -233,8 +234,48 @@ class JoinBuffer(Part):
         # per element, what the join steps met of its partners (the other input's positions): the
         # first that arrived later (POS_INF: none yet) and the last that arrived earlier (−1:
         # none); a leaving element with neither in its partner range has no deletion to find
-        self.later = np.empty(0, np.int64)
-        self.earlier = np.empty(0, np.int64)
+        self._later, self._earlier = Tail(np.int64), Tail(np.int64)
+
+    # the arrays (views: no copy) — what STATE saves and restores
+    @property
+    def ts(self) -> np.ndarray:
+        return self._ts.view
+
+    @ts.setter
+    def ts(self, v: np.ndarray) -> None:
+        self._ts = Tail(np.int64, v)
+
+    @property
+    def seq(self) -> np.ndarray:
+        return self._seq.view
+
+    @seq.setter
+    def seq(self, v: np.ndarray) -> None:
+        self._seq = Tail(np.int64, v)
+
+    @property
+    def later(self) -> np.ndarray:
+        return self._later.view
+
+    @later.setter
+    def later(self, v: np.ndarray) -> None:
+        self._later = Tail(np.int64, v)
+
+    @property
+    def earlier(self) -> np.ndarray:
+        return self._earlier.view
+
+    @earlier.setter
+    def earlier(self, v: np.ndarray) -> None:
+        self._earlier = Tail(np.int64, v)
+
+    @property
+    def masks(self) -> list[np.ndarray | None]:
+        return [None if m is None else m.view for m in self._masks]
+
+    @masks.setter
+    def masks(self, v: list[np.ndarray | None]) -> None:
+        self._masks = [None if m is None else Tail(bool, m) for m in v]
 
     def restore(self, state: dict[str, Any]) -> None:
         super().restore(state)
@@ -258,20 +299,26 @@ class JoinBuffer(Part):
         self.table = concat([self.table, b], self.types)
         if self.table.num_columns and self.table.column(0).num_chunks > 32:
             self.table = self.table.combine_chunks()
-        self.ts = np.concatenate([self.ts, ts_of(b).astype(np.int64)])
-        self.later = np.concatenate([self.later, np.full(n, POS_INF, np.int64)])
-        self.earlier = np.concatenate([self.earlier, np.full(n, -1, np.int64)])
-        self.seq = np.concatenate([self.seq, np.arange(seq0, seq0 + n, dtype=np.int64)])
+        held = len(self._ts)
+        self._ts.extend(ts_of(b).astype(np.int64))
+        self._later.extend(np.full(n, POS_INF, np.int64))
+        self._earlier.extend(np.full(n, -1, np.int64))
+        self._seq.extend(np.arange(seq0, seq0 + n, dtype=np.int64))
         for p, m in enumerate(masks):
-            old = self.masks[p]
+            old = self._masks[p]
             if m is None and old is None:
                 continue
-            prev = np.ones(len(self.ts) - n, bool) if old is None else old
-            self.masks[p] = np.concatenate([prev, np.ones(n, bool) if m is None else m])
+            if old is None:
+                old = self._masks[p] = Tail(bool, np.ones(held, bool))
+            old.extend(np.ones(n, bool) if m is None else m)
 
     def add_port(self, filtered: bool) -> None:
         # elements already held precede the port's start: whatever the mask says of them is unused
-        self.masks.append(np.zeros(len(self.ts), bool) if filtered else None)
+        self._masks.append(Tail(bool, np.zeros(len(self._ts), bool)) if filtered else None)
+
+    def forget_port(self, port: int) -> None:
+        """A port that serves no query any more: its mask goes (it is never read again)."""
+        self._masks[port] = None
 
     def drop_before(self, idx: int) -> None:
         k = idx - self.base
@@ -279,9 +326,9 @@ class JoinBuffer(Part):
             return
         k = min(k, len(self.ts))
         self.table = self.table.slice(k)
-        self.ts, self.seq = self.ts[k:], self.seq[k:]
-        self.later, self.earlier = self.later[k:], self.earlier[k:]
-        self.masks = [None if m is None else m[k:] for m in self.masks]
+        for t in (self._ts, self._seq, self._later, self._earlier, *self._masks):
+            if t is not None:
+                t.drop(k)
         self.base += k
         if self.index is not None:
             self.index.drop_before(self.base)
@@ -330,7 +377,7 @@ class JoinBuffer(Part):
 
     def ok(self, idx: np.ndarray, port: int, start: int, since: int | None) -> np.ndarray:
         """Which elements (absolute indices) the port sees: from its start, through its selections."""
-        m = self.masks[port]
+        m = self._masks[port]
         if m is None and since is None and (not len(self.seq) or self.seq[0] >= start):
             return np.ones(len(idx), bool)  # the port sees every element held
         loc = idx - self.base
@@ -338,12 +385,12 @@ class JoinBuffer(Part):
         if since is not None:
             keep &= self.ts[loc] >= since
         if m is not None:
-            keep &= m[loc]
+            keep &= m.view[loc]
         return keep
 
     @property
     def nbytes(self) -> int:
-        masks = sum(len(m) for m in self.masks if m is not None)
+        masks = sum(len(m) for m in self._masks if m is not None)
         index = 0 if self.index is None else self.index.nbytes
         return nbytes(self.table) + 32 * len(self.ts) + masks + index
 
@@ -409,7 +456,7 @@ class Port:
     definition: PortDef
     filters: tuple[VFn | None, VFn | None]
     queries: set[str]
-    handle: SharedJoinPort
+    handle: PortHandle
 
 
 @dataclass
@@ -439,9 +486,9 @@ class SharedWindowJoin(Operator):
         ((kl, kr),) = self.spec.keys if keyed else ((0, 0),)
         lt, rt = self.spec.left_types[kl], self.spec.right_types[kr]
         indexed = keyed and codable(lt, rt)
-        as_float = arrow_type(lt) != arrow_type(rt)
-        self.left = JoinBuffer(self.spec.left_types, (kl, as_float) if indexed else None)
-        self.right = JoinBuffer(self.spec.right_types, (kr, as_float) if indexed else None)
+        mixed = arrow_type(lt) != arrow_type(rt)  # an integer and a double key: coded exactly
+        self.left = JoinBuffer(self.spec.left_types, (kl, mixed) if indexed else None)
+        self.right = JoinBuffer(self.spec.right_types, (kr, mixed) if indexed else None)
         self.ports: list[Port] = []
         self._units: list[Unit] = []
         self._order = 0
@@ -462,7 +509,7 @@ class SharedWindowJoin(Operator):
     CACHES = ("_bands", "_views")
 
     # -- ports ---------------------------------------------------------------------------
-    def add_port(self, d: PortDef, query: str, starts: tuple[int, int]) -> SharedJoinPort:
+    def add_port(self, d: PortDef, query: str, starts: tuple[int, int]) -> PortHandle:
         """The output for a query with these windows: an existing one (same windows, selections and
         first instant) or a new one.  ``starts``: where each input's queue is now (the port sees
         what is appended from there on; 0, 0 before the engine runs).
@@ -480,7 +527,7 @@ class SharedWindowJoin(Operator):
                 )
         index = len(self.ports)
         queue = self.output if index == 0 else self.add_output(f"q:{self.name}:{index}")
-        handle = SharedJoinPort(
+        handle = PortHandle(
             PortSpec(self.schema, index),
             name=f"{self.name}:{index}",
             readers=[],
@@ -504,9 +551,12 @@ class SharedWindowJoin(Operator):
     def forget_query(self, name: str) -> None:
         for p in self.ports:
             p.queries.discard(name)
+            p.handle.queries.discard(name)  # (a handle is in no operator list: the registry cannot)
             if not p.queries and self._active[p.index]:
                 self._active[p.index] = False
                 self._held[p.index] = []
+                self.left.forget_port(p.index)
+                self.right.forget_port(p.index)
         self._rebands()
 
     def _rebands(self) -> None:
@@ -516,6 +566,17 @@ class SharedWindowJoin(Operator):
             sorted({extent(p.definition.right.window) for p in act}),
             sorted({extent(p.definition.left.window) for p in act}),
         )
+
+    def add_query(self, index: int, query: str) -> None:
+        """One more query reads port ``index`` (the planner reused the port for an equal subplan)."""
+        self.ports[index].queries.add(query)
+        self.queries.add(query)
+
+    def serves(self, index: int, query: str) -> bool:
+        return query in self.ports[index].queries
+
+    def port_active(self, index: int) -> bool:
+        return self._active[index]
 
     def active_ports(self) -> list[Port]:
         return [p for p in self.ports if self._active[p.index]]
@@ -574,8 +635,8 @@ class SharedWindowJoin(Operator):
         masks: list[np.ndarray | None] = []
         for p in self.ports:
             fn = p.filters[s]
-            if fn is None or not self._active[p.index]:
-                masks.append(None if fn is None else np.zeros(b.num_rows, bool))
+            if fn is None or not self._active[p.index]:  # (an inactive port's mask is never read)
+                masks.append(None)
                 continue
             f = p.definition.side(s).filter
             assert f is not None
@@ -659,12 +720,10 @@ class SharedWindowJoin(Operator):
             return work
         own.met_earlier(i, j)
         other.met_later(j, i)
-        ts = own.ts[i - own.base]
-        pairs, kept = self._pairs(u.side, i, j, ts, 1)
-        if pairs is None:
-            return work
-        i, j = i[kept], j[kept]
+        # which ports hold each pair — decided before the residual predicate runs, so it runs (and
+        # rejects rows) only on pairs some query's own WHERE keeps, as each query alone would
         k = i - u.lo
+        routes: list[tuple[Port, np.ndarray]] = []
         for p in self.active_ports():
             ow, tw = p.definition.side(u.side).window, p.definition.side(1 - u.side).window
             e = extent(tw)
@@ -676,7 +735,17 @@ class SharedWindowJoin(Operator):
             keep &= other.ok(j, p.index, st[1 - u.side], p.definition.since)
             if v.own_fam == "rows":  # the arriving element is still in its own window at its instant
                 keep &= i >= v.own_start(extent(ow))[k]
-            self._hold(p, pairs, keep)
+            if keep.any():
+                routes.append((p, keep))
+        if not routes:
+            return work
+        some = np.logical_or.reduce([keep for _, keep in routes])
+        i, j = i[some], j[some]
+        pairs, kept = self._pairs(u.side, i, j, own.ts[i - own.base], 1)
+        if pairs is None:
+            return work
+        for p, keep in routes:
+            self._hold(p, pairs, keep[some][kept])
         return work
 
     def _view(self, u: Unit) -> _UnitView:
@@ -752,8 +821,7 @@ class SharedWindowJoin(Operator):
             for k in keys:
                 a_col = own.table.column(META + k[s]).take(pa.array(i - own.base))
                 b_col = other.table.column(META + k[1 - s]).take(pa.array(j - other.base))
-                if a_col.type != b_col.type:
-                    a_col, b_col = a_col.cast(pa.float64()), b_col.cast(pa.float64())
+                a_col, b_col = comparable(a_col, b_col)
                 eq = pc.fill_null(pc.equal(a_col, b_col), False)
                 ok &= np.asarray(eq.to_numpy(zero_copy_only=False), bool)
             i, j = i[ok], j[ok]
@@ -854,16 +922,25 @@ class SharedWindowJoin(Operator):
         i, j, e = self._entry_pairs(s, x, lo, hi)
         if not len(i):
             return
-        pairs, kept = self._pairs(s, i, j, leave[e], -1)
-        if pairs is None:
-            return
-        j, e = j[kept], e[kept]
+        # the partners each entry's port sees, before the residual predicate runs (see _scan)
         other = self._buf(1 - s)
+        seen = np.zeros(len(i), bool)
         for p in self.active_ports():
             mine = port[e] == p.index
             if mine.any():
                 st = self._starts[p.index]
-                self._hold(p, pairs, mine & other.ok(j, p.index, st[1 - s], p.definition.since))
+                seen |= mine & other.ok(j, p.index, st[1 - s], p.definition.since)
+        i, j, e = i[seen], j[seen], e[seen]
+        if not len(i):
+            return
+        pairs, kept = self._pairs(s, i, j, leave[e], -1)
+        if pairs is None:
+            return
+        e = e[kept]
+        for p in self.active_ports():
+            mine = port[e] == p.index
+            if mine.any():
+                self._hold(p, pairs, mine)
 
     def _entry_pairs(
         self, s: int, x: np.ndarray, lo: np.ndarray, hi: np.ndarray
@@ -938,7 +1015,8 @@ class SharedWindowJoin(Operator):
         if complete > self._port_wm[p.index]:
             self._port_wm[p.index] = complete
             self.outputs[p.index].advance(complete)
-        self._wm_out = max(self._wm_out, min(self._port_wm, default=NEG_INF))
+        live = [self._port_wm[i] for i, a in enumerate(self._active) if a]
+        self._wm_out = max(self._wm_out, min(live, default=NEG_INF))
 
     def held_rows(self) -> int:
         return sum(b.num_rows for h in self._held for b in h)
@@ -1000,31 +1078,6 @@ class SharedWindowJoin(Operator):
         return sum(u.hi - u.lo for u in self._units)
 
 
-@dataclass(frozen=True, slots=True)
-class PortSpec(OperatorSpec):
-    port: int  # which output of the shared join
-
-
-@dataclass
-class SharedJoinPort(Operator):
-    """What the planner hands the operators above one port of a shared join: that port's queue
-    and capabilities.  It never runs (the shared join writes the queue); it is in no operator list.
-    """
-
-    spec: PortSpec
-    owner: Any = None  # the shared join (wiring)
-
-    @property
-    def port(self) -> int:
-        return self.spec.port
-
-    def has_work(self) -> bool:
-        return False
-
-    def _run(self, budget: int) -> int:
-        raise InternalError(f"{self} is a port of {self.owner}, which runs it")
-
-
 def _compiled(e: BExpr | None) -> VFn | None:
     return None if e is None else compile_expr(e)
 
@@ -1038,9 +1091,7 @@ def hash_match(
         return np.empty(0, np.int64), np.empty(0, np.int64)
     lk, rk = [], []
     for k, (li, ri) in enumerate(zip(lcols, rcols, strict=True)):
-        a, b = left.column(loff + li), right.column(roff + ri)
-        if a.type != b.type:
-            a, b = a.cast(pa.float64()), b.cast(pa.float64())
+        a, b = comparable(left.column(loff + li), right.column(roff + ri))
         lk.append((f"k{k}", a))
         rk.append((f"k{k}", b))
     lt = pa.table(dict(lk) | {"__i": pa.array(np.arange(nl))})

@@ -1,0 +1,72 @@
+"""Shared window joins on Spark (issue #12 item 5): queries that join the same two streams through
+windows, split by the same keys, run as one stateful processor per key — one streaming query, one
+SharedWindowJoin per key serving them all — and each reads exactly its own answer, the embedded
+engine's, at every run.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from sluice.backends.embedded import EmbeddedEngine
+from sluice.backends.spark.engine import SparkEngine
+from sluice.cql.ast import TimeUnit
+from sluice.reference.compare import diff_outputs
+
+pytestmark = pytest.mark.spark
+
+DDL = "register stream A (K integer, V integer); register stream B (K integer, W integer)"
+QUERIES = [
+    "Istream(select * from A [Range 2], B [Range 2] where A.K = B.K)",
+    "select A.V, B.W from A [Range 9], B [Range 4] where A.K = B.K and A.V > 2",
+    "select A.K, count(*) from A [Range 5], B [Now] where A.K = B.K group by A.K",
+    # [Rows N] counts every element of B: not split by K, so not in the others' processors
+    "select * from A [Rows 3], B [Range 4] where A.K = B.K",
+]
+
+
+def test_queries_sharing_a_join_run_in_one_processor_and_each_gets_its_answer(spark, tmp_path) -> None:
+    rnd = random.Random(11)
+    eng = SparkEngine(spark=spark, workdir=tmp_path, time_unit=TimeUnit.SECOND)
+    emb = EmbeddedEngine(time_unit=TimeUnit.SECOND)
+    for e in (eng, emb):
+        e.execute(DDL)
+    handles = [eng.register_query(q, name=f"q{i}") for i, q in enumerate(QUERIES)]
+    alone = eng.register_query("select * from A [Range 3] where V > 100", name="other")  # not a join: alone
+    twins = [emb.register_query(q, name=f"q{i}") for i, q in enumerate(QUERIES)]
+    t = 0
+    for step in range(3):
+        a_rows, b_rows = [], []
+        for _ in range(40):
+            t += rnd.choice([0, 1, 1, 2])
+            (a_rows if rnd.random() < 0.5 else b_rows).append((t, rnd.choice([1, 2, 3, None]), rnd.randint(0, 9)))
+        for e in (eng, emb):
+            e.push("A", a_rows)
+            e.push("B", b_rows)
+            e.heartbeat(t)
+        eng.run()
+        emb.run()
+        for h, w in zip(handles, twins, strict=True):
+            assert not diff_outputs(w.results(), eng.results(h)), (h.name, step)
+    assert all(h.group == ("q0", "q1", "q2") for h in handles[:3]), [h.group for h in handles]
+    assert handles[3].group == () and alone.group == ()
+    assert len({id(h.stream) for h in handles[:3]}) == 1  # one streaming query serves the three
+    assert "runs in one processor per key with q1, q2" in eng.explain("q0")
+    assert "one processor" not in eng.explain("other")
+    assert all(w.results() for w in twins)
+    assert not eng.rejected()
+    eng.stop()
+
+
+def test_off_runs_each_query_alone(spark, tmp_path) -> None:
+    eng = SparkEngine(spark=spark, workdir=tmp_path, time_unit=TimeUnit.SECOND, shared_join="off")
+    eng.execute(DDL)
+    hs = [eng.register_query(q, name=f"q{i}") for i, q in enumerate(QUERIES[:2])]
+    eng.push("A", [(1, 1, 5)])
+    eng.push("B", [(1, 1, 7)])
+    eng.heartbeat(2)
+    eng.run()
+    assert all(h.group == () for h in hs) and hs[0].stream is not hs[1].stream
+    assert [e.row for e in eng.results(hs[0])] == [(1, 5, 1, 7)]
+    eng.stop()
