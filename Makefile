@@ -54,6 +54,7 @@ bench: venv java
 	$(PY) benchmarks/snapshots.py
 	$(PY) benchmarks/extremes.py
 	$(PY) benchmarks/float_aggregates.py
+	$(PY) benchmarks/shared_joins.py --rss
 	$(PY) benchmarks/spark_throughput.py
 	$(PY) benchmarks/spark_pipeline.py
 	$(PY) -m sluice bench --queries q0,q1,q2,q3,q4,q5,q6,q7 --events 100000

@@ -220,7 +220,7 @@ class JoinBuffer(Part):
     # derived: rebuilt on restore (the index from the table; later/earlier as "unknown")
     CACHES = ("index", "_later", "_earlier")
 
-    def __init__(self, types: Sequence[DataType], key: tuple[int, bool] | None = None) -> None:
+    def __init__(self, types: Sequence[DataType], key: tuple[int, bool] | None = None, partners: bool = False) -> None:
         self.types = list(types)
         self.table = empty(self.types).slice(0, 0)  # an object of its own (builds share no state)
         self._ts, self._seq = Tail(np.int64), Tail(np.int64)
@@ -233,8 +233,10 @@ class JoinBuffer(Part):
         self.index: KeyIndex | None = None if key is None else KeyIndex()
         # per element, what the join steps met of its partners (the other input's positions): the
         # first that arrived later (POS_INF: none yet) and the last that arrived earlier (−1:
-        # none); a leaving element with neither in its partner range has no deletion to find
-        self._later, self._earlier = Tail(np.int64), Tail(np.int64)
+        # none); a leaving element with neither in its partner range has no deletion to find.
+        # Kept for a join's buffers only (``partners``), not for a SharedWindow's.
+        self._later: Tail | None = Tail(np.int64) if partners else None
+        self._earlier: Tail | None = Tail(np.int64) if partners else None
 
     # the arrays (views: no copy) — what STATE saves and restores
     @property
@@ -255,19 +257,13 @@ class JoinBuffer(Part):
 
     @property
     def later(self) -> np.ndarray:
+        assert self._later is not None
         return self._later.view
-
-    @later.setter
-    def later(self, v: np.ndarray) -> None:
-        self._later = Tail(np.int64, v)
 
     @property
     def earlier(self) -> np.ndarray:
+        assert self._earlier is not None
         return self._earlier.view
-
-    @earlier.setter
-    def earlier(self, v: np.ndarray) -> None:
-        self._earlier = Tail(np.int64, v)
 
     @property
     def masks(self) -> list[np.ndarray | None]:
@@ -279,8 +275,9 @@ class JoinBuffer(Part):
 
     def restore(self, state: dict[str, Any]) -> None:
         super().restore(state)
-        self.later = np.full(len(self.ts), -1, np.int64)  # unknown: every leaving element probes
-        self.earlier = np.full(len(self.ts), POS_INF, np.int64)
+        if self._later is not None:  # unknown: every leaving element probes
+            self._later = Tail(np.int64, np.full(len(self.ts), -1, np.int64))
+            self._earlier = Tail(np.int64, np.full(len(self.ts), POS_INF, np.int64))
         if self.key is not None:
             self.index = KeyIndex(self.base)
             self.index.append(*key_codes(self.table.column(META + self.key[0]), self.key[1]))
@@ -301,8 +298,9 @@ class JoinBuffer(Part):
             self.table = self.table.combine_chunks()
         held = len(self._ts)
         self._ts.extend(ts_of(b).astype(np.int64))
-        self._later.extend(np.full(n, POS_INF, np.int64))
-        self._earlier.extend(np.full(n, -1, np.int64))
+        if self._later is not None and self._earlier is not None:
+            self._later.extend(np.full(n, POS_INF, np.int64))
+            self._earlier.extend(np.full(n, -1, np.int64))
         self._seq.extend(np.arange(seq0, seq0 + n, dtype=np.int64))
         for p, m in enumerate(masks):
             old = self._masks[p]
@@ -392,7 +390,8 @@ class JoinBuffer(Part):
     def nbytes(self) -> int:
         masks = sum(len(m) for m in self._masks if m is not None)
         index = 0 if self.index is None else self.index.nbytes
-        return nbytes(self.table) + 32 * len(self.ts) + masks + index
+        per = 32 if self._later is not None else 16  # ts and queue position (and met partners)
+        return nbytes(self.table) + per * len(self.ts) + masks + index
 
     def statistics(self) -> SynopsisStats:
         return SynopsisStats("JoinBuffer", len(self), self.nbytes, self.budget)
@@ -487,8 +486,8 @@ class SharedWindowJoin(Operator):
         lt, rt = self.spec.left_types[kl], self.spec.right_types[kr]
         indexed = keyed and codable(lt, rt)
         mixed = arrow_type(lt) != arrow_type(rt)  # an integer and a double key: coded exactly
-        self.left = JoinBuffer(self.spec.left_types, (kl, mixed) if indexed else None)
-        self.right = JoinBuffer(self.spec.right_types, (kr, mixed) if indexed else None)
+        self.left = JoinBuffer(self.spec.left_types, (kl, mixed) if indexed else None, partners=True)
+        self.right = JoinBuffer(self.spec.right_types, (kr, mixed) if indexed else None, partners=True)
         self.ports: list[Port] = []
         self._units: list[Unit] = []
         self._order = 0
