@@ -528,9 +528,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument(
         "--clock",
-        choices=["measured", "work"],
+        choices=["measured", "cpu", "work"],
         default="measured",
-        help="hammad-*: virtual time advances by each engine turn's wall time, or by the join's work (deterministic)",
+        help="hammad-*: virtual time advances by each engine turn's wall time (perf_counter), its CPU time, "
+        "or the join's work (deterministic)",
     )
     p.add_argument("--quick", action="store_true", help="hammad-*: the small test size (seconds per run)")
     p.add_argument("--on-spark", action="store_true", help="fan the strategy × workload × seed grid out on Spark")

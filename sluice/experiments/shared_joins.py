@@ -59,6 +59,7 @@ from sluice.experiments.shared_join_paper import (
 from sluice.experiments.shared_join_plots import plot_burst, plot_memory, plot_model, plot_windows
 from sluice.experiments.virtual_time import (
     Clock,
+    CpuClock,
     MeasuredClock,
     PortTimes,
     RunResult,
@@ -127,12 +128,17 @@ QUICK = Scale(
 )  # tests: seconds per run
 
 
+CLOCKS = ("measured", "cpu", "work")
+
+
 def _clock(scale: Scale, kind: str, mix: str, variant: str) -> Clock:
     if kind == "work":
         return scale.work_clock(mix, variant)
     if kind == "measured":
         return MeasuredClock()
-    raise ValueError(f"unknown clock {kind!r}: measured or work")
+    if kind == "cpu":
+        return CpuClock()
+    raise ValueError(f"unknown clock {kind!r}: {', '.join(CLOCKS)}")
 
 
 # -- workloads --------------------------------------------------------------------------------
@@ -184,6 +190,7 @@ def _run_row(r: RunResult, arrivals: int) -> dict[str, Any]:
         "per_window_outputs": [p.count for p in r.ports],
         "utilisation": rnd(r.utilisation, 3),
         "busy_ms_per_arrival": rnd(r.busy_ms / max(arrivals, 1), 3),
+        "cpu_over_busy": rnd(r.cpu_ms / r.busy_ms, 3) if r.cpu_ms and r.busy_ms else None,
         "steps_per_arrival": rnd(r.steps / max(arrivals, 1), 2),
         "join_buffer_peak": r.join_buffer_peak,
         "pending_peak": r.pending_peak,
@@ -193,6 +200,12 @@ def _run_row(r: RunResult, arrivals: int) -> dict[str, Any]:
         "wall_s": rnd(r.wall_s, 2),
         "checksum": [(p.count_all, p.checksum) for p in r.ports],
     }
+
+
+def contention(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """Measured clocks: the range of CPU time over busy (wall or CPU) time across runs."""
+    shares = [r["cpu_over_busy"] for r in rows if r.get("cpu_over_busy") is not None]
+    return {"cpu_over_busy_min": min(shares), "cpu_over_busy_max": max(shares)} if shares else None
 
 
 def _progress(total: int, label: str, on: bool) -> Callable[[str], None]:
@@ -259,6 +272,7 @@ def run_windows(out: Path, scale: Scale = FULL, clock: str = "measured", progres
         "averages": "avg_ms: over every output tuple of the seven queries (Fig 7); "
         "avg_of_windows_ms: mean of the seven per-query averages",
         "exact": exact,
+        "contention": contention([r for v in results.values() for m in v.values() for r in m.values()]),
         "results": _strip(results),
         "agreement": windows_agreement(results, clock),
         "wall_s": round(time.perf_counter() - t0, 1),
@@ -317,6 +331,7 @@ def run_burst(out: Path, scale: Scale = FULL, clock: str = "measured", progress:
         ),
         "bursts": {e: {"alpha": rnd(burst_alpha(e), 3), **observed[e]} for e in scale.bursts},
         "exact": {e: len({tuple(map(tuple, results[e][p]["checksum"])) for p in POLICIES}) == 1 for e in scale.bursts},
+        "contention": contention([r for v in results.values() for r in v.values()]),
         "results": _strip(results),
         "agreement": burst_agreement(results, clock),
         "wall_s": round(time.perf_counter() - t0, 1),
@@ -365,6 +380,7 @@ def run_memory(out: Path, scale: Scale = FULL, clock: str = "measured", progress
                     "output_over_join_buffer": rnd(r.held_peak / jb, 4),
                     "avg_ms": rnd(r.mean),
                     "utilisation": rnd(r.utilisation, 3),
+                    "cpu_over_busy": rnd(r.cpu_ms / r.busy_ms, 3) if r.cpu_ms and r.busy_ms else None,
                 }
             )
             step(f"{mix}/{burst or 'poisson'}/{policy}")
@@ -382,6 +398,7 @@ def run_memory(out: Path, scale: Scale = FULL, clock: str = "measured", progress
             "output_buffer_peak": "most rows held for ordered release between turns (held_rows(); deletions included)",
             "output_buffer_peak_in_turn": "the operator's _held_peak: also rows found and released within one turn",
         },
+        "contention": contention(rows),
         "results": rows,
         "agreement": memory_agreement(rows),
         "wall_s": round(time.perf_counter() - t0, 1),
@@ -440,7 +457,7 @@ def run_model(out: Path, scale: Scale = FULL, clock: str = "measured", progress:
         s = model_sizes(MIXES[mix], scale.model_tuples_per_second)
         per: dict[str, Any] = {}
         for policy in POLICIES:
-            ck: Clock = WorkClock(1.0) if clock == "work" else MeasuredClock()
+            ck: Clock = WorkClock(1.0) if clock == "work" else _clock(scale, clock, mix, "nested-loop")
             avgs, busy, work = model_run(MIXES[mix], policy, scale, ck)
             tp = 1.0 if clock == "work" else busy / max(work, 1)  # ms per pair: fitted on the measured clock
             model = eq1(s, m, tp) if policy == "lwo" else eq2(s, m, tp) if policy == "swf" else None
