@@ -80,8 +80,8 @@ class Scale:
     ms_per_second: float = 10.0  # a paper second of window is this many ms of stream time
     rate: float = 20.0  # tuples per (virtual) second per stream
     keys: int = 2  # join keys drawn uniformly: selectivity 1/keys
-    tuples: int = 250  # measured arrivals per stream, after the warm-up
-    budget: int = 64  # the join's turn: elements read, then join work (≈ one LWO scan of w_max)
+    tuples: int = 200  # measured arrivals per stream, after the warm-up
+    budget: int = 8  # the join's turn: elements read, then join work (an LWO scan of w_max is ≈ 61)
     utilisation: float = 0.6  # work clock: the cost per unit of work gives LWO this mean load
     burst_m: int = 50  # hammad-model: tuples arriving at once (the paper's m)
     model_tuples_per_second: float = 1.0  # hammad-model: B's tuples per paper second of window
@@ -117,7 +117,11 @@ class Scale:
                 f"arrivals: {self.rate:g}/s per stream (paper 100/s); selectivity 1/{self.keys} (paper 0.002), so "
                 f"alpha*lambda*w = {self.rate / self.keys * self.ms_per_second / 1000:g}*w matches per arrival "
                 f"(paper 0.2*w, w in paper seconds); {self.tuples} measured arrivals per stream after a warm-up "
-                f"of the largest window (paper: 100,000 tuples); response times in virtual milliseconds"
+                f"of the largest window (paper: 100,000 tuples); the join's turn: {self.budget} elements read, then "
+                f"join work until {self.budget} units are spent (an LWO scan of the largest window is about "
+                f"{self.lwo_work_per_arrival('uniform', 'hash'):.0f}); work clock: a cost per unit of work that "
+                f"gives LWO an expected load of {self.utilisation:g} once the windows are full; "
+                "response times in virtual milliseconds"
             ),
         }
 
