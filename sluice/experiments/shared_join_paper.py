@@ -239,6 +239,21 @@ def _variants_claim(results: dict[str, Any]) -> dict[str, Any]:
     )
 
 
+def step_costs(results: dict[str, dict[str, dict[str, dict[str, Any]]]]) -> dict[str, Any]:
+    """Measured clocks: what one more (unit, band) step per arrival cost — SWF's busy time per
+    arrival less LWO's, over its steps per arrival less LWO's (the same pairs are found either way;
+    SWF's extra turns and held rows are in it too).
+    """
+    return {f"{variant}/{mix}": _extra_step_ms(rows) for variant, res in results.items() for mix, rows in res.items()}
+
+
+def _extra_step_ms(rows: dict[str, dict[str, Any]]) -> float | None:
+    extra = rows["swf"]["steps_per_arrival"] - rows["lwo"]["steps_per_arrival"]
+    if extra <= 0:
+        return None
+    return rnd((rows["swf"]["busy_ms_per_arrival"] - rows["lwo"]["busy_ms_per_arrival"]) / extra, 3)
+
+
 def _why_not_greedy(res: dict[str, Any], best: dict[str, str], key: str, clock: str) -> str:
     """Who beat Greedy where, on which windows Greedy was still ahead, and what each policy cost."""
     lost = {m: b for m, b in best.items() if b != "greedy"}
@@ -272,11 +287,18 @@ def _why_not_greedy(res: dict[str, Any], best: dict[str, str], key: str, clock: 
             "of the busy time (cpu_over_busy; the machine is shared), which adds noise the policies did not cause."
         )
     if clock != "work":
+        per_step = [x for x in (_extra_step_ms(res[m]) for m in lost) if x is not None]
         parts.append(
             "On a measured clock a (unit, band) step also has a fixed cost in this engine (a Python turn and an "
             "Arrow call whatever the band's size) that the paper's cost model, proportional to the tuples "
             "scanned, does not have; SWF and Greedy make up to seven steps per arrival where LWO makes one "
-            "(steps_per_arrival)."
+            "(steps_per_arrival)"
+            + (
+                f", and each step more per arrival cost SWF {min(per_step)}-{max(per_step)} ms of busy time "
+                "(cost_per_extra_step_ms)."
+                if per_step
+                else "."
+            )
         )
     else:
         parts.append(

@@ -55,6 +55,7 @@ from sluice.experiments.shared_join_paper import (
     memory_agreement,
     model_agreement,
     rnd,
+    step_costs,
     windows_agreement,
 )
 from sluice.experiments.shared_join_plots import plot_burst, plot_memory, plot_model, plot_windows
@@ -278,6 +279,7 @@ def run_windows(out: Path, scale: Scale = FULL, clock: str = "measured", progres
         "avg_of_windows_ms: mean of the seven per-query averages",
         "exact": exact,
         "contention": contention([r for v in results.values() for m in v.values() for r in m.values()]),
+        "cost_per_extra_step_ms": step_costs(results) if clock != "work" else None,
         "results": _strip(results),
         "agreement": windows_agreement(results, clock),
         "wall_s": round(time.perf_counter() - t0, 1),
