@@ -44,6 +44,7 @@ from sluice.experiments.shared_join_paper import (
     MIXES,
     MODEL_MIXES,
     PAPER,
+    PAPER_MEMORY,
     POLICIES,
     VARIANTS,
     burst_agreement,
@@ -54,6 +55,7 @@ from sluice.experiments.shared_join_paper import (
     memory_agreement,
     model_agreement,
     rnd,
+    step_costs,
     windows_agreement,
 )
 from sluice.experiments.shared_join_plots import plot_burst, plot_memory, plot_model, plot_windows
@@ -277,6 +279,7 @@ def run_windows(out: Path, scale: Scale = FULL, clock: str = "measured", progres
         "avg_of_windows_ms: mean of the seven per-query averages",
         "exact": exact,
         "contention": contention([r for v in results.values() for m in v.values() for r in m.values()]),
+        "cost_per_extra_step_ms": step_costs(results) if clock != "work" else None,
         "results": _strip(results),
         "agreement": windows_agreement(results, clock),
         "wall_s": round(time.perf_counter() - t0, 1),
@@ -370,6 +373,7 @@ def run_memory(out: Path, scale: Scale = FULL, clock: str = "measured", progress
         for policy in POLICIES:
             r = play(w, wins, policy, variant, budget=scale.budget, clock=_clock(scale, clock, mix, variant))
             jb = max(r.join_buffer_peak.values())
+            rows_per_ms = sum(p.rows_all for p in r.ports) / r.span_ms if r.span_ms else 0.0
             rows.append(
                 {
                     "workload": f"{mix}" + (f", bursts of {burst:g}" if burst else ", Poisson"),
@@ -382,6 +386,9 @@ def run_memory(out: Path, scale: Scale = FULL, clock: str = "measured", progress
                     "output_buffer_peak_in_turn": r.held_peak_in_turn,
                     "input_over_join_buffer": rnd(r.pending_peak / jb, 4),
                     "output_over_join_buffer": rnd(r.held_peak / jb, 4),
+                    # scale-free: the input buffer in seconds of arrivals, the output buffer in ms of output
+                    "input_buffer_s_of_arrivals": rnd(r.pending_peak / (2 * scale.rate), 3),
+                    "output_buffer_ms_of_output": rnd(r.held_peak / rows_per_ms, 2) if rows_per_ms else None,
                     "avg_ms": rnd(r.mean),
                     "utilisation": rnd(r.utilisation, 3),
                     "cpu_over_busy": rnd(r.cpu_ms / r.busy_ms, 3) if r.cpu_ms and r.busy_ms else None,
@@ -401,7 +408,10 @@ def run_memory(out: Path, scale: Scale = FULL, clock: str = "measured", progress
             "unread_peak": "most elements arrived but not yet read by the join (its input queues)",
             "output_buffer_peak": "most rows held for ordered release between turns (held_rows(); deletions included)",
             "output_buffer_peak_in_turn": "the operator's _held_peak: also rows found and released within one turn",
+            "input_buffer_s_of_arrivals": "input_buffer_peak / (2 streams x rate): seconds of arrivals",
+            "output_buffer_ms_of_output": "output_buffer_peak / (rows the join released per ms, both signs, all ports)",
         },
+        "paper_without_join_buffer": PAPER_MEMORY,
         "contention": contention(rows),
         "results": rows,
         "agreement": memory_agreement(rows),

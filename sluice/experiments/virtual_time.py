@@ -192,6 +192,7 @@ class PortTimes:
     total: float = 0.0
     peak: float = 0.0
     count_all: int = 0
+    rows_all: int = 0  # every row released, deletions and warm-up included
     checksum: int = 0
 
     @property
@@ -208,6 +209,7 @@ class PortTimes:
         key = ts * 1_000_003 + np.asarray(rows.column(n - 3).to_numpy(), np.int64) * 65_537
         key += np.asarray(rows.column(n - 1).to_numpy(), np.int64)
         self.count_all += int(plus.sum())
+        self.rows_all += rows.num_rows
         self.checksum = (self.checksum + int(key[plus].sum())) % (1 << 61)
         mine = plus & (ts >= since)
         resp = at - (ts[mine] if arrival is None else np.full(int(mine.sum()), arrival))
