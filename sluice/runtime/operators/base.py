@@ -322,6 +322,16 @@ class PortHandle(Operator):
         raise InternalError(f"{self} is a port of {self.owner}, which runs it")
 
 
+def port_line(op: Operator, index: int, queries: set[str], what: str, since: int | None) -> str:
+    """One port's part of a multi-port operator's EXPLAIN line: its queries, what it carries, its queue."""
+    q = op.outputs[index]
+    start = f" from instant {since}" if since is not None else ""
+    return (
+        f"port {index} → {', '.join(sorted(queries))}: {what}{start} "
+        f"queue {q.name} ({q.length} held, {q.readers} reader(s))"
+    )
+
+
 class Unary(Operator):
     """A one-input operator that handles each available batch, then forwards the watermark."""
 

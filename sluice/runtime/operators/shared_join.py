@@ -59,7 +59,7 @@ from sluice.plan.expr import BExpr
 from sluice.runtime.batch import META, NEG_INF, POS_INF, arrow_type, concat, empty, make, nbytes, sort_by_ts, ts_of
 from sluice.runtime.key_index import KeyIndex, codable, key_codes
 from sluice.runtime.keys import comparable
-from sluice.runtime.operators.base import Operator, OperatorSpec, Part, PortHandle, PortSpec
+from sluice.runtime.operators.base import Operator, OperatorSpec, Part, PortHandle, PortSpec, port_line
 from sluice.runtime.queue import count_upto
 from sluice.runtime.synopsis import SynopsisStats
 from sluice.runtime.tail import Tail
@@ -1057,12 +1057,7 @@ class SharedWindowJoin(Operator):
             bits.append(f"[{self.detail}]")
         for p in self.active_ports():
             d = p.definition
-            since = f" from instant {d.since}" if d.since is not None else ""
-            q = self.outputs[p.index]
-            bits.append(
-                f"port {p.index} → {', '.join(sorted(p.queries))}: {d.left.describe()} ⋈ {d.right.describe()}{since} "
-                f"queue {q.name} ({q.length} held, {q.readers} reader(s))"
-            )
+            bits.append(port_line(self, p.index, p.queries, f"{d.left.describe()} ⋈ {d.right.describe()}", d.since))
         bits.append(f"synopsis {self.state_bytes()} B")
         return " ".join(bits)
 

@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 from sluice import windows as W
 from sluice.runtime.batch import NEG_INF, POS_INF, concat
-from sluice.runtime.operators.base import Operator, OperatorSpec, PortHandle, PortSpec
+from sluice.runtime.operators.base import Operator, OperatorSpec, PortHandle, PortSpec, port_line
 from sluice.runtime.operators.shared_join import JoinBuffer, extent, family
 
 
@@ -195,14 +195,8 @@ class SharedWindow(Operator):
     def explain_line(self) -> str:
         bits = [self.kind]
         for p in self.ports:
-            if not self._active[p.index]:
-                continue
-            since = f" from instant {p.since}" if p.since is not None else ""
-            q = self.outputs[p.index]
-            bits.append(
-                f"port {p.index} → {', '.join(sorted(p.queries))}: [{p.window.describe()}]{since} "
-                f"queue {q.name} ({q.length} held, {q.readers} reader(s))"
-            )
+            if self._active[p.index]:
+                bits.append(port_line(self, p.index, p.queries, f"[{p.window.describe()}]", p.since))
         bits.append(f"synopsis {self.state_bytes()} B")
         return " ".join(bits)
 
