@@ -22,10 +22,14 @@ paper's (0.5 × 20 × w/100 = 0.1·w against 0.002 × 100 × w = 0.2·w); each r
 arrivals per stream after a warm-up of the largest window (the paper's "fast forward").  Every JSON
 states its scale.  ``QUICK`` is the test size (seconds).
 
-**Clocks**: ``measured`` (wall time of each engine turn: the real engine, every operator) or
-``work`` (deterministic: the join's work counter × a cost per unit of work, set for a mean load
-``utilisation`` under LWO).  Each JSON compares the result with the paper's claims and says where
-it agrees, where not, and why, from the measured figures only.
+**Clocks**: ``measured`` (wall time of each engine turn: the real engine, every operator), ``cpu``
+(the engine thread's CPU time per turn: the same, without other processes' load) or ``work``
+(deterministic: the join's work counter × a cost per unit of work, set for a mean load
+``utilisation`` under LWO).  The join's turn is ``budget`` (8): elements read, then units of join
+work; its output leaves when the turn ends, so a turn as long as an LWO scan would let no policy
+release a small window first.  Each JSON compares the result with the paper's claims and says where
+it agrees, where not, and why, from the measured figures only.  Method and results:
+``docs/hammad-experiments.md``.
 """
 
 from __future__ import annotations

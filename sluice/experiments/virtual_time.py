@@ -15,7 +15,9 @@ Virtual time ``V`` (milliseconds, the streams' tick) starts at the first arrival
 When no operator has work, ``V`` jumps to the next arrival.  What a turn costs is the clock's:
 
 * ``MeasuredClock`` — the turn's wall time (``time.perf_counter``): the real engine's cost, every
-  operator's work included;
+  operator's work included (and, on a shared machine, the waits for a core: it sums the thread's
+  CPU time beside it);
+* ``CpuClock`` — the turn's CPU time in this thread (``time.thread_time``);
 * ``WorkClock`` — deterministic: the join's work in the turn (``SharedWindowJoin._work``: elements
   probed plus pairs found, per (unit, band) scanned; in the nested-loop variant every pair of the
   band examined, see :class:`WorkClock`) times a fixed cost per unit of work; the other operators
