@@ -34,6 +34,7 @@ from sluice.plan.expr import BExpr, Call, ColRef, walk_expr
 from sluice.runtime.operators.aggregate import Aggregate, AggregateSpec, Distinct, DistinctSpec
 from sluice.runtime.operators.base import ExecContext, Operator, OperatorSpec, PortHandle
 from sluice.runtime.operators.join import Join, JoinSpec
+from sluice.runtime.operators.join_buffer import family
 from sluice.runtime.operators.relational import SetOp, SetOpSpec
 from sluice.runtime.operators.shared_join import (
     PortDef,
@@ -41,7 +42,6 @@ from sluice.runtime.operators.shared_join import (
     SharedWindowJoin,
     SharedWindowJoinSpec,
     SideView,
-    family,
     variant_for,
 )
 from sluice.runtime.operators.shared_window import SharedWindow, SharedWindowSpec

@@ -322,6 +322,16 @@ class PortHandle(Operator):
         raise InternalError(f"{self} is a port of {self.owner}, which runs it")
 
 
+def new_port(op: Operator, index: int) -> PortHandle:
+    """Port ``index`` of an operator serving queries on ports of their own (port 0 is its output,
+    each later one a further queue), as the handle the planner gives the port's readers.
+    """
+    queue = op.output if index == 0 else op.add_output(f"q:{op.name}:{index}")
+    return PortHandle(
+        PortSpec(op.schema, index), name=f"{op.name}:{index}", readers=[], output=queue, ctx=op.ctx, owner=op
+    )
+
+
 def port_line(op: Operator, index: int, queries: set[str], what: str, since: int | None) -> str:
     """One port's part of a multi-port operator's EXPLAIN line: its queries, what it carries, its queue."""
     q = op.outputs[index]

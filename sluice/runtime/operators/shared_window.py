@@ -24,8 +24,8 @@ import numpy as np
 import pyarrow as pa
 from sluice import windows as W
 from sluice.runtime.batch import NEG_INF, POS_INF, concat
-from sluice.runtime.operators.base import Operator, OperatorSpec, PortHandle, PortSpec, port_line
-from sluice.runtime.operators.shared_join import JoinBuffer, extent, family
+from sluice.runtime.operators.base import Operator, OperatorSpec, PortHandle, new_port, port_line
+from sluice.runtime.operators.join_buffer import JoinBuffer, extent, family
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,15 +69,7 @@ class SharedWindow(Operator):
                 return p.handle
         assert family(window) == self.spec.family
         index = len(self.ports)
-        queue = self.output if index == 0 else self.add_output(f"q:{self.name}:{index}")
-        handle = PortHandle(
-            PortSpec(self.schema, index),
-            name=f"{self.name}:{index}",
-            readers=[],
-            output=queue,
-            ctx=self.ctx,
-            owner=self,
-        )
+        handle = new_port(self, index)
         handle.insert_only = window.insert_only and self.insert_only
         self.ports.append(WindowPort(index, window, since, {query}, handle))
         self._starts.append(start)
