@@ -18,7 +18,8 @@ from sluice.errors import SluiceError
 from sluice.plan import bind_query
 from sluice.reference import evaluate
 from sluice.reference.compare import diff_outputs
-from sluice.runtime.operators.shared_join import Policy, SharedJoinOptions, SharedWindowJoin, Variant
+from sluice.runtime.operators.shared_join import SharedWindowJoin
+from sluice.runtime.operators.shared_join_spec import Policy, SharedJoinOptions, Variant
 
 DDL = "REGISTER STREAM A (K integer, V integer); REGISTER STREAM B (K integer, W integer)"
 WINDOWS = ["Now", "Range 0", "Range 1", "Range 3", "Range 8", "Rows 1", "Rows 3", "Range Unbounded"]

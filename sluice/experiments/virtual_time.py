@@ -43,7 +43,8 @@ import pyarrow as pa
 
 from sluice.backends.embedded import EmbeddedEngine
 from sluice.runtime.batch import SIGN, ts_of
-from sluice.runtime.operators.shared_join import SharedWindowJoin, Variant
+from sluice.runtime.operators.shared_join import SharedWindowJoin
+from sluice.runtime.operators.shared_join_spec import Variant
 from sluice.scheduling.strategies.round_robin import RoundRobin
 from sluice.scheduling.units import SchedUnit
 

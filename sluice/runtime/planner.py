@@ -36,10 +36,10 @@ from sluice.runtime.operators.base import ExecContext, Operator, OperatorSpec, P
 from sluice.runtime.operators.join import Join, JoinSpec
 from sluice.runtime.operators.join_buffer import family
 from sluice.runtime.operators.relational import SetOp, SetOpSpec
-from sluice.runtime.operators.shared_join import (
+from sluice.runtime.operators.shared_join import SharedWindowJoin
+from sluice.runtime.operators.shared_join_spec import (
     PortDef,
     SharedJoinOptions,
-    SharedWindowJoin,
     SharedWindowJoinSpec,
     SideView,
     variant_for,

@@ -41,7 +41,7 @@ from sluice.plan.element import Element
 from sluice.plan.explain import explain
 from sluice.runtime.batch import NEG_INF, dumps
 from sluice.runtime.operators.base import ExecContext, Operator
-from sluice.runtime.operators.shared_join import SharedJoinOptions
+from sluice.runtime.operators.shared_join_spec import SharedJoinOptions
 from sluice.runtime.operators.sources import Source
 from sluice.runtime.planner import Planner
 from sluice.runtime.queue import Queue

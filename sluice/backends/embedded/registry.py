@@ -13,7 +13,7 @@ from sluice.plan import BoundQuery
 from sluice.plan.rules import rewrite
 from sluice.runtime.batch import NEG_INF
 from sluice.runtime.operators.base import ExecContext, Operator, OperatorFailure
-from sluice.runtime.operators.shared_join import SharedJoinOptions
+from sluice.runtime.operators.shared_join_spec import SharedJoinOptions
 from sluice.runtime.operators.sources import Source
 from sluice.runtime.operators.streams import Output, OutputSpec
 from sluice.runtime.planner import Planner

@@ -48,7 +48,7 @@ from sluice.plan.ddl import execute_statement
 from sluice.plan.element import Element
 from sluice.plan.explain import explain as explain_plan
 from sluice.plan.rules import rewrite
-from sluice.runtime.operators.shared_join import SharedJoinOptions
+from sluice.runtime.operators.shared_join_spec import SharedJoinOptions
 from sluice.windows import Range
 
 SINKS = ("memory", "parquet", "json", "console")
