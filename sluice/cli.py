@@ -155,12 +155,19 @@ def _engine_options(p: argparse.ArgumentParser) -> None:
         help="how queries joining the same streams on the same predicate share one join: greedy (default), "
         "swf, lwo or off; options after ':', e.g. swf:variant=nested-loop,unit=1",
     )
+    g.add_argument(
+        "--memory-limit",
+        default=None,
+        metavar="SIZE",
+        help="hold queues and synopses within SIZE (e.g. 64MB) by sampling and shedding stream input, "
+        "each query's approximation reported (embedded engine); default: exact whatever the memory",
+    )
     g.add_argument("--seed", type=int, default=0, help="seed of Sample()")
     g.add_argument("--time-unit", default="second", choices=UNITS, help="what one tick is (NEXMark: millisecond)")
 
 
 def _engine_key(args: argparse.Namespace) -> tuple[Any, ...]:
-    return (args.backend, args.scheduler, args.seed, args.time_unit, args.slack, args.shared_join)
+    return (args.backend, args.scheduler, args.seed, args.time_unit, args.slack, args.shared_join, args.memory_limit)
 
 
 def _engine(args: argparse.Namespace) -> Any:
@@ -173,6 +180,8 @@ def _engine(args: argparse.Namespace) -> Any:
         "slack": args.slack,
         "shared_join": args.shared_join,
     }
+    if args.memory_limit is not None:
+        opts["memory_limit"] = args.memory_limit
     if args.backend == "spark":
         opts["master"] = args.master
     return Sluice(args.backend, **opts)
@@ -358,6 +367,15 @@ def _run(args: argparse.Namespace) -> int:
             print(f"rejected: {m}", file=sys.stderr)
         for name, why in eng.failures.items():
             print(f"query {name} stopped: {why}", file=sys.stderr)
+        limited = eng.statistics()
+        if limited.memory_limit is not None:  # what the limit did, said whether or not it did anything
+            print(
+                f"memory limit {limited.memory_limit} B: peak {limited.peak_memory} B, "
+                f"{limited.shed} stream elements dropped",
+                file=sys.stderr,
+            )
+            for name, a in limited.approximations:
+                print(f"{name}: {a.describe()}", file=sys.stderr)
     if stopping:
         print("sluice: interrupted (SIGTERM): input not finished; outputs hold the completed instants", file=sys.stderr)
         return 128 + signal.SIGTERM

@@ -22,10 +22,13 @@ from typing import Any
 
 import pyarrow as pa
 
+from sluice.approx.limits import QueryLimits, parse_size
+from sluice.approx.manager import ResourceManager
 from sluice.backends.embedded.inspector import Inspector
 from sluice.backends.embedded.loop import SchedulerLoop
 from sluice.backends.embedded.query import EngineStats, Query
 from sluice.backends.embedded.registry import QueryRegistry
+from sluice.backends.embedded.usage import UsageMeter
 from sluice.backends.rows import admit_batch, to_batch
 from sluice.catalog import Catalog, Kind, SourceDef
 from sluice.cql import ast
@@ -77,6 +80,12 @@ class EmbeddedEngine:
     join whatever their windows (Hammad et al.; ``docs/design/020``) — ``"greedy"`` (the default
     with ``sharing``: the paper's best), ``"swf"``, ``"lwo"``, or ``"off"`` (a join per window
     pair); options after a colon, e.g. ``"swf:variant=nested-loop,unit=1"``.
+
+    ``memory_limit`` (bytes, or ``"64MB"``): queues and synopses are held within it by dynamic
+    sampling and, as a last resort, load shedding at the streams' input — every dropped element
+    counted per stream and per query, each query told its approximation and estimated precision
+    (``Query.approximation``; ``sluice.approx``, ``docs/design/021``).  None (the default): exact,
+    whatever the memory.
     """
 
     def __init__(
@@ -92,6 +101,7 @@ class EmbeddedEngine:
         seed: int = 0,
         start: int | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        memory_limit: int | str | None = None,
     ) -> None:
         self.checkpoint_format = CHECKPOINT_FORMAT
         self.catalog = catalog if catalog is not None else Catalog(time_unit=time_unit)
@@ -101,7 +111,11 @@ class EmbeddedEngine:
             ExecContext(start=start, seed=seed, clock=clock), slack, sharing, self.shared_join
         )
         self.loop = SchedulerLoop(self.registry, scheduler, budget)
-        self.inspector = Inspector(self.registry, self.loop)
+        self.limits: ResourceManager | None = None
+        if memory_limit is not None:
+            self.limits = ResourceManager(parse_size(memory_limit), seed, UsageMeter(self.registry))
+            self.registry.on_remove.append(self.limits.forget_query)
+        self.inspector = Inspector(self.registry, self.loop, self.limits)
         for d in self.catalog.sources:
             self._add_source(d)
 
@@ -139,6 +153,9 @@ class EmbeddedEngine:
     # -- registration --------------------------------------------------------------------
     def _add_source(self, d: SourceDef) -> None:
         self.registry.add_source(d, self.catalog.scale(d))
+        if self.limits is not None and d.kind is Kind.STREAM:
+            self.limits.add_stream(d.name)
+            self.registry.source(d.name).shed = self.limits.admit
 
     def register_stream(
         self, name: str, columns: Sequence[tuple[str, Any]], unit: TimeUnit | str | None = None
@@ -157,18 +174,36 @@ class EmbeddedEngine:
     def register_function(self, name: str, fn: Callable[..., Any], return_type: Any, arg_types: Any = None) -> None:
         self.catalog.register_function(name, fn, return_type, arg_types)
 
-    def register_query(self, query: str | ast.Query, name: str | None = None, *, retain: int | None = None) -> Query:
+    def register_query(
+        self,
+        query: str | ast.Query,
+        name: str | None = None,
+        *,
+        retain: int | None = None,
+        weight: float = 1.0,
+        min_precision: float = 0.0,
+    ) -> Query:
         """Bind, plan and start a continuous query; its answer accumulates in the returned handle.
 
         ``retain`` bounds what the handle keeps for ``results()``: None keeps every element,
         ``N`` the last N, 0 none (subscribers still see everything) — for unbounded streams.
+        Under a ``memory_limit``: ``weight`` is the query's importance when the engine must
+        approximate (STREAM §2.4), ``min_precision`` the least recall it accepts (1: exact only).
         """
         text = query if isinstance(query, str) else to_cql(query)
         q_ast = parse_query(query) if isinstance(query, str) else query
+        limits = QueryLimits(weight, min_precision)
         plan = Binder(self.catalog, text).bind_top(q_ast)
         if retain is not None and retain < 0:
             raise SluiceError(f"retain must be None, 0 or a positive number of elements, not {retain}")
-        return self.registry.start(BoundQuery(plan, text), name, retain)
+        return self._start(BoundQuery(plan, text), name, retain, limits)
+
+    def _start(self, bq: BoundQuery, name: str | None, retain: int | None, limits: QueryLimits) -> Query:
+        q = self.registry.start(bq, name, retain)
+        q.limits, q.weight, q.manager = limits, limits.weight, self.limits
+        if self.limits is not None:
+            self.limits.add_query(q.name, bq.plan, limits)
+        return q
 
     def unregister(self, name: str) -> None:
         """Remove a query, also while running: its output stops, and every operator that served
@@ -183,7 +218,7 @@ class EmbeddedEngine:
             src = text[stmt.span.start : stmt.span.end]
             if isinstance(stmt, ast.QueryStatement):
                 plan = Binder(self.catalog, text).bind_top(stmt.query)
-                out.append(self.registry.start(BoundQuery(plan, src), None))
+                out.append(self._start(BoundQuery(plan, src), None, None, QueryLimits()))
                 continue
             if isinstance(stmt, ast.Explain):
                 plan = Binder(self.catalog, text).bind_top(stmt.query)
@@ -258,7 +293,17 @@ class EmbeddedEngine:
 
     def run(self, max_steps: int | None = None) -> int:
         """Run until no operator has work; returns the number of scheduling decisions."""
-        return self.loop.run(max_steps)
+        steps = self.loop.run(max_steps)
+        if self.limits is not None:
+            self.limits.adjust()
+        return steps
+
+    def on_shed(self, fn: Callable[[str, pa.Table, str], None]) -> None:
+        """Call ``fn(stream, elements, reason)`` with every batch of stream elements the memory
+        limit made the engine drop (reason ``"sampled"`` or ``"shed"``): to keep them elsewhere.
+        """
+        if self.limits is not None:
+            self.limits.on_shed.append(fn)
 
     # -- checkpoints and snapshots -------------------------------------------------------
     def checkpoint(self, path: str | Path) -> None:

@@ -4,6 +4,10 @@ operator DAG (operators, queues, synopses, what is shared).  It reads, never cha
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
+from sluice.approx.manager import ResourceManager
 from sluice.backends.embedded.loop import SchedulerLoop
 from sluice.backends.embedded.query import EngineStats, Query
 from sluice.backends.embedded.registry import QueryRegistry
@@ -12,9 +16,10 @@ from sluice.runtime.stats import QueueStats
 
 
 class Inspector:
-    def __init__(self, registry: QueryRegistry, loop: SchedulerLoop) -> None:
+    def __init__(self, registry: QueryRegistry, loop: SchedulerLoop, limits: ResourceManager | None = None) -> None:
         self.registry = registry
         self.loop = loop
+        self.limits = limits
 
     def statistics(self) -> EngineStats:
         reg = self.registry
@@ -32,7 +37,20 @@ class Inspector:
             scheduler=self.loop.strategy.name,
             steps=self.loop.steps,
             synopses=tuple((o.name, syn.statistics()) for o in ops for syn in o.synopses()),
+            **self._limits(),
         )
+
+    def _limits(self) -> dict[str, Any]:
+        m = self.limits
+        if m is None:
+            return {}
+        return {
+            "memory_limit": m.limit,
+            "peak_memory": m.peak,
+            "shedding": tuple(replace(s) for s in m.streams.values()),
+            "approximations": tuple((n, m.approximation(n)) for n in self.registry.queries if n in m.readers),
+            "approx_events": tuple(m.events),
+        }
 
     def rejected(self) -> list[str]:
         reg = self.registry
@@ -46,6 +64,8 @@ class Inspector:
             lines.append(f"query {q.name}: {' '.join(q.bound.text.split())}  -> {q.kind.value}")
             if q.rewrites:
                 lines.append(f"rewritten by: {', '.join(q.rewrites)}")
+            if self.limits is not None:
+                lines.append(f"approximation: {q.approximation.describe()} ({q.limits.describe()})")
             assert q.output is not None
             self._explain_op(q.output, "", "", lines, q.name)
         return "\n".join(lines)

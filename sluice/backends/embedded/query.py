@@ -10,6 +10,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from sluice.approx.limits import QueryLimits
+from sluice.approx.manager import Approximation, Event, ResourceManager, StreamShedding
+from sluice.approx.precision import EXACT
 from sluice.catalog import Kind
 from sluice.plan import BoundQuery
 from sluice.plan.element import Element
@@ -30,10 +33,23 @@ class EngineStats:
     scheduler: str
     steps: int
     synopses: tuple[tuple[str, SynopsisStats], ...] = ()
+    # under a memory limit (``sluice.approx``): the limit, the most memory the manager measured,
+    # each stream's input (offered, kept, sampled out, shed), each query's approximation and
+    # what the manager did when
+    memory_limit: int | None = None
+    peak_memory: int = 0
+    shedding: tuple[StreamShedding, ...] = ()
+    approximations: tuple[tuple[str, Approximation], ...] = ()
+    approx_events: tuple[Event, ...] = ()
 
     @property
     def memory_bytes(self) -> int:
         return self.queue_bytes + self.synopsis_bytes
+
+    @property
+    def shed(self) -> int:
+        """Stream elements dropped to hold the memory limit (sampled out or shed)."""
+        return sum(s.dropped for s in self.shedding)
 
 
 @dataclass
@@ -53,12 +69,23 @@ class Query:
     delivered: int = 0  # output elements produced so far (kept or not)
     error: str | None = None  # why it stopped, if an operator of it failed (the engine went on)
     rewrites: tuple[str, ...] = ()  # the rewrite rules that changed its plan (sluice.plan.rules)
+    limits: QueryLimits = field(default_factory=QueryLimits)  # its weight and least precision
+    manager: ResourceManager | None = None  # the engine's, under a memory limit
     _held: int = 0
     _close: Callable[[str], None] | None = None
 
     @property
     def kind(self) -> Kind:
         return self.bound.kind
+
+    @property
+    def approximation(self) -> Approximation:
+        """What the memory limit does to this query: exact, or its streams' kept fractions, the
+        elements dropped and the estimated (FP, FN) (STREAM §5.3; ``sluice.approx``).
+        """
+        if self.manager is not None and self.name in self.manager.readers:
+            return self.manager.approximation(self.name)
+        return Approximation({}, {}, 0, EXACT, {}, self.limits)
 
     @property
     def schema(self) -> Any:

@@ -6,6 +6,8 @@ that served only it, and stopping the queries of an operator that failed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sluice.backends.embedded.query import Query
 from sluice.catalog import Kind, SourceDef
 from sluice.errors import SluiceError
@@ -39,6 +41,7 @@ class QueryRegistry:
         self.operators: list[Operator] = []  # every operator but the sources, outputs included
         self.version = 0  # changes whenever the DAG does (the scheduler rebuilds its units then)
         self._epoch: int | None = None  # first instant of the queries planned last while running
+        self.on_remove: list[Callable[[str], None]] = []  # told the name of every query removed
 
     # -- sources -------------------------------------------------------------------------
     def add_source(self, d: SourceDef, scale: int) -> None:
@@ -111,6 +114,8 @@ class QueryRegistry:
         self.operators = [u for u in self.operators if id(u) not in gone]
         self.planner.forget(gone)
         self.version += 1
+        for fn in self.on_remove:
+            fn(name)
 
     def fail(self, failure: OperatorFailure) -> None:
         """An operator raised: every query it serves stops (its output so far stays readable,

@@ -29,6 +29,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from sluice.approx.limits import QueryLimits, parse_size
 from sluice.backends.spark.compile import NativePlan, native, overflow, partitioning, to_column
 from sluice.backends.spark.frames import native_columns, source_column
 from sluice.backends.spark.inbox import Inbox
@@ -70,6 +71,7 @@ class SparkEngine:
         spark: Any = None,
         preaggregate: bool = True,
         shared_join: str | None = None,
+        memory_limit: int | str | None = None,
     ) -> None:
         """``scheduler`` is the strategy each processor's operators run under (as ``EmbeddedEngine``);
         ``preaggregate=False`` sends every element of a sliding-window group-by to the processor
@@ -81,6 +83,13 @@ class SparkEngine:
         from sluice.backends.spark.session import get_session
         from sluice.scheduling.strategies import make
 
+        if memory_limit is not None:
+            parse_size(memory_limit)  # the same check as the embedded engine's, then a clear refusal
+            raise SluiceError(
+                "memory_limit is not available on the Spark backend yet (its state is in the RocksDB state "
+                "store, on disk): run without it, or on the embedded engine, which holds the limit by "
+                "sampling and shedding (docs/design/021)"
+            )
         try:
             make(scheduler)  # the same names, parameters and errors as the embedded engine
         except ValueError as e:
@@ -155,8 +164,19 @@ class SparkEngine:
         self.ddl.append(f"REGISTER VIEW {name}{cols} AS {query};")
 
     def register_query(
-        self, query: str, name: str | None = None, *, sink: str = "memory", path: str | Path | None = None
+        self,
+        query: str,
+        name: str | None = None,
+        *,
+        sink: str = "memory",
+        path: str | Path | None = None,
+        weight: float = 1.0,
+        min_precision: float = 0.0,
     ) -> SparkQuery:
+        """Start a query.  ``weight`` and ``min_precision`` are checked as on the embedded engine;
+        Spark never approximates (there is no memory limit here), so every query is exact.
+        """
+        QueryLimits(weight, min_precision)
         bq = bind_query(self.catalog, query)
         name = name or f"q{len(self.queries) + 1}"
         if name in self.queries:

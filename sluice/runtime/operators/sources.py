@@ -8,7 +8,7 @@ order; ties keep arrival order (which ``[Rows N]`` depends on).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +49,9 @@ class Source(Operator):
         self._pending: list[pa.Table] = []
         self._buffered = 0
         self._contents: Counter[tuple[Any, ...]] = Counter()  # relations: what is in it now
+        # a stream's checked elements pass here before they are buffered (the engine's resource
+        # manager, under a memory limit: ``sluice.approx.manager``); it returns those it keeps
+        self.shed: Callable[[str, pa.Table], pa.Table] | None = None
 
     @property
     def slack(self) -> int:
@@ -89,6 +92,8 @@ class Source(Operator):
     def push(self, batch: pa.Table, where: str = "") -> None:
         """Accept a typed batch (``__ts``, ``__sign``, attributes); late elements are rejected."""
         batch = self.admission.admit(batch, where)
+        if self.shed is not None and not self.relation:
+            batch = self.shed(self.name, batch)  # what it drops it counts (not as accepted)
         if batch.num_rows == 0:
             return
         self._pending.append(batch)

@@ -36,14 +36,14 @@ STRATEGIES: dict[str, type[Strategy]] = {
 }
 
 
-_SIZE = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
+SIZE_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
 
 
 def _value(key: str, text: str) -> float:
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]*)\s*", text)
-    if not m or m.group(2).upper() not in _SIZE:
+    if not m or m.group(2).upper() not in SIZE_UNITS:
         raise ValueError(f"scheduler parameter {key}={text!r}: expected a number, optionally with KB/MB/GB/KiB/MiB/GiB")
-    v = float(m.group(1)) * _SIZE[m.group(2).upper()]
+    v = float(m.group(1)) * SIZE_UNITS[m.group(2).upper()]
     return int(v) if v.is_integer() and key not in ("memory", "limit", "quantum", "beta", "gamma") else v
 
 

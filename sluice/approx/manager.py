@@ -1,0 +1,304 @@
+"""The resource manager: holds the engine inside its memory limit by dynamic sampling and, as a
+last resort, load shedding at the streams' input queues (STREAM §5.2.2, §5.4), and tells each
+query what approximation it gets (§5.3).
+
+Where elements are dropped: at a base stream's source, after the input check and before any
+window — dropping a stream element there means it never enters a window, so it never leaves one
+either, and every operator above stays exact *for the elements kept* (a relation's deletions are
+never dropped: relations are not approximated).  Two ways (STREAM §5.2.2):
+
+* **dynamic sampling** — each element kept independently with the stream's rate; the rates are
+  chosen by ``sluice.approx.allocate`` (weighted precision, §5.3) when memory passes
+  ``REALLOCATE`` of the limit, aiming at ``TARGET``, and raised again when it falls below ``RAISE``
+  (Jiang's overload detection, by memory like the Threshold strategy's ``T_max``/``T_min``);
+* **load shedding** — when an arriving batch would take memory past ``CAP`` of the limit with
+  each kept element costing its bytes once per synopsis that holds it, only as many as fit are
+  kept (chosen uniformly: no part of a batch is favoured).  This holds the limit when the
+  sampling has not caught up (a burst).
+
+Nothing is dropped silently: every element is counted — per stream (its input queue) as offered,
+kept, sampled out or shed, and per query through the streams it reads — and ``on_shed``
+callbacks receive the dropped elements themselves.  A query registered with
+``min_precision=1`` (exact only) locks its streams at rate 1: the manager never drops their
+elements and records when the limit is exceeded because of it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from sluice.approx.allocate import Demand, allocate
+from sluice.approx.limits import QueryLimits
+from sluice.approx.precision import Precision, base_streams, estimate, horizons, unsafe_streams
+from sluice.plan import logical as L
+from sluice.runtime.batch import nbytes
+
+CAP = 0.95  # no batch is admitted past this fraction of the limit
+REALLOCATE = 0.85  # above it the rates are chosen again …
+TARGET = 0.70  # … so that the projected memory is this fraction
+RAISE = 0.50  # below it, lowered rates are raised (towards TARGET)
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Memory now: the total, and the part attributable to each base stream (the state and
+    queued elements of the operators it feeds, shared equally among their streams).
+    """
+
+    total: int
+    by_stream: dict[str, float]
+    holders: dict[str, int]  # per stream: synopses that hold one of its elements (its cost multiple)
+
+
+@dataclass
+class StreamShedding:
+    """One stream's input queue: what it was offered and what became of it."""
+
+    name: str
+    rate: float = 1.0
+    offered: int = 0
+    kept: int = 0
+    sampled_out: int = 0  # dropped by dynamic sampling
+    shed: int = 0  # dropped by load shedding (the limit reached)
+    horizon: float = 0.0  # ticks its elements stay in the largest window over it (inf: for ever)
+    _recent: deque[tuple[int, int, int]] = field(default_factory=deque, repr=False)  # (last ts, offered, kept)
+
+    @property
+    def dropped(self) -> int:
+        return self.sampled_out + self.shed
+
+    def record(self, last_ts: int, offered: int, kept: int) -> None:
+        self.offered += offered
+        self.kept += kept
+        if math.isfinite(self.horizon):
+            self._recent.append((last_ts, offered, kept))
+            while self._recent and self._recent[0][0] < last_ts - self.horizon:
+                self._recent.popleft()
+
+    def live(self) -> int:
+        """Kept elements that may still be held (within the horizon)."""
+        return sum(k for _, _, k in self._recent) if math.isfinite(self.horizon) else self.kept
+
+    def held_rate(self) -> float:
+        """The fraction kept of the elements that may still be held (those within the horizon):
+        the rate at which the state held now was admitted.
+        """
+        if not math.isfinite(self.horizon):
+            return self.kept / self.offered if self.offered else 1.0
+        offered = sum(o for _, o, _ in self._recent)
+        return sum(k for _, _, k in self._recent) / offered if offered else self.rate
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """Something the manager did, and why (``statistics().approx_events``)."""
+
+    seq: int  # the manager's adjustment count when it happened
+    action: str  # "sample", "raise", "shed", "over-limit"
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class Approximation:
+    """What a query gets (``Query.approximation``, EXPLAIN, ``statistics()``)."""
+
+    rates: dict[str, float]  # each stream's current sampling rate
+    kept: dict[str, float]  # the fraction of each stream's elements kept since the query started
+    dropped: int  # elements of its streams dropped since it started (sampled out + shed)
+    precision: Precision | None  # expected (FP, FN); None: outside the model (see ``unsafe``)
+    unsafe: dict[str, str]  # streams it reads where approximation is unsafe, with why
+    limits: QueryLimits
+
+    @property
+    def exact(self) -> bool:
+        return self.dropped == 0
+
+    def describe(self) -> str:
+        if self.exact:
+            return "exact"
+        parts = [
+            f"{s} kept {k:.1%} (rate now {self.rates.get(s, 1.0):.3g})" for s, k in sorted(self.kept.items()) if k < 1
+        ]
+        est = (
+            self.precision.describe()
+            if self.precision is not None
+            else "precision unknown: " + "; ".join(f"{s} {why}" for s, why in sorted(self.unsafe.items()))
+        )
+        return f"approximate: {', '.join(parts)}; {self.dropped} elements dropped; {est}"
+
+
+@dataclass
+class _Reader:
+    plan: L.LogicalNode
+    limits: QueryLimits
+    streams: tuple[str, ...]
+    unsafe: dict[str, str]
+    baseline: dict[str, tuple[int, int, int]]  # stream → (offered, kept, dropped) when it started
+
+
+@dataclass
+class ResourceManager:
+    """Keeps one engine within ``limit`` bytes (queues + synopses): see the module docstring."""
+
+    limit: int
+    seed: int = 0
+    measure: Callable[[], Usage] | None = None  # set by the engine
+    streams: dict[str, StreamShedding] = field(default_factory=dict)
+    readers: dict[str, _Reader] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
+    peak: int = 0
+    adjustments: int = 0
+    on_shed: list[Callable[[str, pa.Table, str], None]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.rng = np.random.default_rng(self.seed)
+        self._shedding = False  # inside a shedding episode (one event per episode)
+
+    def __getstate__(self) -> dict[str, object]:
+        state = dict(self.__dict__)
+        state["on_shed"] = []  # callables: subscribe again after a restore
+        return state
+
+    # -- queries -------------------------------------------------------------------------
+    def add_stream(self, name: str) -> None:
+        self.streams.setdefault(name.lower(), StreamShedding(name))
+
+    def add_query(self, name: str, plan: L.LogicalNode, limits: QueryLimits) -> None:
+        streams = tuple(base_streams(plan))
+        base = {s: (st.offered, st.kept, st.dropped) for s in set(streams) if (st := self.streams.get(s))}
+        self.readers[name] = _Reader(plan, limits, streams, unsafe_streams(plan), base)
+        for s, span in horizons(plan).items():
+            if s in self.streams:
+                self.streams[s].horizon = max(self.streams[s].horizon, span)
+
+    def forget_query(self, name: str) -> None:
+        self.readers.pop(name, None)
+
+    def locked(self) -> dict[str, str]:
+        """Streams whose elements are never dropped by sampling, with the query that says so."""
+        out: dict[str, str] = {}
+        for q, r in self.readers.items():
+            for s in r.streams:
+                if r.limits.exact_only:
+                    out.setdefault(s, f"{q} is exact only (min_precision=1)")
+                elif s in r.unsafe:
+                    out.setdefault(s, f"{q}: {r.unsafe[s]}")
+        return out
+
+    # -- admission -----------------------------------------------------------------------
+    def admit(self, stream: str, batch: pa.Table) -> pa.Table:
+        """What of a checked batch of stream elements enters the plan; the rest is counted."""
+        st = self.streams[stream.lower()]
+        n = batch.num_rows
+        if n == 0:
+            return batch
+        exact = any(r.limits.exact_only and st.name.lower() in r.streams for r in self.readers.values())
+        keep = np.ones(n, dtype=bool)
+        if st.rate < 1.0 and not exact:
+            keep = self.rng.random(n) < st.rate
+            self._drop(st, batch, ~keep, "sampled")
+            st.sampled_out += int(n - keep.sum())
+        usage = self._usage()
+        cost = self._cost(st, batch, usage)
+        room = max(0, math.floor((self.limit * CAP - usage.total) / max(cost, 1.0)))
+        k = int(keep.sum())
+        if k > room:
+            if exact:
+                self._event(
+                    "over-limit", f"{st.name}: {k} elements admitted past the limit: an exact-only query reads it"
+                )
+            else:
+                chosen = np.flatnonzero(keep)
+                cut = np.sort(self.rng.choice(chosen, size=room, replace=False)) if room else np.empty(0, np.int64)
+                shed = keep.copy()
+                keep[:] = False
+                keep[cut] = True
+                shed &= ~keep
+                self._drop(st, batch, shed, "shed")
+                st.shed += k - room
+                if not self._shedding:
+                    self._event("shed", f"{st.name}: memory {usage.total} B of {self.limit} B: load shedding begins")
+                    self._shedding = True
+        st.record(int(batch.column(0)[-1].as_py()), n, int(keep.sum()))
+        return batch if keep.all() else batch.filter(pa.array(keep))
+
+    @staticmethod
+    def _cost(st: StreamShedding, batch: pa.Table, usage: Usage) -> float:
+        """Bytes one more kept element will hold: its own bytes once per synopsis holding it, or
+        what each held element costs now (measured: indexes, masks, groups), whichever is more —
+        twice the first before anything was measured.
+        """
+        static = nbytes(batch) / batch.num_rows * (1 + usage.holders.get(st.name.lower(), 0))
+        live, held = st.live(), usage.by_stream.get(st.name.lower(), 0.0)
+        return max(static, 1.1 * held / live) if live and held else 2 * static
+
+    def _drop(self, st: StreamShedding, batch: pa.Table, mask: np.ndarray, reason: str) -> None:
+        if self.on_shed and mask.any():
+            gone = batch.filter(pa.array(mask))
+            for fn in self.on_shed:
+                fn(st.name, gone, reason)
+
+    # -- adjustment ----------------------------------------------------------------------
+    def _usage(self) -> Usage:
+        assert self.measure is not None, "the engine sets measure"
+        u = self.measure()
+        self.peak = max(self.peak, u.total)
+        return u
+
+    def _event(self, action: str, detail: str) -> None:
+        self.events.append(Event(self.adjustments, action, detail))
+
+    def adjust(self) -> None:
+        """After the engine ran: choose the sampling rates again if memory calls for it."""
+        self.adjustments += 1
+        u = self._usage()
+        lowered = any(st.rate < 1.0 for st in self.streams.values())
+        if u.total <= self.limit * REALLOCATE and not (lowered and u.total < self.limit * RAISE):
+            if u.total <= self.limit * REALLOCATE:
+                self._shedding = False
+            return
+        locked = self.locked()
+        live = {s: u.by_stream.get(s, 0.0) for s in self.streams if u.by_stream.get(s, 0.0) > 0}
+        rates = {s: self.streams[s].held_rate() for s in live}
+        fixed = u.total - sum(live.values())
+        demands = [Demand(r.limits.weight, r.streams, r.limits.min_precision) for r in self.readers.values()]
+        a = allocate(live, rates, fixed, self.limit * TARGET, demands, frozenset(locked) & set(live))
+        changed: list[tuple[str, float, float]] = []
+        for s, p in a.rates.items():
+            old = self.streams[s].rate
+            if s in locked:
+                continue
+            new = min(1.0, p, old * 2) if p > old else p  # raise at most ×2 per adjustment
+            if abs(new - old) > 1e-3:
+                self.streams[s].rate = new
+                changed.append((self.streams[s].name, old, new))
+        if changed:
+            raised = all(new > old for _, old, new in changed)
+            self._event(
+                "raise" if raised else "sample",
+                f"memory {u.total} B {'below' if raised else 'above'} the limit's band ({self.limit} B): rates "
+                + ", ".join(f"{n} {old:.3g}→{new:.3g}" for n, old, new in changed)
+                + ("" if a.feasible else " (the limit cannot be met with every query's least precision)"),
+            )
+
+    # -- reports -------------------------------------------------------------------------
+    def approximation(self, query: str) -> Approximation:
+        r = self.readers[query]
+        kept: dict[str, float] = {}
+        dropped = 0
+        for s in set(r.streams):
+            st = self.streams.get(s)
+            if st is None:
+                continue
+            o0, k0, d0 = r.baseline.get(s, (0, 0, 0))
+            offered = st.offered - o0
+            kept[s] = (st.kept - k0) / offered if offered else 1.0
+            dropped += st.dropped - d0
+        rates = {s: self.streams[s].rate for s in kept}
+        return Approximation(rates, kept, dropped, estimate(r.plan, kept), dict(r.unsafe), r.limits)

@@ -1,0 +1,212 @@
+"""Where a query may be approximated, and the precision it then has (STREAM §5.1.1, §5.3).
+
+**Where (§5.1.1).**  Dropping elements of a base stream — sampling, load shedding — before they
+reach a window makes every relation above it a *sub*-multiset of the exact one, as long as the
+operators on the way are monotone (selection, projection, join, UNION ALL, INTERSECT ALL, the
+left side of EXCEPT ALL, time windows, Istream/Rstream/Dstream).  The paper's bad cases, where a
+smaller input can give *more* output, are refused: duplicate elimination (DISTINCT, and the set
+forms of UNION / INTERSECT / EXCEPT), the right-hand side of a negation (EXCEPT, and any stream
+read inside a subquery: NOT EXISTS / NOT IN).  Two more cases are refused here: ``[Rows N]``
+windows (the last N rows of a sample are not among the last N rows of the stream: false
+positives), and aggregates (their *values* change, which the paper's tuple-level FP/FN model does
+not cover — its §5.3 lists value-based precision as future work).
+
+**Precision (§5.3).**  A stream's precision is ``(FP, FN)``: FP the expected fraction of output
+tuples that are wrong, FN the expected fraction of correct tuples that are missing (the paper
+phrases FN per correct output tuple; as a rate of missed tuples it is the same quantity over a
+stream).  A base stream kept at rate k has ``(0, 1 − k)``; a join's output tuple needs both of its
+inputs' tuples: ``1 − (1 − a)(1 − b)`` for FP and FN alike; selection, projection and windows pass
+their input's precision; UNION ALL is bounded by its worse input.  Unsafe plans with approximated
+input have no estimate (``None``): the engine says so rather than invent one.
+
+>>> from sluice.catalog import Catalog
+>>> from sluice.plan import bind_query
+>>> cat = Catalog(); _ = cat.register_stream("S", [("A", "integer")])
+>>> plan = bind_query(cat, "select * from S [Range 10], S [Range 5] as T where S.A = T.A").plan
+>>> unsafe_streams(plan)
+{}
+>>> estimate(plan, {"s": 0.5})
+Precision(fp=0.0, fn=0.75)
+>>> unsafe_streams(bind_query(cat, "select distinct A from S [Range 10]").plan)
+{'s': 'below DISTINCT (STREAM §5.1.1: a smaller input can give more output)'}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from sluice import windows as W
+from sluice.catalog import Kind
+from sluice.plan import logical as L
+from sluice.plan.expr import Subquery, walk_expr
+
+
+@dataclass(frozen=True, slots=True)
+class Precision:
+    """(FP, FN) of a stream or relation (STREAM §5.3): both 0 when exact."""
+
+    fp: float
+    fn: float
+
+    @property
+    def exact(self) -> bool:
+        return self.fp == 0.0 and self.fn == 0.0
+
+    def join(self, other: Precision) -> Precision:
+        return Precision(1 - (1 - self.fp) * (1 - other.fp), 1 - (1 - self.fn) * (1 - other.fn))
+
+    def worse(self, other: Precision) -> Precision:
+        return Precision(max(self.fp, other.fp), max(self.fn, other.fn))
+
+    def describe(self) -> str:
+        return "exact" if self.exact else f"FP {self.fp:.3f}, FN {self.fn:.3f}"
+
+
+EXACT = Precision(0.0, 0.0)
+
+_DISTINCT = "below DISTINCT (STREAM §5.1.1: a smaller input can give more output)"
+_NEGATION = "on the right of EXCEPT (STREAM §5.1.1: a smaller input can give more output)"
+_SUBQUERY = "inside a subquery (NOT EXISTS / NOT IN: STREAM §5.1.1, a smaller input can give more output)"
+_AGGREGATE = "below an aggregate (its values change: outside STREAM §5.3's tuple precision model)"
+_ROWS = "under a [Rows N] window (a sample's last N rows are not the stream's last N)"
+
+
+def _children(node: L.LogicalNode, why: str | None) -> list[tuple[L.LogicalNode, str | None]]:
+    """The inputs of ``node`` with the reason (if any) approximating below them is unsafe."""
+    if isinstance(node, L.Distinct):
+        return [(node.input, why or _DISTINCT)]
+    if isinstance(node, L.Aggregate):
+        return [(node.input, why or _AGGREGATE)]
+    if isinstance(node, L.Window) and isinstance(node.spec, W.Rows | W.PartitionedRows):
+        return [(node.input, why or _ROWS)]
+    if isinstance(node, L.SetOp):
+        if not node.all:  # set semantics: duplicate elimination
+            return [
+                (node.left, why or _DISTINCT),
+                (node.right, why or (_NEGATION if node.op is L.SetOpKind.EXCEPT else _DISTINCT)),
+            ]
+        if node.op is L.SetOpKind.EXCEPT:
+            return [(node.left, why), (node.right, why or _NEGATION)]
+    return [(c, why) for c in node.inputs()]
+
+
+def unsafe_streams(plan: L.LogicalNode) -> dict[str, str]:
+    """Base streams (lower-cased names) the plan reads where dropping elements is unsafe, with why.
+
+    A stream read both safely and unsafely is unsafe (one sampling serves both reads).
+    """
+    out: dict[str, str] = {}
+
+    def visit(node: L.LogicalNode, why: str | None) -> None:
+        if isinstance(node, L.Scan):
+            if node.source_kind is Kind.STREAM and why is not None:
+                out.setdefault(node.name.lower(), why)
+            return
+        for e in node.exprs():
+            for x in walk_expr(e):
+                if isinstance(x, Subquery):
+                    visit(x.plan, why or _SUBQUERY)
+        for child, w in _children(node, why):
+            visit(child, w)
+
+    visit(plan, None)
+    return out
+
+
+def base_streams(plan: L.LogicalNode) -> list[str]:
+    """Every read of a base stream (lower-cased; a self-join lists its stream twice)."""
+    return [n.name.lower() for n in L.walk_plan(plan) if isinstance(n, L.Scan) and n.source_kind is Kind.STREAM]
+
+
+_Est = Callable[[L.LogicalNode], "Precision | None"]
+
+
+def horizons(plan: L.LogicalNode) -> dict[str, float]:
+    """Per base stream, how long (ticks) its elements stay in the plan's windows: the largest
+    window over it (``inf`` for Unbounded, ``[Rows N]`` or none) — how far back the state held
+    now was admitted.
+    """
+    out: dict[str, float] = {}
+
+    def visit(node: L.LogicalNode, span: float) -> None:
+        if isinstance(node, L.Scan):
+            if node.source_kind is Kind.STREAM:
+                out[node.name.lower()] = max(out.get(node.name.lower(), 0.0), span)
+            return
+        if isinstance(node, L.Window):
+            life = node.spec.lifetime
+            span = float(life[0] + life[1]) if life is not None else float("inf")
+        for e in node.exprs():
+            for x in walk_expr(e):
+                if isinstance(x, Subquery):
+                    visit(x.plan, float("inf"))
+        for c in node.inputs():
+            visit(c, span)
+
+    visit(plan, float("inf"))
+    return out
+
+
+def _scan(node: L.LogicalNode, kept: Mapping[str, float], est: _Est) -> Precision | None:
+    assert isinstance(node, L.Scan)
+    if node.source_kind is not Kind.STREAM:
+        return EXACT
+    return Precision(0.0, 1.0 - kept.get(node.name.lower(), 1.0))
+
+
+def _pair(node: L.LogicalNode, kept: Mapping[str, float], est: _Est) -> Precision | None:
+    a, b = (est(c) for c in node.inputs())
+    if a is None or b is None:
+        return None
+    if isinstance(node, L.SetOp) and node.op is L.SetOpKind.UNION:
+        return a.worse(b)
+    if isinstance(node, L.SetOp) and node.op is L.SetOpKind.EXCEPT:
+        return a if b.exact else None
+    return a.join(b)  # a join, or INTERSECT ALL: a tuple needs both inputs' tuples
+
+
+def _unary(node: L.LogicalNode, kept: Mapping[str, float], est: _Est) -> Precision | None:
+    return est(node.inputs()[0])
+
+
+def _barrier(node: L.LogicalNode, kept: Mapping[str, float], est: _Est) -> Precision | None:
+    """Aggregates, DISTINCT, [Rows N]: exact if their input is, else outside the model."""
+    p = est(node.inputs()[0])
+    return p if p is not None and p.exact else None
+
+
+_ESTIMATE: dict[type[L.LogicalNode], Callable[..., Precision | None]] = {
+    L.Scan: _scan,
+    L.Join: _pair,
+    L.SetOp: _pair,
+    L.Filter: _unary,
+    L.Project: _unary,
+    L.Sample: _unary,
+    L.StreamOp: _unary,
+    L.Window: _unary,
+    L.Aggregate: _barrier,
+    L.Distinct: _barrier,
+}
+
+
+def estimate(plan: L.LogicalNode, kept: Mapping[str, float]) -> Precision | None:
+    """The plan's expected (FP, FN) when base stream ``s`` keeps the fraction ``kept[s]`` of its
+    elements (missing: 1); ``None`` where the approximation is outside the model (unsafe plans).
+    """
+    unsafe = unsafe_streams(plan)
+    if any(kept.get(s, 1.0) < 1.0 for s in unsafe):
+        return None
+
+    def est(node: L.LogicalNode) -> Precision | None:
+        if isinstance(node, L.Window) and isinstance(node.spec, W.Rows | W.PartitionedRows):
+            return _barrier(node, kept, est)
+        if isinstance(node, L.SetOp) and not node.all:
+            a, b = (est(c) for c in node.inputs())
+            return EXACT if a is not None and b is not None and a.exact and b.exact else None
+        fn = _ESTIMATE.get(type(node))
+        if fn is None:
+            return None
+        return fn(node, kept, est)
+
+    return est(plan)
