@@ -73,17 +73,23 @@ class StreamShedding:
     def dropped(self) -> int:
         return self.sampled_out + self.shed
 
+    _in_horizon: list[int] = field(default_factory=lambda: [0, 0], repr=False)  # their (offered, kept)
+
     def record(self, last_ts: int, offered: int, kept: int) -> None:
         self.offered += offered
         self.kept += kept
         if math.isfinite(self.horizon):
             self._recent.append((last_ts, offered, kept))
+            self._in_horizon[0] += offered
+            self._in_horizon[1] += kept
             while self._recent and self._recent[0][0] < last_ts - self.horizon:
-                self._recent.popleft()
+                _, o, k = self._recent.popleft()
+                self._in_horizon[0] -= o
+                self._in_horizon[1] -= k
 
     def live(self) -> int:
         """Kept elements that may still be held (within the horizon)."""
-        return sum(k for _, _, k in self._recent) if math.isfinite(self.horizon) else self.kept
+        return self._in_horizon[1] if math.isfinite(self.horizon) else self.kept
 
     def held_rate(self) -> float:
         """The fraction kept of the elements that may still be held (those within the horizon):
@@ -91,8 +97,8 @@ class StreamShedding:
         """
         if not math.isfinite(self.horizon):
             return self.kept / self.offered if self.offered else 1.0
-        offered = sum(o for _, o, _ in self._recent)
-        return sum(k for _, _, k in self._recent) / offered if offered else self.rate
+        offered, kept = self._in_horizon
+        return kept / offered if offered else self.rate
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,9 @@ tuples that are wrong, FN the expected fraction of correct tuples that are missi
 phrases FN per correct output tuple; as a rate of missed tuples it is the same quantity over a
 stream).  A base stream kept at rate k has ``(0, 1 − k)``; a join's output tuple needs both of its
 inputs' tuples: ``1 − (1 − a)(1 − b)`` for FP and FN alike; selection, projection and windows pass
-their input's precision; UNION ALL is bounded by its worse input.  Unsafe plans with approximated
+their input's precision; UNION ALL is bounded by its worse input.  Istream and Dstream pass the
+relation's precision too, which is their own except when identical tuples leave and enter a window
+at one instant (the exact Istream nets them out, a sample may not: rare false positives).  Unsafe plans with approximated
 input have no estimate (``None``): the engine says so rather than invent one.
 
 >>> from sluice.catalog import Catalog
