@@ -315,3 +315,82 @@ def test_sluice_run_takes_a_memory_limit(tmp_path: Any, capsys: Any) -> None:
     assert 0 < len(out.splitlines()) < 2000  # of 2000 matching rows, fewer kept
     assert main(["run", str(cql), "--source", f"A={csv}", "--memory-limit", "lots"]) != 0
     assert "memory_limit='lots'" in capsys.readouterr().err
+
+
+# -- inactive queries (STREAM §2.4) -----------------------------------------------------------
+def _inactive_run(query: str) -> tuple[EmbeddedEngine, Any, Any, int]:
+    eng = EmbeddedEngine(start=0)
+    eng.execute(DDL)
+    q = eng.register_query(query, "q")
+    feed = _feed(3000, 5)
+    ctrl = None
+    at = -1
+    for i in range(0, len(feed), 100):
+        part = feed[i : i + 100]
+        for s in ("A", "B"):
+            rows = [r for n, r in part if n == s]
+            if rows:
+                eng.push(s, rows)
+        eng.run()
+        if i == 1000:
+            before = eng.statistics().synopsis_bytes
+            eng.deactivate("q")
+            at = q.inactive_since
+            assert eng.statistics().synopsis_bytes < before  # its state is freed
+            assert "inactive since instant" in eng.explain("q") and not q.active
+        if i == 2000:
+            eng.activate("q")
+            ctrl = eng.register_query(query, "ctrl")  # registered at the same moment
+    eng.close()
+    return eng, q, ctrl, at
+
+
+def test_an_inactive_stream_query_stops_and_resumes_as_if_registered_again() -> None:
+    query = "select istream(A.K, B.V) from A [Range 50], B [Range 30] where A.K = B.K"
+    eng, q, ctrl, at = _inactive_run(query)
+    streams = {s: [(r[0], r[1:]) for n, r in _feed(3000, 5) if n == s] for s in ("A", "B")}
+    want = evaluate(bind_query(eng.catalog, query), streams, {}, start=0, until=at - 1)
+    before = [e for e in q.results() if e.ts < at]
+    assert not diff_outputs(want, before)
+    after = [e for e in q.results() if e.ts >= at]
+    assert after and after == ctrl.results()
+
+
+def test_an_inactive_relation_query_is_emptied_then_resumes_consistently() -> None:
+    query = "select K, count(*) from A [Range 40] group by K"
+    eng, q, ctrl, at = _inactive_run(query)
+    contents: Counter[Any] = Counter()
+    for e in q.results():
+        contents[e.row] += 1 if e.sign == "+" else -1
+        if e.ts == at:
+            assert e.sign == "-"
+        assert contents[e.row] >= 0  # never deletes what it does not hold
+    final = Counter({r: n for r, n in contents.items() if n})
+    now = q.contents()
+    assert Counter(zip(*(now.column(i).to_pylist() for i in range(2, now.num_columns)), strict=True)) == final
+    ctrl_final: Counter[Any] = Counter()
+    for e in ctrl.results():
+        ctrl_final[e.row] += 1 if e.sign == "+" else -1
+    assert final == Counter({r: n for r, n in ctrl_final.items() if n})
+
+
+def test_deactivating_names_and_limits() -> None:
+    eng = EmbeddedEngine(memory_limit="10KB", start=0)
+    eng.execute(DDL)
+    q = eng.register_query("select K, count(*) from A [Range 40] group by K", "agg", retain=5)
+    with pytest.raises(SluiceError, match="retain"):
+        eng.deactivate("agg")  # a bounded relation answer cannot be emptied exactly
+    with pytest.raises(SluiceError, match="no query named"):
+        eng.deactivate("nope")
+    e = eng.register_query("select * from B [Range 40]", "exact", min_precision=1.0)
+    assert "b" in eng.limits.locked()  # type: ignore[union-attr]
+    eng.deactivate("exact")
+    eng.deactivate("exact")  # twice: nothing more
+    assert "b" not in eng.limits.locked()  # type: ignore[union-attr]  # an inactive query locks nothing
+    eng.activate("exact")
+    assert "b" in eng.limits.locked() and e.active  # type: ignore[union-attr]
+    eng.deactivate("exact")
+    e.close()  # closing an inactive query forgets it
+    with pytest.raises(SluiceError, match="no inactive query"):
+        eng.activate("exact")
+    assert q.active

@@ -18,8 +18,8 @@ stream).  A base stream kept at rate k has ``(0, 1 − k)``; a join's output tup
 inputs' tuples: ``1 − (1 − a)(1 − b)`` for FP and FN alike; selection, projection and windows pass
 their input's precision; UNION ALL is bounded by its worse input.  Istream and Dstream pass the
 relation's precision too, which is their own except when identical tuples leave and enter a window
-at one instant (the exact Istream nets them out, a sample may not: rare false positives).  Unsafe plans with approximated
-input have no estimate (``None``): the engine says so rather than invent one.
+at one instant (the exact Istream nets them out, a sample may not: rare false positives).  Unsafe
+plans with approximated input have no estimate (``None``): the engine says so rather than invent one.
 
 >>> from sluice.catalog import Catalog
 >>> from sluice.plan import bind_query

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from sluice.approx.limits import QueryLimits, parse_size
@@ -211,6 +212,39 @@ class EmbeddedEngine:
         """
         self.registry.unregister(name)
 
+    def deactivate(self, name: str) -> None:
+        """Stop maintaining a query (STREAM §2.4: "the system may not maintain the answer"): the
+        operators only it used are removed (its state freed), its handle and output so far stay.
+        A relation's answer becomes empty at the next instant (its contents deleted then; needs
+        ``retain=None``); ``activate`` resumes it.
+        """
+        q = self.registry.queries.get(name)
+        if q is None:
+            self.registry.deactivate(name)  # an inactive one: nothing to do; unknown: the error
+            return
+        self.run()
+        gone = None
+        if q.kind is Kind.RELATION:
+            gone = q.contents()
+        assert q.output is not None
+        at = q.output._wm_out + 1
+        self.registry.deactivate(name)
+        if gone is not None and gone.num_rows:
+            gone = gone.set_column(0, "__ts", pa.array(np.full(gone.num_rows, at, np.int64)))
+            q._deliver(gone.set_column(1, "__sign", pa.array(np.full(gone.num_rows, -1, np.int8))))
+        q.inactive_since = at
+
+    def activate(self, name: str) -> Query:
+        """Maintain an inactive query again, as if registered now: its answer resumes from the
+        first instant not yet released, its windows filling from then on (what arrived while it was
+        inactive is not in it).
+        """
+        q = self.registry.activate(name)
+        if self.limits is not None and name not in self.limits.readers:
+            self.limits.add_query(name, q.bound.plan, q.limits)
+        q.inactive_since = None
+        return q
+
     def execute(self, text: str) -> list[Query | str | None]:
         """Run CQL statements: DDL registers, a query starts running, EXPLAIN returns text."""
         out: list[Query | str | None] = []
@@ -399,7 +433,7 @@ class EmbeddedEngine:
     # -- inspection ----------------------------------------------------------------------
     def results(self, query: str | Query) -> list[Element]:
         """A query's output so far (``Query.results``): the same call as ``SparkEngine.results``."""
-        q = query if isinstance(query, Query) else self.queries.get(query)
+        q = query if isinstance(query, Query) else self.queries.get(query) or self.registry.inactive.get(query)
         if q is None:
             raise SluiceError(f"no query named {query!r}")
         return q.results()
@@ -418,5 +452,8 @@ class EmbeddedEngine:
 
     def explain(self, query: str | Query | None = None) -> str:
         """The operator DAG of one query (or all): operators, queues, synopses, what is shared."""
-        qs = [query if isinstance(query, Query) else self.queries[query]] if query else list(self.queries.values())
+        everyone = {**self.queries, **self.registry.inactive}
+        if isinstance(query, str) and query not in everyone:
+            raise SluiceError(f"no query named {query!r} (registered: {', '.join(everyone) or 'none'})")
+        qs = [query if isinstance(query, Query) else everyone[query]] if query else list(everyone.values())
         return self.inspector.explain(qs)

@@ -62,6 +62,9 @@ class Inspector:
         lines: list[str] = []
         for q in queries:
             lines.append(f"query {q.name}: {' '.join(q.bound.text.split())}  -> {q.kind.value}")
+            if not q.active:
+                lines.append(f"inactive since instant {q.inactive_since}: not maintained (STREAM §2.4)")
+                continue
             if q.rewrites:
                 lines.append(f"rewritten by: {', '.join(q.rewrites)}")
             if self.limits is not None:

@@ -8,12 +8,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from sluice.approx.limits import QueryLimits
 from sluice.approx.manager import Approximation, Event, ResourceManager, StreamShedding
 from sluice.approx.precision import EXACT
 from sluice.catalog import Kind
+from sluice.errors import SluiceError
 from sluice.plan import BoundQuery
 from sluice.plan.element import Element
 from sluice.runtime.batch import concat, to_elements
@@ -71,6 +74,7 @@ class Query:
     rewrites: tuple[str, ...] = ()  # the rewrite rules that changed its plan (sluice.plan.rules)
     limits: QueryLimits = field(default_factory=QueryLimits)  # its weight and least precision
     manager: ResourceManager | None = None  # the engine's, under a memory limit
+    inactive_since: int | None = None  # deactivated (STREAM §2.4): not maintained from this instant
     _held: int = 0
     _close: Callable[[str], None] | None = None
 
@@ -109,6 +113,31 @@ class Query:
             els = [Element(*e) for e in to_elements(b)]
             for fn in self.subscribers:
                 fn(els)
+
+    def contents(self) -> pa.Table:
+        """A relation query's answer now, one row per copy (``__ts``/``__sign`` of the last
+        change): its output so far netted, vectorised.  Needs the whole output (``retain=None``).
+        """
+        if self.retain is not None:
+            raise SluiceError(
+                f"query {self.name}: its relation's contents are not kept (retain={self.retain}): "
+                "register it with retain=None to deactivate it"
+            )
+        t = concat(self.batches, list(self.bound.schema.types))
+        cols = t.column_names[2:]
+        w = pc.cast(t.column(1), pa.int64())
+        tw = t.append_column("__w", w)
+        if not cols:
+            n = int(pc.sum(w).as_py() or 0)
+            return t.slice(0, 0) if n <= 0 else t.filter(pc.equal(t.column(1), 1)).slice(0, 1).take([0] * n)
+        g = tw.group_by(cols, use_threads=False).aggregate([("__w", "sum"), ("__ts", "max")])
+        counts = g.column("__w_sum").to_numpy()
+        idx = np.repeat(np.arange(g.num_rows), np.maximum(counts, 0))
+        g = g.take(pa.array(idx))
+        return pa.table(
+            [g.column("__ts_max"), pa.array(np.ones(len(idx), np.int8)), *[g.column(c) for c in cols]],
+            names=t.column_names,
+        )
 
     def close(self) -> None:
         """Stop this query: its operators not shared with another query are removed (any time)."""

@@ -38,6 +38,7 @@ class QueryRegistry:
         self.planner = Planner(self.sources, ctx, sharing=sharing, shared_join=shared_join)
         self.queries: dict[str, Query] = {}
         self.failures: dict[str, str] = {}  # query name → why it stopped
+        self.inactive: dict[str, Query] = {}  # deactivated queries (STREAM §2.4): not maintained
         self.operators: list[Operator] = []  # every operator but the sources, outputs included
         self.version = 0  # changes whenever the DAG does (the scheduler rebuilds its units then)
         self._epoch: int | None = None  # first instant of the queries planned last while running
@@ -57,12 +58,15 @@ class QueryRegistry:
         return src
 
     # -- queries -------------------------------------------------------------------------
-    def start(self, bq: BoundQuery, name: str | None, retain: int | None = None) -> Query:
-        """Plan a bound query (rewritten first: ``sluice.plan.rules``) and start it."""
-        name = name or f"q{len(self.queries) + 1}"
-        if name in self.queries:
+    def start(self, bq: BoundQuery, name: str | None, retain: int | None = None, handle: Query | None = None) -> Query:
+        """Plan a bound query (rewritten first: ``sluice.plan.rules``) and start it (``handle``:
+        an inactive query's, activated again — it keeps its output so far).
+        """
+        name = handle.name if handle is not None else name or f"q{len(self.queries) + len(self.inactive) + 1}"
+        if name in self.queries or (name in self.inactive and handle is None):
             raise SluiceError(f"a query named {name!r} is already registered")
-        q = Query(name, bq, retain=retain, _close=self.unregister)
+        q = handle if handle is not None else Query(name, bq, retain=retain)
+        q._close = self.unregister
         released = max((s._wm_out for s in self.sources.values()), default=NEG_INF)
         if self.ctx.start is not None and (released > NEG_INF or any(s.output.enqueued for s in self.sources.values())):
             # Registered while running: the query starts at the first instant not yet released
@@ -96,6 +100,8 @@ class QueryRegistry:
         """Remove a query, also while running: its output stops, and every operator that served
         only it is removed (shared operators keep serving the other queries).
         """
+        if self.inactive.pop(name, None) is not None:
+            return
         q = self.queries.pop(name, None)
         if q is None:
             raise UnknownNameError(f"no query named {name!r} (registered: {', '.join(self.queries) or 'none'})")
@@ -116,6 +122,37 @@ class QueryRegistry:
         self.version += 1
         for fn in self.on_remove:
             fn(name)
+
+    def deactivate(self, name: str) -> None:
+        """Stop maintaining a query (STREAM §2.4): its operators not shared are removed as on
+        ``unregister``; its handle and output so far stay, under the same name.
+        """
+        q = self.queries.get(name)
+        if q is None:
+            if name in self.inactive:
+                return
+            raise UnknownNameError(f"no query named {name!r} (registered: {', '.join(self.queries) or 'none'})")
+        self.unregister(name)
+        q.active = False
+        q._close = self.unregister  # closing an inactive query forgets it
+        self.inactive[name] = q
+
+    def activate(self, name: str) -> Query:
+        """Maintain an inactive query again, from the first instant not yet released (as a query
+        registered now): its answer resumes there, its windows filling from then on.
+        """
+        q = self.inactive.pop(name, None)
+        if q is None:
+            if name in self.queries:
+                return self.queries[name]
+            raise UnknownNameError(f"no inactive query named {name!r} (inactive: {', '.join(self.inactive) or 'none'})")
+        q.active = True
+        try:
+            return self.start(q.bound, name, q.retain, handle=q)
+        except BaseException:
+            q.active = False
+            self.inactive[name] = q
+            raise
 
     def fail(self, failure: OperatorFailure) -> None:
         """An operator raised: every query it serves stops (its output so far stays readable,

@@ -340,6 +340,21 @@ class SparkEngine:
         """Stop the streaming queries (their checkpoints stay; a new engine on the same workdir resumes)."""
         self.runner.stop()
 
+    def deactivate(self, name: str) -> None:
+        """Refused with a message: a Spark streaming query cannot yet be stopped and resumed
+        from a later instant (the embedded engine's ``deactivate``, STREAM §2.4).
+        """
+        self._query(name)
+        raise SluiceError(
+            f"deactivate({name!r}) is not available on the Spark backend yet: a streaming query cannot be "
+            "resumed from a later instant there; use the embedded engine"
+        )
+
+    def activate(self, name: str) -> None:
+        """Refused with a message, as ``deactivate``."""
+        self._query(name)
+        raise SluiceError(f"activate({name!r}) is not available on the Spark backend yet; use the embedded engine")
+
     def stateful(self, query: str | SparkQuery) -> bool:
         """Whether the query's Spark plan holds state (a processor); False for native plans."""
         q = self._query(query)
