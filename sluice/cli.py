@@ -401,7 +401,7 @@ def _experiment(args: argparse.Namespace) -> int:
     from sluice.experiments import shared_joins
     from sluice.experiments.scheduling import EXPERIMENTS, run
 
-    known = EXPERIMENTS + shared_joins.EXPERIMENTS
+    known = EXPERIMENTS + shared_joins.EXPERIMENTS + ["overload"]
     names = known if args.name == "all" else [args.name]
     if args.name == "list":
         print("\n".join(known + ["sweep (with --on-spark)"]))
@@ -421,9 +421,14 @@ def _experiment(args: argparse.Namespace) -> int:
     with progress("experiments", total=len(names), unit="exp") as bar:
         for n in names:
             bar.set_postfix_str(n)
-            if n in shared_joins.EXPERIMENTS:
-                summary = shared_joins.run(n, args.out, quick=args.quick, clock=args.clock, seed=args.seed)
+            if n == "overload":
+                from sluice.experiments import overload
+
+                summary = overload.run(args.out, quick=args.quick, seed=args.seed)
                 shown: Any = {c["claim"]: c["agrees"] for c in summary["agreement"]}
+            elif n in shared_joins.EXPERIMENTS:
+                summary = shared_joins.run(n, args.out, quick=args.quick, clock=args.clock, seed=args.seed)
+                shown = {c["claim"]: c["agrees"] for c in summary["agreement"]}
             else:
                 summary = run(n, args.out, args.slots, args.seed)
                 shown = summary.get("peak_ratio_to_chain") or summary.get("latency_ratio_to_path_capacity") or summary
@@ -551,7 +556,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="hammad-*: virtual time advances by each engine turn's wall time (perf_counter), its CPU time, "
         "or the join's work (deterministic)",
     )
-    p.add_argument("--quick", action="store_true", help="hammad-*: the small test size (seconds per run)")
+    p.add_argument("--quick", action="store_true", help="hammad-*, overload: the small test size (seconds per run)")
     p.add_argument("--on-spark", action="store_true", help="fan the strategy × workload × seed grid out on Spark")
     p.add_argument("--seeds", type=int, default=4, help="seeds per cell of the Spark sweep")
     p.add_argument("--master", default="local[2]")

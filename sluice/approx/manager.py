@@ -120,6 +120,10 @@ class Approximation:
     precision: Precision | None  # expected (FP, FN); None: outside the model (see ``unsafe``)
     unsafe: dict[str, str]  # streams it reads where approximation is unsafe, with why
     limits: QueryLimits
+    # Load shedding drops a stream's elements in bursts, so a stream read twice (a self-join)
+    # loses both reads' tuples together: its FN then lies between ``fn_low`` (the reads fully
+    # dependent) and ``precision.fn`` (independent, as sampling makes them).  None: no such case.
+    fn_low: float | None = None
 
     @property
     def exact(self) -> bool:
@@ -132,11 +136,18 @@ class Approximation:
             f"{s} kept {k:.1%} (rate now {self.rates.get(s, 1.0):.3g})" for s, k in sorted(self.kept.items()) if k < 1
         ]
         est = (
-            self.precision.describe()
+            (self.precision.describe() if self.fn_low is None else self._range())
             if self.precision is not None
             else "precision unknown: " + "; ".join(f"{s} {why}" for s, why in sorted(self.unsafe.items()))
         )
         return f"approximate: {', '.join(parts)}; {self.dropped} elements dropped; {est}"
+
+    def _range(self) -> str:
+        assert self.precision is not None and self.fn_low is not None
+        return (
+            f"FP {self.precision.fp:.3f}, FN {self.fn_low:.3f}–{self.precision.fn:.3f} "
+            "(shed in bursts: the reads of one stream are not independent)"
+        )
 
 
 @dataclass
@@ -145,7 +156,7 @@ class _Reader:
     limits: QueryLimits
     streams: tuple[str, ...]
     unsafe: dict[str, str]
-    baseline: dict[str, tuple[int, int, int]]  # stream → (offered, kept, dropped) when it started
+    baseline: dict[str, tuple[int, int, int, int]]  # stream → (offered, kept, dropped, shed) when it started
 
 
 @dataclass
@@ -177,7 +188,7 @@ class ResourceManager:
 
     def add_query(self, name: str, plan: L.LogicalNode, limits: QueryLimits) -> None:
         streams = tuple(base_streams(plan))
-        base = {s: (st.offered, st.kept, st.dropped) for s in set(streams) if (st := self.streams.get(s))}
+        base = {s: (st.offered, st.kept, st.dropped, st.shed) for s in set(streams) if (st := self.streams.get(s))}
         self.readers[name] = _Reader(plan, limits, streams, unsafe_streams(plan), base)
         for s, span in horizons(plan).items():
             if s in self.streams:
@@ -298,13 +309,22 @@ class ResourceManager:
         r = self.readers[query]
         kept: dict[str, float] = {}
         dropped = 0
+        shed: set[str] = set()
         for s in set(r.streams):
             st = self.streams.get(s)
             if st is None:
                 continue
-            o0, k0, d0 = r.baseline.get(s, (0, 0, 0))
+            o0, k0, d0, s0 = r.baseline.get(s, (0, 0, 0, 0))
             offered = st.offered - o0
             kept[s] = (st.kept - k0) / offered if offered else 1.0
             dropped += st.dropped - d0
+            if st.shed > s0:
+                shed.add(s)
         rates = {s: self.streams[s].rate for s in kept}
-        return Approximation(rates, kept, dropped, estimate(r.plan, kept), dict(r.unsafe), r.limits)
+        precision = estimate(r.plan, kept)
+        reads = {s: r.streams.count(s) for s in shed if r.streams.count(s) > 1}
+        fn_low = None
+        if precision is not None and reads:
+            low = estimate(r.plan, {s: k ** (1 / reads.get(s, 1)) for s, k in kept.items()})
+            fn_low = low.fn if low is not None else None
+        return Approximation(rates, kept, dropped, precision, dict(r.unsafe), r.limits, fn_low)
