@@ -394,3 +394,35 @@ def test_deactivating_names_and_limits() -> None:
     with pytest.raises(SluiceError, match="no inactive query"):
         eng.activate("exact")
     assert q.active
+
+
+# -- tolerable imprecision in CQL (STREAM §5.2) ------------------------------------------------
+def test_register_query_states_weight_and_precision_in_cql() -> None:
+    from sluice.cql.errors import ParseError
+    from sluice.cql.parser import parse_script
+    from sluice.cql.printer import to_cql
+
+    eng = EmbeddedEngine(memory_limit="1MB")
+    out = eng.execute(
+        DDL + "; REGISTER QUERY big WEIGHT 2 PRECISION 0.9 AS select * from A [Range 10] where V > 1;"
+        " register query plain as select K from A [Range 5]; CREATE QUERY exact PRECISION 1 AS select * from B"
+    )
+    big, plain, exact = out[-3:]
+    assert (big.name, big.limits) == ("big", QueryLimits(2.0, 0.9))  # type: ignore[union-attr]
+    assert (plain.name, plain.limits) == ("plain", QueryLimits())  # type: ignore[union-attr]
+    assert exact.limits.exact_only and "b" in eng.limits.locked()  # type: ignore[union-attr]
+    assert "approximation: exact (weight 2, min precision 0.9)" in eng.explain("big")
+    text = "REGISTER QUERY big WEIGHT 2 PRECISION 0.9 AS SELECT * FROM A [Range 10] WHERE (V > 1)"
+    assert to_cql(parse_script(text)[0]) == text  # round trip
+    bad = {
+        "REGISTER QUERY b PRECISION 1.5 AS select * from A": ("between 0 and 1", "^^^"),
+        "REGISTER QUERY b WEIGHT x AS select * from A": ("expected a number after WEIGHT", "^"),
+        "REGISTER QUERY b WEIGHT 1 WEIGHT 2 AS select * from A": ("WEIGHT given twice", "^^^^^^"),
+        "REGISTER QUERY b select * from A": ("expected AS", "^^^^^^"),
+    }
+    for q, (msg, caret) in bad.items():
+        with pytest.raises(ParseError, match=msg) as e:
+            eng.execute(q)
+        assert caret in str(e.value)
+    with pytest.raises(SluiceError, match="already registered"):
+        eng.execute("REGISTER QUERY big AS select * from A")

@@ -175,7 +175,9 @@ class Parser:
                 return self.register_source("RELATION", start)
             if self.accept_kw("VIEW"):
                 return self.register_view(start)
-            self.fail("expected STREAM, RELATION or VIEW")
+            if self.accept_kw("QUERY"):
+                return self.register_query(start)
+            self.fail("expected STREAM, RELATION, VIEW or QUERY")
         if self.accept_kw("EXPLAIN"):
             q = self.query()
             return ast.Explain(q, span=self.span_from(start))
@@ -230,6 +232,30 @@ class Parser:
         self.expect_kw("AS")
         q = self.query()
         return ast.RegisterView(name, q, cols, span=self.span_from(start))
+
+    def register_query(self, start: Token) -> ast.RegisterQuery:
+        name = self.ident("a query name").text
+        opts: dict[str, float] = {}
+        while self.is_kw("WEIGHT", "PRECISION"):
+            word = self.advance()
+            key = word.upper
+            if key in opts:
+                raise ParseError(f"{key} given twice", self.span_from(word), self.source)
+            num = self.tok
+            if num.type not in (T.INTEGER, T.FLOAT):
+                self.fail(f"expected a number after {key}", hint="e.g. WEIGHT 2, PRECISION 0.9 (1: exact only)")
+            self.advance()
+            value = float(num.text)
+            if key == "PRECISION" and not 0.0 <= value <= 1.0:
+                raise ParseError(
+                    f"PRECISION is the least recall (1 − FN) the query accepts: between 0 and 1, not {num.text}",
+                    self.span_from(num),
+                    self.source,
+                )
+            opts[key] = value
+        self.expect_kw("AS")
+        q = self.query()
+        return ast.RegisterQuery(name, q, opts.get("WEIGHT"), opts.get("PRECISION"), span=self.span_from(start))
 
     # -- queries -------------------------------------------------------------------------
     def query(self) -> ast.Query:

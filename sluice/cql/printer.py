@@ -142,6 +142,12 @@ _PRINTERS: dict[type, Callable[[Any], str]] = {
     ast.RegisterView: lambda n: (
         f"REGISTER VIEW {n.name}" + (f" ({', '.join(n.columns)})" if n.columns else "") + f" AS {to_cql(n.query)}"
     ),
+    ast.RegisterQuery: lambda n: (
+        f"REGISTER QUERY {n.name}"
+        + (f" WEIGHT {n.weight:g}" if n.weight is not None else "")
+        + (f" PRECISION {n.precision:g}" if n.precision is not None else "")
+        + f" AS {to_cql(n.query)}"
+    ),
     ast.QueryStatement: lambda n: to_cql(n.query),
     ast.Explain: lambda n: "EXPLAIN " + to_cql(n.query),
 }

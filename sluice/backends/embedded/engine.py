@@ -254,6 +254,14 @@ class EmbeddedEngine:
                 plan = Binder(self.catalog, text).bind_top(stmt.query)
                 out.append(self._start(BoundQuery(plan, src), None, None, QueryLimits()))
                 continue
+            if isinstance(stmt, ast.RegisterQuery):
+                limits = QueryLimits(
+                    1.0 if stmt.weight is None else stmt.weight, 0.0 if stmt.precision is None else stmt.precision
+                )
+                bq = execute_statement(self.catalog, stmt, text, src)
+                assert isinstance(bq, BoundQuery)
+                out.append(self._start(bq, stmt.name, None, limits))
+                continue
             if isinstance(stmt, ast.Explain):
                 plan = Binder(self.catalog, text).bind_top(stmt.query)
                 out.append(self.explain_plan(plan))

@@ -129,6 +129,14 @@ class SparkEngine:
             src = text[stmt.span.start : stmt.span.end]
             if isinstance(stmt, ast.QueryStatement):
                 out.append(self.register_query(src))
+            elif isinstance(stmt, ast.RegisterQuery):
+                w, p = stmt.weight, stmt.precision
+                qsrc = text[stmt.query.span.start : stmt.query.span.end]
+                out.append(
+                    self.register_query(
+                        qsrc, stmt.name, weight=1.0 if w is None else w, min_precision=0.0 if p is None else p
+                    )
+                )
             elif isinstance(stmt, ast.Explain):
                 out.append(explain_plan(bind_query(self.catalog, stmt.query, source=text).plan))
             else:
