@@ -276,12 +276,15 @@ class ResourceManager:
         self.adjustments += 1
         u = self._usage()
         lowered = any(st.rate < 1.0 for st in self.streams.values())
-        if u.total <= self.limit * REALLOCATE and not (lowered and u.total < self.limit * RAISE):
-            if u.total <= self.limit * REALLOCATE:
-                self._shedding = False
-            return
+        if u.total <= self.limit * REALLOCATE:
+            self._shedding = False  # a shedding episode ends when memory is back under the band
+            if not (lowered and u.total < self.limit * RAISE):
+                return
         locked = self.locked()
-        live = {s: u.by_stream.get(s, 0.0) for s in self.streams if u.by_stream.get(s, 0.0) > 0}
+        # streams holding memory, and lowered ones (one that holds nothing now may be raised freely)
+        live = {
+            s: u.by_stream.get(s, 0.0) for s, st in self.streams.items() if u.by_stream.get(s, 0.0) > 0 or st.rate < 1
+        }
         rates = {s: self.streams[s].held_rate() for s in live}
         fixed = u.total - sum(live.values())
         demands = [Demand(r.limits.weight, r.streams, r.limits.min_precision) for r in self.readers.values()]
