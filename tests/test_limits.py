@@ -98,6 +98,8 @@ def test_the_allocator_favours_weight_and_keeps_least_precision() -> None:
     assert not r.feasible  # 0.9 + 0.9 of 1000 B each do not fit in 1000 B: said, not hidden
     r = allocate(mem, {"a": 1.0, "b": 1.0}, 0.0, 5000.0, [Demand(1.0, ("a",)), Demand(1.0, ("b",))])
     assert r.rates == {"a": 1.0, "b": 1.0}  # fits: nothing approximated
+    r = allocate(mem, {"a": 1.0, "b": 1.0}, 2000.0, 1000.0, [Demand(1.0, ("a",)), Demand(1.0, ("b",))])
+    assert not r.feasible and r.rates == {"a": 0.01, "b": 0.01}  # fixed state over the target: the floor, said
     r = allocate(mem, {"a": 1.0, "b": 1.0}, 0.0, 1500.0, [Demand(1.0, ("a", "b"))], frozenset({"a"}))
     assert r.rates["a"] == 1.0 and r.rates["b"] == pytest.approx(0.5, abs=0.01)
 

@@ -85,6 +85,8 @@ def allocate(
     ones = np.ones(len(names))
     if total(ones) <= budget:
         return result(ones, True)
+    if budget <= 0:  # what cannot be sampled (locked streams, fixed state) takes the whole target already
+        return result(np.full(len(names), FLOOR), False)
     cons: list[dict[str, object]] = [{"type": "ineq", "fun": lambda x: (budget - total(x)) / max(budget, 1.0)}]
     for _, idx, least in terms:
         if least > 0 and idx:
@@ -100,6 +102,6 @@ def allocate(
         and total(x) <= budget * 1.001
         and all(least <= 0 or not idx or recall(x, idx) >= least * 0.999 for _, idx, least in terms)
     )
-    if total(x) > budget:  # the solver's answer still over: scale down to fit (the floor permitting)
+    if total(x) > budget > 0:  # the solver's answer still over: scale down to fit (the floor permitting)
         x = np.clip(x * budget / total(x), FLOOR, 1.0)
     return result(x, ok)
