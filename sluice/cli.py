@@ -144,8 +144,9 @@ def _engine_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--master", default="local[2]", help="Spark master URL (with --backend spark)")
     g.add_argument(
         "--scheduler",
-        default="round-robin",
-        help="strategy[+modifier][:key=value,…], e.g. chain, threshold:memory=5MB, round-robin:quantum=2",
+        default=None,
+        help="strategy[+modifier][:key=value,…], e.g. chain, threshold:memory=5MB, round-robin:quantum=2 "
+        "(default: round-robin, switched for latency targets and memory pressure)",
     )
     g.add_argument("--slack", type=int, default=0, help="accept elements up to this many ticks out of order")
     g.add_argument(
@@ -174,7 +175,6 @@ def _engine(args: argparse.Namespace) -> Any:
     from sluice.backends import Sluice
 
     opts: dict[str, Any] = {
-        "scheduler": args.scheduler,
         "seed": args.seed,
         "time_unit": args.time_unit,
         "slack": args.slack,
@@ -182,6 +182,8 @@ def _engine(args: argparse.Namespace) -> Any:
     }
     if args.memory_limit is not None:
         opts["memory_limit"] = args.memory_limit
+    if args.scheduler is not None:  # chosen: kept (latency targets do not switch it)
+        opts["scheduler"] = args.scheduler
     if args.backend == "spark":
         opts["master"] = args.master
     return Sluice(args.backend, **opts)

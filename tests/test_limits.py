@@ -428,3 +428,93 @@ def test_register_query_states_weight_and_precision_in_cql() -> None:
         assert caret in str(e.value)
     with pytest.raises(SluiceError, match="already registered"):
         eng.execute("REGISTER QUERY big AS select * from A")
+
+
+# -- latency targets and the strategy that meets them (issue #13 item 5; Jiang) ---------------
+class Clock:
+    """A clock the test sets (module level: an engine with it can be checkpointed)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_missed_latency_target_switches_to_path_capacity_and_back_and_answers_stay_exact() -> None:
+    clock = Clock()
+    eng = EmbeddedEngine(start=0)
+    eng.qos.clock = clock  # the latency meter's wall clock, set by the test
+    eng.execute(DDL)
+    q = eng.register_query("select * from A [Range 20] where V < 50", "q", max_latency="200ms")
+    other = eng.register_query("select A.K, B.V from A [Range 5], B [Now] where A.K = B.K", "other")
+    feed = _feed(2000, 6)
+    for i in range(0, len(feed), 100):
+        part = feed[i : i + 100]
+        for s in ("A", "B"):
+            rows = [r for n, r in part if n == s]
+            if rows:
+                eng.push(s, rows)
+        clock.now += 0.5 if i == 500 else 0.01  # one slow turn: its outputs are 0.5 s late
+        eng.run()
+        if i == 500:
+            assert eng.strategy.name == "path-capacity"
+    eng.close()
+    lat = q.latency
+    assert lat.target == 0.2 and lat.missed >= 1 and lat.max == pytest.approx(0.5) and lat.count > 10
+    assert "target 200 ms missed by" in eng.explain("q")
+    events = [e for e in eng.statistics().approx_events if e.action == "strategy"]
+    assert "round-robin → path-capacity: latency over target: q (max 500 ms > 200 ms)" in events[0].detail
+    assert "path-capacity → round-robin" in events[-1].detail  # back after quiet runs
+    streams = {s: [(r[0], r[1:]) for n, r in feed if n == s] for s in ("A", "B")}
+    for query in (q, other):  # switching changes when results appear, never what they are
+        want = evaluate(bind_query(eng.catalog, query.bound.text), streams, {}, start=0, until=feed[-1][1][0])
+        assert not diff_outputs(want, query.results()), query.name
+
+
+def test_a_chosen_scheduler_is_kept_and_memory_pressure_picks_chain() -> None:
+    clock = Clock()
+    eng = EmbeddedEngine(start=0, scheduler="fifo")
+    eng.qos.clock = clock
+    eng.execute(DDL)
+    eng.register_query("select * from A [Range 20]", "q", max_latency=0.1)
+    eng.push("A", [(0, 1, 1)])
+    eng.heartbeat(0)
+    clock.now = 1.0
+    eng.run()
+    assert eng.strategy.name == "fifo"
+    assert any(e.action == "late" and "kept" in e.detail for e in eng.statistics().approx_events)
+    # under a memory limit, with no latency target missed: Chain (least queue memory) while memory is at risk
+    eng = EmbeddedEngine(start=0, memory_limit="20KB")
+    eng.execute(DDL)
+    eng.register_query("select * from A [Range 400]", "q")
+    for t in range(0, 400, 4):
+        eng.push("A", [(t + i // 40, i % 50, i) for i in range(160)])
+        eng.run()
+        if eng.limits.at_risk():  # type: ignore[union-attr]
+            assert eng.strategy.name == "chain"
+            break
+    else:
+        pytest.fail("memory never came near the limit")
+    with pytest.raises(SluiceError, match="max_latency"):
+        eng.register_query("select * from A", max_latency="soon")
+
+
+def test_latency_in_cql_and_spark_refusal() -> None:
+    from sluice.cql.errors import ParseError
+    from sluice.cql.parser import parse_script
+    from sluice.cql.printer import to_cql
+
+    eng = EmbeddedEngine()
+    eng.execute(DDL)
+    (q,) = eng.execute("REGISTER QUERY fast LATENCY 250 ms WEIGHT 2 AS select * from A")
+    assert q.limits == QueryLimits(2.0, 0.0, 0.25)  # type: ignore[union-attr]
+    text = "REGISTER QUERY fast WEIGHT 2 LATENCY 250 ms AS SELECT * FROM A"
+    assert to_cql(parse_script(text)[0]) == text
+    with pytest.raises(ParseError, match="time unit after the LATENCY"):
+        eng.execute("REGISTER QUERY f LATENCY 2 parsecs AS select * from A")
+    from sluice.backends.spark.engine import SparkEngine
+
+    spark = SparkEngine.__new__(SparkEngine)  # the check comes before any Spark work
+    with pytest.raises(SluiceError, match="max_latency is not available on the Spark backend"):
+        SparkEngine.register_query(spark, "select * from A", max_latency="1s")

@@ -170,6 +170,7 @@ class ResourceManager:
     readers: dict[str, _Reader] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
     peak: int = 0
+    last: int = 0  # memory at the last adjustment
     adjustments: int = 0
     on_shed: list[Callable[[str, pa.Table, str], None]] = field(default_factory=list)
 
@@ -271,10 +272,15 @@ class ResourceManager:
     def _event(self, action: str, detail: str) -> None:
         self.events.append(Event(self.adjustments, action, detail))
 
+    def at_risk(self) -> bool:
+        """Memory above the band where the rates are chosen again (as last measured)."""
+        return self.last > self.limit * REALLOCATE
+
     def adjust(self) -> None:
         """After the engine ran: choose the sampling rates again if memory calls for it."""
         self.adjustments += 1
         u = self._usage()
+        self.last = u.total
         lowered = any(st.rate < 1.0 for st in self.streams.values())
         if u.total <= self.limit * REALLOCATE:
             self._shedding = False  # a shedding episode ends when memory is back under the band

@@ -444,15 +444,17 @@ class RegisterView(Statement):
 
 @dataclass(frozen=True, slots=True)
 class RegisterQuery(Statement):
-    """``REGISTER QUERY name [WEIGHT w] [PRECISION p] AS query``: a named continuous query with
-    its importance (STREAM §2.4) and tolerable imprecision (§5.2: the least recall, 1 − FN, it
-    accepts under a memory limit; ``PRECISION 1`` is exact only).  Design 021.
+    """``REGISTER QUERY name [WEIGHT w] [PRECISION p] [LATENCY n unit] AS query``: a named
+    continuous query with its importance (STREAM §2.4), tolerable imprecision (§5.2: the least
+    recall, 1 − FN, it accepts under a memory limit; ``PRECISION 1`` is exact only) and latency
+    target (seconds).  Design 021.
     """
 
     name: str
     query: Query
     weight: float | None = None
     precision: float | None = None
+    latency: float | None = None  # seconds
     span: Span = _span()
 
 

@@ -236,16 +236,32 @@ class Parser:
     def register_query(self, start: Token) -> ast.RegisterQuery:
         name = self.ident("a query name").text
         opts: dict[str, float] = {}
-        while self.is_kw("WEIGHT", "PRECISION"):
+        while self.is_kw("WEIGHT", "PRECISION", "LATENCY"):
             word = self.advance()
             key = word.upper
             if key in opts:
                 raise ParseError(f"{key} given twice", self.span_from(word), self.source)
             num = self.tok
             if num.type not in (T.INTEGER, T.FLOAT):
-                self.fail(f"expected a number after {key}", hint="e.g. WEIGHT 2, PRECISION 0.9 (1: exact only)")
+                self.fail(
+                    f"expected a number after {key}",
+                    hint="e.g. WEIGHT 2, PRECISION 0.9 (1: exact only), LATENCY 200 ms",
+                )
             self.advance()
             value = float(num.text)
+            if key == "LATENCY":
+                unit = self.tok
+                try:
+                    value = value * ast.TimeUnit.of(unit.text).millis / 1000 if unit.type is T.IDENT else -1.0
+                except ValueError:
+                    value = -1.0
+                if value < 0:
+                    self.fail(
+                        "expected a time unit after the LATENCY number", hint="e.g. LATENCY 200 ms, LATENCY 2 seconds"
+                    )
+                self.advance()
+                if value <= 0:
+                    raise ParseError("LATENCY must be positive", self.span_from(num), self.source)
             if key == "PRECISION" and not 0.0 <= value <= 1.0:
                 raise ParseError(
                     f"PRECISION is the least recall (1 − FN) the query accepts: between 0 and 1, not {num.text}",
@@ -255,7 +271,9 @@ class Parser:
             opts[key] = value
         self.expect_kw("AS")
         q = self.query()
-        return ast.RegisterQuery(name, q, opts.get("WEIGHT"), opts.get("PRECISION"), span=self.span_from(start))
+        return ast.RegisterQuery(
+            name, q, opts.get("WEIGHT"), opts.get("PRECISION"), opts.get("LATENCY"), span=self.span_from(start)
+        )
 
     # -- queries -------------------------------------------------------------------------
     def query(self) -> ast.Query:

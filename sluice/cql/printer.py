@@ -146,6 +146,7 @@ _PRINTERS: dict[type, Callable[[Any], str]] = {
         f"REGISTER QUERY {n.name}"
         + (f" WEIGHT {n.weight:g}" if n.weight is not None else "")
         + (f" PRECISION {n.precision:g}" if n.precision is not None else "")
+        + (f" LATENCY {n.latency * 1000:g} ms" if n.latency is not None else "")
         + f" AS {to_cql(n.query)}"
     ),
     ast.QueryStatement: lambda n: to_cql(n.query),

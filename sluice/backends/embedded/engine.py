@@ -23,8 +23,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from sluice.approx.limits import QueryLimits, parse_size
+from sluice.approx.limits import QueryLimits, parse_latency, parse_size
 from sluice.approx.manager import ResourceManager
+from sluice.approx.qos import QoS
 from sluice.backends.embedded.inspector import Inspector
 from sluice.backends.embedded.loop import SchedulerLoop
 from sluice.backends.embedded.query import EngineStats, Query
@@ -97,7 +98,7 @@ class EmbeddedEngine:
         slack: int = 0,
         sharing: bool = True,
         shared_join: str | SharedJoinOptions | None = None,
-        scheduler: str | Strategy = "round-robin",
+        scheduler: str | Strategy | None = None,
         budget: int = 65536,
         seed: int = 0,
         start: int | None = None,
@@ -111,12 +112,16 @@ class EmbeddedEngine:
         self.registry = QueryRegistry(
             ExecContext(start=start, seed=seed, clock=clock), slack, sharing, self.shared_join
         )
-        self.loop = SchedulerLoop(self.registry, scheduler, budget)
+        self.loop = SchedulerLoop(self.registry, "round-robin" if scheduler is None else scheduler, budget)
+        # latency targets: the strategy is switched for them unless the user chose one (design 021)
+        # (its own wall clock: ``clock`` measures operators' costs and may be a test's counter)
+        self.qos = QoS(pinned=scheduler is not None)
+        self.registry.on_remove.append(self.qos.forget)
         self.limits: ResourceManager | None = None
         if memory_limit is not None:
             self.limits = ResourceManager(parse_size(memory_limit), seed, UsageMeter(self.registry))
             self.registry.on_remove.append(self.limits.forget_query)
-        self.inspector = Inspector(self.registry, self.loop, self.limits)
+        self.inspector = Inspector(self.registry, self.loop, self.limits, self.qos)
         for d in self.catalog.sources:
             self._add_source(d)
 
@@ -183,6 +188,7 @@ class EmbeddedEngine:
         retain: int | None = None,
         weight: float = 1.0,
         min_precision: float = 0.0,
+        max_latency: float | str | None = None,
     ) -> Query:
         """Bind, plan and start a continuous query; its answer accumulates in the returned handle.
 
@@ -190,10 +196,13 @@ class EmbeddedEngine:
         ``N`` the last N, 0 none (subscribers still see everything) — for unbounded streams.
         Under a ``memory_limit``: ``weight`` is the query's importance when the engine must
         approximate (STREAM §2.4), ``min_precision`` the least recall it accepts (1: exact only).
+        ``max_latency`` (seconds or ``"200ms"``): the push-to-output latency it tolerates; the engine
+        measures it and, unless a scheduler was chosen, switches to path capacity while it is missed.
         """
         text = query if isinstance(query, str) else to_cql(query)
         q_ast = parse_query(query) if isinstance(query, str) else query
-        limits = QueryLimits(weight, min_precision)
+        latency = None if max_latency is None else parse_latency(max_latency)
+        limits = QueryLimits(weight, min_precision, latency)
         plan = Binder(self.catalog, text).bind_top(q_ast)
         if retain is not None and retain < 0:
             raise SluiceError(f"retain must be None, 0 or a positive number of elements, not {retain}")
@@ -201,9 +210,10 @@ class EmbeddedEngine:
 
     def _start(self, bq: BoundQuery, name: str | None, retain: int | None, limits: QueryLimits) -> Query:
         q = self.registry.start(bq, name, retain)
-        q.limits, q.weight, q.manager = limits, limits.weight, self.limits
+        q.limits, q.weight, q.manager, q.qos = limits, limits.weight, self.limits, self.qos
         if self.limits is not None:
             self.limits.add_query(q.name, bq.plan, limits)
+        self.qos.add(q.name, limits.max_latency)
         return q
 
     def unregister(self, name: str) -> None:
@@ -242,6 +252,8 @@ class EmbeddedEngine:
         q = self.registry.activate(name)
         if self.limits is not None and name not in self.limits.readers:
             self.limits.add_query(name, q.bound.plan, q.limits)
+        if name not in self.qos.queries:
+            self.qos.add(name, q.limits.max_latency)
         q.inactive_since = None
         return q
 
@@ -256,7 +268,9 @@ class EmbeddedEngine:
                 continue
             if isinstance(stmt, ast.RegisterQuery):
                 limits = QueryLimits(
-                    1.0 if stmt.weight is None else stmt.weight, 0.0 if stmt.precision is None else stmt.precision
+                    1.0 if stmt.weight is None else stmt.weight,
+                    0.0 if stmt.precision is None else stmt.precision,
+                    stmt.latency,
                 )
                 bq = execute_statement(self.catalog, stmt, text, src)
                 assert isinstance(bq, BoundQuery)
@@ -288,6 +302,7 @@ class EmbeddedEngine:
         for msg in errors:
             src.reject("malformed", msg)
         src.push(batch)
+        self.qos.pushed(src.max_seen)
 
     def push_batch(self, name: str, batch: pa.Table) -> None:
         """Push an already-typed batch (``__ts``, ``__sign``, ``c0…``): the fast path, through
@@ -298,6 +313,7 @@ class EmbeddedEngine:
         for msg in errors:
             src.reject("malformed", msg)
         src.push(batch)
+        self.qos.pushed(src.max_seen)
 
     def reject(self, name: str, messages: Sequence[str]) -> None:
         """Count rows rejected before they reached the engine (a reader's bad lines), as malformed."""
@@ -323,9 +339,11 @@ class EmbeddedEngine:
     def set_scheduler(self, scheduler: str | Strategy, **options: Any) -> None:
         """Choose the scheduling strategy (also while running): a name from
         ``sluice.scheduling.strategies.STRATEGIES`` (with ``+oldest-first``, ``+dynamic``,
-        ``+exhaustive``, ``+limited`` modifiers) or a strategy object.
+        ``+exhaustive``, ``+limited`` modifiers) or a strategy object.  The engine then keeps it:
+        latency targets no longer switch it (they are still measured and reported).
         """
         self.loop.set_scheduler(scheduler, **options)
+        self.qos.pinned = True
 
     def set_estimates(self, estimates: dict[str, tuple[float, float]]) -> None:
         """Static (seconds per tuple, selectivity) per operator name (see ``explain``), used by the
@@ -338,6 +356,10 @@ class EmbeddedEngine:
         steps = self.loop.run(max_steps)
         if self.limits is not None:
             self.limits.adjust()
+        at_risk = self.limits is not None and self.limits.at_risk()
+        want = self.qos.choose(self.loop.strategy.name, at_risk)
+        if want is not None:
+            self.loop.set_scheduler(want)
         return steps
 
     def on_shed(self, fn: Callable[[str, pa.Table, str], None]) -> None:

@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from sluice.approx.manager import ResourceManager
+from sluice.approx.qos import QoS
 from sluice.backends.embedded.loop import SchedulerLoop
 from sluice.backends.embedded.query import EngineStats, Query
 from sluice.backends.embedded.registry import QueryRegistry
@@ -16,10 +17,17 @@ from sluice.runtime.stats import QueueStats
 
 
 class Inspector:
-    def __init__(self, registry: QueryRegistry, loop: SchedulerLoop, limits: ResourceManager | None = None) -> None:
+    def __init__(
+        self,
+        registry: QueryRegistry,
+        loop: SchedulerLoop,
+        limits: ResourceManager | None = None,
+        qos: QoS | None = None,
+    ) -> None:
         self.registry = registry
         self.loop = loop
         self.limits = limits
+        self.qos = qos
 
     def statistics(self) -> EngineStats:
         reg = self.registry
@@ -41,15 +49,19 @@ class Inspector:
         )
 
     def _limits(self) -> dict[str, Any]:
-        m = self.limits
+        m, qos = self.limits, self.qos
+        out: dict[str, Any] = {}
+        if qos is not None:
+            out["latency"] = tuple((n, replace(s)) for n, s in qos.queries.items())
+            out["approx_events"] = tuple(qos.events)
         if m is None:
-            return {}
-        return {
+            return out
+        return out | {
             "memory_limit": m.limit,
             "peak_memory": m.peak,
             "shedding": tuple(replace(s) for s in m.streams.values()),
             "approximations": tuple((n, m.approximation(n)) for n in self.registry.queries if n in m.readers),
-            "approx_events": tuple(m.events),
+            "approx_events": tuple(sorted([*m.events, *out.get("approx_events", ())], key=lambda e: e.seq)),
         }
 
     def rejected(self) -> list[str]:
@@ -69,6 +81,8 @@ class Inspector:
                 lines.append(f"rewritten by: {', '.join(q.rewrites)}")
             if self.limits is not None:
                 lines.append(f"approximation: {q.approximation.describe()} ({q.limits.describe()})")
+            if q.limits.max_latency is not None:
+                lines.append(q.latency.describe())
             assert q.output is not None
             self._explain_op(q.output, "", "", lines, q.name)
         return "\n".join(lines)

@@ -5,7 +5,7 @@ the engine's statistics record.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 from sluice.approx.limits import QueryLimits
 from sluice.approx.manager import Approximation, Event, ResourceManager, StreamShedding
 from sluice.approx.precision import EXACT
+from sluice.approx.qos import LatencyStats, QoS
 from sluice.catalog import Kind
 from sluice.errors import SluiceError
 from sluice.plan import BoundQuery
@@ -44,6 +45,7 @@ class EngineStats:
     shedding: tuple[StreamShedding, ...] = ()
     approximations: tuple[tuple[str, Approximation], ...] = ()
     approx_events: tuple[Event, ...] = ()
+    latency: tuple[tuple[str, LatencyStats], ...] = ()  # each query's output latency (sluice.approx.qos)
 
     @property
     def memory_bytes(self) -> int:
@@ -75,6 +77,7 @@ class Query:
     limits: QueryLimits = field(default_factory=QueryLimits)  # its weight and least precision
     manager: ResourceManager | None = None  # the engine's, under a memory limit
     inactive_since: int | None = None  # deactivated (STREAM §2.4): not maintained from this instant
+    qos: QoS | None = None  # the engine's latency meter
     _held: int = 0
     _close: Callable[[str], None] | None = None
 
@@ -92,11 +95,19 @@ class Query:
         return Approximation({}, {}, 0, EXACT, {}, self.limits)
 
     @property
+    def latency(self) -> LatencyStats:
+        """Its output latency so far against its ``max_latency`` (seconds; ``sluice.approx.qos``)."""
+        st = self.qos.queries.get(self.name) if self.qos is not None else None
+        return replace(st) if st is not None else LatencyStats(self.limits.max_latency)
+
+    @property
     def schema(self) -> Any:
         return self.bound.schema
 
     def _deliver(self, b: pa.Table) -> None:
         self.delivered += b.num_rows
+        if self.qos is not None:
+            self.qos.delivered(self.name, b)
         if self.retain != 0:
             self.batches.append(b)
             self._held += b.num_rows

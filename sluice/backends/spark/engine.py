@@ -29,7 +29,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from sluice.approx.limits import QueryLimits, parse_size
+from sluice.approx.limits import QueryLimits, parse_latency, parse_size
 from sluice.backends.spark.compile import NativePlan, native, overflow, partitioning, to_column
 from sluice.backends.spark.frames import native_columns, source_column
 from sluice.backends.spark.inbox import Inbox
@@ -134,7 +134,11 @@ class SparkEngine:
                 qsrc = text[stmt.query.span.start : stmt.query.span.end]
                 out.append(
                     self.register_query(
-                        qsrc, stmt.name, weight=1.0 if w is None else w, min_precision=0.0 if p is None else p
+                        qsrc,
+                        stmt.name,
+                        weight=1.0 if w is None else w,
+                        min_precision=0.0 if p is None else p,
+                        max_latency=stmt.latency,
                     )
                 )
             elif isinstance(stmt, ast.Explain):
@@ -180,11 +184,18 @@ class SparkEngine:
         path: str | Path | None = None,
         weight: float = 1.0,
         min_precision: float = 0.0,
+        max_latency: float | str | None = None,
     ) -> SparkQuery:
         """Start a query.  ``weight`` and ``min_precision`` are checked as on the embedded engine;
         Spark never approximates (there is no memory limit here), so every query is exact.
+        ``max_latency`` is refused with a message (Spark's trigger decides latency there).
         """
-        QueryLimits(weight, min_precision)
+        QueryLimits(weight, min_precision, None if max_latency is None else parse_latency(max_latency))
+        if max_latency is not None:
+            raise SluiceError(
+                "max_latency is not available on the Spark backend yet (its micro-batch trigger sets the latency); "
+                "use the embedded engine"
+            )
         bq = bind_query(self.catalog, query)
         name = name or f"q{len(self.queries) + 1}"
         if name in self.queries:
