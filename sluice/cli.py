@@ -378,6 +378,9 @@ def _run(args: argparse.Namespace) -> int:
             )
             for name, a in limited.approximations:
                 print(f"{name}: {a.describe()}", file=sys.stderr)
+        for name, lat in limited.latency:
+            if lat.target is not None:
+                print(f"{name}: {lat.describe()}", file=sys.stderr)
     if stopping:
         print("sluice: interrupted (SIGTERM): input not finished; outputs hold the completed instants", file=sys.stderr)
         return 128 + signal.SIGTERM
