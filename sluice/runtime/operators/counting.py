@@ -4,14 +4,14 @@ Rows are stably sorted by group, running sums per group (``numpy.cumsum`` with t
 the base) give each group's state after every instant, and the last row of each (group, instant)
 run is compared with the one before it.  A batch spanning thousands of instants costs a few array
 passes, not a Python step per instant.  Sums stay int64 while a bound shows they cannot overflow;
-past that the same arrays hold Python integers (exact, slower).  Float sums are exact (integers ×
-2^exp, rounded once).  MIN/MAX over an input that deletes in insertion order keep a monotonic
+past that the same arrays hold Python integers (exact, slower).  Float sums are exact and int64 too:
+limbs of a fixed-point accumulator over the exponents the data used, rounded once per output value
+(``sluice.plan.limbs``, design 022).  MIN/MAX over an input that deletes in insertion order keep a monotonic
 queue per group and are answered as range maxima (``Counting._extremes``; design 013).
 """
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 from typing import Any
 
@@ -19,6 +19,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from sluice.datatypes import TypeKind
+from sluice.errors import InternalError
+from sluice.plan import limbs
 from sluice.plan.expr import AggCall, AggKind
 from sluice.plan.numeric import INT_MAX, INT_MIN
 from sluice.runtime.batch import arrow_type, make
@@ -34,13 +36,13 @@ class Counting(Part):
     State row 0 is COUNT(*); an aggregate with an argument adds its non-null count and, for
     SUM/AVG, its integer sum.  Groups get dense ids (freed when their count returns to 0).
 
-    A float SUM/AVG keeps the exact sum of its finite values as an integer × 2^exp (every double
-    is one: ``sluice.plan.numeric``) and counts of +inf and −inf; those sums are Python integers in
-    a second part of the state (a NumPy object array: the same array code, exact, no per-row
-    Python), the counts stay int64.  Its value is the exact sum rounded once.
+    A float SUM/AVG keeps the exact sum of its finite values as int64 limbs (``sluice.plan.limbs``:
+    a second part of the state, ``limbs``, a block of columns per sum laid out by ``lay``) and
+    counts of +inf and −inf (state rows).  The same array code cumulates both parts; a value is
+    the exact sum rounded once.
     """
 
-    STATE = ("state", "fstate", "exp", "_mag", "gid", "keys", "free", "rejects", "ext")
+    STATE = ("state", "limbs", "lay", "_mag", "gid", "keys", "free", "rejects", "ext")
 
     def __init__(self, aggs: tuple[AggCall, ...], nkeys: int) -> None:
         self.aggs, self.nkeys = aggs, nkeys
@@ -82,20 +84,20 @@ class Counting(Part):
             self.inf_row.append(rows if fl else -1)
             rows += 2 * fl
         # one row per group id, one column per state value: gathering a group's state is contiguous.
-        # Two parts: counts and integer sums (int64 until a sum may pass 2^62), and the float sums
-        # (exact Python integers, an object array) — object arithmetic only where exactness needs it
-        fsums = {self.sum_row[i] for i, r in enumerate(self.inf_row) if r >= 0}
-        self.where: list[tuple[int, int]] = []  # state value → (part, column)
-        width = [0, 0]
+        # Two parts: counts and integer sums (int64 until a sum may pass 2^62), and the float sums'
+        # limbs (int64 always; a float sum's state row has no column of the first part)
+        self.fsums = [i for i, r in enumerate(self.inf_row) if r >= 0 and self.owner[i] == i]
+        fsum_rows = {self.sum_row[i] for i in self.fsums}
+        self.where: list[int] = []  # state value → its column of ``state`` (−1: a float sum)
+        width = 0
         for r in range(rows):
-            part = 1 if r in fsums else 0
-            self.where.append((part, width[part]))
-            width[part] += 1
-        self.state: np.ndarray = np.zeros((16, width[0]), dtype=np.int64)
-        self.fstate: np.ndarray = np.zeros((16, width[1]), dtype=object)
-        # float SUM/AVG: the sum is an integer × 2^exp, exp the lowest bit any value had so far
-        # (it only decreases; the state is rescaled then) — small integers, fast to add and round
-        self.exp: list[int] = [0] * len(aggs)
+            self.where.append(-1 if r in fsum_rows else width)
+            width += r not in fsum_rows
+        self.state: np.ndarray = np.zeros((16, width), dtype=np.int64)
+        self.limbs: np.ndarray = np.zeros((16, 0), dtype=np.int64)
+        # per float sum, in column order: [limbs, base exponent] — its exponent band (no values
+        # yet: 0 limbs), widened for a value outside it, narrowed when the values using an end left
+        self.lay: dict[int, list[int]] = {i: [0, 0] for i in self.fsums}
         self._mag = 0.0  # an upper bound on |every state value| (int64 while it stays < 2^62)
         self.gid: dict[tuple[Any, ...], int] = {}
         self.keys: list[tuple[Any, ...] | None] = []
@@ -108,10 +110,10 @@ class Counting(Part):
 
     def state_bytes(self) -> int:
         queued = sum(len(p) for groups in self.ext.values() for p, _ in groups.values())
-        return len(self.gid) * (64 + 8 * self.state.shape[1] + 32 * self.fstate.shape[1]) + 16 * queued
+        return len(self.gid) * (64 + 8 * (self.state.shape[1] + self.limbs.shape[1])) + 16 * queued
 
     def _parts(self) -> tuple[np.ndarray, np.ndarray]:
-        return self.state, self.fstate
+        return self.state, self.limbs
 
     def _alloc(self, key: tuple[Any, ...]) -> int:
         if self.free:
@@ -123,7 +125,7 @@ class Counting(Part):
                 grown = [np.zeros((2 * p.shape[0], p.shape[1]), dtype=p.dtype) for p in self._parts()]
                 for new, old in zip(grown, self._parts(), strict=True):
                     new[:g] = old[:g]
-                self.state, self.fstate = grown
+                self.state, self.limbs = grown
         self.keys[g] = key
         self.gid[key] = g
         return g
@@ -159,34 +161,59 @@ class Counting(Part):
             ids[j] = self._alloc(key) if g is None else g
         return ids[inv.reshape(-1)]
 
-    def _scaled(self, i: int, f: np.ndarray) -> np.ndarray:
-        """Finite doubles as exact integers × 2^exp[i] (object array; ±inf and NULL count 0).
-        A value with a lower bit than any before lowers exp[i] and rescales the state.
+    def _widen(self, i: int, lo: int, hi: int) -> None:
+        """Float sum ``i``'s limbs hold bits [lo, hi) (a wider band: limbs added below or above)."""
+        k, base = self.lay[i]
+        nb, nk, pre = limbs.fit(base, k, lo, hi)
+        if nk == k:
+            return
+        start = self._start(i)
+        old = self.limbs
+        new = np.zeros((old.shape[0], old.shape[1] + nk - k), dtype=np.int64)
+        new[:, :start] = old[:, :start]
+        new[:, start + pre : start + pre + k] = old[:, start : start + k]
+        new[:, start + nk :] = old[:, start + k :]
+        # the old top limb (carries only) is a digit limb now: back into [0, 2^R)
+        limbs.carry(new[:, start : start + nk])
+        self.limbs = new
+        self.lay[i] = [nk, nb]
+
+    def _start(self, i: int) -> int:
+        """Float sum ``i``'s first column in ``limbs``."""
+        return sum(self.lay[j][0] for j in self.fsums[: self.fsums.index(i)])
+
+    def _compact(self, i: int) -> None:
+        """Drop float sum ``i``'s limbs the live values no longer use (a band of values that left):
+        zero lowest limbs, and a top limb above another zero one.
         """
-        f = np.where(np.isfinite(f), f, 0.0)
-        mant, ex = np.frexp(f)  # f = mant · 2^ex, |mant| in [0.5, 1): mant · 2^53 is an exact integer
-        m = (mant * float(1 << 53)).astype(np.int64)
-        low = ex.astype(np.int64) - 53  # f = m · 2^low
-        nz = m != 0
-        if nz.any():
-            tz = _trailing_zeros(m[nz])
-            lowest = int((low[nz] + tz).min())
-            if lowest < self.exp[i]:
-                r = self.where[self.sum_row[i]][1]
-                self.fstate[:, r] = np.left_shift(self.fstate[:, r], self.exp[i] - lowest)
-                self.exp[i] = lowest
-        shift = low - self.exp[i]
-        neg = shift < 0  # only where trailing zeros make the right shift exact (or m is 0)
-        if neg.any():
-            m = np.where(neg, m >> np.where(neg, -shift, 0), m)
-            shift = np.maximum(shift, 0)
-        return np.left_shift(m.astype(object), shift.astype(object))
+        (k, base), start = self.lay[i], self._start(i)
+        block = self.limbs[:, start : start + k]
+        lo = 0
+        while k - lo > 2 and not block[:, lo].any():
+            lo += 1
+        hi = k
+        while hi - lo > 2 and not block[:, hi - 1].any() and not block[:, hi - 2].any():
+            hi -= 1
+        if (lo, hi) == (0, k):
+            return
+        self.limbs = np.concatenate([self.limbs[:, :start], block[:, lo:hi], self.limbs[:, start + k :]], axis=1)
+        self.lay[i] = [hi - lo, base + lo * limbs.R]
+
+    def _settle(self, touched: np.ndarray) -> None:
+        """After a batch: the touched groups' limbs carried back into range (what keeps the next
+        batch's running sums within int64).
+        """
+        for i in self.fsums:
+            (k, _), start = self.lay[i], self._start(i)
+            if k:
+                self.limbs[touched, start : start + k] = limbs.carry(self.limbs[touched, start : start + k])
 
     def _deltas(self, sign: np.ndarray, args: list[Any], n: int) -> tuple[np.ndarray, np.ndarray]:
         s = sign.astype(np.int64)
         sums: dict[int, np.ndarray] = {}
         bound = 0.0
         nn: dict[int, np.ndarray] = {}
+        split: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         for i, v in enumerate(args):
             if v is None or self.owner[i] != i:
                 continue
@@ -196,7 +223,14 @@ class Counting(Part):
                 nn[self.ins_row[i]] = valid * (s > 0)
             if self.inf_row[i] >= 0:
                 f = pc.fill_null(pc.cast(v, pa.float64()), 0.0).to_numpy(zero_copy_only=False)
-                sums[self.sum_row[i]] = self._scaled(i, f)
+                m, low, high = limbs.split(f)
+                if self.lay[i][0] > 4:  # wider than most data needs: have the values using an end left?
+                    self._compact(i)
+                k, base = self.lay[i]
+                band = limbs.span(m, low, high, base if k else None)
+                if band is not None:
+                    self._widen(i, *band)
+                split[i] = (m, low)
                 nn[self.inf_row[i]] = (f == np.inf).astype(np.int64) * s
                 nn[self.inf_row[i] + 1] = (f == -np.inf).astype(np.int64) * s
             elif self.sum_row[i] >= 0:
@@ -210,17 +244,19 @@ class Counting(Part):
                 self.state = self.state.astype(object)  # exact from here on: Python integers
             self._mag += bound
         d = np.empty((n, self.state.shape[1]), dtype=self.state.dtype)
-        fd = np.empty((n, self.fstate.shape[1]), dtype=object)
         d[:, 0] = s
         for r, v in nn.items():
-            d[:, self.where[r][1]] = v
+            d[:, self.where[r]] = v
         for r, x in sums.items():
-            part, j = self.where[r]
-            if part:
-                fd[:, j] = x * s
-            else:
-                d[:, j] = x.astype(object) * s if d.dtype == object else x * s
-        return d, fd
+            d[:, self.where[r]] = x.astype(object) * s if d.dtype == object else x * s
+        if n >= limbs.MAX_ROWS and self.limbs.shape[1]:  # ≥ 32 GiB of timestamps in one batch
+            raise InternalError(f"a batch of {n} rows is beyond the float sums' running-sum bound")
+        blocks = [np.zeros((n, 0), dtype=np.int64)]
+        for i in self.fsums:  # in column order
+            k, base = self.lay[i]
+            if k:
+                blocks.append(limbs.digits(*split[i], s, base, k))
+        return d, blocks[-1] if len(blocks) == 2 else np.concatenate(blocks, axis=1)
 
     def apply(
         self, ts: np.ndarray, sign: np.ndarray, keycols: list[Any], args: list[Any], types: list[Any]
@@ -263,6 +299,7 @@ class Counting(Part):
             olds.append(part[ge[first]])  # a group's state before the batch
             part[touched] = new[last]
             news.append(new)
+        self._settle(touched)
         new_e = (news[0], news[1])
         old_first = (olds[0], olds[1])
         ext_n: dict[int, tuple[np.ndarray, np.ndarray]] = {}
@@ -348,7 +385,7 @@ class Counting(Part):
         for all rows at once with a sparse table of ranks.  No Python step per row or per instant.
         """
         is_max = self.aggs[i].fn is AggKind.MAX
-        ins_c, nn_c = self.where[self.ins_row[i]][1], self.where[self.nn_row[i]][1]
+        ins_c, nn_c = self.where[self.ins_row[i]], self.where[self.nn_row[i]]
         groups = ge[first]  # touched groups, ascending (rows are ordered by group)
         gi_e = np.cumsum(first) - 1  # each end row's group index
         base = np.asarray(old[:, ins_c], dtype=np.int64)  # position of the batch's first insertion
@@ -424,10 +461,10 @@ class Counting(Part):
         from ``ext`` (computed by :meth:`_extremes`; NULL without it).
         """
         st = parts[0]
+        mags: dict[int, limbs.Magnitude] = {}  # per float sum: its magnitudes (SUM and AVG share)
 
         def col(r: int) -> np.ndarray:
-            part, j = self.where[r]
-            return parts[part][:, j]
+            return st[:, self.where[r]]
 
         count = st[:, 0]
         visible = (count > 0).astype(bool) if self.nkeys else np.ones(st.shape[0], dtype=bool)
@@ -444,12 +481,17 @@ class Counting(Part):
             if a.fn is AggKind.COUNT:
                 out.append((nn, None))
                 continue
+            if self.inf_row[i] >= 0:
+                j = self.owner[i]
+                (k, base), start = self.lay[j], self._start(j)
+                block = parts[1][:, start : start + k]
+                if j not in mags:
+                    mags[j] = limbs.magnitude(block)
+                pinf, ninf = col(self.inf_row[i]), col(self.inf_row[i] + 1)
+                out.append(_float_values(a.fn, block, base, mags[j], nn, pinf, ninf))
+                continue
             sm = col(self.sum_row[i])
             null = nn == 0
-            if self.inf_row[i] >= 0:
-                exp = self.exp[self.owner[i]]
-                out.append(_float_values(a.fn, sm, nn, col(self.inf_row[i]), col(self.inf_row[i] + 1), exp))
-                continue
             if a.fn is AggKind.SUM:
                 if st.dtype == object:
                     big = np.array([not INT_MIN <= int(x) <= INT_MAX for x in sm], dtype=bool)
@@ -467,7 +509,7 @@ class Counting(Part):
     def initial_row(self) -> tuple[Any, ...]:
         """The one row of an aggregate without GROUP BY over nothing (COUNT 0, SUM/AVG NULL)."""
         _, vals = self._values(
-            (np.zeros((1, self.state.shape[1]), self.state.dtype), np.zeros((1, self.fstate.shape[1]), object))
+            (np.zeros((1, self.state.shape[1]), self.state.dtype), np.zeros((1, self.limbs.shape[1]), np.int64))
         )
         return tuple(None if m is not None and m[0] else _py(x[0]) for x, m in vals)
 
@@ -514,12 +556,6 @@ def _py(v: Any) -> Any:
     return v.item() if isinstance(v, np.generic) else v
 
 
-def _trailing_zeros(m: np.ndarray) -> np.ndarray:
-    """Trailing zero bits of nonzero int64 values (vectorised: the lowest set bit's position)."""
-    low = np.abs(m) & -np.abs(m)  # isolates the lowest set bit (exact for |m| < 2^63)
-    return np.log2(low.astype(np.float64)).astype(np.int64)
-
-
 def _shifted(new: np.ndarray, first: np.ndarray, at_first: np.ndarray) -> np.ndarray:
     """``new`` moved one row down, with ``at_first`` where a group's run starts."""
     out = np.empty_like(new)
@@ -528,64 +564,20 @@ def _shifted(new: np.ndarray, first: np.ndarray, at_first: np.ndarray) -> np.nda
     return out
 
 
-def _int_float(x: Any) -> float:
-    try:
-        return float(x)
-    except OverflowError:
-        return math.inf if x > 0 else -math.inf
-
-
-def _as_float(sm: np.ndarray) -> np.ndarray:
-    """Integers (object array) as doubles, each correctly rounded (±inf beyond the largest)."""
-    try:
-        return sm.astype(np.float64)
-    except OverflowError:
-        return np.array([_int_float(x) for x in sm], dtype=np.float64)
-
-
-def _divide(num: Any, den: Any) -> float:
-    try:
-        return float(num / den)  # int / int: correctly rounded
-    except OverflowError:
-        return math.inf if num > 0 else -math.inf
-
-
-_DIVIDE = np.frompyfunc(_divide, 2, 1)
-_SMALL = 2**1022  # ldexp of a correctly rounded double is exact while the result stays normal
-
-
 def _float_values(
-    fn: AggKind, sm: np.ndarray, nn: np.ndarray, pinf: np.ndarray, ninf: np.ndarray, exp: int
+    fn: AggKind,
+    block: np.ndarray,
+    base: int,
+    mag: limbs.Magnitude,
+    nn: np.ndarray,
+    pinf: np.ndarray,
+    ninf: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Float SUM/AVG of sums ``sm`` × 2^exp: the exact value rounded once; NULL without values or
-    with both infinities (``sluice.plan.numeric``).
+    """Float SUM/AVG of limb sums ``block`` (``mag``: their magnitudes): the exact value rounded
+    once; NULL without values or with both infinities (``sluice.plan.numeric``).
     """
     nn, pinf, ninf = (np.asarray(x, dtype=np.int64) for x in (nn, pinf, ninf))
     null = (nn == 0) | ((pinf > 0) & (ninf > 0))
-    if len(sm) == 0:
-        return np.zeros(0), null
-    if fn is AggKind.SUM:
-        # float(int) rounds correctly; × 2^exp is exact unless the result is subnormal or beyond
-        # the largest double — those few go through exact division
-        with np.errstate(over="ignore"):
-            vals = np.ldexp(_as_float(sm), exp)
-        odd = np.flatnonzero((np.abs(vals) < 2.0**-1022) & (vals != 0) | ~np.isfinite(vals))
-    else:
-        approx = _as_float(sm)
-        big = np.abs(approx) >= 2.0**53
-        with np.errstate(over="ignore", invalid="ignore"):
-            vals = np.ldexp(approx / np.maximum(nn, 1), exp)  # exact operands (below 2^53): one rounding
-        odd = np.flatnonzero(big | (np.abs(vals) < 2.0**-1022) & (vals != 0) | ~np.isfinite(vals))
-    if len(odd):
-        num = sm[odd]
-        den = np.maximum(nn[odd], 1).astype(object) if fn is AggKind.AVG else np.ones(len(odd), dtype=object)
-        if exp >= 0:
-            num = np.left_shift(num, exp)
-        else:
-            den = np.left_shift(den, -exp)
-        try:  # int / int per element, correctly rounded (NumPy calls Python's division)
-            vals[odd] = np.asarray(num / den, dtype=np.float64)
-        except OverflowError:  # some quotient beyond the largest double: ±inf for those
-            vals[odd] = np.asarray(_DIVIDE(num, den), dtype=np.float64)
+    vals = limbs.to_double(block, base, nn if fn is AggKind.AVG else None, mag)
     vals = np.where(pinf > 0, np.inf, np.where(ninf > 0, -np.inf, vals))
     return np.where(null, 0.0, vals), null
