@@ -26,9 +26,10 @@ of the other buffer's ``KeyIndex``, costing its matches; Arrow's hash join of th
 keys the index cannot code) or, in the nested-loop variant, by checking every element of the
 band — vectorised over the elements that arrived together.
 
-**Scheduling (§3).**  Join work is queued as *units* (the elements of one input read together,
-or at most ``unit`` of them; the paper's tuple is ``unit=1``), each with the extent of the windows
-it has already scanned (the resume pointer of §3.2).  The policy picks the next (unit, band):
+**Scheduling (§3;** ``shared_join_queues.py``**).**  Join work is queued as *units* (the elements
+of one input read together, or at most ``unit`` of them; the paper's tuple is ``unit=1``), each
+with the extent of the windows it has already scanned (the resume pointer of §3.2).  The policy
+picks the next (unit, band):
 
 * ``LWO`` (§3.1): the oldest unit scans the largest window in one go;
 * ``SWF`` (§3.2): the unit whose next band completes the smallest window (new units start at the
@@ -54,11 +55,12 @@ import pyarrow.compute as pc
 from sluice import windows as W
 from sluice.errors import InternalError
 from sluice.plan.expr import BExpr
-from sluice.runtime.batch import META, NEG_INF, POS_INF, arrow_type, concat, make, nbytes, sort_by_ts, ts_of
+from sluice.runtime.batch import META, NEG_INF, POS_INF, SIGN, arrow_type, concat, make, nbytes, sort_by_ts, ts_of
 from sluice.runtime.key_index import codable
 from sluice.runtime.keys import comparable
 from sluice.runtime.operators.base import Operator, PortHandle, new_port, port_line
 from sluice.runtime.operators.join_buffer import JoinBuffer, extent, family
+from sluice.runtime.operators.shared_join_queues import Unit, UnitView, next_band, pick
 from sluice.runtime.operators.shared_join_spec import (
     LEFT,
     RIGHT,
@@ -68,54 +70,8 @@ from sluice.runtime.operators.shared_join_spec import (
     Variant,
 )
 from sluice.runtime.queue import count_upto
+from sluice.runtime.stats import SharedJoinStats
 from sluice.runtime.vexpr import VFn, compile_expr, evaluate_rows, truth_mask
-
-
-@dataclass
-class Unit:
-    """Join work owed by elements ``lo … hi`` of one input: they have scanned the other input's
-    windows up to extent ``done`` (−1: none yet) — the resume pointer of §3.2.
-    """
-
-    side: int
-    lo: int
-    hi: int
-    first_ts: int
-    order: int
-    done: int = -1
-
-
-class _UnitView:
-    """What the scans of one pending unit share, derived from the buffers (a cache: rebuilt when
-    missing, e.g. after a restore): its elements' instants, how far the other input reached at
-    each (``hz``; ties: the left finds), where each window extent starts there, and — with an
-    index — the matches over the largest extent, probed once (``_band_candidates``).  Every bound
-    is fixed once the unit exists: its read was a timestamp prefix of both inputs
-    (``read_aligned``), and the buffers keep what a pending unit still scans (``_retain``).
-    """
-
-    def __init__(self, u: Unit, own: JoinBuffer, other: JoinBuffer, own_fam: str, fam: str) -> None:
-        self.own, self.other, self.own_fam, self.fam = own, other, own_fam, fam
-        self.idx = np.arange(u.lo, u.hi, dtype=np.int64)
-        self.tau = own.ts[self.idx - own.base]
-        self.hz = np.asarray(other.count_upto(self.tau, strict=u.side == RIGHT), np.int64)
-        self._starts: dict[int, np.ndarray] = {}
-        self._own_starts: dict[int, np.ndarray] = {}
-        self.matches: tuple[int, np.ndarray, np.ndarray] | None = None
-
-    def start(self, e: int) -> np.ndarray:
-        """Where a window of extent ``e`` over the other input starts, per element's instant."""
-        got = self._starts.get(e)
-        if got is None:
-            got = np.maximum(self.other.window_start(self.fam, e, self.tau), self.other.base)
-            self._starts[e] = got
-        return got
-
-    def own_start(self, e: int) -> np.ndarray:
-        got = self._own_starts.get(e)
-        if got is None:
-            got = self._own_starts[e] = self.own.window_start(self.own_fam, e, self.tau)
-        return got
 
 
 @dataclass
@@ -145,6 +101,12 @@ class SharedWindowJoin(Operator):
         "_held_peak",
         "_work",
         "_released",
+        "_steps",
+        "_probes",
+        "_examined",
+        "_found",
+        "_inserted",
+        "_deleted",
     )
     PARTS = ("left", "right")
 
@@ -168,11 +130,18 @@ class SharedWindowJoin(Operator):
         self._held: list[list[pa.Table]] = []  # per port: output not yet released (§3.2's output buffer)
         self._port_wm: list[int] = []
         self._held_peak = 0  # most rows ever held for release (§5.3)
-        self._work = 0  # pairs examined and elements probed, all runs
+        self._work = 0  # per (unit, band) step its probes and the pairs found (at least 1), all runs
         self._released = 0
+        # the join's own counts (``statistics()``): steps, elements probed, pairs examined and found
+        # by them; per port, rows released (insertions, deletions)
+        self._steps = self._probes = self._examined = self._found = 0
+        self._inserted: list[int] = []
+        self._deleted: list[int] = []
+        # the band scan checks every pair of the band (§3.1) rather than hashing on equal keys
+        self._nested = not (self.spec.variant is Variant.HASH and self.spec.keys)
         self._bands: tuple[list[int], list[int]] = ([], [])
-        # what a pending unit's scans share: its window bounds, its matches (see _UnitView)
-        self._views: dict[tuple[int, int, int], _UnitView] = {}
+        # what a pending unit's scans share: its window bounds, its matches (see UnitView)
+        self._views: dict[tuple[int, int, int], UnitView] = {}
         # experiments: called with (port, released batch) as output leaves the operator
         self.on_release: Any = None
 
@@ -204,6 +173,8 @@ class SharedWindowJoin(Operator):
         self._active.append(True)
         self._held.append([])
         self._port_wm.append(NEG_INF)
+        self._inserted.append(0)
+        self._deleted.append(0)
         self.left.add_port(d.left.filter is not None)
         self.right.add_port(d.right.filter is not None)
         self.queries.add(query)
@@ -329,42 +300,17 @@ class SharedWindowJoin(Operator):
         return [Unit(s, a, min(a + size, hi), int(ts[a - base]), 0) for a in range(lo, hi, size)]
 
     # -- scheduling (§3) -----------------------------------------------------------------
-    def _next_band(self, u: Unit) -> int | None:
-        for e in self._bands[u.side]:
-            if e > u.done:
-                return e
-        return None
-
-    def _pick(self) -> tuple[Unit, int]:
-        """The next (unit, extent to scan up to) under the policy."""
-        policy = self.spec.options.policy
-        if policy is Policy.LWO:
-            u = min(self._units, key=lambda u: u.order)
-            return u, self._bands[u.side][-1]
-        best: tuple[Any, ...] | None = None
-        pick: tuple[Unit, int] | None = None
-        for u in self._units:
-            e = self._next_band(u)
-            if e is None:
-                continue
-            if policy is Policy.SWF:
-                key: tuple[Any, ...] = (e, u.order)
-            else:  # GREEDY: the narrowest partial window first (§3.3)
-                key = (e - max(u.done, 0) if u.done >= 0 else e, e, u.order)
-            if best is None or key < best:
-                best, pick = key, (u, e)
-        assert pick is not None
-        return pick
-
     def _step(self) -> int:
         """Do one (unit, band) of join work; return its work (elements probed + pairs examined)."""
-        self._units = [u for u in self._units if self._next_band(u) is not None]
+        bands = self._bands
+        self._units = [u for u in self._units if next_band(bands, u) is not None]
         if not self._units:
             return 0
-        u, upto = self._pick()
+        u, upto = pick(self.spec.options.policy, self._units, bands)
         work = self._scan(u, u.done, upto)
+        self._steps += 1
         u.done = upto
-        if self._next_band(u) is None:
+        if next_band(bands, u) is None:
             self._units.remove(u)
         return max(work, 1)
 
@@ -377,7 +323,11 @@ class SharedWindowJoin(Operator):
         v = self._view(u)
         lo = v.start(upto)
         hi = v.hz if done < 0 else np.minimum(v.hz, v.start(done))
-        i, j, work = self._band_candidates(u, v, lo, hi, upto)
+        i, j, probed, examined = self._band_candidates(u, v, lo, hi, upto)
+        work = probed + len(i)
+        self._probes += probed
+        self._examined += examined
+        self._found += len(i)
         if not len(i):
             return work
         own.met_earlier(i, j)
@@ -410,38 +360,39 @@ class SharedWindowJoin(Operator):
             self._hold(p, pairs, keep[some][kept])
         return work
 
-    def _view(self, u: Unit) -> _UnitView:
+    def _view(self, u: Unit) -> UnitView:
         key = (u.side, u.lo, u.hi)
         v = self._views.get(key)
         if v is None:
             own, other = self._buf(u.side), self._buf(1 - u.side)
-            self._views[key] = v = _UnitView(u, own, other, self.spec.families[u.side], self.spec.families[1 - u.side])
+            self._views[key] = v = UnitView(u, own, other, self.spec.families[u.side], self.spec.families[1 - u.side])
         return v
 
     def _band_candidates(
-        self, u: Unit, v: _UnitView, lo: np.ndarray, hi: np.ndarray, upto: int
-    ) -> tuple[np.ndarray, np.ndarray, int]:
-        """The unit's candidates in one band (``lo ≤ j < hi`` per element), and the work: elements
-        probed and pairs examined.  With an index a probe costs its matches whatever its range, so
-        the unit's first band probes every band it will scan and the later bands select from those
-        matches (no other partner can come: the read was a timestamp prefix of both inputs).
+        self, u: Unit, v: UnitView, lo: np.ndarray, hi: np.ndarray, upto: int
+    ) -> tuple[np.ndarray, np.ndarray, int, int]:
+        """The unit's candidates in one band (``lo ≤ j < hi`` per element), the elements probed and
+        the pairs examined (the nested loop: every pair of the band; hashing: those with equal
+        keys).  With an index a probe costs its matches whatever its range, so the unit's first
+        band probes every band it will scan and the later bands select from those matches (no
+        other partner can come: the read was a timestamp prefix of both inputs).
         """
         idx = v.idx
         if self._buf(u.side).index is None or self._buf(1 - u.side).index is None:
             i, j = self._candidates(u.side, idx, lo, hi)
-            return i, j, len(idx) + len(i)
+            return i, j, len(idx), int(np.maximum(hi - lo, 0).sum()) if self._nested else len(i)
         ext = self._bands[u.side][-1]
         probed = 0
         if v.matches is None or v.matches[0] < ext:
             if upto >= ext:  # the last band: nothing to keep
                 i, j = self._candidates(u.side, idx, lo, hi)
-                return i, j, len(idx) + len(i)
+                return i, j, len(idx), len(i)
             v.matches = (ext, *self._candidates(u.side, idx, v.start(ext), v.hz))
             probed = len(idx)
         _, i, j = v.matches
         k = i - u.lo
         m = (j >= lo[k]) & (j < hi[k])
-        return i[m], j[m], probed + int(m.sum())
+        return i[m], j[m], probed, int(m.sum())
 
     def _candidates(self, s: int, idx: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(outer, inner) absolute index pairs with ``lo ≤ inner < hi`` per outer element and equal keys."""
@@ -671,6 +622,9 @@ class SharedWindowJoin(Operator):
                 out = b.slice(0, k)
                 self.emit(out, p.index)
                 self._released += k
+                plus = int(np.count_nonzero(np.asarray(out.column(SIGN).to_numpy()) > 0))
+                self._inserted[p.index] += plus
+                self._deleted[p.index] += k - plus
                 if self.on_release is not None:
                     self.on_release(p.index, out)
             self._held[p.index] = [b.slice(k)] if k < b.num_rows else []
@@ -730,9 +684,38 @@ class SharedWindowJoin(Operator):
     def state_bytes(self) -> int:
         return self.left.nbytes + self.right.nbytes + sum(nbytes(b) for h in self._held for b in h)
 
-    def pending_units(self) -> int:
+    def pending_elements(self) -> int:
         """Elements waiting in the SchedulingQueues (§5.3's input buffer)."""
         return sum(u.hi - u.lo for u in self._units)
+
+    def statistics(self) -> SharedJoinStats:
+        """Every operator's statistics and the join's own counts (see :class:`SharedJoinStats`).
+
+        >>> from sluice.backends.embedded import EmbeddedEngine
+        >>> eng = EmbeddedEngine(start=0)
+        >>> _ = eng.execute("REGISTER STREAM A (K integer); REGISTER STREAM B (K integer)")
+        >>> for w in (1, 5):
+        ...     _ = eng.register_query(f"SELECT * FROM A [Range {w}], B [Range {w}] WHERE A.K = B.K")
+        >>> eng.push("A", [(0, 1)]); eng.push("B", [(2, 1)]); eng.close(20)
+        >>> st = next(s for s in eng.statistics().operators if isinstance(s, SharedJoinStats))
+        >>> st.found, st.inserted, st.deleted, st.pending_units, st.held_rows
+        (1, (0, 1), (0, 1), 0, 0)
+        """
+        b = super().statistics()
+        return SharedJoinStats(
+            *(b.name, b.kind, b.tuples_in, b.tuples_out, b.runs, b.seconds, b.state_bytes, b.rejected),
+            steps=self._steps,
+            probes=self._probes,
+            examined=self._examined,
+            found=self._found,
+            work=self._work,
+            inserted=tuple(self._inserted),
+            deleted=tuple(self._deleted),
+            pending_units=len(self._units),
+            pending_elements=self.pending_elements(),
+            held_rows=self.held_rows(),
+            held_peak=max(self._held_peak, self.held_rows()),
+        )
 
 
 def _compiled(e: BExpr | None) -> VFn | None:
