@@ -18,6 +18,7 @@ from sluice.errors import SluiceError
 from sluice.plan import bind_query
 from sluice.reference import evaluate
 from sluice.reference.compare import diff_outputs
+from sluice.runtime.operators.join_buffer import Family
 from sluice.runtime.operators.shared_join import SharedWindowJoin
 from sluice.runtime.operators.shared_join_spec import Policy, SharedJoinOptions, Variant
 from sluice.runtime.stats import SharedJoinStats
@@ -255,7 +256,7 @@ def test_queries_added_and_removed_while_running_match_the_unshared_engine(polic
         assert want[name]
     # the rows⋈time join served only q1: removed with it; q2's port is dropped from the other
     (join,) = [o for o in shared.operators if isinstance(o, SharedWindowJoin)]
-    assert join.spec.families == ("time", "time")
+    assert join.spec.families == (Family.TIME, Family.TIME)
     assert sorted(q for p in join.active_ports() for q in p.queries) == ["q0", "q3", "q4"]
 
 

@@ -59,7 +59,7 @@ from sluice.runtime.batch import META, NEG_INF, POS_INF, SIGN, arrow_type, conca
 from sluice.runtime.key_index import codable
 from sluice.runtime.keys import comparable
 from sluice.runtime.operators.base import Operator, PortHandle, new_port, port_line
-from sluice.runtime.operators.join_buffer import JoinBuffer, extent, family
+from sluice.runtime.operators.join_buffer import Family, JoinBuffer, extent, family
 from sluice.runtime.operators.shared_join_queues import Unit, UnitView, next_band, pick
 from sluice.runtime.operators.shared_join_spec import (
     LEFT,
@@ -162,7 +162,8 @@ class SharedWindowJoin(Operator):
             w = d.side(s).window
             if family(w) != self.spec.families[s]:
                 raise InternalError(
-                    f"{self}: a {family(w)} window on input {s}, whose windows are {self.spec.families[s]}"
+                    f"{self}: a {_name(family(w))} window on input {s}, whose windows are "
+                    f"{_name(self.spec.families[s])}"
                 )
         index = len(self.ports)
         handle = new_port(self, index)
@@ -345,7 +346,7 @@ class SharedWindowJoin(Operator):
             keep = j >= v.start(e)[k]
             keep &= own.ok(i, p.index, st[u.side], p.definition.since)
             keep &= other.ok(j, p.index, st[1 - u.side], p.definition.since)
-            if v.own_fam == "rows":  # the arriving element is still in its own window at its instant
+            if v.own_fam is Family.ROWS:  # the arriving element is still in its own window at its instant
                 keep &= i >= v.own_start(extent(ow))[k]
             if keep.any():
                 routes.append((p, keep))
@@ -489,7 +490,7 @@ class SharedWindowJoin(Operator):
                 if isinstance(ow, W.Unbounded):
                     continue
                 e_own = extent(ow)
-                if fam == "time":
+                if fam is Family.TIME:
                     lo_x = int(own.count_upto(after - e_own - 1))
                     hi_x = int(own.count_upto(upto - e_own - 1))
                     x = np.arange(max(lo_x, own.base), hi_x, dtype=np.int64)
@@ -651,7 +652,7 @@ class SharedWindowJoin(Operator):
             if e_max >= POS_INF:
                 continue
             # an element goes once it has left every port's window by the instant complete
-            if fam == "time":
+            if fam is Family.TIME:
                 cut = int(buf.count_upto(self._complete - e_max - 1))
             else:
                 cut = int(buf.count_upto(self._complete)) - e_max
@@ -716,6 +717,10 @@ class SharedWindowJoin(Operator):
             held_rows=self.held_rows(),
             held_peak=max(self._held_peak, self.held_rows()),
         )
+
+
+def _name(f: Family | None) -> str:
+    return "unshared" if f is None else f.value
 
 
 def _compiled(e: BExpr | None) -> VFn | None:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sluice.runtime.operators.join_buffer import JoinBuffer
+from sluice.runtime.operators.join_buffer import Family, JoinBuffer
 from sluice.runtime.operators.shared_join_spec import RIGHT, Policy
 
 
@@ -83,7 +83,7 @@ class UnitView:
     (``read_aligned``), and the buffers keep what a pending unit still scans (``_retain``).
     """
 
-    def __init__(self, u: Unit, own: JoinBuffer, other: JoinBuffer, own_fam: str, fam: str) -> None:
+    def __init__(self, u: Unit, own: JoinBuffer, other: JoinBuffer, own_fam: Family, fam: Family) -> None:
         self.own, self.other, self.own_fam, self.fam = own, other, own_fam, fam
         self.idx = np.arange(u.lo, u.hi, dtype=np.int64)
         self.tau = own.ts[self.idx - own.base]
