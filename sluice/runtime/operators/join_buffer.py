@@ -219,11 +219,15 @@ class JoinBuffer(Part):
             return np.searchsorted(self.ts, tau - ext, side="left").astype(np.int64) + self.base
         return np.asarray(self.count_upto(tau), np.int64) - ext
 
+    def sees_all(self, port: int, start: int, since: int | None) -> bool:
+        """The port sees every element held (``ok`` is true for all): no selection, no later start."""
+        return self._masks[port] is None and since is None and (not len(self._seq) or self.seq[0] >= start)
+
     def ok(self, idx: np.ndarray, port: int, start: int, since: int | None) -> np.ndarray:
         """Which elements (absolute indices) the port sees: from its start, through its selections."""
         m = self._masks[port]
-        if m is None and since is None and (not len(self.seq) or self.seq[0] >= start):
-            return np.ones(len(idx), bool)  # the port sees every element held
+        if self.sees_all(port, start, since):
+            return np.ones(len(idx), bool)
         loc = idx - self.base
         keep = self.seq[loc] >= start
         if since is not None:

@@ -83,6 +83,7 @@ class Port:
     filters: tuple[VFn | None, VFn | None]
     queries: set[str]
     handle: PortHandle
+    ext: tuple[int, int] = (0, 0)  # the extents of its windows on each input (``extent``)
 
 
 @dataclass
@@ -169,7 +170,8 @@ class SharedWindowJoin(Operator):
         handle = new_port(self, index)
         handle.insert_only = all(isinstance(d.side(s).window, W.Unbounded) for s in (LEFT, RIGHT)) and self.insert_only
         filters = tuple(_compiled(d.side(s).filter) for s in (LEFT, RIGHT))
-        self.ports.append(Port(index, d, (filters[0], filters[1]), {query}, handle))
+        ext = (extent(d.left.window), extent(d.right.window))
+        self.ports.append(Port(index, d, (filters[0], filters[1]), {query}, handle, ext))
         self._starts.append(starts)
         self._active.append(True)
         self._held.append([])
@@ -196,10 +198,7 @@ class SharedWindowJoin(Operator):
     def _rebands(self) -> None:
         """The window extents each input's elements scan, smallest first (the SchedulingQueues)."""
         act = [p for p in self.ports if self._active[p.index]]
-        self._bands = (
-            sorted({extent(p.definition.right.window) for p in act}),
-            sorted({extent(p.definition.left.window) for p in act}),
-        )
+        self._bands = (sorted({p.ext[RIGHT] for p in act}), sorted({p.ext[LEFT] for p in act}))
 
     def add_query(self, index: int, query: str) -> None:
         """One more query reads port ``index`` (the planner reused the port for an equal subplan)."""
@@ -262,6 +261,8 @@ class SharedWindowJoin(Operator):
         self._held_peak = max(self._held_peak, self.held_rows())
         for p in self.active_ports():
             self._release(p)
+        wms = [self._port_wm[i] for i, a in enumerate(self._active) if a]
+        self._wm_out = max(self._wm_out, min(wms, default=NEG_INF))
         self._retain()
         return sum(b.num_rows for b in batches)
 
@@ -338,16 +339,17 @@ class SharedWindowJoin(Operator):
         k = i - u.lo
         routes: list[tuple[Port, np.ndarray]] = []
         for p in self.active_ports():
-            ow, tw = p.definition.side(u.side).window, p.definition.side(1 - u.side).window
-            e = extent(tw)
+            e = p.ext[1 - u.side]
             if e <= done:
                 continue
             st = self._starts[p.index]
             keep = j >= v.start(e)[k]
-            keep &= own.ok(i, p.index, st[u.side], p.definition.since)
-            keep &= other.ok(j, p.index, st[1 - u.side], p.definition.since)
+            if not own.sees_all(p.index, st[u.side], p.definition.since):
+                keep &= own.ok(i, p.index, st[u.side], p.definition.since)
+            if not other.sees_all(p.index, st[1 - u.side], p.definition.since):
+                keep &= other.ok(j, p.index, st[1 - u.side], p.definition.since)
             if v.own_fam is Family.ROWS:  # the arriving element is still in its own window at its instant
-                keep &= i >= v.own_start(extent(ow))[k]
+                keep &= i >= v.own_start(p.ext[u.side])[k]
             if keep.any():
                 routes.append((p, keep))
         if not routes:
@@ -485,20 +487,25 @@ class SharedWindowJoin(Operator):
             own, other = self._buf(s), self._buf(1 - s)
             fam, fam_other = self.spec.families[s], self.spec.families[1 - s]
             parts: list[tuple[np.ndarray, ...]] = []
-            for p in self.active_ports():
-                ow = p.definition.side(s).window
-                if isinstance(ow, W.Unbounded):
+            ports = [p for p in self.active_ports() if p.ext[s] < POS_INF]
+            if not ports or not len(own):
+                continue
+            # which elements leave each port's window in (after, upto]: one search for every port
+            e_all = np.array([p.ext[s] for p in ports], np.int64)
+            if fam is Family.TIME:  # x leaves at ts + e + 1
+                ends = np.asarray(own.count_upto(np.concatenate([after - e_all - 1, upto - e_all - 1])), np.int64)
+                firsts, lasts = np.maximum(ends[: len(ports)], own.base), ends[len(ports) :]
+            else:  # [Rows N]: x leaves when the element N after it arrives
+                a, z = (int(c) for c in own.count_upto(np.array([after, upto], np.int64)))
+                firsts, lasts = np.maximum(a - e_all, own.base), z - e_all
+            for p, e_own, first, last in zip(ports, e_all.tolist(), firsts.tolist(), lasts.tolist(), strict=True):
+                if first >= last:
                     continue
-                e_own = extent(ow)
+                x = np.arange(first, last, dtype=np.int64)
                 if fam is Family.TIME:
-                    lo_x = int(own.count_upto(after - e_own - 1))
-                    hi_x = int(own.count_upto(upto - e_own - 1))
-                    x = np.arange(max(lo_x, own.base), hi_x, dtype=np.int64)
                     leave = own.ts[x - own.base] + e_own + 1
-                else:  # [Rows N]: x leaves when the element N after it arrives
-                    k = np.arange(int(own.count_upto(after)), int(own.count_upto(upto)), dtype=np.int64)
-                    k = k[k - e_own >= own.base]
-                    x, leave = k - e_own, own.ts[k - own.base]
+                else:
+                    leave = own.ts[x + e_own - own.base]
                 if len(x) and pending[1 - s] >= POS_INF:  # all partners met: most elements have none
                     loc = x - own.base
                     met = (own.later[loc] < POS_INF) | (own.earlier[loc] >= 0) | (x >= pending[s])
@@ -508,7 +515,7 @@ class SharedWindowJoin(Operator):
                 st = self._starts[p.index]
                 keep = (own.ts[x - own.base] < leave) & own.ok(x, p.index, st[s], p.definition.since)
                 x, leave = x[keep], leave[keep]
-                e_other = extent(p.definition.side(1 - s).window)
+                e_other = p.ext[1 - s]
                 # partners: in their window at leave − 1 (they leave at or after it); the left
                 # element of a pair leaving together emits it, so the right one wants them later
                 at = leave - 1 if s == LEFT else leave
@@ -590,8 +597,7 @@ class SharedWindowJoin(Operator):
         """The first instant for which some unit still owes this port join work (POS_INF: none)."""
         f = POS_INF
         for u in self._units:
-            e = extent(p.definition.side(1 - u.side).window)
-            if u.done < e and u.first_ts < f:
+            if u.done < p.ext[1 - u.side] and u.first_ts < f:
                 buf = self._buf(u.side)
                 if buf.seq[u.hi - 1 - buf.base] >= self._starts[p.index][u.side]:
                     f = u.first_ts
@@ -599,7 +605,7 @@ class SharedWindowJoin(Operator):
 
     def _limits(self, p: Port) -> tuple[int, int]:
         """(release output up to, complete up to) for a port."""
-        f = self._frontier(p)
+        f = self._frontier(p) if self._units else POS_INF
         complete = min(self._complete, f - 1)
         if f >= POS_INF:
             return self._complete, complete
@@ -617,7 +623,7 @@ class SharedWindowJoin(Operator):
         upto, complete = self._limits(p)
         held = self._held[p.index]
         if held:
-            b = sort_by_ts(concat(held, self.types))
+            b = sort_by_ts(held[0] if len(held) == 1 else concat(held, self.types))
             k = int(np.searchsorted(ts_of(b), upto, side="right"))
             if k:
                 out = b.slice(0, k)
@@ -632,8 +638,6 @@ class SharedWindowJoin(Operator):
         if complete > self._port_wm[p.index]:
             self._port_wm[p.index] = complete
             self.outputs[p.index].advance(complete)
-        live = [self._port_wm[i] for i, a in enumerate(self._active) if a]
-        self._wm_out = max(self._wm_out, min(live, default=NEG_INF))
 
     def held_rows(self) -> int:
         return sum(b.num_rows for h in self._held for b in h)
@@ -648,7 +652,7 @@ class SharedWindowJoin(Operator):
             buf = self._buf(s)
             if not len(buf):
                 continue
-            e_max = max(extent(p.definition.side(s).window) for p in act)
+            e_max = max(p.ext[s] for p in act)
             if e_max >= POS_INF:
                 continue
             # an element goes once it has left every port's window by the instant complete
