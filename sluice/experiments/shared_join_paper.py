@@ -302,8 +302,9 @@ def _why_not_greedy(res: dict[str, Any], best: dict[str, str], key: str, clock: 
         )
     else:
         parts.append(
-            "On the work clock each (unit, band) step costs its probe (one unit of work) besides its pairs, so SWF "
-            "and Greedy carry up to six more units per arrival than LWO: a higher load (utilisation)."
+            "On the work clock each (unit, band) step costs at least one unit of work (the first its probe besides "
+            "its pairs; with the key index a later band only its pairs, and one if it finds none), so SWF and "
+            "Greedy carry up to six more units per arrival than LWO: a higher load (utilisation)."
         )
     return " ".join(parts)
 
