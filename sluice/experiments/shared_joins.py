@@ -203,6 +203,7 @@ def _run_row(r: RunResult, arrivals: int) -> dict[str, Any]:
         "busy_ms_per_arrival": rnd(r.busy_ms / max(arrivals, 1), 3),
         "cpu_over_busy": rnd(r.cpu_ms / r.busy_ms, 3) if r.cpu_ms and r.busy_ms else None,
         "steps_per_arrival": rnd(r.steps / max(arrivals, 1), 2),
+        "join_turns_per_arrival": rnd(r.join_turns / max(arrivals, 1), 2),
         "join_buffer_peak": r.join_buffer_peak,
         "pending_peak": r.pending_peak,
         "unread_peak": r.unread_peak,

@@ -222,7 +222,8 @@ class RunResult:
     span_ms: float  # virtual time from the first arrival to the last release
     work: int  # the join's work (WorkClock's count)
     steps: int  # (unit, band) steps of join work
-    turns: int
+    turns: int  # engine turns (every operator's)
+    join_turns: int  # the join's own turns (its statistics().runs)
     wall_s: float
 
     @property
@@ -401,5 +402,6 @@ def play(
         join_work(op),
         st.steps,
         n,
+        st.runs,
         time.perf_counter() - t0,
     )
