@@ -58,6 +58,11 @@ def test_windows_results_have_every_policy_and_window(tmp_path: Any) -> None:
         assert r["outputs"] == sum(r["per_window_outputs"]) > 0
         assert r["max_ms"] >= r["avg_ms"] > 0
         assert r["join_buffer_peak"]["A"] > 0 and r["pending_peak"] >= 0 and r["held_peak"] >= 0
+        assert r["join_turns_per_arrival"] > 0
+    # read from the join's statistics(): LWO one (unit, band) step per arrival (unit=1), the others one per band
+    assert (
+        rows["lwo"]["steps_per_arrival"] == 1 < rows["swf"]["steps_per_arrival"] == rows["greedy"]["steps_per_arrival"]
+    )
     # every policy sees the same pairs
     assert len({tuple(r["per_window_outputs"]) for r in rows.values()}) == 1
 

@@ -18,8 +18,10 @@ from sluice.errors import SluiceError
 from sluice.plan import bind_query
 from sluice.reference import evaluate
 from sluice.reference.compare import diff_outputs
+from sluice.runtime.operators.join_buffer import Family
 from sluice.runtime.operators.shared_join import SharedWindowJoin
 from sluice.runtime.operators.shared_join_spec import Policy, SharedJoinOptions, Variant
+from sluice.runtime.stats import SharedJoinStats
 
 DDL = "REGISTER STREAM A (K integer, V integer); REGISTER STREAM B (K integer, W integer)"
 WINDOWS = ["Now", "Range 0", "Range 1", "Range 3", "Range 8", "Rows 1", "Rows 3", "Range Unbounded"]
@@ -136,6 +138,57 @@ def test_each_query_gets_its_isolated_answer(
     assert joins and not any(o.kind == "Join" for o in eng.operators)
 
 
+def _counted(option: str, seed: int = 5) -> tuple[SharedJoinStats, list[Any]]:
+    windows = [("Range 1", "Range 1"), ("Range 3", "Range 3"), ("Range 8", "Range 3"), ("Range 8", "Range 8")]
+    queries = [f"SELECT * FROM A [{wa}], B [{wb}] WHERE A.K = B.K AND B.W < 8" for wa, wb in windows]
+    streams = _streams(random.Random(seed), 60, 40)
+    eng, got = _run(queries, streams, 60, shared_join=option, budget=3, chunk=5)
+    _check(eng, queries, got, streams, 60)
+    (st,) = [s for s in eng.statistics().operators if isinstance(s, SharedJoinStats)]
+    return st, got
+
+
+@pytest.mark.parametrize("option", ["lwo:unit=1", "swf:unit=1", "greedy:unit=1", "greedy", "swf:variant=nested-loop"])
+def test_the_join_counts_its_own_work(option: str) -> None:
+    st, got = _counted(option)
+    assert st.kind == "SharedWindowJoin" and st.steps > 0 and st.probes > 0
+    # every pair a port gets was found by a step and examined there; a pair leaves once it came
+    assert st.found <= st.examined
+    if "nested-loop" not in option:
+        assert st.examined == st.found  # hashing examines only the pairs with equal keys
+    for p, out in enumerate(got):
+        plus, minus = sum(e.sign == "+" for e in out), sum(e.sign == "-" for e in out)
+        assert minus <= st.deleted[p] <= st.inserted[p] <= st.found
+        # (the output nets a deleted row and an equal row inserted at the same instant)
+        assert plus <= st.inserted[p] and st.inserted[p] - st.deleted[p] == plus - minus
+    assert st.tuples_out == sum(st.inserted) + sum(st.deleted)
+    # after the run nothing waits: no join work queued, no output held for release
+    assert (st.pending_units, st.pending_elements, st.held_rows) == (0, 0, 0)
+    assert st.held_peak > 0
+    # the same input gives the same counts
+    again, _ = _counted(option)
+    assert _counts(again) == _counts(st)
+
+
+def _counts(st: SharedJoinStats) -> tuple[Any, ...]:
+    return (st.steps, st.probes, st.examined, st.found, st.work, st.inserted, st.deleted, st.held_peak)
+
+
+def test_the_policies_find_the_same_pairs_in_more_steps() -> None:
+    """Each pair is found once, by the later element's scan of the band holding its partner, so the
+    pairs found and examined do not depend on the policy; LWO scans each unit's largest window in
+    one step, SWF and Greedy take one step per band (here the three extents each input's units scan).
+    """
+    runs = {p: _counted(f"{p}:unit=1")[0] for p in ("lwo", "swf", "greedy")}
+    nested = {p: _counted(f"{p}:unit=1,variant=nested-loop")[0] for p in ("lwo", "swf", "greedy")}
+    for r in (runs, nested):
+        assert len({(s.found, s.examined, s.inserted, s.deleted) for s in r.values()}) == 1
+    assert nested["lwo"].found == runs["lwo"].found < nested["lwo"].examined
+    lwo = runs["lwo"]
+    assert lwo.steps == lwo.tuples_in  # unit=1: a step per element read
+    assert runs["swf"].steps == runs["greedy"].steps == 3 * lwo.tuples_in  # A's windows 1, 3, 8; B's 1, 3, 8
+
+
 def test_the_papers_example_shares_one_join_and_explain_names_its_queries_and_windows() -> None:
     """Hammad §2.2's two queries: one join of A and B, 1-second and 1-minute windows."""
     eng = EmbeddedEngine()
@@ -203,7 +256,7 @@ def test_queries_added_and_removed_while_running_match_the_unshared_engine(polic
         assert want[name]
     # the rows⋈time join served only q1: removed with it; q2's port is dropped from the other
     (join,) = [o for o in shared.operators if isinstance(o, SharedWindowJoin)]
-    assert join.spec.families == ("time", "time")
+    assert join.spec.families == (Family.TIME, Family.TIME)
     assert sorted(q for p in join.active_ports() for q in p.queries) == ["q0", "q3", "q4"]
 
 

@@ -10,7 +10,7 @@ of a Table 1 mix, share one ``SharedWindowJoin`` (``shared_join="<policy>:unit=1
   four window mixes × LWO/SWF/Greedy × hash/nested loop, Poisson arrivals;
 * ``hammad-burst`` — Fig 10: Pareto ON/OFF bursts of expected size 1–5, Small-Large, hash;
 * ``hammad-memory`` — §5.3: the largest JoinBuffer against the largest input buffer (elements in
-  the scheduling queues, ``pending_units()``) and output buffer (rows held for ordered release);
+  the scheduling queues, ``pending_elements()``) and output buffer (rows held for ordered release);
 * ``hammad-model`` — eq. (1) (LWO) and eq. (2) (SWF) against runs of a burst of ``m`` tuples
   arriving at once (the §3.1.1 setting), per window.
 
@@ -73,6 +73,7 @@ from sluice.experiments.virtual_time import (
     Workload,
     batch_of,
     build,
+    join_work,
     play,
     turns,
 )
@@ -202,6 +203,7 @@ def _run_row(r: RunResult, arrivals: int) -> dict[str, Any]:
         "busy_ms_per_arrival": rnd(r.busy_ms / max(arrivals, 1), 3),
         "cpu_over_busy": rnd(r.cpu_ms / r.busy_ms, 3) if r.cpu_ms and r.busy_ms else None,
         "steps_per_arrival": rnd(r.steps / max(arrivals, 1), 2),
+        "join_turns_per_arrival": rnd(r.join_turns / max(arrivals, 1), 2),
         "join_buffer_peak": r.join_buffer_peak,
         "pending_peak": r.pending_peak,
         "unread_peak": r.unread_peak,
@@ -408,10 +410,12 @@ def run_memory(out: Path, scale: Scale = FULL, clock: str = "measured", progress
         "scale": scale.describe(),
         "measures": {
             "join_buffer_peak": "most elements ever in one input's JoinBuffer (after each engine turn)",
-            "input_buffer_peak": "most elements waiting in the scheduling queues (SharedWindowJoin.pending_units())",
+            "input_buffer_peak": "most elements waiting in the scheduling queues (SharedWindowJoin.pending_elements())",
             "unread_peak": "most elements arrived but not yet read by the join (its input queues)",
             "output_buffer_peak": "most rows held for ordered release between turns (held_rows(); deletions included)",
-            "output_buffer_peak_in_turn": "the operator's _held_peak: also rows found and released within one turn",
+            "output_buffer_peak_in_turn": (
+                "the operator's statistics().held_peak: also rows found and released within one turn"
+            ),
             "input_buffer_s_of_arrivals": "input_buffer_peak / (2 streams x rate): seconds of arrivals",
             "output_buffer_ms_of_output": "output_buffer_peak / (rows the join released per ms, both signs, all ports)",
         },
@@ -456,12 +460,12 @@ def model_run(
     eng.heartbeat(int(b_ts[-1]))
     eng.run()  # B's tuples find nothing to join: not timed
     clock.start(op)
-    w0 = clock.work() if isinstance(clock, WorkClock) else int(op._work)
+    w0 = join_work(op)
     eng.push_batch("A", batch_of(a_ts, np.zeros(m, np.int64)))
     eng.heartbeat(int(a_ts[-1]))
     ports = [PortTimes(x) for x in wins]
     busy, _, _, _ = turns(eng, op, clock, ports, start=0.0, arrival=0.0)
-    work = (clock.work() if isinstance(clock, WorkClock) else int(op._work)) - w0
+    work = join_work(op) - w0
     return [p.mean for p in ports], busy, work
 
 

@@ -18,10 +18,10 @@ When no operator has work, ``V`` jumps to the next arrival.  What a turn costs i
   operator's work included (and, on a shared machine, the waits for a core: it sums the thread's
   CPU time beside it);
 * ``CpuClock`` — the turn's CPU time in this thread (``time.thread_time``);
-* ``WorkClock`` — deterministic: the join's work in the turn (``SharedWindowJoin._work``: elements
-  probed plus pairs found, per (unit, band) scanned; in the nested-loop variant every pair of the
-  band examined, see :class:`WorkClock`) times a fixed cost per unit of work; the other operators
-  cost nothing.  Tests assert on it: no wall clock in any threshold.
+* ``WorkClock`` — deterministic: the join's work in the turn (from its ``statistics()``: elements
+  probed plus pairs examined, per (unit, band) scanned — with hashing the pairs found, in the
+  nested-loop variant every pair of the band, see :class:`WorkClock`) times a fixed cost per unit
+  of work; the other operators cost nothing.  Tests assert on it: no wall clock in any threshold.
 
 >>> s = Workload({"A": (np.array([0, 0, 5]), np.array([1, 1, 1])), "B": (np.array([1]), np.array([1]))})
 >>> r = play(s, [4, 9], "lwo", "hash", budget=8, clock=WorkClock(0.5))
@@ -44,7 +44,6 @@ import pyarrow as pa
 from sluice.backends.embedded import EmbeddedEngine
 from sluice.runtime.batch import SIGN, ts_of
 from sluice.runtime.operators.shared_join import SharedWindowJoin
-from sluice.runtime.operators.shared_join_spec import Variant
 from sluice.scheduling.strategies.round_robin import RoundRobin
 from sluice.scheduling.units import SchedUnit
 
@@ -121,11 +120,10 @@ class CpuClock(MeasuredClock):
 class WorkClock:
     """A turn costs the join work it did × ``ms_per_work``.
 
-    ``SharedWindowJoin._work`` counts, per (unit, band) scanned, the unit's elements plus the pairs
-    its band scan *found*.  That is the hash variant's cost (a probe and its bucket of matches,
-    §3.4) but not the nested loop's, which examines every element of the band (§3.1); for that
-    variant the clock adds the pairs examined and not matched, counted by wrapping the operator's
-    ``_candidates`` while it scans (the operator keeps no such counter).
+    The join's ``statistics().work`` counts, per (unit, band) scanned, the unit's elements probed
+    plus the pairs its band scan *found*.  That is the hash variant's cost (a probe and its bucket
+    of matches, §3.4) but not the nested loop's, which examines every pair of the band (§3.1); the
+    clock adds the pairs examined and not found (``examined − found``: none with hashing).
     """
 
     name = "work"
@@ -133,39 +131,24 @@ class WorkClock:
     def __init__(self, ms_per_work: float) -> None:
         self.ms_per_work = ms_per_work
         self.op: SharedWindowJoin | None = None
-        self.extra = 0  # nested loop: band pairs examined that did not match, in scans
 
     def start(self, op: SharedWindowJoin) -> None:
         self.op = op
-        if op.spec.variant is not Variant.NESTED_LOOP:
-            return
-        scan, candidates = op._scan, op._candidates
-        scanning = [False]
-
-        def counting_scan(u: Any, done: int, upto: int) -> int:
-            scanning[0] = True
-            try:
-                return scan(u, done, upto)
-            finally:
-                scanning[0] = False
-
-        def counting_candidates(s: int, idx: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> Any:
-            i, j = candidates(s, idx, lo, hi)
-            if scanning[0]:
-                self.extra += int(np.maximum(hi - lo, 0).sum()) - len(i)
-            return i, j
-
-        op._scan = counting_scan  # type: ignore[method-assign]
-        op._candidates = counting_candidates  # type: ignore[method-assign]
 
     def work(self) -> int:
         assert self.op is not None
-        return self.op._work + self.extra
+        return join_work(self.op)
 
     def turn(self, run: Any) -> tuple[Any, float]:
         w0 = self.work()
         out = run()
         return out, (self.work() - w0) * self.ms_per_work
+
+
+def join_work(op: SharedWindowJoin) -> int:
+    """The join's work so far as the work clock charges it (see :class:`WorkClock`)."""
+    st = op.statistics()
+    return st.work + st.examined - st.found
 
 
 class _JoinTurns(RoundRobin):
@@ -233,13 +216,14 @@ class RunResult:
     pending_peak: int  # elements in the scheduling queues (the input buffer)
     unread_peak: int  # elements arrived but not yet read by the join
     held_peak: int  # rows held for ordered release, between turns (the output buffer)
-    held_peak_in_turn: int  # the operator's `_held_peak`: also rows released in the turn they were found
+    held_peak_in_turn: int  # the operator's held_peak: also rows released in the turn they were found
     busy_ms: float  # virtual time spent in turns
     cpu_ms: float  # measured clocks: this thread's CPU time in turns (0 on the work clock)
     span_ms: float  # virtual time from the first arrival to the last release
     work: int  # the join's work (WorkClock's count)
     steps: int  # (unit, band) steps of join work
-    turns: int
+    turns: int  # engine turns (every operator's)
+    join_turns: int  # the join's own turns (its statistics().runs)
     wall_s: float
 
     @property
@@ -328,22 +312,9 @@ class _Peaks:
     def sample(self, op: SharedWindowJoin) -> None:
         jb = self.join_buffer
         jb["A"], jb["B"] = max(jb["A"], len(op.left)), max(jb["B"], len(op.right))
-        self.pending = max(self.pending, op.pending_units())
+        self.pending = max(self.pending, op.pending_elements())
         self.unread = max(self.unread, sum(r.available() for r in op.readers))
         self.held = max(self.held, op.held_rows())
-
-
-def _count_steps(op: SharedWindowJoin) -> list[int]:
-    """Counts the operator's (unit, band) steps (it keeps no such counter)."""
-    counter = [0]
-    step = op._step
-
-    def counting_step() -> int:
-        counter[0] += 1
-        return step()
-
-    op._step = counting_step  # type: ignore[method-assign]
-    return counter
 
 
 def turns(
@@ -409,14 +380,13 @@ def play(
         windows_ms, policy, variant, budget=budget, unit=unit, retain=None if keep is not None else 0
     )
     clock.start(op)
-    steps = _count_steps(op)
     ports = [PortTimes(x) for x in windows_ms]
     feed = Feed(eng, w)
     first = feed.first()
     busy, last, n, peaks = turns(eng, op, clock, ports, start=first, feed=feed, since=w.since)
     if keep is not None:
         keep.extend([h.results() for h in handles])
-    work = clock.work() if isinstance(clock, WorkClock) else op._work
+    st = op.statistics()
     return RunResult(
         policy,
         variant,
@@ -425,12 +395,13 @@ def play(
         peaks.pending,
         peaks.unread,
         peaks.held,
-        op._held_peak,
+        st.held_peak,
         busy,
         clock.cpu_ms if isinstance(clock, MeasuredClock) else 0.0,
         last - first,
-        work,
-        steps[0],
+        join_work(op),
+        st.steps,
         n,
+        st.runs,
         time.perf_counter() - t0,
     )

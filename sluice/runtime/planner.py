@@ -34,7 +34,7 @@ from sluice.plan.expr import BExpr, Call, ColRef, walk_expr
 from sluice.runtime.operators.aggregate import Aggregate, AggregateSpec, Distinct, DistinctSpec
 from sluice.runtime.operators.base import ExecContext, Operator, OperatorSpec, PortHandle
 from sluice.runtime.operators.join import Join, JoinSpec
-from sluice.runtime.operators.join_buffer import family
+from sluice.runtime.operators.join_buffer import Family, family
 from sluice.runtime.operators.relational import SetOp, SetOpSpec
 from sluice.runtime.operators.shared_join import SharedWindowJoin
 from sluice.runtime.operators.shared_join_spec import (
@@ -206,7 +206,7 @@ class Planner:
             raise InternalError(f"no operator runs the window [{n.spec.describe()}] ({type(n.spec).__qualname__})")
         return self._new(cls, WindowSpec(n.schema, n.spec, detail=n.spec.describe(n.input.schema.names)), [child])
 
-    def _shared_window(self, n: L.Window, fam: str) -> PortHandle:
+    def _shared_window(self, n: L.Window, fam: Family) -> PortHandle:
         """A port of the one window operator over this stream (STREAM §3.2's synopsis sharing:
         every size reads one buffer); kept across epochs like a shared join.
         """
@@ -449,7 +449,7 @@ def window_side(node: L.LogicalNode) -> WindowSide | None:
         return None
     below: list[BExpr] = []
     base = node.input
-    if fam == "time":
+    if fam is Family.TIME:
         while isinstance(base, L.Filter):
             below.append(base.predicate)
             base = base.input

@@ -5,6 +5,7 @@ key index for the shared join.  The shared window join keeps one per input, the 
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,16 +21,25 @@ from sluice.runtime.synopsis import SynopsisStats
 from sluice.runtime.tail import Tail
 
 
-def family(w: W.WindowDef) -> str | None:
-    """``"time"`` or ``"rows"`` for the windows a shared join serves; None for the others
-    (Slide, Partition By: not nested suffixes of one buffer).
+class Family(enum.Enum):
+    """Windows whose contents at any instant are a suffix of one arrival-ordered buffer, the
+    larger subsuming the smaller: each is a family of sizes one buffer serves.
+    """
+
+    TIME = "time"  # [Range T] without a slide, [Now], Unbounded: the elements of the last T ticks
+    ROWS = "rows"  # [Rows N]: the last N elements
+
+
+def family(w: W.WindowDef) -> Family | None:
+    """The family of a window a shared operator serves; None for the others (Slide, Partition By:
+    not nested suffixes of one buffer).
     """
     if isinstance(w, W.Rows):
-        return "rows"
+        return Family.ROWS
     if isinstance(w, W.Range) and w.slide in (None, 1):
-        return "time"
+        return Family.TIME
     if isinstance(w, W.Now | W.Unbounded):
-        return "time"
+        return Family.TIME
     return None
 
 
@@ -198,22 +208,26 @@ class JoinBuffer(Part):
         """Absolute index one past the last element with ``ts ≤ tau`` (``< tau`` if strict)."""
         return np.searchsorted(self.ts, tau, side="left" if strict else "right") + self.base
 
-    def window_start(self, fam: str, ext: int, tau: np.ndarray) -> np.ndarray:
+    def window_start(self, fam: Family, ext: int, tau: np.ndarray) -> np.ndarray:
         """Absolute index of the first element in a window of extent ``ext`` at instants ``tau``
         (the window is this index up to the last element with ``ts ≤ tau``).
         """
         tau = np.asarray(tau, np.int64)
         if ext >= POS_INF:
             return np.full(len(tau), self.base, np.int64)
-        if fam == "time":
+        if fam is Family.TIME:
             return np.searchsorted(self.ts, tau - ext, side="left").astype(np.int64) + self.base
         return np.asarray(self.count_upto(tau), np.int64) - ext
+
+    def sees_all(self, port: int, start: int, since: int | None) -> bool:
+        """The port sees every element held (``ok`` is true for all): no selection, no later start."""
+        return self._masks[port] is None and since is None and (not len(self._seq) or self.seq[0] >= start)
 
     def ok(self, idx: np.ndarray, port: int, start: int, since: int | None) -> np.ndarray:
         """Which elements (absolute indices) the port sees: from its start, through its selections."""
         m = self._masks[port]
-        if m is None and since is None and (not len(self.seq) or self.seq[0] >= start):
-            return np.ones(len(idx), bool)  # the port sees every element held
+        if self.sees_all(port, start, since):
+            return np.ones(len(idx), bool)
         loc = idx - self.base
         keep = self.seq[loc] >= start
         if since is not None:

@@ -26,9 +26,10 @@ of the other buffer's ``KeyIndex``, costing its matches; Arrow's hash join of th
 keys the index cannot code) or, in the nested-loop variant, by checking every element of the
 band — vectorised over the elements that arrived together.
 
-**Scheduling (§3).**  Join work is queued as *units* (the elements of one input read together,
-or at most ``unit`` of them; the paper's tuple is ``unit=1``), each with the extent of the windows
-it has already scanned (the resume pointer of §3.2).  The policy picks the next (unit, band):
+**Scheduling (§3;** ``shared_join_queues.py``**).**  Join work is queued as *units* (the elements
+of one input read together, or at most ``unit`` of them; the paper's tuple is ``unit=1``), each
+with the extent of the windows it has already scanned (the resume pointer of §3.2).  The policy
+picks the next (unit, band):
 
 * ``LWO`` (§3.1): the oldest unit scans the largest window in one go;
 * ``SWF`` (§3.2): the unit whose next band completes the smallest window (new units start at the
@@ -54,11 +55,12 @@ import pyarrow.compute as pc
 from sluice import windows as W
 from sluice.errors import InternalError
 from sluice.plan.expr import BExpr
-from sluice.runtime.batch import META, NEG_INF, POS_INF, arrow_type, concat, make, nbytes, sort_by_ts, ts_of
+from sluice.runtime.batch import META, NEG_INF, POS_INF, SIGN, arrow_type, concat, make, nbytes, sort_by_ts, ts_of
 from sluice.runtime.key_index import codable
 from sluice.runtime.keys import comparable
 from sluice.runtime.operators.base import Operator, PortHandle, new_port, port_line
-from sluice.runtime.operators.join_buffer import JoinBuffer, extent, family
+from sluice.runtime.operators.join_buffer import Family, JoinBuffer, extent, family
+from sluice.runtime.operators.shared_join_queues import Unit, UnitView, next_band, pick
 from sluice.runtime.operators.shared_join_spec import (
     LEFT,
     RIGHT,
@@ -68,54 +70,8 @@ from sluice.runtime.operators.shared_join_spec import (
     Variant,
 )
 from sluice.runtime.queue import count_upto
+from sluice.runtime.stats import SharedJoinStats
 from sluice.runtime.vexpr import VFn, compile_expr, evaluate_rows, truth_mask
-
-
-@dataclass
-class Unit:
-    """Join work owed by elements ``lo … hi`` of one input: they have scanned the other input's
-    windows up to extent ``done`` (−1: none yet) — the resume pointer of §3.2.
-    """
-
-    side: int
-    lo: int
-    hi: int
-    first_ts: int
-    order: int
-    done: int = -1
-
-
-class _UnitView:
-    """What the scans of one pending unit share, derived from the buffers (a cache: rebuilt when
-    missing, e.g. after a restore): its elements' instants, how far the other input reached at
-    each (``hz``; ties: the left finds), where each window extent starts there, and — with an
-    index — the matches over the largest extent, probed once (``_band_candidates``).  Every bound
-    is fixed once the unit exists: its read was a timestamp prefix of both inputs
-    (``read_aligned``), and the buffers keep what a pending unit still scans (``_retain``).
-    """
-
-    def __init__(self, u: Unit, own: JoinBuffer, other: JoinBuffer, own_fam: str, fam: str) -> None:
-        self.own, self.other, self.own_fam, self.fam = own, other, own_fam, fam
-        self.idx = np.arange(u.lo, u.hi, dtype=np.int64)
-        self.tau = own.ts[self.idx - own.base]
-        self.hz = np.asarray(other.count_upto(self.tau, strict=u.side == RIGHT), np.int64)
-        self._starts: dict[int, np.ndarray] = {}
-        self._own_starts: dict[int, np.ndarray] = {}
-        self.matches: tuple[int, np.ndarray, np.ndarray] | None = None
-
-    def start(self, e: int) -> np.ndarray:
-        """Where a window of extent ``e`` over the other input starts, per element's instant."""
-        got = self._starts.get(e)
-        if got is None:
-            got = np.maximum(self.other.window_start(self.fam, e, self.tau), self.other.base)
-            self._starts[e] = got
-        return got
-
-    def own_start(self, e: int) -> np.ndarray:
-        got = self._own_starts.get(e)
-        if got is None:
-            got = self._own_starts[e] = self.own.window_start(self.own_fam, e, self.tau)
-        return got
 
 
 @dataclass
@@ -127,6 +83,7 @@ class Port:
     filters: tuple[VFn | None, VFn | None]
     queries: set[str]
     handle: PortHandle
+    ext: tuple[int, int] = (0, 0)  # the extents of its windows on each input (``extent``)
 
 
 @dataclass
@@ -145,6 +102,12 @@ class SharedWindowJoin(Operator):
         "_held_peak",
         "_work",
         "_released",
+        "_steps",
+        "_probes",
+        "_examined",
+        "_found",
+        "_inserted",
+        "_deleted",
     )
     PARTS = ("left", "right")
 
@@ -168,11 +131,18 @@ class SharedWindowJoin(Operator):
         self._held: list[list[pa.Table]] = []  # per port: output not yet released (§3.2's output buffer)
         self._port_wm: list[int] = []
         self._held_peak = 0  # most rows ever held for release (§5.3)
-        self._work = 0  # pairs examined and elements probed, all runs
+        self._work = 0  # per (unit, band) step its probes and the pairs found (at least 1), all runs
         self._released = 0
+        # the join's own counts (``statistics()``): steps, elements probed, pairs examined and found
+        # by them; per port, rows released (insertions, deletions)
+        self._steps = self._probes = self._examined = self._found = 0
+        self._inserted: list[int] = []
+        self._deleted: list[int] = []
+        # the band scan checks every pair of the band (§3.1) rather than hashing on equal keys
+        self._nested = not (self.spec.variant is Variant.HASH and self.spec.keys)
         self._bands: tuple[list[int], list[int]] = ([], [])
-        # what a pending unit's scans share: its window bounds, its matches (see _UnitView)
-        self._views: dict[tuple[int, int, int], _UnitView] = {}
+        # what a pending unit's scans share: its window bounds, its matches (see UnitView)
+        self._views: dict[tuple[int, int, int], UnitView] = {}
         # experiments: called with (port, released batch) as output leaves the operator
         self.on_release: Any = None
 
@@ -193,17 +163,21 @@ class SharedWindowJoin(Operator):
             w = d.side(s).window
             if family(w) != self.spec.families[s]:
                 raise InternalError(
-                    f"{self}: a {family(w)} window on input {s}, whose windows are {self.spec.families[s]}"
+                    f"{self}: a {_name(family(w))} window on input {s}, whose windows are "
+                    f"{_name(self.spec.families[s])}"
                 )
         index = len(self.ports)
         handle = new_port(self, index)
         handle.insert_only = all(isinstance(d.side(s).window, W.Unbounded) for s in (LEFT, RIGHT)) and self.insert_only
         filters = tuple(_compiled(d.side(s).filter) for s in (LEFT, RIGHT))
-        self.ports.append(Port(index, d, (filters[0], filters[1]), {query}, handle))
+        ext = (extent(d.left.window), extent(d.right.window))
+        self.ports.append(Port(index, d, (filters[0], filters[1]), {query}, handle, ext))
         self._starts.append(starts)
         self._active.append(True)
         self._held.append([])
         self._port_wm.append(NEG_INF)
+        self._inserted.append(0)
+        self._deleted.append(0)
         self.left.add_port(d.left.filter is not None)
         self.right.add_port(d.right.filter is not None)
         self.queries.add(query)
@@ -224,10 +198,7 @@ class SharedWindowJoin(Operator):
     def _rebands(self) -> None:
         """The window extents each input's elements scan, smallest first (the SchedulingQueues)."""
         act = [p for p in self.ports if self._active[p.index]]
-        self._bands = (
-            sorted({extent(p.definition.right.window) for p in act}),
-            sorted({extent(p.definition.left.window) for p in act}),
-        )
+        self._bands = (sorted({p.ext[RIGHT] for p in act}), sorted({p.ext[LEFT] for p in act}))
 
     def add_query(self, index: int, query: str) -> None:
         """One more query reads port ``index`` (the planner reused the port for an equal subplan)."""
@@ -290,6 +261,8 @@ class SharedWindowJoin(Operator):
         self._held_peak = max(self._held_peak, self.held_rows())
         for p in self.active_ports():
             self._release(p)
+        wms = [self._port_wm[i] for i, a in enumerate(self._active) if a]
+        self._wm_out = max(self._wm_out, min(wms, default=NEG_INF))
         self._retain()
         return sum(b.num_rows for b in batches)
 
@@ -329,42 +302,17 @@ class SharedWindowJoin(Operator):
         return [Unit(s, a, min(a + size, hi), int(ts[a - base]), 0) for a in range(lo, hi, size)]
 
     # -- scheduling (§3) -----------------------------------------------------------------
-    def _next_band(self, u: Unit) -> int | None:
-        for e in self._bands[u.side]:
-            if e > u.done:
-                return e
-        return None
-
-    def _pick(self) -> tuple[Unit, int]:
-        """The next (unit, extent to scan up to) under the policy."""
-        policy = self.spec.options.policy
-        if policy is Policy.LWO:
-            u = min(self._units, key=lambda u: u.order)
-            return u, self._bands[u.side][-1]
-        best: tuple[Any, ...] | None = None
-        pick: tuple[Unit, int] | None = None
-        for u in self._units:
-            e = self._next_band(u)
-            if e is None:
-                continue
-            if policy is Policy.SWF:
-                key: tuple[Any, ...] = (e, u.order)
-            else:  # GREEDY: the narrowest partial window first (§3.3)
-                key = (e - max(u.done, 0) if u.done >= 0 else e, e, u.order)
-            if best is None or key < best:
-                best, pick = key, (u, e)
-        assert pick is not None
-        return pick
-
     def _step(self) -> int:
         """Do one (unit, band) of join work; return its work (elements probed + pairs examined)."""
-        self._units = [u for u in self._units if self._next_band(u) is not None]
+        bands = self._bands
+        self._units = [u for u in self._units if next_band(bands, u) is not None]
         if not self._units:
             return 0
-        u, upto = self._pick()
+        u, upto = pick(self.spec.options.policy, self._units, bands)
         work = self._scan(u, u.done, upto)
+        self._steps += 1
         u.done = upto
-        if self._next_band(u) is None:
+        if next_band(bands, u) is None:
             self._units.remove(u)
         return max(work, 1)
 
@@ -377,7 +325,11 @@ class SharedWindowJoin(Operator):
         v = self._view(u)
         lo = v.start(upto)
         hi = v.hz if done < 0 else np.minimum(v.hz, v.start(done))
-        i, j, work = self._band_candidates(u, v, lo, hi, upto)
+        i, j, probed, examined = self._band_candidates(u, v, lo, hi, upto)
+        work = probed + len(i)
+        self._probes += probed
+        self._examined += examined
+        self._found += len(i)
         if not len(i):
             return work
         own.met_earlier(i, j)
@@ -387,16 +339,17 @@ class SharedWindowJoin(Operator):
         k = i - u.lo
         routes: list[tuple[Port, np.ndarray]] = []
         for p in self.active_ports():
-            ow, tw = p.definition.side(u.side).window, p.definition.side(1 - u.side).window
-            e = extent(tw)
+            e = p.ext[1 - u.side]
             if e <= done:
                 continue
             st = self._starts[p.index]
             keep = j >= v.start(e)[k]
-            keep &= own.ok(i, p.index, st[u.side], p.definition.since)
-            keep &= other.ok(j, p.index, st[1 - u.side], p.definition.since)
-            if v.own_fam == "rows":  # the arriving element is still in its own window at its instant
-                keep &= i >= v.own_start(extent(ow))[k]
+            if not own.sees_all(p.index, st[u.side], p.definition.since):
+                keep &= own.ok(i, p.index, st[u.side], p.definition.since)
+            if not other.sees_all(p.index, st[1 - u.side], p.definition.since):
+                keep &= other.ok(j, p.index, st[1 - u.side], p.definition.since)
+            if v.own_fam is Family.ROWS:  # the arriving element is still in its own window at its instant
+                keep &= i >= v.own_start(p.ext[u.side])[k]
             if keep.any():
                 routes.append((p, keep))
         if not routes:
@@ -410,38 +363,39 @@ class SharedWindowJoin(Operator):
             self._hold(p, pairs, keep[some][kept])
         return work
 
-    def _view(self, u: Unit) -> _UnitView:
+    def _view(self, u: Unit) -> UnitView:
         key = (u.side, u.lo, u.hi)
         v = self._views.get(key)
         if v is None:
             own, other = self._buf(u.side), self._buf(1 - u.side)
-            self._views[key] = v = _UnitView(u, own, other, self.spec.families[u.side], self.spec.families[1 - u.side])
+            self._views[key] = v = UnitView(u, own, other, self.spec.families[u.side], self.spec.families[1 - u.side])
         return v
 
     def _band_candidates(
-        self, u: Unit, v: _UnitView, lo: np.ndarray, hi: np.ndarray, upto: int
-    ) -> tuple[np.ndarray, np.ndarray, int]:
-        """The unit's candidates in one band (``lo ≤ j < hi`` per element), and the work: elements
-        probed and pairs examined.  With an index a probe costs its matches whatever its range, so
-        the unit's first band probes every band it will scan and the later bands select from those
-        matches (no other partner can come: the read was a timestamp prefix of both inputs).
+        self, u: Unit, v: UnitView, lo: np.ndarray, hi: np.ndarray, upto: int
+    ) -> tuple[np.ndarray, np.ndarray, int, int]:
+        """The unit's candidates in one band (``lo ≤ j < hi`` per element), the elements probed and
+        the pairs examined (the nested loop: every pair of the band; hashing: those with equal
+        keys).  With an index a probe costs its matches whatever its range, so the unit's first
+        band probes every band it will scan and the later bands select from those matches (no
+        other partner can come: the read was a timestamp prefix of both inputs).
         """
         idx = v.idx
         if self._buf(u.side).index is None or self._buf(1 - u.side).index is None:
             i, j = self._candidates(u.side, idx, lo, hi)
-            return i, j, len(idx) + len(i)
+            return i, j, len(idx), int(np.maximum(hi - lo, 0).sum()) if self._nested else len(i)
         ext = self._bands[u.side][-1]
         probed = 0
         if v.matches is None or v.matches[0] < ext:
             if upto >= ext:  # the last band: nothing to keep
                 i, j = self._candidates(u.side, idx, lo, hi)
-                return i, j, len(idx) + len(i)
+                return i, j, len(idx), len(i)
             v.matches = (ext, *self._candidates(u.side, idx, v.start(ext), v.hz))
             probed = len(idx)
         _, i, j = v.matches
         k = i - u.lo
         m = (j >= lo[k]) & (j < hi[k])
-        return i[m], j[m], probed + int(m.sum())
+        return i[m], j[m], probed, int(m.sum())
 
     def _candidates(self, s: int, idx: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(outer, inner) absolute index pairs with ``lo ≤ inner < hi`` per outer element and equal keys."""
@@ -533,20 +487,25 @@ class SharedWindowJoin(Operator):
             own, other = self._buf(s), self._buf(1 - s)
             fam, fam_other = self.spec.families[s], self.spec.families[1 - s]
             parts: list[tuple[np.ndarray, ...]] = []
-            for p in self.active_ports():
-                ow = p.definition.side(s).window
-                if isinstance(ow, W.Unbounded):
+            ports = [p for p in self.active_ports() if p.ext[s] < POS_INF]
+            if not ports or not len(own):
+                continue
+            # which elements leave each port's window in (after, upto]: one search for every port
+            e_all = np.array([p.ext[s] for p in ports], np.int64)
+            if fam is Family.TIME:  # x leaves at ts + e + 1
+                ends = np.asarray(own.count_upto(np.concatenate([after - e_all - 1, upto - e_all - 1])), np.int64)
+                firsts, lasts = np.maximum(ends[: len(ports)], own.base), ends[len(ports) :]
+            else:  # [Rows N]: x leaves when the element N after it arrives
+                a, z = (int(c) for c in own.count_upto(np.array([after, upto], np.int64)))
+                firsts, lasts = np.maximum(a - e_all, own.base), z - e_all
+            for p, e_own, first, last in zip(ports, e_all.tolist(), firsts.tolist(), lasts.tolist(), strict=True):
+                if first >= last:
                     continue
-                e_own = extent(ow)
-                if fam == "time":
-                    lo_x = int(own.count_upto(after - e_own - 1))
-                    hi_x = int(own.count_upto(upto - e_own - 1))
-                    x = np.arange(max(lo_x, own.base), hi_x, dtype=np.int64)
+                x = np.arange(first, last, dtype=np.int64)
+                if fam is Family.TIME:
                     leave = own.ts[x - own.base] + e_own + 1
-                else:  # [Rows N]: x leaves when the element N after it arrives
-                    k = np.arange(int(own.count_upto(after)), int(own.count_upto(upto)), dtype=np.int64)
-                    k = k[k - e_own >= own.base]
-                    x, leave = k - e_own, own.ts[k - own.base]
+                else:
+                    leave = own.ts[x + e_own - own.base]
                 if len(x) and pending[1 - s] >= POS_INF:  # all partners met: most elements have none
                     loc = x - own.base
                     met = (own.later[loc] < POS_INF) | (own.earlier[loc] >= 0) | (x >= pending[s])
@@ -556,7 +515,7 @@ class SharedWindowJoin(Operator):
                 st = self._starts[p.index]
                 keep = (own.ts[x - own.base] < leave) & own.ok(x, p.index, st[s], p.definition.since)
                 x, leave = x[keep], leave[keep]
-                e_other = extent(p.definition.side(1 - s).window)
+                e_other = p.ext[1 - s]
                 # partners: in their window at leave − 1 (they leave at or after it); the left
                 # element of a pair leaving together emits it, so the right one wants them later
                 at = leave - 1 if s == LEFT else leave
@@ -638,8 +597,7 @@ class SharedWindowJoin(Operator):
         """The first instant for which some unit still owes this port join work (POS_INF: none)."""
         f = POS_INF
         for u in self._units:
-            e = extent(p.definition.side(1 - u.side).window)
-            if u.done < e and u.first_ts < f:
+            if u.done < p.ext[1 - u.side] and u.first_ts < f:
                 buf = self._buf(u.side)
                 if buf.seq[u.hi - 1 - buf.base] >= self._starts[p.index][u.side]:
                     f = u.first_ts
@@ -647,7 +605,7 @@ class SharedWindowJoin(Operator):
 
     def _limits(self, p: Port) -> tuple[int, int]:
         """(release output up to, complete up to) for a port."""
-        f = self._frontier(p)
+        f = self._frontier(p) if self._units else POS_INF
         complete = min(self._complete, f - 1)
         if f >= POS_INF:
             return self._complete, complete
@@ -665,20 +623,21 @@ class SharedWindowJoin(Operator):
         upto, complete = self._limits(p)
         held = self._held[p.index]
         if held:
-            b = sort_by_ts(concat(held, self.types))
+            b = sort_by_ts(held[0] if len(held) == 1 else concat(held, self.types))
             k = int(np.searchsorted(ts_of(b), upto, side="right"))
             if k:
                 out = b.slice(0, k)
                 self.emit(out, p.index)
                 self._released += k
+                plus = int(np.count_nonzero(np.asarray(out.column(SIGN).to_numpy()) > 0))
+                self._inserted[p.index] += plus
+                self._deleted[p.index] += k - plus
                 if self.on_release is not None:
                     self.on_release(p.index, out)
             self._held[p.index] = [b.slice(k)] if k < b.num_rows else []
         if complete > self._port_wm[p.index]:
             self._port_wm[p.index] = complete
             self.outputs[p.index].advance(complete)
-        live = [self._port_wm[i] for i, a in enumerate(self._active) if a]
-        self._wm_out = max(self._wm_out, min(live, default=NEG_INF))
 
     def held_rows(self) -> int:
         return sum(b.num_rows for h in self._held for b in h)
@@ -693,11 +652,11 @@ class SharedWindowJoin(Operator):
             buf = self._buf(s)
             if not len(buf):
                 continue
-            e_max = max(extent(p.definition.side(s).window) for p in act)
+            e_max = max(p.ext[s] for p in act)
             if e_max >= POS_INF:
                 continue
             # an element goes once it has left every port's window by the instant complete
-            if fam == "time":
+            if fam is Family.TIME:
                 cut = int(buf.count_upto(self._complete - e_max - 1))
             else:
                 cut = int(buf.count_upto(self._complete)) - e_max
@@ -730,9 +689,42 @@ class SharedWindowJoin(Operator):
     def state_bytes(self) -> int:
         return self.left.nbytes + self.right.nbytes + sum(nbytes(b) for h in self._held for b in h)
 
-    def pending_units(self) -> int:
+    def pending_elements(self) -> int:
         """Elements waiting in the SchedulingQueues (§5.3's input buffer)."""
         return sum(u.hi - u.lo for u in self._units)
+
+    def statistics(self) -> SharedJoinStats:
+        """Every operator's statistics and the join's own counts (see :class:`SharedJoinStats`).
+
+        >>> from sluice.backends.embedded import EmbeddedEngine
+        >>> eng = EmbeddedEngine(start=0)
+        >>> _ = eng.execute("REGISTER STREAM A (K integer); REGISTER STREAM B (K integer)")
+        >>> for w in (1, 5):
+        ...     _ = eng.register_query(f"SELECT * FROM A [Range {w}], B [Range {w}] WHERE A.K = B.K")
+        >>> eng.push("A", [(0, 1)]); eng.push("B", [(2, 1)]); eng.close(20)
+        >>> st = next(s for s in eng.statistics().operators if isinstance(s, SharedJoinStats))
+        >>> st.found, st.inserted, st.deleted, st.pending_units, st.held_rows
+        (1, (0, 1), (0, 1), 0, 0)
+        """
+        b = super().statistics()
+        return SharedJoinStats(
+            *(b.name, b.kind, b.tuples_in, b.tuples_out, b.runs, b.seconds, b.state_bytes, b.rejected),
+            steps=self._steps,
+            probes=self._probes,
+            examined=self._examined,
+            found=self._found,
+            work=self._work,
+            inserted=tuple(self._inserted),
+            deleted=tuple(self._deleted),
+            pending_units=len(self._units),
+            pending_elements=self.pending_elements(),
+            held_rows=self.held_rows(),
+            held_peak=max(self._held_peak, self.held_rows()),
+        )
+
+
+def _name(f: Family | None) -> str:
+    return "unshared" if f is None else f.value
 
 
 def _compiled(e: BExpr | None) -> VFn | None:

@@ -15,6 +15,7 @@ from sluice.datatypes import DataType
 from sluice.errors import SluiceError
 from sluice.plan.expr import BExpr
 from sluice.runtime.operators.base import OperatorSpec
+from sluice.runtime.operators.join_buffer import Family
 
 LEFT, RIGHT = 0, 1
 
@@ -120,7 +121,7 @@ class SharedWindowJoinSpec(OperatorSpec):
     right_types: tuple[DataType, ...]
     keys: tuple[tuple[int, int], ...]  # (left column, right column) pairs that must be equal
     residual: BExpr | None  # the rest of the (common) join predicate, over the joined row
-    families: tuple[str, str]  # per input, "time" or "rows": the family of every port's window on it
+    families: tuple[Family, Family]  # per input, the family of every port's window on it
     options: SharedJoinOptions = field(default_factory=SharedJoinOptions)
 
     @property

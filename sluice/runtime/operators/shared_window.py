@@ -25,12 +25,12 @@ import pyarrow as pa
 from sluice import windows as W
 from sluice.runtime.batch import NEG_INF, POS_INF, concat
 from sluice.runtime.operators.base import Operator, OperatorSpec, PortHandle, new_port, port_line
-from sluice.runtime.operators.join_buffer import JoinBuffer, extent, family
+from sluice.runtime.operators.join_buffer import Family, JoinBuffer, extent, family
 
 
 @dataclass(frozen=True, slots=True)
 class SharedWindowSpec(OperatorSpec):
-    family: str  # "time" (Range without a slide, Now, Unbounded) or "rows" (Rows N)
+    family: Family  # TIME (Range without a slide, Now, Unbounded) or ROWS (Rows N)
 
 
 @dataclass
@@ -137,7 +137,7 @@ class SharedWindow(Operator):
         e = extent(p.window)
         if e < POS_INF:  # deletions due by ``bound`` (all their causes have arrived)
             first = max(self._next_delete[p.index], buf.base)
-            if self.spec.family == "time":
+            if self.spec.family is Family.TIME:
                 hi = int(buf.count_upto(bound - e - 1))
                 x = np.arange(first, hi, dtype=np.int64)
                 leave = buf.ts[x - buf.base] + e + 1
