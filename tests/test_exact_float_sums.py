@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sluice.datatypes import BIGINT, FLOAT
@@ -99,11 +100,13 @@ def test_limb_running_sums_round_exactly(ops: list[Any], cuts: list[int]) -> Non
         sign = np.array([r[2] for r in batch], dtype=np.int64)
         m, low, high = limbs.split(x)
         band = limbs.span(m, low, high, base if k else None)
-        if band is not None:  # widen the layout as Counting does: limbs added below or above
-            nb, nk, pre = limbs.fit(base, k, *band)
-            grown = np.zeros((3, nk), dtype=np.int64)
-            grown[:, pre : pre + k] = state
-            state, base, k = limbs.carry(grown), nb, nk
+        if band is not None:  # widen the layout as Counting does (narrowing too, where it may)
+            if k:
+                state, base = limbs.rebase(state, base, *band)
+            else:
+                base, k = limbs.layout(*band)
+                state = np.zeros((3, k), dtype=np.int64)
+            k = state.shape[1]
         if not k:
             continue
         assert base is not None
@@ -128,31 +131,84 @@ def test_limb_running_sums_round_exactly(ops: list[Any], cuts: list[int]) -> Non
         assert ((state[:, :-1] >= 0) & (state[:, :-1] < 2**limbs.R)).all()
 
 
-def test_a_remainder_breaks_a_tie() -> None:
-    """AVG of 3·2^112, 15·2^59 and 1: the quotient is (2^52 + 2.5) · 2^60 + 1/3 — exactly half-way
-    between two doubles (to even: down) but for the division's remainder, which rounds it up.
-    """
-    x = np.array([3 * 2.0**112, 15 * 2.0**59, 1.0])
-    m, low, high = limbs.split(x)
-    base, k, _ = limbs.fit(None, 0, *limbs.span(m, low, high))
-    total = limbs.digits(m, low, np.ones(3, dtype=np.int64), base, k).sum(axis=0, keepdims=True)
-    exact = sum(Fraction(v) for v in x.tolist()) / 3
-    assert limbs.to_double(total, base, np.array([3])).tolist() == [to_float(exact)] == [(2.0**52 + 3) * 2.0**60]
+# sums and means exactly half-way between two doubles (ties to even: down) but for one bit far
+# below, each where a different part of the rounding must see it: (values, mean?, the answer)
+TIES = [
+    # the 2^32 is the lowest bit of the limb below the top one
+    ([(2.0**31 + 1) * 2.0**64, 1025 * 2.0**32], False, 2.0**95 + 2.0**64 + 2.0**43),
+    # 2^5 lies in the 32 bits after the top 64
+    ([(2.0**52 + 2) * 2.0**44, 2.0**43, 2.0**5], False, (2.0**52 + 3) * 2.0**44),
+    # 2^0 lies in a limb below the four read
+    ([(2.0**52 + 2) * 2.0**200, 2.0**199, 1.0], False, (2.0**52 + 3) * 2.0**200),
+    # (2^52 + 2.5) · 2^60 + 1/3: the 1 is below the 96-bit window
+    ([3 * 2.0**112, 15 * 2.0**59, 1.0], True, (2.0**52 + 3) * 2.0**60),
+    # 2^53 + 5 + 1/3: only the division's remainder breaks the tie
+    ([3 * 2.0**53, 15.0, 1.0], True, 2.0**53 + 6),
+]
 
 
-def test_a_low_bit_breaks_a_tie() -> None:
-    """SUM of (2^31 + 1)·2^64 and 1025·2^32 is 2^95 + 2^64 + 2^42 + 2^32: just above half-way
-    (2^42) between two doubles — the 2^32 is the lowest bit of the limb below the top one.
-    """
-    x = np.array([(2.0**31 + 1) * 2.0**64, 1025 * 2.0**32])
+@pytest.mark.parametrize(("values", "mean", "want"), TIES)
+def test_a_bit_far_below_breaks_a_tie(values: list[float], mean: bool, want: float) -> None:
+    x = np.array(values)
     m, low, high = limbs.split(x)
-    base, k, _ = limbs.fit(None, 0, *limbs.span(m, low, high))
-    total = limbs.digits(m, low, np.ones(2, dtype=np.int64), base, k).sum(axis=0, keepdims=True)
-    assert (
-        limbs.to_double(total, base).tolist()
-        == [to_float(Fraction(x[0]) + Fraction(x[1]))]
-        == [2.0**95 + 2.0**64 + 2.0**43]
+    base, k = limbs.layout(*limbs.span(m, low, high))
+    total = limbs.digits(m, low, np.ones(len(x), dtype=np.int64), base, k).sum(axis=0, keepdims=True)
+    exact = sum(Fraction(v) for v in values) / (len(values) if mean else 1)
+    got = limbs.to_double(total, base, np.array([len(values)]) if mean else None)
+    assert got.tolist() == [to_float(exact)] == [want]
+
+
+# means of a sum S over a count whose quotient is half-way but for: the division's remainder;
+# the quotient's bits below the 64 kept; the remainder of one step (S found by search, held
+# directly as limbs)
+QUOTIENT_TIES = [
+    (28376566857089663502785945994, 1000003),
+    (55784097208427934584367420235, 1031693131),
+    (6898952967237941216, 124),  # a count below 2^9: one division step
+]
+
+
+@pytest.mark.parametrize(("total", "count"), QUOTIENT_TIES)
+def test_a_quotient_bit_far_below_breaks_a_tie(total: int, count: int) -> None:
+    block = np.array([[(total >> (limbs.R * j)) & (2**limbs.R - 1) for j in range(4)]], dtype=np.int64)
+    assert limbs.to_double(block, 0, np.array([count])).tolist() == [to_float(Fraction(total, count))]
+
+
+def _near_tie(m: int, shift: int, count: int, r: int) -> int:
+    """count × (a 53-bit even mantissa plus a half, shifted) + r: a mean half-way but for r."""
+    t = ((((m | 1 << 52) & ~1) << 1) | 1) << shift
+    return count * t + r % count
+
+
+totals = st.one_of(
+    st.integers(-(2**300), 2**300),
+    st.integers(-(2**70), 2**70),
+    st.builds(_near_tie, st.integers(0, 2**52), st.integers(0, 80), st.integers(1, 2**31 - 1), st.integers(0)),
+    st.builds(_near_tie, st.integers(0, 2**52), st.integers(0, 80), st.integers(1, 511), st.integers(0)),
+)
+counts = st.one_of(st.integers(1, 2**31 - 1), st.integers(1, 511), st.just(0))
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.tuples(totals, counts), min_size=1, max_size=6),
+    st.sampled_from([0, -60, -1100, -1074, 700, 800]),  # scales to subnormal results and past the largest
+)
+def test_any_integer_sum_and_mean_round_once(rows: list[tuple[int, int]], base: int) -> None:
+    """Any sums the limbs can hold (negative, subnormal, beyond the largest double), and their
+    means over any count below 2^31 (0: 0.0), round as the exact numbers do — rows of a block
+    alike or of different sizes."""
+    k = 11
+    block = np.array(
+        [[(total >> (limbs.R * j)) & (2**limbs.R - 1) for j in range(k)] for total, _ in rows], dtype=np.int64
     )
+    block[:, -1] = [total >> (limbs.R * (k - 1)) for total, _ in rows]  # the top limb signed
+    got_sum, got_mean = limbs.sum_and_mean(block, base, np.array([c for _, c in rows]))
+    assert got_mean is not None
+    for (total, count), s, m in zip(rows, got_sum.tolist(), got_mean.tolist(), strict=True):
+        exact = Fraction(total) * Fraction(2) ** base
+        assert repr(s) == repr(to_float(exact)), (total, count)
+        assert repr(m) == repr(to_float(exact / count) if count else 0.0), (total, count)
 
 
 def _by_definition(values: list[Any]) -> tuple[Any, Any]:

@@ -21,7 +21,7 @@ seen; the band widens when a value falls outside it).
 
 >>> from sluice.plan.numeric import float_sum
 >>> m, low, high = split(np.array([0.1, 0.2, -0.3]))
->>> base, k, _ = fit(None, 0, *span(m, low, high))
+>>> base, k = layout(*span(m, low, high))
 >>> block = digits(m, low, np.ones(3, dtype=np.int64), base, k).sum(axis=0, keepdims=True)
 >>> to_double(block, base).tolist(), float_sum([(0.1, 1), (0.2, 1), (-0.3, 1)])
 ([2.7755575615628914e-17], 2.7755575615628914e-17)
@@ -32,7 +32,6 @@ seen; the band widens when a value falls outside it).
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import NamedTuple
 
 import numpy as np
 
@@ -45,68 +44,117 @@ MAX_COUNT = 1 << 31  # AVG's long division: a remainder (< count) · 2^R stays w
 _LOG_R = 5
 _PAD = 3  # zero rows below the lowest limb in :func:`magnitude`'s digits: rounding reads three below the top
 _TINY = 2.0**-1022  # below it a double is subnormal: scaling a rounded value would round again
+_NO_LOW, _NO_HIGH = 1 << 20, -(1 << 20)  # the ``low`` and ``high`` of no value (beyond any double's)
 
 
-def split(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def split(x: np.ndarray, finite: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Doubles as exact ``m · 2^low``: (m, low, high), int64 arrays with ``|m| < 2^53`` and
-    ``|x| < 2^high``.  Zero and a value that is not finite (±inf, NaN) give ``m = 0``.
+    ``|x| < 2^high``.  Zero and a value that is not finite (±inf, NaN) give ``m = 0``, a ``high``
+    below and a ``low`` above any double's (``finite``: ``np.isfinite(x)`` if known).
     """
-    mant, ex = np.frexp(np.where(np.isfinite(x), x, 0.0))
+    if finite is None:
+        finite = np.isfinite(x)
+    mant, ex = np.frexp(x if finite.all() else np.where(finite, x, 0.0))
+    m = (mant * 2.0**53).astype(np.int64)
     e = ex.astype(np.int64)
-    return (mant * 2.0**53).astype(np.int64), e - 53, e
+    zero = m == 0
+    return m, np.where(zero, _NO_LOW, e - 53), np.where(zero, _NO_HIGH, e)
 
 
 def span(m: np.ndarray, low: np.ndarray, high: np.ndarray, floor: int | None = None) -> tuple[int, int] | None:
     """(lowest set bit, highest bit + 1) over the nonzero values; None when there are none.  With
     ``floor`` (the current base) the lowest set bit is exact only when it is below ``floor`` —
-    otherwise any bit ≥ ``floor`` is returned (the trailing zeros are counted only where needed).
+    otherwise any bit ≥ ``floor`` is returned.
     """
-    nz = m != 0
-    if not nz.any():
+    hi = int(high.max(initial=_NO_HIGH))
+    if hi == _NO_HIGH:
         return None
-    lows, hi = low[nz], int(high[nz].max())
+    if floor is not None:
+        shift = low - floor
+        if shift.min() >= -63:  # no set bit below floor: every m · 2^shift an integer (as a
+            # double, exact: 2^shift ≥ 2^-63 keeps it normal and the bits below floor its fraction)
+            with np.errstate(over="ignore"):  # ±inf: far above floor, an integer all the same
+                y = np.ldexp(m.astype(np.float64), np.minimum(shift, 4096).astype(np.int32))
+            if np.array_equal(y, np.floor(y)):
+                return floor, hi
+    nz = m != 0
+    lows = low[nz]
     lo = int(lows.min())
     if floor is not None and lo >= floor:
         return lo, hi
     sel = lows < floor if floor is not None else np.ones(len(lows), dtype=bool)
-    lo = int((lows[sel] + _trailing_zeros(m[nz][sel])).min())
-    return lo, hi
+    return int((lows[sel] + _trailing_zeros(m[nz][sel])).min()), hi
 
 
-def fit(base: int | None, k: int, lo: int, hi: int) -> tuple[int, int, int]:
-    """The limb layout ``(base, k, added below)`` that holds bits [lo, hi) in its digit limbs (all
-    but the top one, which takes only carries), grown from ``(base, k)`` (``k = 0``: none yet).
+def layout(lo: int, hi: int) -> tuple[int, int]:
+    """(base, limbs) of a new layout holding bits [lo, hi) in its digit limbs (all but the top one,
+    which takes only carries).
     """
-    if base is None or k == 0:
-        return lo, (hi - 1 - lo) // R + 2, 0
-    pre = max(0, -((lo - base) // R))  # whole limbs below: ceil((base − lo) / R)
-    nb = base - pre * R
-    return nb, max(k + pre, (hi - 1 - nb) // R + 2), pre
+    return lo, (hi - 1 - lo) // R + 2
+
+
+def rebase(block: np.ndarray, base: int, lo: int, hi: int) -> tuple[np.ndarray, int]:
+    """``block`` (carried: :func:`carry`) laid out anew so that its digit limbs also hold bits
+    [lo, hi): (new block, carried; new base).  The base moves down to ``lo`` by shifting the limbs'
+    bits (no limb wasted below), or up by whole limbs that are zero in every row and that [lo, hi)
+    does not need; limbs are added above as needed, and top limbs holding only a sign dropped.
+    """
+    rows, k = block.shape
+    e = np.zeros((rows, k + 2), dtype=np.int64)  # room for a shift's carry and for the sign
+    e[:, :k] = block
+    carry(e)  # every limb but the last in [0, 2^R); the last 0 or −1
+    up = 0
+    while up < k and lo >= base + R * (up + 1) and not e[:, up].any():
+        up += 1
+    e, base = e[:, up:], base + R * up
+    q, r = divmod(base - lo, R) if lo < base else (0, 0)
+    if r:  # every limb's bits r higher: what leaves a limb's top enters the next one's bottom
+        moved = e >> (R - r)
+        e = e << r
+        e[:, :-1] &= MASK
+        e[:, 1:] += moved[:, :-1]
+    nb = base - q * R - r
+    need = (hi - 1 - nb) // R + 2
+    out = np.zeros((rows, max(need, q + e.shape[1])), dtype=np.int64)
+    out[:, q : q + e.shape[1]] = e
+    carry(out)
+    while out.shape[1] > need:  # a top limb that holds only the sign of the one below it goes
+        t, u = out[:, -1], out[:, -2]
+        pos, neg = (t == 0) & (u < 1 << (R - 1)), (t == -1) & (u >= 1 << (R - 1))
+        if not (pos | neg).all():
+            break
+        out = out[:, :-1]
+        out[:, -1] -= neg.astype(np.int64) << R
+    return np.ascontiguousarray(out), nb
 
 
 def digits(m: np.ndarray, low: np.ndarray, sign: np.ndarray, base: int, k: int) -> np.ndarray:
     """(rows, k) int64: row i holds ``sign[i] · m[i] · 2^low[i]`` as digits on the layout
-    ``(base, k)`` (which must hold every nonzero value's bits: :func:`fit`).
+    ``(base, k)`` (which must hold every nonzero value's bits: :func:`layout`, :func:`rebase`) — the lower two in
+    [0, 2^R), the third signed.
     """
     n = len(m)
-    p = low - base
-    p[m == 0] = 0
-    under = p < 0  # only where the bits below base are zeros (fit's lo): the shift is exact
-    if under.any():
+    m = m * sign
+    p = np.where(m != 0, low - base, 0)
+    if p.min(initial=0) < 0:  # only where the bits below base are zeros (span's lo): exact shifts
+        under = p < 0
         m = np.where(under, m >> np.where(under, -p, 0), m)
         p[under] = 0
-    a = np.abs(m)
     o = p & (R - 1)
-    rest = a >> (R - o)  # the bits above the first limb's
-    sgn = np.where(m < 0, -sign, sign)
-    out = np.zeros((n, k + 2), dtype=np.int64)  # two spare columns for a value's zero top digits
-    at = np.arange(0, n * (k + 2), k + 2, dtype=np.int64) + (p >> _LOG_R)
+    # m · 2^o = (m >> (R − o)) · 2^R + (m's low R − o bits) · 2^o, arithmetic shifts: signed m too;
+    # digits in [0, 2^R) but the third, which is signed (a negative value's sign extension)
+    rest = m >> (R - o)
+    out = np.zeros((n, k + 1), dtype=np.int64)  # a spare column for digits above the top limb
+    at = np.arange(0, n * (k + 1), k + 1, dtype=np.int64) + (p >> _LOG_R)
     flat = out.reshape(-1)
-    flat[at] = ((a & (MASK >> o)) << o) * sgn
+    flat[at] = (m & (MASK >> o)) << o
     at += 1
-    flat[at] = (rest & MASK) * sgn
+    flat[at] = rest & MASK
     at += 1
-    flat[at] = (rest >> R) * sgn
+    flat[at] = rest >> R
+    # a value's bits lie below the top limb (the layout), so what landed on it and above is its sign
+    # extension, 0 or −1: folded into the top limb (int64 arithmetic wraps; the sum fits)
+    out[:, k - 1] += out[:, k] << R
     return out[:, :k]
 
 
@@ -119,75 +167,153 @@ def carry(block: np.ndarray) -> np.ndarray:
     return block
 
 
-class Magnitude(NamedTuple):
-    """Rows of limbs as sign and magnitude, what rounding reads (:func:`magnitude`)."""
-
-    digits: np.ndarray  # limb-major, all in [0, 2^R): limb j of the block is row j + _PAD
-    negative: np.ndarray  # whether the row's sum is negative
-    top: np.ndarray  # each row's highest nonzero row of ``digits`` (a zero sum: _PAD)
-    nonzero: np.ndarray  # how many rows of ``digits`` are nonzero
-
-
-def magnitude(block: np.ndarray) -> Magnitude:
-    """Each row's |sum| as limb-major digits, all in [0, 2^R) (zero rows below, two rows above for
-    the carries), whether the sum is negative, and where its highest digit is.
+def magnitude(block: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """(digits, negative): each row's |sum| as limb-major digits, all in [0, 2^R) — limb j of the
+    block is row ``j + _PAD`` (zero rows below it, one above for the top limb's carry) — and
+    which sums are negative (None: none is).
     """
     rows, k = block.shape
-    d = np.zeros((k + 2 + _PAD, rows), dtype=np.int64)
+    d = np.empty((k + 1 + _PAD, rows), dtype=np.int64)
+    d[:_PAD] = 0
     d[_PAD : _PAD + k] = block.T
+    d[-1] = 0
     _carry_rows(d[_PAD:])
-    neg = d[-1] < 0
-    if neg.any():
-        sub = -d[:, neg]
-        _carry_rows(sub[_PAD:])
-        d[:, neg] = sub
-    nz = d != 0
-    top = np.full(rows, _PAD, dtype=np.int64)
-    for j in range(_PAD + 1, d.shape[0]):
-        np.copyto(top, j, where=nz[j])
-    return Magnitude(d, neg, top, nz.view(np.int8).sum(axis=0, dtype=np.int64))
+    neg = d[-1] < 0  # the top limb's carry is below 2^31 in magnitude: one row holds it
+    if not neg.any():
+        return d, None
+    sub = -d[:, neg]
+    _carry_rows(sub[_PAD:])
+    d[:, neg] = sub
+    return d, neg
 
 
-def to_double(
-    block: np.ndarray, base: int, count: np.ndarray | None = None, mag: Magnitude | None = None
-) -> np.ndarray:
-    """Each row's sum (÷ ``count`` when given; a count of 0 gives 0.0) as the nearest double,
-    ±inf beyond the largest; ``mag``: :func:`magnitude` of ``block`` if already computed.
+def _leading(d: np.ndarray) -> tuple[list[np.ndarray], np.ndarray | int, np.ndarray | None]:
+    """(the digits of rows h, h − 1, h − 2, h − 3; h; whether a digit below those is nonzero —
+    None: none is)
+    for each column of ``d`` (:func:`magnitude`), h its highest nonzero row (a zero: _PAD).
+    Usually every column has the same h — the sums of a batch are of a size — and the four
+    rows are views; otherwise each column's are gathered.
     """
-    d, neg, h, nonzero = magnitude(block) if mag is None else mag
+    used = np.flatnonzero(d.any(axis=1))
+    top = max(int(used[-1]) if len(used) else _PAD, _PAD)
+    if d[top].all() or top == _PAD:
+        below = np.asarray(d[_PAD : top - 3].any(axis=0)) if top - 3 > _PAD else None
+        return [d[top], d[top - 1], d[top - 2], d[top - 3]], top, below
     rows = d.shape[1]
+    nz = d[: top + 1] != 0
+    h = np.full(rows, _PAD, dtype=np.int64)
+    for j in range(_PAD + 1, top + 1):
+        np.copyto(h, j, where=nz[j])
     flat = d.reshape(-1)
     at = h * rows + np.arange(rows)
-    top = [flat.take(at - i * rows) for i in range(4 if count is not None else 3)]  # rows h, h−1, …
-    below = nonzero - sum((x != 0).view(np.int8) for x in top) > 0  # a nonzero digit below those read
-    exp = base + R * (h - _PAD)  # the weight of row h
-    odd = None
-    if count is not None:
-        count = np.asarray(count, dtype=np.int64)
-        odd = count >= MAX_COUNT
-        den = np.where((count > 0) & ~odd, count, 1)
-        # long division of rows h … h−3 (the rest is in ``below``): the first two quotient digits
-        # hold the top one (the dividend passes 2^32 > den by the second), so q[0] or q[1] leads
-        # 65 bits or more — well past the 53 kept, with the remainder as a sticky bit
-        q, r = [], np.zeros(rows, dtype=np.int64)
-        for x in top:
-            cur = (r << R) + x
-            qi = cur // den
-            r = cur - qi * den
-            q.append(qi)
-        lead = q[0] != 0
-        top = [np.where(lead, q[i], q[i + 1]) for i in range(3)]
-        below |= (r != 0) | (lead & (q[3] != 0))
-        exp = exp - np.where(lead, 0, R)
+    digits = [flat.take(at)]
+    for _ in range(3):
+        at -= rows
+        digits.append(flat.take(at))
+    if top - 3 <= _PAD:
+        return digits, h, None
+    counted = nz.view(np.int8).sum(axis=0, dtype=np.int64)
+    return digits, h, np.asarray(counted - sum((x != 0).view(np.int8) for x in digits) > 0)
+
+
+def to_double(block: np.ndarray, base: int, count: np.ndarray | None = None) -> np.ndarray:
+    """Each row's sum (÷ ``count`` when given; a count of 0 gives 0.0) as the nearest double,
+    ±inf beyond the largest.
+    """
+    s, mean = sum_and_mean(block, base, count)
+    return s if mean is None else mean
+
+
+def sum_and_mean(block: np.ndarray, base: int, count: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """Each row's sum, and its mean over ``count`` (a count of 0 gives 0.0; None without counts),
+    as the nearest doubles (±inf beyond the largest) — sharing the carries and the digits read.
+
+    Both round a window: the magnitude's top 64 bits (``hi``), and a sticky bit for anything
+    nonzero below.  A sum is ``hi`` with the sticky bit or-ed into its lowest bit — eleven bits
+    below the rounding position, so the correctly rounded integer → double conversion rounds it
+    as it rounds the whole magnitude — scaled by a power of two, exact while the result is a
+    normal double (subnormal ones are redone exactly).  A mean divides the window by the count:
+    one integer division when the count is below 2^9 (a quotient of 55 bits or more), else two
+    steps of long division over 96 bits (65 or more), the remainder one more sticky bit.
+    """
+    d, neg = magnitude(block)
+    (dh, d1, d2, d3), h, below = _leading(d)
+    dh, d1, d2, d3 = (x.view(np.uint64) for x in (dh, d1, d2, d3))
+    bits = np.frexp(dh.astype(np.float64))[1]  # dh's bit length (exact: dh < 2^53); 0 for a zero sum
+    b = bits.astype(np.uint64)
+    c = np.uint64(R) - b
+    hi = (dh << (np.uint64(64) - b)) | (d1 << c) | (d2 >> b)  # from dh's top bit: 2^63 ≤ hi < 2^64
+    sticky = ((d2 << (np.uint64(64) - b)) | d3) != 0  # d2's bits below hi, or d3's
+    if below is not None:
+        sticky |= below
+    unit = base + R * (h - _PAD) - 64  # hi's unit, for dh a 1 bit
+    exp = (unit.astype(np.int32) if isinstance(unit, np.ndarray) else np.int32(unit)) + bits
+    # a result may be subnormal only if the smallest unit read is that small (then redone exactly)
+    tiny = base + R * (int(np.min(h)) - _PAD) - 2 * R < -1022
     with np.errstate(over="ignore", under="ignore"):
-        out = _round(top[0], top[1], top[2], below, exp)
-    tiny = (np.abs(out) < _TINY) & (out != 0)
-    odd = tiny if odd is None else odd | tiny
-    out = np.where(neg, -out, out)
-    for i in np.flatnonzero(odd).tolist():  # subnormal results and huge counts: exact, rounded once
-        c = 1 if count is None else int(count[i])
-        out[i] = to_float(value(block[i], base) / c) if c else 0.0
-    return out if count is None else np.where(count > 0, out, 0.0)
+        sums = _scaled(hi, sticky, exp)
+        mean = slow = None
+        if count is not None:
+            count = np.asarray(count, dtype=np.int64)
+            least, most = (int(count.min()), int(count.max())) if len(count) else (1, 1)
+            if least > 0 and most < MAX_COUNT:
+                den = count.view(np.uint64)
+            else:
+                slow = count >= MAX_COUNT
+                den = np.where((count > 0) & ~slow, count, 1).view(np.uint64)
+            q1 = hi // den
+            if most < 512:  # q1 > 2^54: its bits and a sticky bit (the remainder's) suffice
+                mean = _scaled(q1, sticky | (hi != q1 * den), exp)
+            else:  # long division on: the remainder and the next 32 bits of the magnitude
+                lo = ((d2 << c) & np.uint64(MASK)) | (d3 >> b)
+                cur = ((hi - q1 * den) << np.uint64(R)) | lo
+                q2 = cur // den
+                s = np.frexp((q1 >> np.uint64(R)).astype(np.float64))[1]  # bits of q1 above 32
+                su = s.astype(np.uint64)
+                w = (q1 << (np.uint64(R) - su)) | (q2 >> su)  # the quotient's top 64 bits
+                lost = (q2 & ((np.uint64(1) << su) - np.uint64(1))) | (cur - q2 * den)
+                st = ((d3 & ((np.uint64(1) << b) - np.uint64(1))) | lost) != 0
+                if below is not None:
+                    st |= below
+                mean = _scaled(w, st, exp - R + s)
+    out = _finish(sums, neg, block, base, 1, None, tiny)
+    if mean is not None:
+        assert count is not None
+        mean = _finish(mean, neg, block, base, count, slow, tiny)
+        if least <= 0:
+            mean[count <= 0] = 0.0
+    return out, mean
+
+
+def _scaled(w: np.ndarray, sticky: np.ndarray, exp: np.ndarray) -> np.ndarray:
+    """The nearest double of ``(w + ε) · 2^exp`` (w unsigned, 2^55 ≤ w < 2^64 or 0; ε in (0, 1)
+    where ``sticky``, else 0): exact while the result is a normal double.
+    """
+    return np.ldexp((w | sticky).astype(np.float64), exp)
+
+
+def _finish(
+    out: np.ndarray,
+    neg: np.ndarray | None,
+    block: np.ndarray,
+    base: int,
+    count: np.ndarray | int,
+    slow: np.ndarray | None,
+    tiny: bool,
+) -> np.ndarray:
+    """Signs applied; subnormal results (which scaling rounded twice) and rows marked ``slow``
+    redone exactly (rare).
+    """
+    odd = (np.abs(out) < _TINY) & (out != 0) if tiny else None
+    if slow is not None and slow.any():
+        odd = slow if odd is None else odd | slow
+    if neg is not None:
+        out = np.where(neg, -out, out)
+    if odd is not None:
+        for i in np.flatnonzero(odd).tolist():
+            c = count if isinstance(count, int) else int(count[i])
+            out[i] = to_float(value(block[i], base) / c) if c > 0 else 0.0
+    return out
 
 
 def value(row: np.ndarray, base: int) -> Fraction:
@@ -204,22 +330,6 @@ def _carry_rows(d: np.ndarray) -> None:
         d[j + 1] += c
 
 
-def _round(dh: np.ndarray, d1: np.ndarray, d2: np.ndarray, below: np.ndarray, exp: np.ndarray) -> np.ndarray:
-    """The nearest double of ``(dh + d1 · 2^-R + d2 · 2^-2R + ε) · 2^exp``, digits in [0, 2^R),
-    ``dh`` nonzero unless all are, ε in (0, 2^-2R) where ``below`` and 0 elsewhere: the top 62 bits
-    with a sticky bit or-ed into the lowest (nine bits below the rounding position), converted by
-    the correctly rounded int64 → double, then scaled — exact while the result is a normal double
-    (subnormal ones are the caller's to redo).
-    """
-    bits = np.frexp(dh.astype(np.float64))[1].astype(np.int64)  # dh's bit length (exact: dh < 2^53)
-    s1 = 30 - bits  # d1's shift into the window: left while ≥ 0, right by at most 2 otherwise
-    right1 = np.maximum(-s1, 0)
-    w = (dh << (62 - bits)) + ((d1 << np.maximum(s1, 0)) >> right1) + (d2 >> (bits + 2))
-    lost = (d1 & ((1 << right1) - 1)) | (d2 & ((1 << (bits + 2)) - 1))  # bits shifted out
-    w |= (lost != 0) | below
-    return np.ldexp(w.astype(np.float64), (exp + bits - 62).astype(np.int32))
-
-
 def _trailing_zeros(m: np.ndarray) -> np.ndarray:
     """Trailing zero bits of nonzero int64 values (|m| < 2^63): the lowest set bit's position."""
     a = np.abs(m)
@@ -230,13 +340,14 @@ __all__ = [
     "MAX_COUNT",
     "MAX_ROWS",
     "R",
-    "Magnitude",
     "carry",
     "digits",
-    "fit",
+    "layout",
+    "rebase",
     "magnitude",
     "span",
     "split",
+    "sum_and_mean",
     "to_double",
     "value",
 ]

@@ -161,43 +161,26 @@ class Counting(Part):
             ids[j] = self._alloc(key) if g is None else g
         return ids[inv.reshape(-1)]
 
-    def _widen(self, i: int, lo: int, hi: int) -> None:
-        """Float sum ``i``'s limbs hold bits [lo, hi) (a wider band: limbs added below or above)."""
+    def _relayout(self, i: int, lo: int, hi: int) -> None:
+        """Float sum ``i``'s limbs hold bits [lo, hi) too (a value outside its band widens it); a
+        wide band also drops the low limbs no live value uses any more (``limbs.rebase``).
+        """
         k, base = self.lay[i]
-        nb, nk, pre = limbs.fit(base, k, lo, hi)
-        if nk == k:
+        if k == 0:
+            base, nk = limbs.layout(lo, hi)
+            block = np.zeros((self.limbs.shape[0], nk), dtype=np.int64)
+        elif lo < base or (hi - 1 - base) // limbs.R + 2 > k or (k > 4 and lo >= base + limbs.R):
+            start = self._start(i)
+            block, base = limbs.rebase(self.limbs[:, start : start + k], base, lo, hi)
+        else:
             return
         start = self._start(i)
-        old = self.limbs
-        new = np.zeros((old.shape[0], old.shape[1] + nk - k), dtype=np.int64)
-        new[:, :start] = old[:, :start]
-        new[:, start + pre : start + pre + k] = old[:, start : start + k]
-        new[:, start + nk :] = old[:, start + k :]
-        # the old top limb (carries only) is a digit limb now: back into [0, 2^R)
-        limbs.carry(new[:, start : start + nk])
-        self.limbs = new
-        self.lay[i] = [nk, nb]
+        self.limbs = np.concatenate([self.limbs[:, :start], block, self.limbs[:, start + k :]], axis=1)
+        self.lay[i] = [block.shape[1], base]
 
     def _start(self, i: int) -> int:
         """Float sum ``i``'s first column in ``limbs``."""
         return sum(self.lay[j][0] for j in self.fsums[: self.fsums.index(i)])
-
-    def _compact(self, i: int) -> None:
-        """Drop float sum ``i``'s limbs the live values no longer use (a band of values that left):
-        zero lowest limbs, and a top limb above another zero one.
-        """
-        (k, base), start = self.lay[i], self._start(i)
-        block = self.limbs[:, start : start + k]
-        lo = 0
-        while k - lo > 2 and not block[:, lo].any():
-            lo += 1
-        hi = k
-        while hi - lo > 2 and not block[:, hi - 1].any() and not block[:, hi - 2].any():
-            hi -= 1
-        if (lo, hi) == (0, k):
-            return
-        self.limbs = np.concatenate([self.limbs[:, :start], block[:, lo:hi], self.limbs[:, start + k :]], axis=1)
-        self.lay[i] = [hi - lo, base + lo * limbs.R]
 
     def _settle(self, touched: np.ndarray) -> None:
         """After a batch: the touched groups' limbs carried back into range (what keeps the next
@@ -223,16 +206,18 @@ class Counting(Part):
                 nn[self.ins_row[i]] = valid * (s > 0)
             if self.inf_row[i] >= 0:
                 f = pc.fill_null(pc.cast(v, pa.float64()), 0.0).to_numpy(zero_copy_only=False)
-                m, low, high = limbs.split(f)
-                if self.lay[i][0] > 4:  # wider than most data needs: have the values using an end left?
-                    self._compact(i)
+                finite = np.isfinite(f)
+                m, low, high = limbs.split(f, finite)
                 k, base = self.lay[i]
                 band = limbs.span(m, low, high, base if k else None)
                 if band is not None:
-                    self._widen(i, *band)
+                    self._relayout(i, *band)
                 split[i] = (m, low)
-                nn[self.inf_row[i]] = (f == np.inf).astype(np.int64) * s
-                nn[self.inf_row[i] + 1] = (f == -np.inf).astype(np.int64) * s
+                if finite.all():
+                    nn[self.inf_row[i]] = nn[self.inf_row[i] + 1] = np.zeros(n, dtype=np.int64)
+                else:
+                    nn[self.inf_row[i]] = (f == np.inf).astype(np.int64) * s
+                    nn[self.inf_row[i] + 1] = (f == -np.inf).astype(np.int64) * s
             elif self.sum_row[i] >= 0:
                 x = pc.fill_null(pc.cast(v, pa.int64()), 0).to_numpy(zero_copy_only=False)
                 sums[self.sum_row[i]] = x
@@ -461,7 +446,8 @@ class Counting(Part):
         from ``ext`` (computed by :meth:`_extremes`; NULL without it).
         """
         st = parts[0]
-        mags: dict[int, limbs.Magnitude] = {}  # per float sum: its magnitudes (SUM and AVG share)
+        floats: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray | None]] = {}  # per float sum: (null,
+        # SUM, AVG) — SUM(x) and AVG(x) share one rounding pass
 
         def col(r: int) -> np.ndarray:
             return st[:, self.where[r]]
@@ -483,12 +469,13 @@ class Counting(Part):
                 continue
             if self.inf_row[i] >= 0:
                 j = self.owner[i]
-                (k, base), start = self.lay[j], self._start(j)
-                block = parts[1][:, start : start + k]
-                if j not in mags:
-                    mags[j] = limbs.magnitude(block)
-                pinf, ninf = col(self.inf_row[i]), col(self.inf_row[i] + 1)
-                out.append(_float_values(a.fn, block, base, mags[j], nn, pinf, ninf))
+                if j not in floats:
+                    (k, base), start = self.lay[j], self._start(j)
+                    mean = any(self.owner[x] == j and b.fn is AggKind.AVG for x, b in enumerate(self.aggs))
+                    pinf, ninf = col(self.inf_row[i]), col(self.inf_row[i] + 1)
+                    floats[j] = _float_values(parts[1][:, start : start + k], base, nn, pinf, ninf, mean)
+                null, sums, means = floats[j]
+                out.append((means if a.fn is AggKind.AVG else sums, null))  # type: ignore[arg-type]
                 continue
             sm = col(self.sum_row[i])
             null = nn == 0
@@ -565,19 +552,17 @@ def _shifted(new: np.ndarray, first: np.ndarray, at_first: np.ndarray) -> np.nda
 
 
 def _float_values(
-    fn: AggKind,
-    block: np.ndarray,
-    base: int,
-    mag: limbs.Magnitude,
-    nn: np.ndarray,
-    pinf: np.ndarray,
-    ninf: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Float SUM/AVG of limb sums ``block`` (``mag``: their magnitudes): the exact value rounded
-    once; NULL without values or with both infinities (``sluice.plan.numeric``).
+    block: np.ndarray, base: int, nn: np.ndarray, pinf: np.ndarray, ninf: np.ndarray, avg: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(null, SUM, AVG if ``avg``) of float sums held as limbs: the exact value rounded once; NULL
+    without values or with both infinities, ±inf with one (``sluice.plan.numeric``).
     """
     nn, pinf, ninf = (np.asarray(x, dtype=np.int64) for x in (nn, pinf, ninf))
-    null = (nn == 0) | ((pinf > 0) & (ninf > 0))
-    vals = limbs.to_double(block, base, nn if fn is AggKind.AVG else None, mag)
-    vals = np.where(pinf > 0, np.inf, np.where(ninf > 0, -np.inf, vals))
-    return np.where(null, 0.0, vals), null
+    sums, means = limbs.sum_and_mean(block, base, nn if avg else None)
+    p, q = pinf > 0, ninf > 0
+    null = (nn == 0) | (p & q)
+    if p.any() or q.any():
+        inf = np.where(p, np.inf, -np.inf)
+        sums = np.where(p | q, inf, sums)
+        means = None if means is None else np.where(p | q, inf, means)
+    return null, sums, means
