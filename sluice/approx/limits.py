@@ -32,8 +32,8 @@ def parse_size(value: int | float | str, what: str = "memory_limit") -> int:
                 f"{what}={value!r}: expected a number optionally with B, KB, MB, GB, KiB, MiB or GiB (e.g. 64MB)"
             )
         n = float(m.group(1)) * SIZE_UNITS[m.group(2).upper()]
-    if not math.isfinite(n) or n <= 0:
-        raise SluiceError(f"{what} must be a positive size (e.g. 64MB), not {value!r}")
+    if not math.isfinite(n) or n < 1:
+        raise SluiceError(f"{what} must be a positive size of at least 1 byte (e.g. 64MB), not {value!r}")
     return int(n)
 
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from sluice.approx.allocate import Demand, allocate
 from sluice.approx.limits import QueryLimits
@@ -177,6 +178,7 @@ class ResourceManager:
     def __post_init__(self) -> None:
         self.rng = np.random.default_rng(self.seed)
         self._shedding = False  # inside a shedding episode (one event per episode)
+        self._over = False  # inside an over-limit episode (likewise)
 
     def __getstate__(self) -> dict[str, object]:
         state = dict(self.__dict__)
@@ -211,26 +213,32 @@ class ResourceManager:
 
     # -- admission -----------------------------------------------------------------------
     def admit(self, stream: str, batch: pa.Table) -> pa.Table:
-        """What of a checked batch of stream elements enters the plan; the rest is counted."""
+        """What of a checked batch of stream elements enters the plan; the rest is counted (the
+        counters first: a failing ``on_shed`` callback loses nothing uncounted).
+        """
         st = self.streams[stream.lower()]
         n = batch.num_rows
-        if n == 0:
-            return batch
-        exact = any(r.limits.exact_only and st.name.lower() in r.streams for r in self.readers.values())
+        name = st.name.lower()
+        if n == 0 or not any(name in r.streams for r in self.readers.values()):
+            return batch  # a stream nobody reads holds nothing: never dropped
+        exact = any(r.limits.exact_only and name in r.streams for r in self.readers.values())
         keep = np.ones(n, dtype=bool)
+        drops: list[tuple[np.ndarray, str]] = []
         if st.rate < 1.0 and not exact:
             keep = self.rng.random(n) < st.rate
-            self._drop(st, batch, ~keep, "sampled")
             st.sampled_out += int(n - keep.sum())
+            drops.append((~keep, "sampled"))
         usage = self._usage()
         cost = self._cost(st, batch, usage)
         room = max(0, math.floor((self.limit * CAP - usage.total) / max(cost, 1.0)))
         k = int(keep.sum())
         if k > room:
             if exact:
-                self._event(
-                    "over-limit", f"{st.name}: {k} elements admitted past the limit: an exact-only query reads it"
-                )
+                if not self._over:
+                    self._event(
+                        "over-limit", f"{st.name}: elements admitted past the limit: an exact-only query reads it"
+                    )
+                    self._over = True
             else:
                 chosen = np.flatnonzero(keep)
                 cut = np.sort(self.rng.choice(chosen, size=room, replace=False)) if room else np.empty(0, np.int64)
@@ -238,13 +246,22 @@ class ResourceManager:
                 keep[:] = False
                 keep[cut] = True
                 shed &= ~keep
-                self._drop(st, batch, shed, "shed")
                 st.shed += k - room
+                drops.append((shed, "shed"))
                 if not self._shedding:
                     self._event("shed", f"{st.name}: memory {usage.total} B of {self.limit} B: load shedding begins")
                     self._shedding = True
-        st.record(int(batch.column(0)[-1].as_py()), n, int(keep.sum()))
+        st.record(int(pc.max(batch.column(0)).as_py()), n, int(keep.sum()))
+        for mask, reason in drops:
+            self._drop(st, batch, mask, reason)
         return batch if keep.all() else batch.filter(pa.array(keep))
+
+    def slice_rows(self, batch: pa.Table) -> int:
+        """How many rows of a batch to admit before the plan runs on them: a quarter of the limit's
+        worth at their own bytes (a whole file in one push must not be judged before any of it ran).
+        """
+        per_row = nbytes(batch) / max(batch.num_rows, 1)
+        return max(1, int(self.limit / 4 / max(per_row, 1.0)))
 
     @staticmethod
     def _cost(st: StreamShedding, batch: pa.Table, usage: Usage) -> float:
@@ -260,7 +277,12 @@ class ResourceManager:
         if self.on_shed and mask.any():
             gone = batch.filter(pa.array(mask))
             for fn in self.on_shed:
-                fn(st.name, gone, reason)
+                try:
+                    fn(st.name, gone, reason)
+                except Exception as e:  # the callback's failure is reported, never the engine's
+                    self._event(
+                        "callback", f"on_shed callback {fn!r} failed on {gone.num_rows} {st.name} elements: {e!r}"
+                    )
 
     # -- adjustment ----------------------------------------------------------------------
     def _usage(self) -> Usage:
@@ -282,8 +304,12 @@ class ResourceManager:
         u = self._usage()
         self.last = u.total
         lowered = any(st.rate < 1.0 for st in self.streams.values())
+        for s in self.locked():  # never sampled: a stream lowered before an unsafe reader came goes back to 1
+            if s in self.streams and self.streams[s].rate < 1.0:
+                self._event("raise", f"{self.streams[s].name} back to rate 1: {self.locked()[s]}")
+                self.streams[s].rate = 1.0
         if u.total <= self.limit * REALLOCATE:
-            self._shedding = False  # a shedding episode ends when memory is back under the band
+            self._shedding = self._over = False  # an episode ends when memory is back under the band
             if not (lowered and u.total < self.limit * RAISE):
                 return
         locked = self.locked()

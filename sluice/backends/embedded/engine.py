@@ -301,8 +301,18 @@ class EmbeddedEngine:
         batch, errors = to_batch(rows, src.schema, src.relation, src.name, ts_column, sign_column, tick_ns)
         for msg in errors:
             src.reject("malformed", msg)
-        src.push(batch)
-        self.qos.pushed(src.max_seen)
+        self._admit(src, batch)
+
+    def _admit(self, src: Source, batch: pa.Table) -> None:
+        """Into the source; under a memory limit a large batch in slices with the plan run between
+        them, so that what the kept elements cost is measured before the rest is judged.
+        """
+        step = batch.num_rows if self.limits is None or src.relation else self.limits.slice_rows(batch)
+        for i in range(0, max(batch.num_rows, 1), max(step, 1)):
+            if i:
+                self.run()
+            src.push(batch.slice(i, step) if step < batch.num_rows else batch)
+            self.qos.pushed(src.max_seen)
 
     def push_batch(self, name: str, batch: pa.Table) -> None:
         """Push an already-typed batch (``__ts``, ``__sign``, ``c0…``): the fast path, through
@@ -312,8 +322,7 @@ class EmbeddedEngine:
         batch, errors = admit_batch(batch, src.schema, src.name)
         for msg in errors:
             src.reject("malformed", msg)
-        src.push(batch)
-        self.qos.pushed(src.max_seen)
+        self._admit(src, batch)
 
     def reject(self, name: str, messages: Sequence[str]) -> None:
         """Count rows rejected before they reached the engine (a reader's bad lines), as malformed."""
