@@ -52,12 +52,15 @@ from sluice.runtime.planner import Planner
 from sluice.runtime.queue import Queue
 from sluice.scheduling.strategies import Strategy
 
-SNAPSHOT_FORMAT = 2  # EmbeddedEngine.snapshot_state's layout: 2 since a source's lateness state is its Admission's
+# EmbeddedEngine.snapshot_state's layout: 2 since a source's lateness state is its Admission's; 3 since
+# the shared window join keeps its work counters in its state
+SNAPSHOT_FORMAT = 3
 # EmbeddedEngine.checkpoint's: 2 since operator protocol v2 (checkpoints without it are format 1,
 # whose objects this version would misread: refused with a message, never run); 3 since operators
 # are built from specs and the engine is a session over a registry, a scheduler loop and an inspector;
-# 4 since the planner keeps shared window joins and shared windows (an older planner lacks them)
-CHECKPOINT_FORMAT = 4
+# 4 since the planner keeps shared window joins and shared windows (an older planner lacks them);
+# 5 since the shared join counts its work and the engine holds a resource manager and a latency meter
+CHECKPOINT_FORMAT = 5
 
 
 def _shared_join_options(text: str | SharedJoinOptions | None, sharing: bool) -> SharedJoinOptions | None:
