@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from pyspark import cloudpickle
-from sluice.backends.embedded import EmbeddedEngine
+from sluice.backends.embedded import SNAPSHOT_FORMAT, EmbeddedEngine
 from sluice.errors import SluiceError
 from sluice.runtime.batch import from_rows
 from sluice.runtime.operators import base as opbase
@@ -442,5 +442,5 @@ def test_a_snapshot_of_the_layout_before_admission_parts_is_refused_with_its_for
     eng = _engine()
     old = eng.snapshot_state()
     old["format"] = 1
-    with pytest.raises(SluiceError, match="not an engine state snapshot of format 2"):
+    with pytest.raises(SluiceError, match=f"not an engine state snapshot of format {SNAPSHOT_FORMAT}"):
         eng.restore_state(old)
