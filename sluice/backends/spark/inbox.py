@@ -151,12 +151,19 @@ class Inbox:
             adm.heartbeat(ts)
 
     # -- to Spark ------------------------------------------------------------------------
-    def flush(self) -> None:
-        """Write what is pending for Spark to read (data before markers)."""
+    def pending(self) -> tuple[bool, bool]:
+        """Whether data, and markers, wait to be written."""
+        return any(self._batches.values()), bool(self._markers)
+
+    def flush_data(self) -> None:
+        """Write the pending data files, one a source."""
         for src, batches in self._batches.items():
             if batches:
                 self._write(self.workdir / "sources" / src, pa.concat_tables(batches))
                 batches.clear()
+
+    def flush_markers(self) -> None:
+        """Write the pending markers (after their data: ``SparkRunner.run`` says when)."""
         if self._markers:
             seq, kind, ts = zip(*self._markers, strict=True)
             self._write(

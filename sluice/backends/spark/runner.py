@@ -146,7 +146,17 @@ class Runner:
             if q.stream is None and q.native is None:  # give every input an event time from the start
                 start = eng.start if eng.start is not None else inbox.min_ts
                 inbox.marker("s", (start or 0) - 1)
-        inbox.flush()
+        data, markers = inbox.pending()
+        inbox.flush_data()
+        if data and markers:
+            # A running query plans micro-batches on its own, listing its sources one by one: a
+            # marker file written while it lists could be seen before a data file written ahead of
+            # it, and complete an instant whose elements then arrive late.  So every running query
+            # takes in the data first; only then do the markers appear.
+            for q in eng.queries.values():
+                if q.stream is not None:
+                    q.stream.processAllAvailable()
+        inbox.flush_markers()
         for q in eng.queries.values():
             if q.stream is None:
                 self.start(q)
