@@ -105,7 +105,9 @@ def test_the_allocator_favours_weight_and_keeps_least_precision() -> None:
 
 
 # -- the engine under a limit ------------------------------------------------------------------
-def _feed(n: int, seed: int, streams: tuple[str, ...] = ("A", "B"), keys: int = 20) -> list[tuple[str, tuple[Any, ...]]]:
+def _feed(
+    n: int, seed: int, streams: tuple[str, ...] = ("A", "B"), keys: int = 20
+) -> list[tuple[str, tuple[Any, ...]]]:
     rnd = random.Random(seed)
     return [(rnd.choice(streams), (t // 3, rnd.randrange(keys), rnd.randrange(100))) for t in range(n)]
 

@@ -72,7 +72,6 @@ class QoS:
     checks: int = 0
     _calm: int = 0  # consecutive checks without a reason to leave the default
 
-
     def pushed(self, max_ts: int) -> None:
         now = self.clock()
         if self._ts and max_ts <= self._ts[-1]:

@@ -6,7 +6,7 @@ Each registered query becomes one Structured Streaming query:
     user directories (CSV / JSON / Parquet)  ────┼─ σ pushed down (Spark expressions)
     rate source, socket                      ────┘  ekey = pmod(hash(key columns), n)  (Spark)
         ──> groupBy(ekey).transformWithStateInPandas(SluiceProcessor)   (RocksDB state)
-        ──> memory table ("back into Python") / Parquet / JSON (exactly once) / console
+        ──> memory (micro-batches back as Arrow: foreachBatch) / Parquet / JSON (exactly once) / console
 
 The engine is the session users call (registration, and the decision how Spark runs each
 query); its parts are the inbox (``inbox.py``: pushed rows after the one admission check and the

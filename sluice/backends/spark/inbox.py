@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from sluice.backends.rows import admit_batch, rows_to_batch, to_batch
@@ -36,8 +37,11 @@ class Inbox:
         # source -> (kind, options): "directory" (path, format, options), "rate", "socket"
         self.external: dict[str, tuple[str, dict[str, Any]]] = {}
         self.static: dict[str, list[tuple[Any, ...]]] = {}  # relation -> its fixed rows
-        self.seq = 0  # events and markers numbered so far
-        self.released = 0  # events handed to Spark (flushed); later ones are every new query's input
+        # events and markers numbered so far — on a workdir an earlier engine wrote, numbering
+        # goes on from its last: its files are no new query's input, and a resumed query's
+        # checkpoint already read them
+        self.seq = _last_seq(workdir)
+        self.released = self.seq  # events handed to Spark (flushed); later ones are every new query's input
         self.min_ts: int | None = None
         self.last_ts: int | None = None
         self._batches: dict[str, list[pa.Table]] = {}  # source -> pending event batches
@@ -180,3 +184,19 @@ class Inbox:
         tmp = directory / f".{stem}.parquet"
         pq.write_table(table, tmp)
         tmp.rename(directory / f"{stem}.parquet")  # appears atomically
+
+
+def _last_seq(workdir: Path) -> int:
+    """The highest ``seq`` in the event and marker files under ``workdir`` (0: none), from the
+    Parquet footers' statistics (no data read).
+    """
+    last = 0
+    for f in [*workdir.glob("sources/*/*.parquet"), *workdir.glob("markers/*.parquet")]:
+        meta = pq.ParquetFile(f).metadata
+        j = meta.schema.to_arrow_schema().get_field_index("seq")
+        stats = [meta.row_group(g).column(j).statistics for g in range(meta.num_row_groups)]
+        if all(st is not None and st.has_min_max for st in stats):
+            last = max([last, *(int(st.max) for st in stats)])
+        else:  # written without statistics: read the column
+            last = max(last, int(pc.max(pq.read_table(f, columns=["seq"]).column(0)).as_py() or 0))
+    return last

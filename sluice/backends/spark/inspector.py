@@ -36,9 +36,9 @@ class Inspector:
         if q.sink == "console":
             raise SluiceError(f"query {q.name} writes to the console; use sink='memory', 'parquet' or 'json'")
         if q.sink == "memory":
-            if not q.table:
+            t = q.collected.table() if q.collected is not None else None
+            if t is None:
                 return None
-            t = spark.sql(f"select * from {q.table}").toArrow()
             return self._member(q, t) if len(q.group) > 1 else t
         assert q.out_path is not None
         if not list(q.out_path.glob(f"*.{q.sink}")):

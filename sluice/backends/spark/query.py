@@ -34,6 +34,29 @@ def notes(t: pa.Table) -> list[str]:
     return [n for n in t.filter(pc.equal(t.column("sign"), 0)).column("note").to_pylist() if n]
 
 
+class Collected:
+    """The memory sink: each micro-batch's rows as Arrow, kept in this process by batch id (a batch
+    Spark replays replaces itself).  Spark's own memory sink cannot resume a checkpoint — a new
+    engine on the same workdir could not restart the query — while ``foreachBatch`` can: the state
+    resumes, and this engine's output is what its queries wrote since it started them.
+    """
+
+    def __init__(self) -> None:
+        self.parts: dict[int, pa.Table] = {}
+
+    def __call__(self, frame: Any, batch_id: int) -> None:
+        t = frame.toArrow()
+        if t.num_rows:
+            self.parts[batch_id] = t
+        else:
+            self.parts.pop(batch_id, None)
+
+    def table(self) -> pa.Table | None:
+        """Everything collected, in batch order; None before the first row."""
+        parts = [self.parts[b] for b in sorted(self.parts)]
+        return pa.concat_tables(parts) if parts else None
+
+
 @dataclass
 class SparkQuery:
     name: str
@@ -46,7 +69,8 @@ class SparkQuery:
     sink: str
     out_path: Path | None
     stream: Any = None
-    table: str = ""
+    table: str = ""  # the streaming query's name in Spark (memory sink)
+    collected: Collected | None = None  # the memory sink's rows
     notes: list[str] = field(default_factory=list)
     native: list[NativePlan] | None = None  # one per branch of a Union All
     preagg: PreAggregate | None = None  # what Spark aggregates before the processor (design 015)

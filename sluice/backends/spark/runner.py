@@ -16,7 +16,7 @@ from sluice.backends.spark.compile import window_join_signature
 from sluice.backends.spark.frames import input_frame, native_frame
 from sluice.backends.spark.preagg import LOWER, UPPER
 from sluice.backends.spark.processor import SluiceProcessor, group_output_schema, output_schema
-from sluice.backends.spark.query import SparkQuery
+from sluice.backends.spark.query import Collected, SparkQuery
 from sluice.io.atomic import write_atomic
 
 if TYPE_CHECKING:
@@ -127,9 +127,10 @@ class Runner:
         if q.sink == "memory":
             # any query name is a label: Spark's table name takes only word characters
             q.table = f"sluice_{re.sub(r'[^0-9A-Za-z_]', '_', q.label)}_{uuid.uuid4().hex[:8]}"
-            q.stream = w.format("memory").queryName(q.table).start()
-            for m in members[1:]:  # the others read the group's table, their own rows
-                m.table, m.stream, m.processor, m.buckets = q.table, q.stream, proc, q.buckets
+            q.collected = Collected()
+            q.stream = w.queryName(q.table).foreachBatch(q.collected).start()
+            for m in members[1:]:  # the others read the group's rows, their own
+                m.table, m.collected, m.stream, m.processor, m.buckets = q.table, q.collected, q.stream, proc, q.buckets
         elif q.sink == "console":
             q.stream = w.format("console").option("truncate", "false").start()
         else:  # files, exactly once through the checkpoint
