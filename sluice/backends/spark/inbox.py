@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 import uuid
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -188,15 +189,21 @@ class Inbox:
 
 def _last_seq(workdir: Path) -> int:
     """The highest ``seq`` in the event and marker files under ``workdir`` (0: none), from the
-    Parquet footers' statistics (no data read).
+    Parquet footers' statistics (no data read).  Only the inbox's own files count (``part-*``: not
+    a write's hidden temporary, left behind by a kill); one it cannot read is reported and skipped.
     """
     last = 0
-    for f in [*workdir.glob("sources/*/*.parquet"), *workdir.glob("markers/*.parquet")]:
-        meta = pq.ParquetFile(f).metadata
-        j = meta.schema.to_arrow_schema().get_field_index("seq")
-        stats = [meta.row_group(g).column(j).statistics for g in range(meta.num_row_groups)]
-        if all(st is not None and st.has_min_max for st in stats):
-            last = max([last, *(int(st.max) for st in stats)])
-        else:  # written without statistics: read the column
-            last = max(last, int(pc.max(pq.read_table(f, columns=["seq"]).column(0)).as_py() or 0))
+    for f in [*workdir.glob("sources/*/part-*.parquet"), *workdir.glob("markers/part-*.parquet")]:
+        try:
+            meta = pq.ParquetFile(f).metadata
+            j = meta.schema.to_arrow_schema().get_field_index("seq")
+            if j < 0:
+                continue  # not an inbox file (a query's output written under sources/)
+            stats = [meta.row_group(g).column(j).statistics for g in range(meta.num_row_groups)]
+            if all(st is not None and st.has_min_max for st in stats):
+                last = max([last, *(int(st.max) for st in stats)])
+            else:  # written without statistics: read the column
+                last = max(last, int(pc.max(pq.read_table(f, columns=["seq"]).column(0)).as_py() or 0))
+        except (OSError, pa.ArrowInvalid) as e:
+            warnings.warn(f"{f}: not a readable input file of this work directory, skipped ({e})", stacklevel=2)
     return last

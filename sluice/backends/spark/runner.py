@@ -44,6 +44,24 @@ class Runner:
                 q.buckets = max(1, int(self.engine.spark.conf.get("spark.sql.shuffle.partitions")))
         return q.buckets
 
+    def _resume_seq(self, members: list[SparkQuery]) -> None:
+        """A query's input starts after the events handed to Spark before it was registered
+        (``seq_from``), fixed when it first starts: a query resuming a checkpoint reads from the
+        saved point (a batch Spark replays after a crash holds events a new engine numbers before
+        its own), a new one from now.  A checkpoint older than the saved point read from 0.
+        """
+        q = members[0]
+        saved = self.engine.workdir / q.label / "seq_from"
+        if saved.exists():
+            seq = int(saved.read_text())
+        elif (self.engine.workdir / q.label / "checkpoint").exists():
+            seq = 0
+        else:
+            seq = q.seq_from
+            write_atomic(saved, str(seq).encode())
+        for m in members:
+            m.seq_from = seq
+
     def _buckets_file(self, q: SparkQuery) -> Path:
         return self.engine.workdir / q.label / "buckets"
 
@@ -104,6 +122,7 @@ class Runner:
             else None,
         )
         q.processor = proc
+        self._resume_seq(members)
         if q.native is None and q.part is not None:
             buckets = self.buckets(q)  # before the checkpoint directory exists
             write_atomic(self._buckets_file(q), str(buckets).encode())
@@ -149,13 +168,18 @@ class Runner:
                 inbox.marker("s", (start or 0) - 1)
         data, markers = inbox.pending()
         inbox.flush_data()
-        if data and markers:
+        if markers:
             # A running query plans micro-batches on its own, listing its sources one by one: a
             # marker file written while it lists could be seen before a data file written ahead of
-            # it, and complete an instant whose elements then arrive late.  So every running query
-            # takes in the data first; only then do the markers appear.
+            # it (pushed, or dropped into an attached directory), and complete an instant whose
+            # elements then arrive late.  So every query that keeps state over such input takes it
+            # in first — one reading an attached directory is started for that — and only then do
+            # the markers appear.
             for q in eng.queries.values():
-                if q.stream is not None:
+                if q.stream is None and q.native is None and self._reads_attached(q):
+                    self.start(q)
+            for q in eng.queries.values():
+                if q.stream is not None and (data or self._reads_attached(q)):
                     q.stream.processAllAvailable()
         inbox.flush_markers()
         for q in eng.queries.values():
@@ -163,6 +187,10 @@ class Runner:
                 self.start(q)
             q.stream.processAllAvailable()
             self._count_dropped(q)
+
+    def _reads_attached(self, q: SparkQuery) -> bool:
+        """Whether a query reads a source Spark lists itself (an attached directory, rate, socket)."""
+        return any(src.lower() in self.engine.inbox.external for src in q.sources)
 
     def _count_dropped(self, q: SparkQuery) -> None:
         """Elements Spark dropped behind its watermark (possible for attached sources only: pushed
