@@ -29,6 +29,7 @@ import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -36,7 +37,7 @@ import pyarrow.compute as pc
 
 from sluice.approx.allocate import Demand, allocate
 from sluice.approx.limits import QueryLimits
-from sluice.approx.precision import Precision, base_streams, estimate, horizons, unsafe_streams
+from sluice.approx.precision import Precision, base_streams, estimate, horizons, unsafe_streams, window_key_of
 from sluice.plan import logical as L
 from sluice.runtime.batch import nbytes
 
@@ -44,6 +45,7 @@ CAP = 0.95  # no batch is admitted past this fraction of the limit
 REALLOCATE = 0.85  # above it the rates are chosen again …
 TARGET = 0.70  # … so that the projected memory is this fraction
 RAISE = 0.50  # below it, lowered rates are raised (towards TARGET)
+GROW = 1.25  # … and shrunk windows grow by this factor (gently: a window refills over its range)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +57,21 @@ class Usage:
     total: int
     by_stream: dict[str, float]
     holders: dict[str, int]  # per stream: synopses that hold one of its elements (its cost multiple)
+    windows: tuple[tuple[Resizable, tuple[str, ...]], ...] = ()  # windows that may shrink, and their streams
+
+
+class Resizable(Protocol):
+    """A window the query lets shrink (``[Range T At Least t]``; ``sluice.runtime.operators.windows``)."""
+
+    spec: Any
+    queries: set[str]
+
+    @property
+    def range_now(self) -> int: ...
+
+    def resize(self, r: int) -> int: ...
+
+    def kept(self) -> tuple[int, int, float]: ...
 
 
 @dataclass
@@ -111,6 +128,9 @@ class Event:
     detail: str
 
 
+_SHRUNK_UNDER_AGGREGATE = "a shrunk window below an aggregate (its values change)"
+
+
 @dataclass(frozen=True, slots=True)
 class Approximation:
     """What a query gets (``Query.approximation``, EXPLAIN, ``statistics()``)."""
@@ -125,21 +145,27 @@ class Approximation:
     # loses both reads' tuples together: its FN then lies between ``fn_low`` (the reads fully
     # dependent) and ``precision.fn`` (independent, as sampling makes them).  None: no such case.
     fn_low: float | None = None
+    # windows that may shrink (``At Least``) and did: description → (range now in ticks, the
+    # fraction of what the full window holds that it held, over the instants since it started)
+    windows: dict[str, tuple[int, float]] = field(default_factory=dict)
 
     @property
     def exact(self) -> bool:
-        return self.dropped == 0
+        return self.dropped == 0 and not self.windows
 
     def describe(self) -> str:
         if self.exact:
             return "exact"
         parts = [
             f"{s} kept {k:.1%} (rate now {self.rates.get(s, 1.0):.3g})" for s, k in sorted(self.kept.items()) if k < 1
-        ]
+        ] + [f"window {w} now {r} ticks, {k:.1%} held" for w, (r, k) in sorted(self.windows.items())]
         est = (
             (self.precision.describe() if self.fn_low is None else self._range())
             if self.precision is not None
-            else "precision unknown: " + "; ".join(f"{s} {why}" for s, why in sorted(self.unsafe.items()))
+            else "precision unknown: "
+            + "; ".join(
+                [f"{s} {why}" for s, why in sorted(self.unsafe.items())] or ["a shrunk window below an aggregate"]
+            )
         )
         return f"approximate: {', '.join(parts)}; {self.dropped} elements dropped; {est}"
 
@@ -149,6 +175,33 @@ class Approximation:
             f"FP {self.precision.fp:.3f}, FN {self.fn_low:.3f}–{self.precision.fn:.3f} "
             "(shed in bursts: the reads of one stream are not independent)"
         )
+
+
+def shrunk_windows(
+    query: str, found: tuple[tuple[Resizable, tuple[str, ...]], ...]
+) -> tuple[dict[object, float], dict[str, tuple[int, float]]]:
+    """A query's windows that may shrink: (``window_key`` → the fraction held of what the full
+    window would hold, for ``precision.estimate``; description → (range now, that fraction) for
+    those that did shrink).
+    """
+    windows: dict[object, float] = {}
+    shrunk: dict[str, tuple[int, float]] = {}
+    for op, streams in found:
+        if query in op.queries:
+            frac = op.kept()[2]
+            key = window_key_of(op.spec.window, streams)
+            windows[key] = min(frac, windows.get(key, 1.0))
+            if frac < 1.0 or op.range_now < op.spec.window.range:
+                shrunk[f"[{op.spec.window.describe()}] over {', '.join(streams)}"] = (op.range_now, frac)
+    return windows, shrunk
+
+
+def windows_only(query: str, plan: L.LogicalNode, limits: QueryLimits, found: Any) -> Approximation:
+    """What a query without a memory limit gets: exact, unless a window of it was resized
+    (``change_mem``, ``TimeWindow.resize``).
+    """
+    windows, shrunk = shrunk_windows(query, found)
+    return Approximation({}, {}, 0, estimate(plan, {}, windows), {}, limits, None, shrunk)
 
 
 @dataclass
@@ -308,8 +361,12 @@ class ResourceManager:
             if s in self.streams and self.streams[s].rate < 1.0:
                 self._event("raise", f"{self.streams[s].name} back to rate 1: {self.locked()[s]}")
                 self.streams[s].rate = 1.0
+        if u.total > self.limit * REALLOCATE and self._compress(u):
+            return  # windows that may shrink go first (§5.2.1); sampling once they are at their least
         if u.total <= self.limit * REALLOCATE:
             self._shedding = self._over = False  # an episode ends when memory is back under the band
+            if u.total < self.limit * RAISE and not lowered:
+                self._grow(u)
             if not (lowered and u.total < self.limit * RAISE):
                 return
         locked = self.locked()
@@ -339,6 +396,42 @@ class ResourceManager:
                 + ("" if a.feasible else " (the limit cannot be met with every query's least precision)"),
             )
 
+    def _windows(self, u: Usage) -> list[Resizable]:
+        """The windows that may shrink, but none serving an exact-only query."""
+        exact = {q for q, r in self.readers.items() if r.limits.exact_only}
+        return [op for op, _ in u.windows if not (op.queries & exact)]
+
+    def _compress(self, u: Usage) -> bool:
+        """Synopsis compression (STREAM §5.2.1): every window that may shrink is cut by the factor
+        that would bring memory to ``TARGET`` of the limit if it all scaled with the windows —
+        never below its ``At Least``.  Whether any window changed.
+        """
+        f = self.limit * TARGET / max(u.total, 1)
+        changed = []
+        for op in self._windows(u):
+            r0 = op.range_now
+            r = op.resize(int(r0 * f))
+            if r != r0:
+                changed.append(f"[{op.spec.window.describe()}] {r0}→{r} ticks")
+        if changed:
+            self._event(
+                "compress", f"memory {u.total} B above the limit's band ({self.limit} B): windows " + ", ".join(changed)
+            )
+        return bool(changed)
+
+    def _grow(self, u: Usage) -> None:
+        """Shrunk windows grow back (×GROW an adjustment) once memory is low and no stream is sampled."""
+        changed = []
+        for op in self._windows(u):
+            r0, full = op.range_now, op.spec.window.range
+            if r0 < full:
+                r = op.resize(min(full, max(r0 + 1, int(r0 * GROW))))
+                changed.append(f"[{op.spec.window.describe()}] {r0}→{r} ticks")
+        if changed:
+            self._event(
+                "grow", f"memory {u.total} B below the limit's band ({self.limit} B): windows " + ", ".join(changed)
+            )
+
     # -- reports -------------------------------------------------------------------------
     def approximation(self, query: str) -> Approximation:
         r = self.readers[query]
@@ -356,10 +449,11 @@ class ResourceManager:
             if st.shed > s0:
                 shed.add(s)
         rates = {s: self.streams[s].rate for s in kept}
-        precision = estimate(r.plan, kept)
+        windows, shrunk = shrunk_windows(query, self._usage().windows)
+        precision = estimate(r.plan, kept, windows)
         reads = {s: r.streams.count(s) for s in shed if r.streams.count(s) > 1}
         fn_low = None
         if precision is not None and reads:
             low = estimate(r.plan, {s: k ** (1 / reads.get(s, 1)) for s, k in kept.items()})
             fn_low = low.fn if low is not None else None
-        return Approximation(rates, kept, dropped, precision, dict(r.unsafe), r.limits, fn_low)
+        return Approximation(rates, kept, dropped, precision, dict(r.unsafe), r.limits, fn_low, shrunk)

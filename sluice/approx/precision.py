@@ -35,11 +35,12 @@ Precision(fp=0.0, fn=0.75)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from sluice import windows as W
 from sluice.catalog import Kind
+from sluice.errors import SluiceError
 from sluice.plan import logical as L
 from sluice.plan.expr import Subquery, walk_expr
 
@@ -74,12 +75,14 @@ _AGGREGATE = "below an aggregate (its values change: outside STREAM §5.3's tupl
 _ROWS = "under a [Rows N] window (a sample's last N rows are not the stream's last N)"
 
 
-def _children(node: L.LogicalNode, why: str | None) -> list[tuple[L.LogicalNode, str | None]]:
-    """The inputs of ``node`` with the reason (if any) approximating below them is unsafe."""
+def _children(node: L.LogicalNode, why: str | None, aggregates: bool = True) -> list[tuple[L.LogicalNode, str | None]]:
+    """The inputs of ``node`` with the reason (if any) approximating below them is unsafe
+    (``aggregates``: an aggregate is a reason; a window the query lets shrink may be under one).
+    """
     if isinstance(node, L.Distinct):
         return [(node.input, why or _DISTINCT)]
     if isinstance(node, L.Aggregate):
-        return [(node.input, why or _AGGREGATE)]
+        return [(node.input, why or _AGGREGATE if aggregates else why)]
     if isinstance(node, L.Window) and isinstance(node.spec, W.Rows | W.PartitionedRows):
         return [(node.input, why or _ROWS)]
     if isinstance(node, L.SetOp):
@@ -114,6 +117,50 @@ def unsafe_streams(plan: L.LogicalNode) -> dict[str, str]:
 
     visit(plan, None)
     return out
+
+
+def shrink_refusals(plan: L.LogicalNode) -> list[str]:
+    """Why each window the query lets shrink (``[Range T At Least t]``) must not: under duplicate
+    elimination or on the right of a negation (STREAM §5.1.1's bad cases, detected statically as
+    the paper says they can be).  Empty: every such window may shrink.  A window under an
+    aggregate may: the user stated the tolerance, and the precision is then reported unknown.
+    """
+    out: list[str] = []
+
+    def visit(node: L.LogicalNode, why: str | None) -> None:
+        if isinstance(node, L.Window) and isinstance(node.spec, W.Range) and node.spec.shrinkable and why:
+            out.append(f"[{node.spec.describe()}] is {why}")
+        for e in node.exprs():
+            for x in walk_expr(e):
+                if isinstance(x, Subquery):
+                    visit(x.plan, why or _SUBQUERY)
+        for child, w in _children(node, why, aggregates=False):
+            visit(child, w)
+
+    visit(plan, None)
+    return out
+
+
+def check_shrinkable(plan: L.LogicalNode) -> None:
+    """Refuse, at registration, a query that lets a window shrink where that is unsafe."""
+    refused = shrink_refusals(plan)
+    if refused:
+        raise SluiceError(
+            "a window stated with At Least may not shrink here: "
+            + "; ".join(refused)
+            + " — state it without At Least (the engine then keeps it exact)"
+        )
+
+
+def window_key(node: L.Window) -> tuple[object, tuple[str, ...]]:
+    """What names a window across a query's plans (bound and rewritten): its definition and the
+    base streams under it — how the engine reports each shrinkable window's kept fraction.
+    """
+    return window_key_of(node.spec, base_streams(node.input))
+
+
+def window_key_of(spec: object, streams: Iterable[str]) -> tuple[object, tuple[str, ...]]:
+    return spec, tuple(sorted({s.lower() for s in streams}))
 
 
 def base_streams(plan: L.LogicalNode) -> list[str]:
@@ -192,15 +239,23 @@ _ESTIMATE: dict[type[L.LogicalNode], Callable[..., Precision | None]] = {
 }
 
 
-def estimate(plan: L.LogicalNode, kept: Mapping[str, float]) -> Precision | None:
+def estimate(
+    plan: L.LogicalNode, kept: Mapping[str, float], windows: Mapping[object, float] | None = None
+) -> Precision | None:
     """The plan's expected (FP, FN) when base stream ``s`` keeps the fraction ``kept[s]`` of its
-    elements (missing: 1); ``None`` where the approximation is outside the model (unsafe plans).
+    elements (missing: 1) and a shrunk window (``windows[window_key(w)]``) holds that fraction of
+    what it would (a window's relation loses that part of its tuples: ``(0, 1 − k)``, then as a
+    join's input); ``None`` where the approximation is outside the model (unsafe plans).
     """
     unsafe = unsafe_streams(plan)
     if any(kept.get(s, 1.0) < 1.0 for s in unsafe):
         return None
+    shrunk = windows or {}
 
     def est(node: L.LogicalNode) -> Precision | None:
+        if isinstance(node, L.Window) and shrunk and (k := shrunk.get(window_key(node), 1.0)) < 1.0:
+            p = est(node.input)
+            return None if p is None else p.join(Precision(0.0, 1.0 - k))
         if isinstance(node, L.Window) and isinstance(node.spec, W.Rows | W.PartitionedRows):
             return _barrier(node, kept, est)
         if isinstance(node, L.SetOp) and not node.all:

@@ -35,6 +35,8 @@ _UNITS = {
     **dict.fromkeys(("HOUR", "HOURS", "HR", "HRS", "H"), ast.TimeUnit.HOUR),
     **dict.fromkeys(("DAY", "DAYS"), ast.TimeUnit.DAY),
 }
+# words that may follow a unitless duration inside a window (``[Range 4 Slide 2]``, ``[Range 4 At Least 2]``)
+_AFTER_DURATION = frozenset({"SLIDE", "AT", "PRECEDING"})
 _UNSUPPORTED = {
     "ORDER": "a continuous query has no ORDER BY: its answer is a stream or a time-varying relation",
     "LIMIT": "a continuous query has no LIMIT; use a [Rows N] window to bound a stream",
@@ -457,10 +459,11 @@ class Parser:
         return dataclasses.replace(w, where=where, span=self.span_from(start))
 
     def duration(self) -> ast.Duration:
+        """``4 seconds``, or a bare ``4`` (the stream's own time unit)."""
         start = self.tok
         t = self.expect(T.INTEGER, "a whole number of time units")
         unit_tok = self.tok
-        if unit_tok.type is not T.IDENT or unit_tok.upper == "SLIDE" or unit_tok.upper in RESERVED:
+        if unit_tok.type is not T.IDENT or unit_tok.upper in _AFTER_DURATION or unit_tok.upper in RESERVED:
             # STREAM 0.6.0's grammar (parser.y, ``time_spec: T_INT``): the stream's own time unit
             return ast.Duration(int(t.text), None, span=self.span_from(start))
         if unit_tok.upper not in _UNITS:

@@ -1,4 +1,4 @@
-"""Exact sums of doubles as rows of int64 *limbs*, vectorised with NumPy (design 022).
+"""Exact sums of doubles as rows of int64 *limbs*, vectorised with NumPy (design 011).
 
 Every finite double is an integer multiple of 2^-1074, so a sum of doubles taken with integer
 counts (insertions +1, deletions −1) is an exact integer — beyond 64 bits (design 011).  Here such

@@ -10,8 +10,9 @@ set by the resource manager) and ``statistics()``.  The three kinds:
 * :class:`WindowSynopsis` — a sliding window's contents in arrival order, each element with the
   time it leaves (time windows) — ``expire(upto)`` returns what left — or the last N (rows windows).
 
-All are exact: ``change_mem`` records the budget, and ``statistics()`` says when a synopsis is over
-it.  Shrinking a synopsis by approximating (seed §5) is the approximation layer's job.
+``change_mem`` records the budget and ``statistics()`` says when a synopsis is over it; a window
+whose query tolerates a smaller one (``[Range T At Least t]``) shrinks to fit it (seed §5.2.1,
+``sluice.runtime.operators.windows.TimeWindow``).  Every other synopsis stays exact.
 
 >>> from sluice.datatypes import INTEGER
 >>> from sluice.runtime.batch import from_rows
@@ -208,6 +209,14 @@ class WindowSynopsis(_Budgeted):
 
     def query(self) -> pa.Table:
         return concat([b for _, b in self._parts], self.types)
+
+    def leave_times(self) -> np.ndarray:
+        """Every element's leave time, in arrival order (aligned with :meth:`query`)."""
+        return np.concatenate([t for t, _ in self._parts]) if self._parts else np.empty(0, np.int64)
+
+    def replace(self, leave: np.ndarray, b: pa.Table) -> None:
+        """Make the contents ``b`` with leave times ``leave`` (non-decreasing; a window resized)."""
+        self._parts = [(leave, b)] if b.num_rows else []
 
     @property
     def nbytes(self) -> int:

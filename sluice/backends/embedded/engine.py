@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from sluice.approx.limits import QueryLimits, parse_latency, parse_size
 from sluice.approx.manager import ResourceManager
+from sluice.approx.precision import check_shrinkable
 from sluice.approx.qos import QoS
 from sluice.backends.embedded.inspector import Inspector
 from sluice.backends.embedded.loop import SchedulerLoop
@@ -121,8 +122,9 @@ class EmbeddedEngine:
         self.qos = QoS(pinned=scheduler is not None)
         self.registry.on_remove.append(self.qos.forget)
         self.limits: ResourceManager | None = None
+        self.meter = UsageMeter(self.registry)
         if memory_limit is not None:
-            self.limits = ResourceManager(parse_size(memory_limit), seed, UsageMeter(self.registry))
+            self.limits = ResourceManager(parse_size(memory_limit), seed, self.meter)
             self.registry.on_remove.append(self.limits.forget_query)
         self.inspector = Inspector(self.registry, self.loop, self.limits, self.qos)
         for d in self.catalog.sources:
@@ -212,8 +214,10 @@ class EmbeddedEngine:
         return self._start(BoundQuery(plan, text), name, retain, limits)
 
     def _start(self, bq: BoundQuery, name: str | None, retain: int | None, limits: QueryLimits) -> Query:
+        check_shrinkable(bq.plan)
         q = self.registry.start(bq, name, retain)
         q.limits, q.weight, q.manager, q.qos = limits, limits.weight, self.limits, self.qos
+        q.windows = self.meter.windows
         if self.limits is not None:
             self.limits.add_query(q.name, bq.plan, limits)
         self.qos.add(q.name, limits.max_latency)

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sluice.approx.limits import QueryLimits
-from sluice.approx.manager import Approximation, Event, ResourceManager, StreamShedding
+from sluice.approx.manager import Approximation, Event, ResourceManager, StreamShedding, windows_only
 from sluice.approx.precision import EXACT
 from sluice.approx.qos import LatencyStats, QoS
 from sluice.catalog import Kind
@@ -76,6 +76,7 @@ class Query:
     rewrites: tuple[str, ...] = ()  # the rewrite rules that changed its plan (sluice.plan.rules)
     limits: QueryLimits = field(default_factory=QueryLimits)  # its weight and least precision
     manager: ResourceManager | None = None  # the engine's, under a memory limit
+    windows: Callable[[], Any] | None = None  # the engine's windows that may shrink (without a limit)
     inactive_since: int | None = None  # deactivated (STREAM §2.4): not maintained from this instant
     qos: QoS | None = None  # the engine's latency meter
     _held: int = 0
@@ -92,6 +93,8 @@ class Query:
         """
         if self.manager is not None and self.name in self.manager.readers:
             return self.manager.approximation(self.name)
+        if self.windows is not None:
+            return windows_only(self.name, self.bound.plan, self.limits, self.windows())
         return Approximation({}, {}, 0, EXACT, {}, self.limits)
 
     @property

@@ -9,6 +9,7 @@ from __future__ import annotations
 from sluice.approx.manager import Usage
 from sluice.backends.embedded.registry import QueryRegistry
 from sluice.runtime.operators.base import Operator
+from sluice.runtime.operators.windows import TimeWindow
 
 
 class UsageMeter:
@@ -21,6 +22,7 @@ class UsageMeter:
         self._version = -1
         self._feeds: list[tuple[Operator, tuple[str, ...]]] = []
         self._holders: dict[str, int] = {}
+        self._windows: tuple[tuple[TimeWindow, tuple[str, ...]], ...] = ()
 
     def _lineage(self) -> None:
         reg = self.registry
@@ -44,6 +46,13 @@ class UsageMeter:
                 for s in mine:
                     holders[s] = holders.get(s, 0) + 1
         self._feeds, self._holders, self._version = feeds, holders, reg.version
+        self._windows = tuple((op, s) for op, s in feeds if isinstance(op, TimeWindow) and op.shrinkable)
+
+    def windows(self) -> tuple[tuple[TimeWindow, tuple[str, ...]], ...]:
+        """The windows that may shrink (``[Range T At Least t]``), each with the streams it reads."""
+        if self._version != self.registry.version:
+            self._lineage()
+        return self._windows
 
     def __call__(self) -> Usage:
         if self._version != self.registry.version:
@@ -57,4 +66,4 @@ class UsageMeter:
                 share = b / len(streams)
                 for s in streams:
                     by_stream[s] = by_stream.get(s, 0.0) + share
-        return Usage(total, by_stream, dict(self._holders))
+        return Usage(total, by_stream, dict(self._holders), self._windows)

@@ -30,6 +30,7 @@ from typing import Any
 import pyarrow as pa
 
 from sluice.approx.limits import QueryLimits, parse_latency, parse_size
+from sluice.approx.precision import check_shrinkable
 from sluice.backends.spark.compile import NativePlan, native, overflow, partitioning, to_column
 from sluice.backends.spark.frames import native_columns, source_column
 from sluice.backends.spark.inbox import Inbox
@@ -197,6 +198,7 @@ class SparkEngine:
                 "use the embedded engine"
             )
         bq = bind_query(self.catalog, query)
+        check_shrinkable(bq.plan)
         name = name or f"q{len(self.queries) + 1}"
         if name in self.queries:
             raise SluiceError(f"a query named {name!r} is already registered")

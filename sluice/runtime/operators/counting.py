@@ -6,7 +6,7 @@ run is compared with the one before it.  A batch spanning thousands of instants 
 passes, not a Python step per instant.  Sums stay int64 while a bound shows they cannot overflow;
 past that the same arrays hold Python integers (exact, slower).  Float sums are exact and int64 too:
 limbs of a fixed-point accumulator over the exponents the data used, rounded once per output value
-(``sluice.plan.limbs``, design 022).  MIN/MAX over an input that deletes in insertion order keep a monotonic
+(``sluice.plan.limbs``, design 011).  MIN/MAX over an input that deletes in insertion order keep a monotonic
 queue per group and are answered as range maxima (``Counting._extremes``; design 013).
 """
 

@@ -32,11 +32,12 @@ class Family(enum.Enum):
 
 def family(w: W.WindowDef) -> Family | None:
     """The family of a window a shared operator serves; None for the others (Slide, Partition By:
-    not nested suffixes of one buffer).
+    not nested suffixes of one buffer; a window that may shrink, ``At Least``: shrinking a shared
+    buffer would change other queries' answers, STREAM §5.2.1).
     """
     if isinstance(w, W.Rows):
         return Family.ROWS
-    if isinstance(w, W.Range) and w.slide in (None, 1):
+    if isinstance(w, W.Range) and w.slide in (None, 1) and w.least is None:
         return Family.TIME
     if isinstance(w, W.Now | W.Unbounded):
         return Family.TIME

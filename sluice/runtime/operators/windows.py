@@ -7,6 +7,13 @@ window is as of ``⌊τ/U⌋·U``, so ``a = ⌈ts/U⌉·U`` and ``d = ⌊(ts+T)/
 pending insertions and deletions are two FIFOs, released merged in time order up to
 ``max(watermark, last input ts)`` — every deletion due by then is already known.
 
+A window with a tolerated range (``[Range T At Least t]``, STREAM §5.2) may be resized while it
+runs (:meth:`TimeWindow.resize`; synopsis compression, §5.2.1): shrinking it to ``r`` deletes at
+the next instant what ``[Range r]`` no longer holds — leave times become ``min(d, d_r)``, never
+before the next instant, so the two FIFOs stay ordered — and elements arriving later leave after
+``r``; growing it applies to elements arriving from then on.  What it holds against what
+``[Range T]`` would is counted (:meth:`TimeWindow.kept`).
+
 ``[Rows N]`` deletes element i when element i+N arrives, at that element's timestamp.
 ``[Partition By k Rows N]`` does that per key (per element: the arrival order is the semantics).
 """
@@ -37,7 +44,7 @@ class WindowSpec(OperatorSpec):
 @dataclass
 class TimeWindow(Unary):
     spec: WindowSpec
-    STATE = ("_ins", "window", "_last_ts")
+    STATE = ("_ins", "window", "_last_ts", "_range", "_released", "_cut", "_area")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -50,6 +57,74 @@ class TimeWindow(Unary):
         self._ins = WindowSynopsis(self.types)  # admitted, visible from their insert time (Slide)
         self.window = WindowSynopsis(self.types)  # the window's contents, each with its leave time
         self._last_ts = NEG_INF
+        self._range = self._span[0] if self._span is not None else 0  # the range in force (ticks)
+        self._released = NEG_INF  # every change up to this instant is emitted
+        # elements [Range T] would hold that a resize cut: (missing from, missing until) per element
+        self._cut = (np.empty(0, np.int64), np.empty(0, np.int64))
+        self._area = [0, 0]  # element-instants held and missing (against [Range T]) since it started
+
+    # -- resizing (STREAM §5.2.1) ----------------------------------------------------------
+    @property
+    def shrinkable(self) -> bool:
+        w = self.spec.window
+        return isinstance(w, W.Range) and w.shrinkable
+
+    @property
+    def range_now(self) -> int:
+        return self._range
+
+    def resize(self, r: int) -> int:
+        """Make the window ``[Range r]`` from now on, ``r`` clamped to the tolerated range
+        (``At Least``); returns the range now in force.
+        """
+        w = self.spec.window
+        if not (isinstance(w, W.Range) and w.least is not None):
+            raise InternalError(f"{self}: [{w.describe()}] is exact and cannot be resized")
+        r = min(max(int(r), w.least), w.range)
+        if r < self._range and len(self.window):
+            self._shrink(r)
+        self._range = r
+        return r
+
+    def _shrink(self, r: int) -> None:
+        assert self._span is not None
+        step = self._span[1]
+        win, leave = self.window.query(), self.window.leave_times()
+        ts = ts_of(win)
+        new = np.maximum(np.minimum(leave, W.visible(ts, r, step)[1]), self._released + 1)
+        keep = np.ones(len(new), dtype=bool)
+        pending = len(self._ins)
+        if pending:  # not yet visible (Slide): those the smaller window never shows go altogether
+            ins, at = self._ins.query(), self._ins.leave_times()
+            shown = new[-pending:] > at
+            keep[-pending:] = shown
+            if not shown.all():
+                gone = ~shown
+                self._note_cut(at[gone], W.visible(ts[-pending:][gone], *self._span)[1])
+                self._ins.replace(at[shown], ins.filter(pa.array(shown)))
+        self.window.replace(new[keep], win.filter(pa.array(keep)) if not keep.all() else win)
+
+    def _note_cut(self, start: np.ndarray, until: np.ndarray) -> None:
+        missing = start < until
+        if missing.any():
+            self._cut = (np.concatenate([self._cut[0], start[missing]]), np.concatenate([self._cut[1], until[missing]]))
+
+    def kept(self) -> tuple[int, int, float]:
+        """(elements held now, elements ``[Range T]`` would hold that it does not, the fraction
+        held of what it would, integrated over the instants since it started).
+        """
+        held = len(self.window) - len(self._ins)
+        missing = int(np.count_nonzero(self._cut[0] <= self._released))
+        a_held, a_missing = self._area
+        return held, missing, a_held / (a_held + a_missing) if a_held + a_missing else 1.0
+
+    def _enforce_budget(self) -> None:
+        """A budget set by ``change_mem`` shrinks a window that may shrink until its contents fit."""
+        budget, size = self.window.budget, self.window.nbytes
+        if budget is not None and size > budget and self.shrinkable and self._range > 0:
+            oldest = int(ts_of(self.window.query().slice(0, 1))[0])
+            held = max(1, min(self._range, self._released - oldest))  # the time the contents span
+            self.resize(int(held * budget / size))
 
     def declare(self, inputs: Sequence[Operator]) -> None:
         self.insert_only = self.spec.window.insert_only and inputs[0].insert_only
@@ -60,7 +135,7 @@ class TimeWindow(Unary):
         if self._span is None:
             self.emit(b)
             return
-        a, d = W.visible(ts, *self._span)
+        a, d = W.visible(ts, self._range, self._span[1])
         visible = a < d
         if not visible.all():
             b, a, d = b.filter(pa.array(visible)), a[visible], d[visible]
@@ -69,6 +144,8 @@ class TimeWindow(Unary):
             neg = b.set_column(1, "__sign", pa.array(np.full(b.num_rows, -1, dtype=np.int8)))
             self.window.insert(d, neg)
         self._release(max(self._last_ts, self.readers[0].watermark()))
+        if self.window.budget is not None:
+            self._enforce_budget()
 
     def progress(self, wm: int) -> None:
         if self._span is not None:
@@ -76,7 +153,11 @@ class TimeWindow(Unary):
         self.advance(wm)
 
     def _release(self, bound: int) -> None:
-        parts = [p for p in (self.window.expire(bound), self._ins.expire(bound)) if p[1].num_rows]
+        gone, ins = self.window.expire(bound), self._ins.expire(bound)
+        if self.shrinkable:
+            self._account(bound, gone)
+        self._released = max(self._released, bound)
+        parts = [p for p in (gone, ins) if p[1].num_rows]
         if not parts:
             return
         times = np.concatenate([t for t, _ in parts])
@@ -84,6 +165,30 @@ class TimeWindow(Unary):
         b = b.set_column(0, "__ts", pa.array(times.astype(np.int64)))
         order = np.argsort(times, kind="stable")  # deletions first within an instant
         self.emit(b.take(pa.array(order)))
+
+    def _account(self, bound: int, gone: tuple[np.ndarray, pa.Table]) -> None:
+        """Elements leaving before ``[Range T]`` would let them are missing until it would; the
+        instants since the last release add to what was held and missing.
+        """
+        assert self._span is not None
+        if gone[1].num_rows:
+            self._note_cut(gone[0], W.visible(ts_of(gone[1]), *self._span)[1])
+        if bound > self._released != NEG_INF:
+            start, until = self._cut
+            if len(until) and until.min() <= bound:  # no longer missing: [Range T] lets them go too
+                alive = until > bound
+                self._cut = (start[alive], until[alive])
+            dt = bound - self._released
+            self._area[0] += (len(self.window) - len(self._ins)) * dt
+            self._area[1] += int(np.count_nonzero(self._cut[0] <= bound)) * dt
+
+    def explain_line(self) -> str:
+        line = super().explain_line()
+        w = self.spec.window
+        if isinstance(w, W.Range) and w.least is not None and self._range < w.range:
+            held, missing, frac = self.kept()
+            line += f" shrunk to Range {self._range} ticks ({held} held, {missing} cut; {frac:.1%} kept over time)"
+        return line
 
     def synopses(self) -> list[Any]:
         return [self.window, self._ins]
