@@ -233,3 +233,34 @@ def test_under_a_limit_windows_shrink_before_anything_is_dropped_and_precision_i
     assert abs(fn - a.precision.fn) <= 0.1, (fn, a.describe())
     assert "window [Range 400 ticks At Least 20 ticks]" in a.describe()
     assert "shrunk to Range" in eng.explain("join")
+
+
+def test_a_window_registered_while_memory_is_tight_starts_reduced() -> None:
+    """STREAM §5.1.1's window reduction at registration: with the stream's rate measured, a query
+    registered when the limit leaves little free starts with a smaller window ("reduce" event),
+    and from its start its answer is exactly the smaller window's.
+    """
+    rnd = random.Random(3)
+    rows = [(t // 4, rnd.randrange(10), t) for t in range(4000)]
+    eng = EmbeddedEngine(memory_limit=60_000, start=0)
+    eng.execute(DDL)
+    eng.register_query("select * from A [Range 300]", "big", min_precision=1.0)
+    for i in range(0, 2000, 100):
+        eng.push("A", rows[i : i + 100])
+        eng.run()
+    q = eng.register_query("select K, V from A [Range 300 At Least 5]", "tolerant")
+    (reduced,) = [e for e in eng.statistics().approx_events if e.action == "reduce"]
+    assert "tolerant: window [Range 300 ticks At Least 5 ticks] starts at" in reduced.detail
+    r = _window(eng).range_now
+    assert 5 <= r < 300
+    start = rows[1999][0]  # its first instant: the one not yet complete when it was registered
+    for i in range(2000, 4000, 100):
+        eng.push("A", rows[i : i + 100])
+        eng.run()
+    eng.close()
+    assert _window(eng).range_now == r  # not resized again (memory held), so the answer is exactly [Range r]'s
+    later = {"A": [(t, tuple(row)) for t, *row in rows if t >= start]}
+    want = evaluate(bind_query(eng.catalog, f"select K, V from A [Range {r}]"), later, {}, start=start)
+    assert not diff_outputs(want, q.results())
+    assert eng.statistics().peak_memory <= 60_000
+    assert not q.approximation.exact and q.approximation.windows

@@ -93,7 +93,13 @@ class StreamShedding:
 
     _in_horizon: list[int] = field(default_factory=lambda: [0, 0], repr=False)  # their (offered, kept)
 
+    first_ts: int | None = None  # the first admitted batch's last timestamp (for the arrival rate)
+    last_ts: int | None = None
+
     def record(self, last_ts: int, offered: int, kept: int) -> None:
+        if self.first_ts is None:
+            self.first_ts = last_ts
+        self.last_ts = last_ts if self.last_ts is None else max(self.last_ts, last_ts)
         self.offered += offered
         self.kept += kept
         if math.isfinite(self.horizon):
@@ -395,6 +401,43 @@ class ResourceManager:
                 + ", ".join(f"{n} {old:.3g}→{new:.3g}" for n, old, new in changed)
                 + ("" if a.feasible else " (the limit cannot be met with every query's least precision)"),
             )
+
+    def reduce_windows(self, query: str) -> None:
+        """Window reduction at registration (STREAM §5.1.1, static approximation): a new query's
+        windows that may shrink start at the size its streams' measured arrival rate and cost per
+        element (what one costs now per synopsis holding it, twice: the window and what its query
+        keeps above it) say fits in what the limit leaves free (``TARGET``), never below ``At Least``.  A
+        stream with no history yet gives no estimate: the window starts whole, and the dynamic
+        path (``_compress``) shrinks it if need be.
+        """
+        u = self._usage()
+        free = self.limit * TARGET - u.total
+        for op, streams in u.windows:
+            if op.queries != {query} or self.readers[query].limits.exact_only:
+                continue
+            need = 0.0
+            for s in streams:
+                st = self.streams.get(s)
+                if st is None or st.first_ts is None or st.last_ts is None or st.last_ts <= st.first_ts:
+                    need = math.nan
+                    break
+                rate = st.kept / (st.last_ts - st.first_ts)  # elements a tick
+                live, held = st.live(), u.by_stream.get(s, 0.0)
+                if not (live and held):
+                    need = math.nan
+                    break
+                # an element's bytes per synopsis holding it now, twice: the window and what its query keeps
+                need += rate * op.spec.window.range * 2 * held / live / max(1, u.holders.get(s, 1))
+            if not need > free:  # (nan: no estimate)
+                continue
+            r0 = op.range_now
+            r = op.resize(int(r0 * max(free, 0.0) / need))
+            if r != r0:
+                self._event(
+                    "reduce",
+                    f"{query}: window [{op.spec.window.describe()}] starts at {r} ticks: its estimated "
+                    f"{need:.0f} B exceed the {max(free, 0):.0f} B the limit leaves free",
+                )
 
     def _windows(self, u: Usage) -> list[Resizable]:
         """The windows that may shrink, but none serving an exact-only query."""

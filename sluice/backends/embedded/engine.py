@@ -220,6 +220,7 @@ class EmbeddedEngine:
         q.windows = self.meter.windows
         if self.limits is not None:
             self.limits.add_query(q.name, bq.plan, limits)
+            self.limits.reduce_windows(q.name)
         self.qos.add(q.name, limits.max_latency)
         return q
 
