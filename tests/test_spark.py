@@ -570,6 +570,53 @@ def test_stream_static_join_runs_natively_and_static_rows_reach_the_processors(s
     eng.stop()
 
 
+def test_static_rows_reach_a_late_query_and_a_restarted_engine_once(spark, tmp_path) -> None:
+    """Static rows are written once per work directory and read by every query: one registered
+    after the first run sees them (they were numbered before it and filtered away), and a query
+    resuming its checkpoint on a restarted engine does not get them a second time (its join
+    doubled) — review of f34150f.
+    """
+    ddl = "register stream S (K integer, V integer); register relation R (K integer, N varchar(4))"
+    query = "select R.N, count(*) from S [Range 5], R where S.K = R.K group by R.N"
+    static = [(1, "one"), (2, "two"), (2, "deux")]
+    rows = [(t, t % 3, t) for t in range(12)]
+    got: dict[str, list] = {"joined": [], "late": []}
+    for part in (0, 1):
+        eng = SparkEngine(spark=spark, workdir=tmp_path / "w", start=0)
+        eng.execute(ddl)
+        eng.attach_static("R", static)
+        q = eng.register_query(query, name="joined")
+        if part == 0:
+            eng.push("S", rows[:6])
+            eng.heartbeat(5)
+            eng.run()
+        late = eng.register_query(query, name="late")  # after the first run; resumed on the second engine
+        span = rows[6:9] if part == 0 else rows[9:]
+        eng.push("S", span)
+        eng.heartbeat(span[-1][0])
+        eng.run()
+        got["joined"] += eng.results(q)
+        got["late"] += eng.results(late)
+        eng.stop()
+    ref = EmbeddedEngine(start=0)
+    ref.execute(ddl)
+    ref.push("R", [(0, "+", k, n) for k, n in static])
+    rq = ref.register_query(query)
+    ref.push("S", rows)
+    ref.heartbeat(11)
+    ref.run()
+    assert not diff_outputs(rq.results(), got["joined"]) and len(got["joined"]) == len(rq.results())
+    # the late query's input: what was pushed after it was registered
+    lref = EmbeddedEngine(start=0)
+    lref.execute(ddl)
+    lref.push("R", [(0, "+", k, n) for k, n in static])
+    lq = lref.register_query(query)
+    lref.push("S", rows[6:])
+    lref.heartbeat(11)
+    lref.run()
+    assert got["late"] and not diff_outputs(lq.results(), got["late"])
+
+
 def test_cli_run_on_spark_and_the_console_sink(spark, tmp_path, capsys) -> None:
     """`sluice run --backend spark` prints each query's answer (equal to the embedded backend's);
     a console sink streams to Spark's console and says results() cannot read it back."""

@@ -12,6 +12,7 @@ import pytest
 from sluice.backends.embedded import EmbeddedEngine
 from sluice.backends.spark.engine import SparkEngine
 from sluice.cql.ast import TimeUnit
+from sluice.errors import SluiceError
 from sluice.reference.compare import diff_outputs
 
 pytestmark = pytest.mark.spark
@@ -91,21 +92,31 @@ def test_a_group_resumes_from_its_checkpoint_after_a_restart(spark, tmp_path) ->
     emb.execute(DDL)
     twins = [emb.register_query(q, name=f"q{i}") for i, q in enumerate(QUERIES[:3])]
     got: list[list] = [[] for _ in twins]
-    for half in (steps[:2], steps[2:]):
+    for n, half in enumerate((steps[:2], steps[2:])):
         eng = SparkEngine(spark=spark, workdir=tmp_path / "w", time_unit=TimeUnit.SECOND)
         eng.execute(DDL)
-        handles = [eng.register_query(q, name=f"q{i}") for i, q in enumerate(QUERIES[:3])]
-        for a_rows, b_rows, ts in half:
+        # the second engine registers them in another order: the group is the saved one
+        order = [0, 1, 2] if n == 0 else [2, 0, 1]
+        by_name = {f"q{i}": eng.register_query(QUERIES[i], name=f"q{i}") for i in order}
+        handles = [by_name[f"q{i}"] for i in range(3)]
+        for k, (a_rows, b_rows, ts) in enumerate(half):
             for e in (eng, emb):
                 e.push("A", a_rows)
                 e.push("B", b_rows)
                 e.heartbeat(ts)
             eng.run()
+            if n == 0 and k == 0:  # stopped and run again on the same engine: the group resumes whole
+                eng.stop()
         assert all(h.group == ("q0", "q1", "q2") for h in handles)
         for i, h in enumerate(handles):
             got[i] += eng.results(h)
         assert not eng.rejected()
         eng.stop()  # the streaming query stops; its checkpoint and the state per key stay on disk
+    lone = SparkEngine(spark=spark, workdir=tmp_path / "w", time_unit=TimeUnit.SECOND)
+    lone.execute(DDL)
+    lone.register_query(QUERIES[1], name="q1")
+    with pytest.raises(SluiceError, match="register q0, q2 again before run"):
+        lone.run()  # one member alone cannot resume the group's checkpoint
     emb.run()
     for i, w in enumerate(twins):
         assert w.results(), f"q{i}"

@@ -24,9 +24,11 @@ import pyarrow.parquet as pq
 
 from sluice.backends.rows import admit_batch, rows_to_batch, to_batch
 from sluice.catalog import Catalog, Kind, SourceDef
-from sluice.errors import SluiceError
+from sluice.errors import InternalError, SluiceError
 from sluice.runtime.admission import Admission
 from sluice.runtime.batch import to_elements, ts_of
+
+STATIC_STEM = "part-static-"  # a static relation's one file in a work directory
 
 
 class Inbox:
@@ -47,6 +49,7 @@ class Inbox:
         self.last_ts: int | None = None
         self._batches: dict[str, list[pa.Table]] = {}  # source -> pending event batches
         self._markers: list[tuple[int, str, int]] = []
+        self._static_written: set[str] = set()
 
     def source(self, name: str) -> SourceDef:
         try:
@@ -78,14 +81,31 @@ class Inbox:
         self.static[d.name.lower()] = [tuple(r) for _, _, r in to_elements(batch)]
 
     def push_static(self, start: int | None) -> None:
-        """Static relations enter the processors' engines once, inserted at the start."""
+        """Static relations enter the processors' engines once, inserted at the start: written
+        once per work directory with ``seq`` −1, as an attached source's rows are, so that every
+        query reads them — one registered after the first run, and one new to a restarted engine
+        — and a query resuming its checkpoint, which read them already, not again (a restarted
+        engine used to push them a second time: the resumed query's joins doubled).
+        """
         first = start if start is not None else (self.min_ts or 0)
         for key, rows in self.static.items():
-            if key in self.admission or not rows:
+            if key in self._static_written or not rows:
                 continue
+            self._static_written.add(key)
             d = self.source(key)
+            directory = self.workdir / "sources" / key
+            self.admission_of(d).accepted += len(rows)
+            if any(directory.glob(f"{STATIC_STEM}*.parquet")):
+                continue  # an earlier engine on this work directory wrote them
             at = first // self.catalog.scale(d)  # the relation's unit; never after the start
-            self._push(d, [(at, "+", *r) for r in rows])
+            batch, errors = rows_to_batch([(at, "+", *r) for r in rows], d.schema, True, d.name)
+            if errors:
+                raise InternalError(f"static rows of {d.name} checked when attached: {errors[:3]}")
+            n = batch.num_rows
+            cols = {"seq": pa.array(np.full(n, -1, np.int64)), "ts": batch.column(0)}
+            cols["sign"] = batch.column(1).cast(pa.int32())
+            cols.update({f"c{j}": batch.column(2 + j) for j in range(len(d.schema))})
+            self._write(directory, pa.table(cols), STATIC_STEM)
 
     # -- pushed rows ---------------------------------------------------------------------
     def push(self, name: str, rows: Any, ts_column: str = "ts", sign_column: str = "sign") -> None:
@@ -178,10 +198,10 @@ class Inbox:
             self._markers.clear()
         self.released = self.seq
 
-    def _write(self, directory: Path, table: pa.Table) -> None:
+    def _write(self, directory: Path, table: pa.Table, prefix: str = "part-") -> None:
         directory.mkdir(parents=True, exist_ok=True)
         # unique across engines on one workdir (a restarted engine keeps adding files)
-        stem = f"part-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
+        stem = f"{prefix}{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
         tmp = directory / f".{stem}.parquet"
         pq.write_table(table, tmp)
         tmp.rename(directory / f"{stem}.parquet")  # appears atomically

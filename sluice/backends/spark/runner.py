@@ -6,6 +6,7 @@ after its registration, then fed by every ``run()`` until ``stop()``.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 import uuid
@@ -17,11 +18,13 @@ from sluice.backends.spark.frames import input_frame, native_frame
 from sluice.backends.spark.preagg import LOWER, UPPER
 from sluice.backends.spark.processor import SluiceProcessor, group_output_schema, output_schema
 from sluice.backends.spark.query import Collected, SparkQuery
+from sluice.errors import SluiceError
 from sluice.io.atomic import write_atomic
 
 if TYPE_CHECKING:
     from sluice.backends.spark.engine import SparkEngine
 
+MEMBERS = "members.json"  # a group's queries, in their order, beside its checkpoint
 LEGACY_BUCKETS = 8  # keys of a split query whose checkpoint predates the saved number
 
 
@@ -79,17 +82,48 @@ class Runner:
         and writes to memory.  ``[q]`` when it runs alone.
         """
         eng = self.engine
+        saved = self._saved_group(q)
+        if saved is not None:
+            return saved  # it ran in a group before: the checkpoint holds exactly those queries' state
         sig = window_join_signature(q.plan) if eng.groups_joins else None
         if sig is None or q.sink != "memory" or q.native is not None or eng.preagg_of(q) is not None:
+            return [q]
+        if self._ran_alone(q):
             return [q]
         out = [q]
         for o in eng.queries.values():
             if o is q or o.stream is not None or o.group or o.sink != "memory":
                 continue
+            if self._ran_alone(o) or self._saved_group(o) is not None:
+                continue
             if o.native is None and eng.preagg_of(o) is None and window_join_signature(o.plan) == sig:
                 if (o.sources, o.part, o.seq_from) == (q.sources, q.part, q.seq_from):
                     out.append(o)
         return out
+
+    def _ran_alone(self, q: SparkQuery) -> bool:
+        """Whether the query has a checkpoint of its own (it resumes alone, as it ran)."""
+        return (self.engine.workdir / q.name / "checkpoint").exists()
+
+    def _saved_group(self, q: SparkQuery) -> list[SparkQuery] | None:
+        """The queries ``q`` ran with in one processor on this work directory (saved when the
+        group first started), in their order then; None if it never ran in a group.  Every member
+        must be registered again: the checkpoint holds their state together.
+        """
+        eng = self.engine
+        for f in eng.workdir.glob(f"*/{MEMBERS}"):
+            names = json.loads(f.read_text())
+            if q.name not in names:
+                continue
+            missing = [n for n in names if n not in eng.queries]
+            if missing:
+                others = ", ".join(n for n in names if n != q.name)
+                raise SluiceError(
+                    f"query {q.name} ran in one Spark processor with {others} (checkpoint {f.parent}): register "
+                    f"{', '.join(missing)} again before run(), or delete {f.parent} to start {q.name} afresh"
+                )
+            return [eng.queries[n] for n in names]
+        return None
 
     def start(self, q: SparkQuery) -> None:
         eng = self.engine
@@ -99,6 +133,9 @@ class Runner:
             names = tuple(m.name for m in members)
             for m in members:
                 m.group = names
+            saved = eng.workdir / q.label / MEMBERS
+            if not saved.exists():
+                write_atomic(saved, json.dumps(list(names)).encode())
         ddl, text = "\n".join(eng.ddl), q.bound.text
         inputs = [(d.name, list(d.schema.types)) for d in map(eng._source, q.sources)]
         if q.preagg is not None:  # the processor runs the rewritten query over Spark's partials
@@ -146,9 +183,12 @@ class Runner:
         if q.sink == "memory":
             # any query name is a label: Spark's table name takes only word characters
             q.table = f"sluice_{re.sub(r'[^0-9A-Za-z_]', '_', q.label)}_{uuid.uuid4().hex[:8]}"
-            q.collected = Collected()
+            if q.collected is None:  # (started again after stop(): this engine's rows so far stay)
+                q.collected = Collected()
             q.stream = w.queryName(q.table).foreachBatch(q.collected).start()
-            for m in members[1:]:  # the others read the group's rows, their own
+            for m in members:  # the others read the group's rows, their own
+                if m is q:
+                    continue
                 m.table, m.collected, m.stream, m.processor, m.buckets = q.table, q.collected, q.stream, proc, q.buckets
         elif q.sink == "console":
             q.stream = w.format("console").option("truncate", "false").start()
@@ -189,8 +229,11 @@ class Runner:
             self._count_dropped(q)
 
     def _reads_attached(self, q: SparkQuery) -> bool:
-        """Whether a query reads a source Spark lists itself (an attached directory, rate, socket)."""
-        return any(src.lower() in self.engine.inbox.external for src in q.sources)
+        """Whether a query reads a directory Spark lists itself (``attach_directory``); not a rate or
+        socket source, which never runs out of input (draining one would never return).
+        """
+        ext = self.engine.inbox.external
+        return any(ext.get(src.lower(), ("",))[0] == "directory" for src in q.sources)
 
     def _count_dropped(self, q: SparkQuery) -> None:
         """Elements Spark dropped behind its watermark (possible for attached sources only: pushed
@@ -210,4 +253,4 @@ class Runner:
                 if id(q.stream) not in stopped:  # (the members of a group share one)
                     stopped.add(id(q.stream))
                     q.stream.stop()
-                q.stream = None
+                q.stream = None  # (its group stays: started again, it re-forms from the saved members)
