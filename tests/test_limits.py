@@ -592,3 +592,18 @@ def test_a_failing_on_shed_callback_loses_nothing_uncounted() -> None:
     a = eng.limits.streams["a"]  # type: ignore[union-attr]
     assert a.offered == 16000 == a.kept + a.sampled_out + a.shed and a.dropped > 0
     assert any(e.action == "callback" and "disk full" in e.detail for e in eng.statistics().approx_events)
+
+
+def test_a_least_precision_that_cannot_be_held_is_reported() -> None:
+    """min_precision < 1 is a target the allocator keeps when it can; when the limit cannot be
+    held otherwise the query is told it is below it (review of session 11: it was silent).
+    """
+    queries = {"sel": ("select * from A [Range 400] where V < 50", {"min_precision": 0.95})}
+    feed = _feed(6000, 4, streams=("A",))
+    _, _, _, exact_peak = _run(queries, feed, "1GB")
+    _, qs, _, _ = _run(queries, feed, exact_peak // 5)
+    a = qs["sel"].approximation
+    assert a.precision is not None and 1 - a.precision.fn < 0.95
+    assert a.below_min and "below its least precision 0.95" in a.describe()
+    _, qs, _, _ = _run(queries, feed, "1GB")
+    assert not qs["sel"].approximation.below_min

@@ -169,11 +169,19 @@ class Approximation:
             (self.precision.describe() if self.fn_low is None else self._range())
             if self.precision is not None
             else "precision unknown: "
-            + "; ".join(
-                [f"{s} {why}" for s, why in sorted(self.unsafe.items())] or ["a shrunk window below an aggregate"]
-            )
+            + "; ".join([f"{s} {why}" for s, why in sorted(self.unsafe.items())] or [_SHRUNK_UNDER_AGGREGATE])
         )
-        return f"approximate: {', '.join(parts)}; {self.dropped} elements dropped; {est}"
+        below = (
+            f" — below its least precision {self.limits.min_precision:g} (the limit cannot be held otherwise)"
+            if self.below_min
+            else ""
+        )
+        return f"approximate: {', '.join(parts)}; {self.dropped} elements dropped; {est}{below}"
+
+    @property
+    def below_min(self) -> bool:
+        """Its estimated recall (1 − FN) is under the ``min_precision`` it stated."""
+        return self.precision is not None and 1.0 - self.precision.fn < self.limits.min_precision - 1e-9
 
     def _range(self) -> str:
         assert self.precision is not None and self.fn_low is not None

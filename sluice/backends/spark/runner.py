@@ -218,8 +218,8 @@ class Runner:
             for q in eng.queries.values():
                 if q.stream is None and q.native is None and self._reads_attached(q):
                     self.start(q)
-            for q in eng.queries.values():
-                if q.stream is not None and (data or self._reads_attached(q)):
+            for q in eng.queries.values():  # (a native query reads no markers: nothing to order)
+                if q.stream is not None and q.native is None and (data or self._reads_attached(q)):
                     q.stream.processAllAvailable()
         inbox.flush_markers()
         for q in eng.queries.values():
