@@ -174,8 +174,9 @@ def test_a_batch_spark_replays_after_a_crash_reads_its_events_again(spark, tmp_p
     lost = sorted(map(str, q.collected.parts[last].to_pylist()))
     ck = tmp_path / "w" / "counts" / "checkpoint"
     for kind, first_gone in (("commits", last), ("offsets", last + 1)):
-        for f in (ck / kind).glob("[0-9]*"):
-            if int(f.name) >= first_gone:
+        for f in (ck / kind).iterdir():  # each log file N and its checksum .N.crc
+            n = f.name.removeprefix(".").removesuffix(".crc")
+            if n.isdigit() and int(n) >= first_gone:
                 f.unlink()
     again = SparkEngine(spark=spark, workdir=tmp_path / "w")
     again.execute(ddl)

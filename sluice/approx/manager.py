@@ -45,6 +45,7 @@ CAP = 0.95  # no batch is admitted past this fraction of the limit
 REALLOCATE = 0.85  # above it the rates are chosen again …
 TARGET = 0.70  # … so that the projected memory is this fraction
 RAISE = 0.50  # below it, lowered rates are raised (towards TARGET)
+NEGLIGIBLE = 0.01  # a stream holding less than this fraction of the limit is never dropped
 GROW = 1.25  # … and shrunk windows grow by this factor (gently: a window refills over its range)
 
 
@@ -288,6 +289,12 @@ class ResourceManager:
         name = st.name.lower()
         if n == 0 or not any(name in r.streams for r in self.readers.values()):
             return batch  # a stream nobody reads holds nothing: never dropped
+        usage = self._usage()
+        if usage.by_stream.get(name, 0.0) < NEGLIGIBLE * self.limit:
+            # what its elements hold is next to nothing (they pass through a filter to a subscriber,
+            # say): dropping them would lose elements and free nothing — the memory is others'
+            st.record(int(pc.max(batch.column(0)).as_py()), n, n)
+            return batch
         exact = any(r.limits.exact_only and name in r.streams for r in self.readers.values())
         keep = np.ones(n, dtype=bool)
         drops: list[tuple[np.ndarray, str]] = []
@@ -295,7 +302,6 @@ class ResourceManager:
             keep = self.rng.random(n) < st.rate
             st.sampled_out += int(n - keep.sum())
             drops.append((~keep, "sampled"))
-        usage = self._usage()
         cost = self._cost(st, batch, usage)
         room = max(0, math.floor((self.limit * CAP - usage.total) / max(cost, 1.0)))
         k = int(keep.sum())
@@ -316,7 +322,11 @@ class ResourceManager:
                 st.shed += k - room
                 drops.append((shed, "shed"))
                 if not self._shedding:
-                    self._event("shed", f"{st.name}: memory {usage.total} B of {self.limit} B: load shedding begins")
+                    self._event(
+                        "shed",
+                        f"{st.name}: memory {usage.total} B of {self.limit} B: load shedding begins; "
+                        + self._holders_text(usage),
+                    )
                     self._shedding = True
         st.record(int(pc.max(batch.column(0)).as_py()), n, int(keep.sum()))
         for mask, reason in drops:
@@ -339,6 +349,18 @@ class ResourceManager:
         static = nbytes(batch) / batch.num_rows * (1 + usage.holders.get(st.name.lower(), 0))
         live, held = st.live(), usage.by_stream.get(st.name.lower(), 0.0)
         return max(static, 1.1 * held / live) if live and held else 2 * static
+
+    def _holders_text(self, u: Usage) -> str:
+        """Whose memory it is: the streams holding the most, and why one cannot be sampled."""
+        locked = self.locked()
+        top = sorted(u.by_stream.items(), key=lambda kv: -kv[1])[:3]
+        parts = [
+            f"{self.streams[s].name if s in self.streams else s} {b / max(u.total, 1):.0%}"
+            + (f" (not sampled: {locked[s]})" if s in locked else "")
+            for s, b in top
+            if b > 0
+        ]
+        return "held by " + ", ".join(parts) if parts else "held by no stream's state (queues)"
 
     def _drop(self, st: StreamShedding, batch: pa.Table, mask: np.ndarray, reason: str) -> None:
         if self.on_shed and mask.any():
@@ -385,9 +407,13 @@ class ResourceManager:
                 return
         locked = self.locked()
         # streams holding memory, and lowered ones (one that holds nothing now may be raised freely)
-        live = {
-            s: u.by_stream.get(s, 0.0) for s, st in self.streams.items() if u.by_stream.get(s, 0.0) > 0 or st.rate < 1
-        }
+        small = NEGLIGIBLE * self.limit
+        for s, st in self.streams.items():  # sampling a stream that holds next to nothing frees nothing
+            whole = u.by_stream.get(s, 0.0) / max(st.held_rate(), 1e-3)  # what it would hold unsampled
+            if st.rate < 1.0 and whole < small:
+                self._event("raise", f"{st.name} back to rate 1: unsampled it would hold about {whole:.0f} B")
+                st.rate = 1.0
+        live = {s: u.by_stream.get(s, 0.0) for s in self.streams if u.by_stream.get(s, 0.0) >= small}
         rates = {s: self.streams[s].held_rate() for s in live}
         fixed = u.total - sum(live.values())
         demands = [Demand(r.limits.weight, r.streams, r.limits.min_precision) for r in self.readers.values()]

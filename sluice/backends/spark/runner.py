@@ -10,6 +10,7 @@ import json
 import re
 import time
 import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,6 +25,7 @@ from sluice.io.atomic import write_atomic
 if TYPE_CHECKING:
     from sluice.backends.spark.engine import SparkEngine
 
+RATE_WAIT = 600  # seconds run() waits for a micro-batch of a query over a rate source
 MEMBERS = "members.json"  # a group's queries, in their order, beside its checkpoint
 LEGACY_BUCKETS = 8  # keys of a split query whose checkpoint predates the saved number
 
@@ -220,13 +222,35 @@ class Runner:
                     self.start(q)
             for q in eng.queries.values():  # (a native query reads no markers: nothing to order)
                 if q.stream is not None and q.native is None and (data or self._reads_attached(q)):
-                    q.stream.processAllAvailable()
+                    self._settle(q)
         inbox.flush_markers()
         for q in eng.queries.values():
             if q.stream is None:
                 self.start(q)
-            q.stream.processAllAvailable()
+            self._settle(q)
             self._count_dropped(q)
+
+    def _settle(self, q: SparkQuery) -> None:
+        """Wait until the query has processed its input as of now.  A rate source never runs dry —
+        ``processAllAvailable`` would wait for ever once its micro-batches take longer than the
+        rows arriving meanwhile (a loaded machine) — so for it, until a micro-batch that began
+        after this call has finished.
+        """
+        ext = self.engine.inbox.external
+        if not any(ext.get(src.lower(), ("",))[0] == "rate" for src in q.sources):
+            q.stream.processAllAvailable()
+            return
+        since = time.time()
+        while True:
+            p = q.stream.lastProgress
+            began = p and datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp()
+            if began and began >= since:
+                return
+            if q.stream.exception() is not None:
+                raise SluiceError(f"query {q.name} stopped: {q.stream.exception()}")
+            if time.time() - since > RATE_WAIT:
+                raise SluiceError(f"query {q.name}: no micro-batch over its rate source finished in {RATE_WAIT} s")
+            time.sleep(0.05)
 
     def _reads_attached(self, q: SparkQuery) -> bool:
         """Whether a query reads a directory Spark lists itself (``attach_directory``); not a rate or
