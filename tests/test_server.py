@@ -319,3 +319,45 @@ def test_concurrent_pushes_are_taken_one_at_a_time_and_none_is_lost():
     c.post("/heartbeat", json={"ts": 2000})
     last = c.get("/queries/n/results?last=1").json()["elements"][0]
     assert last["sign"] == "+" and last["row"] == {"Count(*)": 400} or list(last["row"].values()) == [400]
+
+
+def system_session(tmp_path=None) -> ServerSession:
+    return build_session("embedded", tmp_path)[0]
+
+
+def test_system_streams_answer_ordinary_cql():
+    s = system_session()
+    assert {d["name"] for d in s.sources() if d.get("system")} == {"SysQueues", "SysOperators", "SysSynopses", "SysQueries"}
+    s.execute("register stream S (A integer); register query big as select A from S where A > 1;"
+              "register query held as Select queue, Max(held) From SysQueues [Range 1 Minute] Where queue = 'S' Group By queue;"
+              "register query ops as select operator, tuples_in, tuples_out, selectivity from SysOperators [Now] where operator = 'S';"
+              "register query lat as select query, delivered, shed, fn from SysQueries [Now] where query = 'big'")
+    s.push("S", "jsonl", jsonl(*({"ts": 1, "A": a} for a in range(4))), heartbeat=1)
+    s.push("S", "jsonl", jsonl({"ts": 2, "A": 9}), heartbeat=2)
+    held = s.results("held")["elements"]
+    assert held[0] == {"ts": 1, "sign": "+", "row": {"queue": "S", "max": 0}}  # the source's queue was drained
+    ops = [(e["ts"], e["sign"], e["row"]["tuples_in"], e["row"]["tuples_out"]) for e in s.results("ops")["elements"]]
+    # a source's tuples in and out: 4 by instant 1, 5 by instant 2 ([Now]: the sample replaced each instant)
+    assert ops == [(1, "+", 4, 4), (2, "-", 4, 4), (2, "+", 5, 5)]
+    lat = [(e["ts"], e["sign"], e["row"]["delivered"], e["row"]["shed"], e["row"]["fn"]) for e in s.results("lat")["elements"]]
+    assert lat == [(1, "+", 2, 0, 0.0), (2, "-", 2, 0, 0.0), (2, "+", 3, 0, 0.0)]
+    with pytest.raises(SluiceError, match="system stream"):
+        s.push("SysQueues", "jsonl", jsonl({"ts": 3, "queue": "x", "held": 1, "bytes": 1}))
+
+
+def test_system_synopses_show_limits_and_queries_over_them_survive_a_restart(tmp_path):
+    s = system_session(tmp_path)
+    s.execute("register stream S (A integer); register query w as select A from S [Rows 2];"
+              "register query syn as select operator, bytes, budget from SysSynopses [Now]")
+    c = client(s)
+    op = c.get("/controls").json()["synopses"][0]["operator"]
+    c.patch(f"/controls/synopses/{quote(op, safe='')}", json={"limit": 4096})
+    c.post("/sources/S/rows?heartbeat=1", content=jsonl({"ts": 1, "A": 1}))
+    rows = [e["row"] for e in s.results("syn")["elements"]]
+    assert rows[0]["operator"] == op and rows[0]["budget"] == 4096 and rows[0]["bytes"] > 0
+    s.close()
+    s2 = system_session(tmp_path)
+    assert {q["name"] for q in s2.queries()} == {"w", "syn"}
+    s2.push("S", "jsonl", jsonl({"ts": 5, "A": 2}), heartbeat=5)
+    rows = [e["row"] for e in s2.results("syn")["elements"]]
+    assert rows and rows[0]["budget"] == 4096  # the limit was restored with the controls

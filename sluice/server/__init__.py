@@ -4,6 +4,7 @@ query's output (Server-Sent Events), read and set control tables, EXPLAIN, healt
 
 Layers: ``formats`` (pushed bodies → the admission check), ``subscriptions`` (bounded backlogs),
 ``store`` (SQLite: what a restart replays), ``session`` (the engine behind one lock),
+``system`` (the engine's statistics as system streams, queried in CQL),
 ``controls`` (control tables, statistics), ``app`` (Starlette routes), and :func:`serve`
 (uvicorn).  Design: ``docs/design/022-server.md``.
 """
@@ -20,6 +21,7 @@ from sluice.errors import SluiceError
 from sluice.server.app import MAX_BODY, create_app
 from sluice.server.session import ServerSession
 from sluice.server.store import Store
+from sluice.server.system import SYSTEM_STREAMS, SystemStreams
 
 log = logging.getLogger("sluice.server")
 
@@ -49,6 +51,7 @@ def build_session(
     *,
     retain: int | None = 10_000,
     backlog: int = 10_000,
+    system: bool = True,
     **engine_options: Any,
 ) -> tuple[ServerSession, dict[str, int]]:
     """The engine, its store (``state``: a directory; None keeps nothing) and what was restored."""
@@ -70,6 +73,8 @@ def build_session(
             engine_options.setdefault("workdir", str(Path(state) / "spark"))
     engine = Sluice(backend, **engine_options)
     session = ServerSession(engine, store, backend=backend, retain=retain, backlog=backlog)
+    if system and backend == "embedded":  # before the restore: stored queries may read them
+        SystemStreams(session)
     return session, session.restore()
 
 
@@ -105,4 +110,14 @@ def serve(
         session.close()
 
 
-__all__ = ["ServerSession", "Store", "build_session", "check_exposure", "create_app", "is_loopback", "serve"]
+__all__ = [
+    "SYSTEM_STREAMS",
+    "ServerSession",
+    "Store",
+    "SystemStreams",
+    "build_session",
+    "check_exposure",
+    "create_app",
+    "is_loopback",
+    "serve",
+]

@@ -101,6 +101,7 @@ class ServerSession:
         self.started = time.time()
         self.after_run: list[Callable[[], None]] = []  # e.g. the system relations' sampler
         self._polled: dict[str, int] = {}  # Spark: output rows already handed to subscribers
+        self.system: set[str] = set()  # the server's own streams (lower case): ``system.SystemStreams``
         self.requests = 0
 
     @property
@@ -258,6 +259,8 @@ class ServerSession:
         is rejected alone (its number and reason in the answer, and counted by the engine).
         """
         d = self.source(name)
+        if d.name.lower() in self.system:
+            raise Refused(f"{d.name} is a system stream: the server samples the engine into it")
         batch, bad = decode(fmt, body, d.schema, d.kind is Kind.RELATION, d.name)
         with self.lock:
             before = self._source_counts(d.name)
@@ -266,7 +269,7 @@ class ServerSession:
             if batch.num_rows:
                 self.engine.push_batch(d.name, batch)
             if heartbeat is not None:
-                self.engine.heartbeat(heartbeat)
+                self._heartbeat(heartbeat)
             self._run()
             after = self._source_counts(d.name)
         report: dict[str, Any] = {"accepted": batch.num_rows, "rejected": [asdict(r) for r in bad]}
@@ -286,8 +289,17 @@ class ServerSession:
 
     def heartbeat(self, ts: int) -> None:
         with self.lock:
-            self.engine.heartbeat(ts)
+            self._heartbeat(ts)
             self._run()
+
+    def _heartbeat(self, ts: int) -> None:
+        """Every user stream and relation is complete to ``ts`` (system streams keep their own time)."""
+        if not self.system:
+            self.engine.heartbeat(ts)
+            return
+        for d in self.engine.catalog.sources:  # type: ignore[attr-defined]
+            if d.name.lower() not in self.system:
+                self.engine.heartbeat(ts, d.name)  # type: ignore[call-arg]
 
     def _run(self) -> None:
         self.engine.run()
@@ -401,6 +413,7 @@ class ServerSession:
             cat: Any = self.engine.catalog  # type: ignore[attr-defined]
             out: list[dict[str, Any]] = [
                 {"name": d.name, "kind": d.kind.value, "columns": [[c.name, c.type.sql()] for c in d.schema.columns]}
+                | ({"system": True} if d.name.lower() in self.system else {})
                 for d in cat.sources
             ]
             out += [{"name": v.name, "kind": "view", "text": v.text} for v in cat.views]
