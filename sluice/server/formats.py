@@ -56,7 +56,8 @@ def format_of(content_type: str | None, explicit: str | None) -> str:
     for name, mimes in FORMATS.items():
         if mime in mimes:
             return name
-    if mime in ("", "application/octet-stream", "text/plain"):
+    # no type, or one a plain client sends by default (curl's --data-binary: form-urlencoded)
+    if mime in ("", "application/octet-stream", "text/plain", "application/x-www-form-urlencoded"):
         return "jsonl"
     raise BadBody(f"unsupported Content-Type {mime!r}; use {', '.join(m for ms in FORMATS.values() for m in ms)}")
 
