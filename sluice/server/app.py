@@ -27,7 +27,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -36,6 +36,7 @@ from sluice.errors import SluiceError
 from sluice.server.controls import Controls
 from sluice.server.formats import BadBody, format_of
 from sluice.server.session import NotFound, Refused, ScriptError, ServerSession
+from sluice.server.ui import PAGE, metrics, plan_graph
 
 log = logging.getLogger("sluice.server")
 
@@ -277,6 +278,17 @@ def create_app(
             await call(controls.update, what, name, body)
         return JSONResponse(await call(controls.tables))
 
+    async def page(request: Request) -> Response:
+        return HTMLResponse(PAGE.read_text(encoding="utf-8"))
+
+    @handled
+    async def ui_plan(request: Request) -> Response:
+        return JSONResponse(await call(plan_graph, session))
+
+    @handled
+    async def ui_metrics(request: Request) -> Response:
+        return JSONResponse(_jsonable(await call(metrics, session)))
+
     async def events(request: Request) -> Response:
         name = request.path_params["name"]
         try:
@@ -291,6 +303,9 @@ def create_app(
         )
 
     routes = [
+        Route("/", page),
+        Route("/ui/plan", ui_plan),
+        Route("/ui/metrics", ui_metrics),
         Route("/health", health),
         Route("/cql", cql, methods=["POST"]),
         Route("/queries", queries, methods=["GET", "POST"]),
