@@ -206,6 +206,7 @@ def _serve(args: argparse.Namespace) -> int:
         retain=retain,
         backlog=args.backlog,
         max_body=args.max_body,
+        sample_every=args.sample_every,
         **_engine_opts(args),
     )
     return 0
@@ -630,6 +631,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--backlog", type=_positive, default=10_000, help="elements a subscriber may lag before losing the oldest"
     )
     p.add_argument("--max-body", type=_positive, default=16 * 1024 * 1024, help="largest request body (bytes)")
+    p.add_argument(
+        "--sample-every",
+        type=_positive,
+        default=None,
+        metavar="TICKS",
+        help="system streams (SysQueues, …): a sample each time data time advances this much (default: 1 second)",
+    )
     _engine_options(p)
     p.set_defaults(fn=_serve)
     p = sub.add_parser("demo", help="the seed paper's web-proxy queries over a generated bursty stream")

@@ -209,13 +209,13 @@ def test_a_slow_subscriber_loses_its_oldest_elements_counted_and_does_not_hold_b
     for i in range(20):  # 20 pushes of 10 rows; the fast reader keeps up, the slow one never reads
         body = jsonl(*({"ts": i, "A": i * 10 + k} for k in range(10)))
         session.push("S", "jsonl", body, heartbeat=i)
-        els, gap = fast.take()
+        els, gap = fast.take_json()
         assert gap is None
         seen += [e["row"]["A"] for e in els]
         assert slow.held <= 50
     assert seen == list(range(200))
     assert (slow.held, slow.dropped, slow.peak) == (50, 150, 50)
-    els, gap = slow.take()
+    els, gap = slow.take_json()
     assert gap == {"dropped": 150, "from_ts": 0, "to_ts": 14}
     assert [e["row"]["A"] for e in els] == list(range(150, 200))
     stats = {s["id"]: s for s in session.queries()[0]["subscribers"]}
@@ -224,12 +224,19 @@ def test_a_slow_subscriber_loses_its_oldest_elements_counted_and_does_not_hold_b
 
 def test_subscription_gap_is_told_once_and_partial_batches_cut():
     s = Subscription("q", limit=3)
-    s.offer([{"ts": 1}, {"ts": 1}])
-    s.offer([{"ts": 2}, {"ts": 2}, {"ts": 3}])
+    s.offer([(1, "1"), (1, "1")])
+    s.offer([(2, "2"), (2, "2"), (3, "3")])
     assert s.held == 3 and s.dropped == 2
-    assert s.take() == ([{"ts": 2}, {"ts": 2}, {"ts": 3}], {"dropped": 2, "from_ts": 1, "to_ts": 1})
-    s.offer([{"ts": 4}])
-    assert s.take() == ([{"ts": 4}], None)
+    assert s.take_json() == ([2, 2, 3], {"dropped": 2, "from_ts": 1, "to_ts": 1})
+    s.offer([(4, "4")])
+    assert s.take() == ([(4, "4")], None)
+    # over the limit the oldest batch is cut element by element; the newest is never cut
+    s.offer([(5, "5"), (5, "5")])
+    s.offer([(6, "6")] * 4)
+    assert s.held == 4 and s.take_json() == ([6, 6, 6, 6], {"dropped": 2, "from_ts": 5, "to_ts": 5})
+    s.offer([(7, "7")] * 2)
+    s.offer([(8, "8")] * 2)
+    assert s.take_json() == ([7, 8, 8], {"dropped": 1, "from_ts": 7, "to_ts": 7})
 
 
 def test_controls_scheduler_weight_activity_and_synopsis_limits():
@@ -361,3 +368,16 @@ def test_system_synopses_show_limits_and_queries_over_them_survive_a_restart(tmp
     s2.push("S", "jsonl", jsonl({"ts": 5, "A": 2}), heartbeat=5)
     rows = [e["row"] for e in s2.results("syn")["elements"]]
     assert rows and rows[0]["budget"] == 4096  # the limit was restored with the controls
+
+
+def test_system_streams_are_sampled_only_while_read_and_every_so_many_ticks():
+    s, _ = build_session("embedded", None, sample_every=3)
+    s.execute("register stream S (A integer); register query a as select A from S")
+    for ts in range(1, 5):
+        s.push("S", "jsonl", jsonl({"ts": ts, "A": ts}), heartbeat=ts)
+    assert s.engine.sources["sysqueues"].source_statistics().accepted == 0  # nobody reads it: no sample
+    s.execute("register query q as select queue, held from SysQueues [Now] where queue = 'S'")
+    for ts in range(5, 12):
+        s.push("S", "jsonl", jsonl({"ts": ts, "A": ts}), heartbeat=ts)
+    # samples at instants 5, 8 and 11 (every 3 ticks), each replacing the one before ([Now])
+    assert [(e["ts"], e["sign"]) for e in s.results("q")["elements"]] == [(5, "+"), (6, "-"), (8, "+"), (9, "-"), (11, "+")]

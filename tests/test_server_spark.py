@@ -25,7 +25,7 @@ def test_spark_backend_registers_pushes_and_reads(spark, tmp_path):
     rep = s.push("S", "jsonl", rows, heartbeat=3)
     assert rep == {"accepted": 3, "rejected": [{"row": 2, "reason": "'x' is not an integer"}]}
     assert [(e["ts"], e["row"]["A"]) for e in s.results("big")["elements"]] == [(1, 5), (3, 8)]
-    assert [e["row"]["A"] for e in sub.take()[0]] == [5, 8]
+    assert [e["row"]["A"] for e in sub.take_json()[0]] == [5, 8]
     assert "big" in s.explain("big")
     with pytest.raises(Refused, match="Spark"):
         Controls(s).update(None, None, {"scheduler": "chain"})

@@ -52,6 +52,7 @@ def build_session(
     retain: int | None = 10_000,
     backlog: int = 10_000,
     system: bool = True,
+    sample_every: int | None = None,
     **engine_options: Any,
 ) -> tuple[ServerSession, dict[str, int]]:
     """The engine, its store (``state``: a directory; None keeps nothing) and what was restored."""
@@ -74,7 +75,9 @@ def build_session(
     engine = Sluice(backend, **engine_options)
     session = ServerSession(engine, store, backend=backend, retain=retain, backlog=backlog)
     if system and backend == "embedded":  # before the restore: stored queries may read them
-        SystemStreams(session)
+        if sample_every is None:  # a sample per second of data time
+            sample_every = max(1, 1000 // engine.catalog.time_unit.millis)  # type: ignore[attr-defined]
+        SystemStreams(session, sample_every)
     return session, session.restore()
 
 
@@ -88,6 +91,7 @@ def serve(
     retain: int | None = 10_000,
     backlog: int = 10_000,
     max_body: int = MAX_BODY,
+    sample_every: int | None = None,
     **engine_options: Any,
 ) -> None:
     """Run the server until interrupted (SIGINT/SIGTERM): uvicorn over :func:`create_app`."""
@@ -95,7 +99,9 @@ def serve(
 
     token = token or os.environ.get("SLUICE_TOKEN") or None
     check_exposure(host, token)
-    session, restored = build_session(backend, state, retain=retain, backlog=backlog, **engine_options)
+    session, restored = build_session(
+        backend, state, retain=retain, backlog=backlog, sample_every=sample_every, **engine_options
+    )
     print(
         f"sluice serve: {backend} engine on http://{host}:{port} "
         f"(restored {restored['objects']} streams/relations/views, {restored['queries']} queries"

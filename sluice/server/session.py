@@ -18,11 +18,12 @@ engine accepted them, and replayed by :meth:`ServerSession.restore` when a serve
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -35,7 +36,7 @@ from sluice.cql.errors import CQLError, Span
 from sluice.cql.parser import parse_script
 from sluice.errors import SluiceError
 from sluice.server.controls import Controls
-from sluice.server.formats import decode
+from sluice.server.formats import Rejection, decode
 from sluice.server.store import Store, StoredQuery
 from sluice.server.subscriptions import Subscription
 
@@ -66,6 +67,11 @@ def elements_json(table: pa.Table, names: list[str]) -> list[dict[str, Any]]:
         {"ts": t, "sign": "+" if s > 0 else "-", "row": dict(zip(names, vals, strict=True))}
         for t, s, *vals in zip(ts, signs, *cols, strict=True)
     ]
+
+
+def encoded(elements: list[dict[str, Any]]) -> list[tuple[int, str]]:
+    """Elements as subscribers hold them: ``(ts, JSON text)``, encoded once for all of them."""
+    return [(e["ts"], json.dumps(e)) for e in elements]
 
 
 def _relocated(e: CQLError, text: str, offset: int) -> CQLError:
@@ -102,7 +108,8 @@ class ServerSession:
         self.after_run: list[Callable[[], None]] = []  # e.g. the system relations' sampler
         self._polled: dict[str, int] = {}  # Spark: output rows already handed to subscribers
         self.system: set[str] = set()  # the server's own streams (lower case): ``system.SystemStreams``
-        self.requests = 0
+        self._pending: list[_Push] = []  # decoded pushes waiting for the engine (``push``)
+        self._pending_lock = threading.Lock()
 
     @property
     def embedded(self) -> bool:
@@ -257,28 +264,58 @@ class ServerSession:
     def push(self, name: str, fmt: str, body: bytes, heartbeat: int | None = None) -> dict[str, Any]:
         """Decode and admit a body: the rows that fit go into the engine, each row that does not
         is rejected alone (its number and reason in the answer, and counted by the engine).
+
+        Pushes that arrive while the engine is busy are taken together once it is free (a group
+        commit): each is admitted on its own, in arrival order, with its own counts, and the engine
+        runs once for the group before any of them is answered.
         """
         d = self.source(name)
         if d.name.lower() in self.system:
             raise Refused(f"{d.name} is a system stream: the server samples the engine into it")
         batch, bad = decode(fmt, body, d.schema, d.kind is Kind.RELATION, d.name)
+        p = _Push(d.name, batch, bad, heartbeat)
+        with self._pending_lock:
+            self._pending.append(p)
         with self.lock:
-            before = self._source_counts(d.name)
-            if bad:
-                self.engine.reject(d.name, [f"{d.name}, row {r.row}: {r.reason}" for r in bad])
-            if batch.num_rows:
-                self.engine.push_batch(d.name, batch)
-            if heartbeat is not None:
-                self._heartbeat(heartbeat)
+            if not p.done:
+                self._commit()
+        if p.error is not None:
+            raise p.error
+        assert p.report is not None
+        return p.report
+
+    def _commit(self) -> None:
+        """Admit every waiting push in order, then run the engine once (under the lock)."""
+        with self._pending_lock:
+            group = list(self._pending)
+            self._pending.clear()
+        try:
+            for p in group:
+                try:
+                    p.report = self._admit(p)
+                except SluiceError as e:
+                    p.error = e
             self._run()
-            after = self._source_counts(d.name)
-        report: dict[str, Any] = {"accepted": batch.num_rows, "rejected": [asdict(r) for r in bad]}
+        finally:
+            for p in group:
+                p.done = True
+
+    def _admit(self, p: _Push) -> dict[str, Any]:
+        before = self._source_counts(p.name)
+        if p.bad:
+            self.engine.reject(p.name, [f"{p.name}, row {r.row}: {r.reason}" for r in p.bad])
+        if p.batch.num_rows:
+            self.engine.push_batch(p.name, p.batch)
+        after = self._source_counts(p.name)
+        if p.heartbeat is not None:
+            self._heartbeat(p.heartbeat)
+        report: dict[str, Any] = {"accepted": p.batch.num_rows, "rejected": [asdict(r) for r in p.bad]}
         if before is not None and after is not None:
-            # what the engine did after the checks: late elements (the lateness rule), and under a
-            # memory limit the sampled-out and shed ones, all counted in its statistics
+            # what the engine did after the checks: late elements (the lateness rule) and, under a
+            # memory limit, the sampled-out and shed ones — all counted in its statistics too
             late = after[1].get("late", 0) - before[1].get("late", 0)
             report["late"] = late
-            report["dropped"] = batch.num_rows - late - (after[0] - before[0])
+            report["dropped"] = p.batch.num_rows - late - (after[0] - before[0])
         return report
 
     def _source_counts(self, name: str) -> tuple[int, dict[str, int]] | None:
@@ -316,7 +353,7 @@ class ServerSession:
         def deliver(batch: pa.Table) -> None:
             subs = self.subscriptions.get(name)
             if subs:
-                els = elements_json(batch, self._names(self._query(name)))
+                els = encoded(elements_json(batch, self._names(self._query(name))))
                 for s in subs:
                     s.offer(els)
 
@@ -329,7 +366,7 @@ class ServerSession:
                 continue
             t = self.engine.arrow(name)  # type: ignore[attr-defined]
             if t.num_rows > seen:
-                els = elements_json(t.slice(seen), self._names(self._query(name)))
+                els = encoded(elements_json(t.slice(seen), self._names(self._query(name))))
                 for s in self.subscriptions[name]:
                     s.offer(els)
                 self._polled[name] = t.num_rows
@@ -440,6 +477,19 @@ class ServerSession:
                 self.engine.stop()  # type: ignore[attr-defined]
             if self.store is not None:
                 self.store.close()
+
+
+@dataclass
+class _Push:
+    """A decoded push waiting for the engine, and its outcome."""
+
+    name: str
+    batch: pa.Table
+    bad: list[Rejection]
+    heartbeat: int | None
+    report: dict[str, Any] | None = None
+    error: SluiceError | None = None
+    done: bool = False
 
 
 class ScriptError(SluiceError):

@@ -4,12 +4,16 @@ The engine thread hands every output batch to :meth:`Subscription.offer` (it nev
 client); each subscriber's sender takes batches off its own backlog at the client's pace.  A
 subscriber that falls behind by more than ``limit`` elements loses the oldest ones — counted, and
 told to it in a ``gap`` event (how many, which instants) before the next batch, so nothing is
-dropped silently and a slow client can neither stall the others nor grow the server's memory.
+dropped silently and a slow client can neither stall the others nor grow the server's memory
+(a backlog holds at most ``limit`` elements besides the newest batch).
 It can read the current answer again with ``GET /queries/NAME/results``.
 
+Elements travel as ``(ts, JSON text)``: each output element is encoded once, and the same text is
+shared by every subscriber's backlog.
+
 >>> s = Subscription("q", limit=2)
->>> s.offer([{"ts": 1}]); s.offer([{"ts": 2}, {"ts": 3}])
->>> s.take()
+>>> s.offer([(1, '{"ts": 1}')]); s.offer([(2, '{"ts": 2}'), (3, '{"ts": 3}')])
+>>> s.take_json()
 ([{'ts': 2}, {'ts': 3}], {'dropped': 1, 'from_ts': 1, 'to_ts': 1})
 """
 
@@ -17,11 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import threading
 from collections import deque
 from typing import Any
 
-Element = dict[str, Any]
+Element = tuple[int, str]  # (its timestamp, its JSON text)
 
 _ids = itertools.count(1)
 
@@ -49,12 +54,14 @@ class Subscription:
         with self._lock:
             self.backlog.append(elements)
             self.held += len(elements)
-            while self.held > self.limit:  # the oldest go first, counted
+            # over the limit the oldest go first, counted; the newest batch is kept whole (it is the
+            # engine's output batch, one list shared by every subscriber: it costs this one nothing)
+            while self.held > self.limit and len(self.backlog) > 1:
                 old = self.backlog[0]
                 cut = min(len(old), self.held - self.limit)
-                gap = self._gap or {"dropped": 0, "from_ts": old[0]["ts"], "to_ts": old[0]["ts"]}
+                gap = self._gap or {"dropped": 0, "from_ts": old[0][0], "to_ts": old[0][0]}
                 gap["dropped"] += cut
-                gap["to_ts"] = old[cut - 1]["ts"]
+                gap["to_ts"] = old[cut - 1][0]
                 self._gap = gap
                 self.dropped += cut
                 self.held -= cut
@@ -88,6 +95,16 @@ class Subscription:
             if self.ready is not None:
                 self.ready.clear()
             return out, gap
+
+    def take_json(self) -> tuple[list[Any], dict[str, Any] | None]:
+        """As :meth:`take`, the elements decoded (in-process readers and tests)."""
+        items, gap = self.take()
+        return [json.loads(text) for _, text in items], gap
+
+    @staticmethod
+    def event_data(items: list[Element]) -> str:
+        """The elements as one JSON array (an SSE ``elements`` event's data), without re-encoding."""
+        return "[" + ", ".join(text for _, text in items) + "]"
 
     def statistics(self) -> dict[str, Any]:
         return {

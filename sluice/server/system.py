@@ -12,11 +12,14 @@ queried with ordinary CQL like any stream —
   model does not cover the query), its streams' elements dropped to hold the memory limit, and its
   output elements so far.
 
-A sample is taken each time the engine's time advances — the latest instant complete on any
+A sample is taken each time the engine's time advances (by at least ``every`` ticks: one second
+of them by default in ``sluice serve``, ``--sample-every``) — the latest instant complete on any
 user stream or relation — and stamped with that instant, so windows over system streams count
-the same time as the data's.  The system streams are the server's own: registered at start (never
-stored: a restart registers them again), heartbeated with each sample, and refused as targets of
-pushes.  Embedded engine only (the Spark backend keeps its state in Spark's state store).
+the same time as the data's; only while some query reads a system stream (no reader: nobody
+could see the sample, and taking one costs a pass over every operator).  The system streams are
+the server's own: registered at start (never stored: a restart registers them again), heartbeated
+with each sample, and refused as targets of pushes.  Embedded engine only (the Spark backend keeps
+its state in Spark's state store).
 
 >>> from sluice.backends.embedded import EmbeddedEngine
 >>> from sluice.server.session import ServerSession
@@ -72,8 +75,9 @@ SYSTEM_STREAMS: dict[str, list[tuple[str, str]]] = {
 class SystemStreams:
     """Registers the system streams in ``session``'s engine and samples the engine into them."""
 
-    def __init__(self, session: ServerSession) -> None:
+    def __init__(self, session: ServerSession, every: int = 1) -> None:
         self.session = session
+        self.every = max(1, every)  # ticks between samples
         self.engine: Any = session.engine
         self.last = NEG_INF  # the instant of the last sample
         self.names = {n.lower() for n in SYSTEM_STREAMS}
@@ -112,10 +116,16 @@ class SystemStreams:
             )
         return out
 
+    def read(self) -> bool:
+        """Whether a query reads a system stream now (no reader: a sample could not be seen)."""
+        return any(self.engine.sources[n].output.readers for n in self.names)
+
     def sample(self) -> None:
-        """After the engine ran: a sample at the new instant, if time advanced (called under the lock)."""
+        """After the engine ran: a sample at the new instant if time advanced by ``every`` ticks
+        and a query reads a system stream (called under the lock).
+        """
         ts = self.now()
-        if ts <= self.last:
+        if ts < self.last + self.every or not self.read():
             return
         self.last = ts
         for name, rows in self.rows(ts).items():
