@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import threading
+import time
 from urllib.parse import quote
 
 import pyarrow as pa
@@ -198,7 +199,11 @@ def test_subscribe_to_a_query_through_server_sent_events():
         ("elements", [{"ts": 1, "sign": "+", "row": {"A": 3, "B": "a"}}]),
         ("elements", [{"ts": 3, "sign": "+", "row": {"A": 4, "B": "c"}}]),
     ]
-    assert c.get("/health").json()["subscribers"] == 0  # the stream ended: unsubscribed
+    # the stream ended: unsubscribed (by the sender's last step, on a session thread: bounded wait)
+    deadline = time.monotonic() + 10
+    while c.get("/health").json()["subscribers"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert c.get("/health").json()["subscribers"] == 0
 
 
 def test_a_slow_subscriber_loses_its_oldest_elements_counted_and_does_not_hold_back_others():
@@ -381,3 +386,25 @@ def test_system_streams_are_sampled_only_while_read_and_every_so_many_ticks():
         s.push("S", "jsonl", jsonl({"ts": ts, "A": ts}), heartbeat=ts)
     # samples at instants 5, 8 and 11 (every 3 ticks), each replacing the one before ([Now])
     assert [(e["ts"], e["sign"]) for e in s.results("q")["elements"]] == [(5, "+"), (6, "-"), (8, "+"), (9, "-"), (11, "+")]
+
+
+def test_unregister_streams_and_views_only_once_nothing_uses_them(tmp_path):
+    s = system_session(tmp_path)
+    c = client(s)
+    c.post("/cql", content="register stream S (A integer); register stream T (B integer);"
+                           "register view V as select A from S where A > 0; register query q as select A from V")
+    r = c.delete("/sources/S")
+    assert r.status_code == 409 and r.json()["error"]["message"] == "S is used by V, q: unregister those first"
+    assert c.delete("/sources/V").json()["error"]["message"] == "V is used by q: unregister those first"
+    assert c.delete("/queries/q").status_code == 200
+    assert c.delete("/sources/V").json() == {"unregistered": "V", "kind": "view"}
+    assert c.delete("/sources/S").json() == {"unregistered": "S", "kind": "stream"}
+    assert c.delete("/sources/S").status_code == 404
+    assert c.delete("/sources/SysQueues").status_code == 409
+    assert [d["name"] for d in c.get("/sources").json()["sources"] if not d.get("system")] == ["T"]
+    assert c.post("/sources/S/rows", content=jsonl({"ts": 1, "A": 1})).status_code == 404
+    s.close()
+    s2 = system_session(tmp_path)  # a restart: what was unregistered stays away, and the name is free
+    assert [d["name"] for d in s2.sources() if not d.get("system")] == ["T"]
+    assert [r["kind"] for r in s2.execute("register stream S (A varchar(2)); select A from S")] == ["stream", "query"]
+    s2.close()

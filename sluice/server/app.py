@@ -258,6 +258,10 @@ def create_app(
         return JSONResponse({"sources": await call(session.sources)})
 
     @handled
+    async def source(request: Request) -> Response:
+        return JSONResponse(await call(session.drop, request.path_params["name"]))
+
+    @handled
     async def push(request: Request) -> Response:
         name = request.path_params["name"]
         fmt = format_of(request.headers.get("content-type"), request.query_params.get("format"))
@@ -324,6 +328,7 @@ def create_app(
         Route("/queries/{name}/explain", explain),
         Route("/explain", explain),
         Route("/sources", sources),
+        Route("/sources/{name}", source, methods=["DELETE"]),
         Route("/sources/{name}/rows", push, methods=["POST"]),
         Route("/heartbeat", heartbeat, methods=["POST"]),
         Route("/statistics", statistics),

@@ -30,11 +30,12 @@ import pyarrow as pa
 
 from sluice.approx.limits import parse_latency
 from sluice.backends.base import Engine
-from sluice.catalog import Kind, SourceDef
+from sluice.catalog import Kind, SourceDef, ViewDef
 from sluice.cql import ast
 from sluice.cql.errors import CQLError, Span
-from sluice.cql.parser import parse_script
+from sluice.cql.parser import parse_query, parse_script
 from sluice.errors import SluiceError
+from sluice.plan.binder import Binder
 from sluice.server.controls import Controls
 from sluice.server.formats import Rejection, decode
 from sluice.server.store import Store, StoredQuery
@@ -72,6 +73,15 @@ def elements_json(table: pa.Table, names: list[str]) -> list[dict[str, Any]]:
 def encoded(elements: list[dict[str, Any]]) -> list[tuple[int, str]]:
     """Elements as subscribers hold them: ``(ts, JSON text)``, encoded once for all of them."""
     return [(e["ts"], json.dumps(e)) for e in elements]
+
+
+def _binds(catalog: Any, text: str, query: ast.Query | None = None) -> SluiceError | None:
+    """Why ``text`` (a query, or a view's statement with its ``query``) no longer binds, or None."""
+    try:
+        Binder(catalog, text).bind_top(query if query is not None else parse_query(text))
+    except SluiceError as e:
+        return e
+    return None
 
 
 def _relocated(e: CQLError, text: str, offset: int) -> CQLError:
@@ -226,6 +236,34 @@ class ServerSession:
                 sub.close()
             if self.store is not None:
                 self.store.remove_query(name)
+
+    def drop(self, name: str) -> dict[str, str]:
+        """Unregister a stream, relation or view — refused (409) while a query or view uses it."""
+        with self.lock:
+            cat: Any = self.engine.catalog  # type: ignore[attr-defined]
+            try:
+                d = cat.lookup(name)
+            except KeyError:
+                raise NotFound(f"no stream, relation or view named {name!r}") from None
+            if d.name.lower() in self.system:
+                raise Refused(f"{d.name} is a system stream of the server")
+            if not self.embedded:
+                raise Refused("unregistering streams, relations and views is not available on the Spark backend yet")
+            rest = cat.without(d.name)
+            users = [v.name for v in rest.views if _binds(rest, v.text, v.query) is not None]
+            users += [n for n, q in self._all_queries().items() if _binds(rest, q.bound.text) is not None]
+            if users:
+                raise Refused(f"{d.name} is used by {', '.join(users)}: unregister those first")
+            kind = "view" if isinstance(d, ViewDef) else d.kind.value
+            if not isinstance(d, ViewDef):
+                src = self.engine.sources[d.name.lower()]  # type: ignore[attr-defined]
+                if src.output.readers:
+                    raise Refused(f"{d.name} is still read by an operator: unregister its queries first")
+                del self.engine.sources[d.name.lower()]  # type: ignore[attr-defined]
+            cat.unregister(d.name)
+            if self.store is not None:
+                self.store.remove_object(d.name)
+            return {"unregistered": d.name, "kind": kind}
 
     def restore(self) -> dict[str, int]:
         """Replay the store: every stream, relation and view, then every query under its name."""

@@ -64,6 +64,9 @@ class Store:
     def add_object(self, name: str, kind: str, ddl: str) -> None:
         self._write("INSERT INTO server_objects (name, kind, ddl) VALUES (?, ?, ?)", (name, kind, ddl))
 
+    def remove_object(self, name: str) -> None:
+        self._write("DELETE FROM server_objects WHERE name = ?", (name,))
+
     def objects(self) -> list[tuple[str, str, str]]:
         """(name, kind, CQL), oldest first."""
         with self._lock:
