@@ -200,10 +200,14 @@ def run(args: argparse.Namespace) -> dict:
         proc.terminate()
         proc.wait(timeout=30)
     slow = next(s for s in subs if s.slow)
-    slow_stats = next(s for s in stats["subscribers"] if s["query"] == slow.query and s["dropped"] > 0) if any(
-        s["dropped"] for s in stats["subscribers"]) else None
+    # the server's side of each subscriber: what its query offered it = delivered + dropped + held
+    slow_stats = min((s for s in stats["subscribers"] if s["query"] == slow.query), key=lambda s: s["delivered"])
+    conserved = all(s["offered"] == s["delivered"] + s["dropped"] + s["held"] for s in stats["subscribers"])
+    offered = {
+        q: sorted({s["offered"] for s in stats["subscribers"] if s["query"] == q}) for q in ("every_row", "per_key")
+    }
     # nothing lost silently: each fast subscriber received every element or was told what it missed
-    ok = not problems and accepted[0] == total and every == total and all(
+    ok = not problems and conserved and accepted[0] == total and every == total and all(
         s.elements + s.dropped_told == total for s in fast
     )
     lat = np.array(latencies) * 1000
@@ -225,6 +229,8 @@ def run(args: argparse.Namespace) -> dict:
         },
         "every_row_delivered": every,
         "per_key_delivered": per_key,
+        "offered_to_subscribers": offered,
+        "subscribers_conserved": conserved,
         "fast_subscribers_received": sorted({s.elements for s in fast}),
         "fast_subscribers_told_dropped": sorted({s.dropped_told for s in fast}),
         "fast_subscribers_received_or_told": sorted({s.elements + s.dropped_told for s in fast}),

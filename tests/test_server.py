@@ -288,7 +288,7 @@ def test_unregister_ends_subscriptions_and_frees_the_name():
 
 def test_registrations_and_controls_survive_a_new_session_on_the_same_state(tmp_path):
     s1, restored = build_session("embedded", tmp_path)
-    assert restored == {"objects": 0, "queries": 0}
+    assert restored == {"objects": 0, "queries": 0, "pushes": 0}
     s1.execute("register stream S (A integer); register view V as select A from S where A > 0;"
                "register query keep weight 2 as select A from V [Rows 3]; select A from S")
     s1.register_query("select A + 1 from S", "plus", retain=None)
@@ -298,7 +298,7 @@ def test_registrations_and_controls_survive_a_new_session_on_the_same_state(tmp_
     c.patch("/controls/queries/plus", json={"active": False})
     s1.close()
     s2, restored = build_session("embedded", tmp_path)
-    assert restored == {"objects": 2, "queries": 2}
+    assert restored == {"objects": 2, "queries": 2, "pushes": 0}
     qs = {q["name"]: q for q in s2.queries()}
     assert set(qs) == {"keep", "plus"}
     assert qs["keep"]["weight"] == 2.0 and qs["plus"]["active"] is False
@@ -372,7 +372,8 @@ def test_system_synopses_show_limits_and_queries_over_them_survive_a_restart(tmp
     assert {q["name"] for q in s2.queries()} == {"w", "syn"}
     s2.push("S", "jsonl", jsonl({"ts": 5, "A": 2}), heartbeat=5)
     rows = [e["row"] for e in s2.results("syn")["elements"]]
-    assert rows and rows[0]["budget"] == 4096  # the limit was restored with the controls
+    assert {r["operator"]: r["budget"] for r in rows}[op] == 4096  # the limit was restored with the controls
+    s2.close()
 
 
 def test_system_streams_are_sampled_only_while_read_and_every_so_many_ticks():
@@ -408,3 +409,38 @@ def test_unregister_streams_and_views_only_once_nothing_uses_them(tmp_path):
     assert [d["name"] for d in s2.sources() if not d.get("system")] == ["T"]
     assert [r["kind"] for r in s2.execute("register stream S (A varchar(2)); select A from S")] == ["stream", "query"]
     s2.close()
+
+
+def test_restart_replays_the_journal_and_reconciles_with_the_store(tmp_path):
+    from sluice.server.store import StoredQuery
+
+    s1 = system_session(tmp_path)
+    s1.execute("register stream S (A integer); register query q as select Sum(A) from S [Range 10]")
+    s1.push("S", "jsonl", jsonl({"ts": 1, "A": 2}, {"ts": 2, "A": "x"}), heartbeat=1)
+    s1.push("S", "jsonl", jsonl({"ts": 2, "A": 3}), heartbeat=2)
+    before = s1.results("q")["elements"]
+    # registered in the store, then the kill before the checkpoint: the restart adds it
+    s1.store.add_query(StoredQuery("late_comer", "select A from S"))
+    s1.close()  # closing writes nothing more: what is on disk is what a kill leaves
+    s2, restored = build_session("embedded", tmp_path)
+    assert restored == {"objects": 1, "queries": 2, "pushes": 4}  # two pushes, two heartbeats
+    assert s2.results("q")["elements"] == before  # the output kept, nothing twice
+    assert {q["name"] for q in s2.queries()} == {"q", "late_comer"}
+    assert len([m for m in s2.engine.rejected() if "'x' is not an integer" in m]) == 1  # counted once
+    s2.push("S", "jsonl", jsonl({"ts": 3, "A": 5}), heartbeat=3)
+    assert [e["row"]["sum"] for e in s2.results("q")["elements"] if e["sign"] == "+"] == [2, 5, 10]
+    s2.close()
+
+
+def test_a_journal_record_cut_short_by_a_kill_is_ignored(tmp_path):
+    from sluice.server.journal import Journal, Record
+
+    j = Journal(tmp_path)
+    eng = EmbeddedEngine()
+    eng.execute("register stream S (A integer)")
+    j.checkpoint(eng)
+    j.append([Record("heartbeat", "S", heartbeat=1), Record("heartbeat", "S", heartbeat=2)])
+    j.close()
+    log = tmp_path / "journal.1.log"
+    log.write_bytes(log.read_bytes() + Record("heartbeat", "S", heartbeat=3).encode()[:-3])
+    assert [r.heartbeat for r in Journal(tmp_path).records()] == [1, 2]

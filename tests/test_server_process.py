@@ -74,14 +74,19 @@ def test_killed_server_restarts_with_every_query(tmp_path):
     proc = start(tmp_path, port)
     try:
         out = proc.stdout.readline() if proc.stdout else ""
-        assert "restored 1 streams/relations/views, 2 queries" in out
+        assert "restored 1 streams/relations/views, 2 queries, 2 journaled pushes and heartbeats" in out  # a push, its heartbeat
         qs = {q["name"]: q for q in httpx.get(f"{url}/queries", timeout=10).json()["queries"]}
         assert set(qs) == {"big", "counts"} and qs["big"]["weight"] == 2.0
         assert httpx.get(f"{url}/controls", timeout=10).json()["scheduler"] == "chain"
         r = httpx.post(f"{url}/sources/S/rows?heartbeat=4", content=jsonl({"ts": 3, "A": 7}, {"ts": 4, "A": 9}), timeout=10)
         assert r.json()["accepted"] == 2
+        # the output goes on from before the kill: the journaled push is back in, nothing twice
         els = httpx.get(f"{url}/queries/big/results", timeout=10).json()["elements"]
-        assert [(e["ts"], e["row"]["A"]) for e in els] == [(3, 7), (4, 9)]
+        assert [(e["ts"], e["row"]["A"]) for e in els] == [(1, 5), (3, 7), (4, 9)]
+        counts = httpx.get(f"{url}/queries/counts/results", timeout=10).json()["elements"]
+        assert [(e["ts"], e["sign"], e["row"]["count"]) for e in counts] == [
+            (1, "+", 1), (2, "-", 1), (2, "+", 2), (3, "-", 2), (3, "+", 3)  # at 4: still 3 in [Range 2]
+        ]
     finally:
         stop(proc, kill=False)
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from sluice.errors import SluiceError
 from sluice.server.app import MAX_BODY, create_app
+from sluice.server.journal import Journal
 from sluice.server.session import ServerSession
 from sluice.server.store import Store
 from sluice.server.system import SYSTEM_STREAMS, SystemStreams
@@ -72,11 +73,13 @@ def build_session(
         store.set("time_unit", unit)
         if backend == "spark":
             engine_options.setdefault("workdir", str(Path(state) / "spark"))
-    engine = Sluice(backend, **engine_options)
-    session = ServerSession(engine, store, backend=backend, retain=retain, backlog=backlog)
+    journal = Journal(Path(state) / "engine") if state is not None and backend == "embedded" else None
+    # the embedded engine of a checkpoint (its own options kept), or a new one
+    engine: Any = journal.load() if journal is not None and journal.exists else Sluice(backend, **engine_options)
+    session = ServerSession(engine, store, backend=backend, retain=retain, backlog=backlog, journal=journal)
     if system and backend == "embedded":  # before the restore: stored queries may read them
         if sample_every is None:  # a sample per second of data time
-            sample_every = max(1, 1000 // engine.catalog.time_unit.millis)  # type: ignore[attr-defined]
+            sample_every = max(1, 1000 // engine.catalog.time_unit.millis)
         SystemStreams(session, sample_every)
     return session, session.restore()
 
@@ -104,7 +107,8 @@ def serve(
     )
     print(
         f"sluice serve: {backend} engine on http://{host}:{port} "
-        f"(restored {restored['objects']} streams/relations/views, {restored['queries']} queries"
+        f"(restored {restored['objects']} streams/relations/views, {restored['queries']} queries, "
+        f"{restored['pushes']} journaled pushes and heartbeats"
         f"{' from ' + str(state) if state else '; nothing is kept: give --state DIR to keep registrations'})",
         flush=True,
     )

@@ -309,7 +309,7 @@ def create_app(
         except Exception as e:
             return _fail(e)
         return StreamingResponse(
-            _stream(request, session, sub, keepalive, most, call),
+            _stream(request, sub, keepalive, most, lambda: executor.submit(session.unsubscribe, sub)),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
@@ -340,12 +340,7 @@ def create_app(
 
 
 async def _stream(
-    request: Request,
-    session: ServerSession,
-    sub: Any,
-    keepalive: float,
-    most: int | None,
-    call: Callable[..., Awaitable[Any]],
+    request: Request, sub: Any, keepalive: float, most: int | None, release: Callable[[], Any]
 ) -> AsyncIterator[str]:
     """Server-Sent Events: ``elements`` (a JSON list of ``{ts, sign, row}``), ``gap`` (what this
     subscriber lost by falling behind) and ``end`` (the query was unregistered).
@@ -371,4 +366,7 @@ async def _stream(
                 yield "event: end\ndata: {}\n\n"
                 return
     finally:
-        await call(session.unsubscribe, sub)
+        # not awaited: when the client went away this runs in a cancelled task, where an await
+        # would be cancelled before it unsubscribed
+        sub.close()
+        release()

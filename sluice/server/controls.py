@@ -93,6 +93,7 @@ class Controls:
                 if self.session.store is not None:
                     stored = None if value is None else str(value)
                     self.session.store.set(f"{key}" if what is None else f"{what}:{name}:{key}", stored)
+            self.session.changed()
 
     def apply(self, key: str, value: Any) -> None:
         """One setting (also replayed from the store at start, values then being text)."""

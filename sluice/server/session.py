@@ -23,7 +23,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -38,6 +38,7 @@ from sluice.errors import SluiceError
 from sluice.plan.binder import Binder
 from sluice.server.controls import Controls
 from sluice.server.formats import Rejection, decode
+from sluice.server.journal import Journal, Record
 from sluice.server.store import Store, StoredQuery
 from sluice.server.subscriptions import Subscription
 
@@ -106,8 +107,10 @@ class ServerSession:
         backend: str = "embedded",
         retain: int | None = 10_000,
         backlog: int = 10_000,
+        journal: Journal | None = None,
     ) -> None:
         self.engine = engine
+        self.journal = journal  # embedded engine with --state: checkpoint + journal of pushes
         self.backend = backend
         self.store = store
         self.retain = retain
@@ -120,6 +123,7 @@ class ServerSession:
         self.system: set[str] = set()  # the server's own streams (lower case): ``system.SystemStreams``
         self._pending: list[_Push] = []  # decoded pushes waiting for the engine (``push``)
         self._pending_lock = threading.Lock()
+        self._in_script = False  # a script's registrations checkpoint once, at its end
 
     @property
     def embedded(self) -> bool:
@@ -136,11 +140,17 @@ class ServerSession:
         except CQLError as e:
             raise ScriptError(e, out) from None
         with self.lock:
-            for stmt in stmts:
-                try:
-                    out.append(self._statement(stmt, text))
-                except SluiceError as e:
-                    raise ScriptError(e, out) from None
+            self._in_script = True
+            try:
+                for stmt in stmts:
+                    try:
+                        out.append(self._statement(stmt, text))
+                    except SluiceError as e:
+                        raise ScriptError(e, out) from None
+            finally:
+                self._in_script = False
+                if any(r["kind"] != "explain" for r in out):
+                    self.changed()
         return out
 
     def _statement(self, stmt: ast.Statement, text: str) -> dict[str, Any]:
@@ -205,6 +215,8 @@ class ServerSession:
                 self.engine.deactivate(name)  # type: ignore[attr-defined]
             if persist and self.store is not None:
                 self.store.add_query(StoredQuery(name, text, weight, min_precision, latency, keep, active))
+            if persist and not self._in_script:
+                self.changed()
             return {"kind": "query", "name": name, "output": h.bound.kind.value, "columns": h.bound.schema.names}
 
     def _free_name(self) -> str:
@@ -236,6 +248,7 @@ class ServerSession:
                 sub.close()
             if self.store is not None:
                 self.store.remove_query(name)
+            self.changed()
 
     def drop(self, name: str) -> dict[str, str]:
         """Unregister a stream, relation or view — refused (409) while a query or view uses it."""
@@ -263,18 +276,42 @@ class ServerSession:
             cat.unregister(d.name)
             if self.store is not None:
                 self.store.remove_object(d.name)
+            self.changed()
             return {"unregistered": d.name, "kind": kind}
 
+    def changed(self) -> None:
+        """Anything but a push or heartbeat changed the engine: a checkpoint (with --state)."""
+        if self.journal is not None:
+            self.journal.checkpoint(self.engine)  # type: ignore[arg-type]
+
     def restore(self) -> dict[str, int]:
-        """Replay the store: every stream, relation and view, then every query under its name."""
+        """Bring the engine to what the state directory holds.  With a checkpoint (embedded
+        engine): replay its journal, then reconcile with the store (what was registered or removed
+        after it, if the kill came in between).  Without: replay the store — every stream,
+        relation and view, then every query under its name — and apply the control settings.
+        """
         if self.store is None:
-            return {"objects": 0, "queries": 0}
+            return {"objects": 0, "queries": 0, "pushes": 0}
         with self.lock:
+            eng: Any = self.engine
+            pushes = 0
+            if self.journal is not None and self.journal.exists:
+                for name, q in self._all_queries().items():  # subscribers are not in a checkpoint
+                    q.subscribe_arrow(self._fanout(name))
+                pushes = self.journal.replay(eng)
             objects = self.store.objects()
-            for _, _, ddl in objects:
-                self.engine.execute(ddl)
+            for name, _, ddl in objects:
+                if not self._known(name):
+                    self.engine.execute(ddl)
+            stored = {d.name.lower() for d in [*eng.catalog.sources, *eng.catalog.views]} - self.system
+            for name in stored - {o[0].lower() for o in objects}:
+                self.drop(name)
             queries = self.store.queries()
+            for name in set(self._all_queries()) - {q.name for q in queries}:
+                self.engine.unregister(name)  # type: ignore[attr-defined]
             for q in queries:
+                if q.name in self._all_queries():
+                    continue
                 self.register_query(
                     q.text,
                     q.name,
@@ -286,7 +323,15 @@ class ServerSession:
                     persist=False,
                 )
             Controls(self).restore(self.store.settings())
-            return {"objects": len(objects), "queries": len(queries)}
+            self.changed()  # the replayed journal folded into a checkpoint: the state to go on from
+            return {"objects": len(objects), "queries": len(queries), "pushes": pushes}
+
+    def _known(self, name: str) -> bool:
+        try:
+            self.engine.catalog.lookup(name)  # type: ignore[attr-defined]
+        except KeyError:
+            return False
+        return True
 
     # -- input ---------------------------------------------------------------------------
     def source(self, name: str) -> SourceDef:
@@ -328,12 +373,21 @@ class ServerSession:
             group = list(self._pending)
             self._pending.clear()
         try:
+            records: list[Record] = []
             for p in group:
                 try:
                     p.report = self._admit(p)
                 except SluiceError as e:
                     p.error = e
+                    continue
+                msgs = [f"{p.name}, row {r.row}: {r.reason}" for r in p.bad]
+                records.append(Record("push", p.name, p.batch, msgs))
+                records += [Record("heartbeat", n, heartbeat=p.heartbeat) for n in p.heartbeated]
+            if self.journal is not None:
+                self.journal.append(records)  # on disk before any of them is answered
             self._run()
+            if self.journal is not None and self.journal.full:
+                self.changed()
         finally:
             for p in group:
                 p.done = True
@@ -346,7 +400,7 @@ class ServerSession:
             self.engine.push_batch(p.name, p.batch)
         after = self._source_counts(p.name)
         if p.heartbeat is not None:
-            self._heartbeat(p.heartbeat)
+            p.heartbeated = self._heartbeat(p.heartbeat)
         report: dict[str, Any] = {"accepted": p.batch.num_rows, "rejected": [asdict(r) for r in p.bad]}
         if before is not None and after is not None:
             # what the engine did after the checks: late elements (the lateness rule) and, under a
@@ -364,17 +418,22 @@ class ServerSession:
 
     def heartbeat(self, ts: int) -> None:
         with self.lock:
-            self._heartbeat(ts)
+            names = self._heartbeat(ts)
+            if self.journal is not None:
+                self.journal.append([Record("heartbeat", n, heartbeat=ts) for n in names])
             self._run()
 
-    def _heartbeat(self, ts: int) -> None:
-        """Every user stream and relation is complete to ``ts`` (system streams keep their own time)."""
+    def _heartbeat(self, ts: int) -> list[str]:
+        """Every user stream and relation is complete to ``ts`` (system streams keep their own
+        time); the sources it told, by name ("": all at once).
+        """
         if not self.system:
             self.engine.heartbeat(ts)
-            return
-        for d in self.engine.catalog.sources:  # type: ignore[attr-defined]
-            if d.name.lower() not in self.system:
-                self.engine.heartbeat(ts, d.name)  # type: ignore[call-arg]
+            return [""]
+        names = [d.name for d in self.engine.catalog.sources if d.name.lower() not in self.system]  # type: ignore[attr-defined]
+        for n in names:
+            self.engine.heartbeat(ts, n)  # type: ignore[call-arg]
+        return names
 
     def _run(self) -> None:
         self.engine.run()
@@ -515,6 +574,8 @@ class ServerSession:
                 self.engine.stop()  # type: ignore[attr-defined]
             if self.store is not None:
                 self.store.close()
+            if self.journal is not None:
+                self.journal.close()
 
 
 @dataclass
@@ -528,6 +589,7 @@ class _Push:
     report: dict[str, Any] | None = None
     error: SluiceError | None = None
     done: bool = False
+    heartbeated: list[str] = field(default_factory=list)  # the sources its heartbeat told
 
 
 class ScriptError(SluiceError):

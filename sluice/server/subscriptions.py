@@ -40,8 +40,9 @@ class Subscription:
         self.backlog: deque[list[Element]] = deque()
         self.held = 0  # elements in the backlog
         self.peak = 0  # the most it ever held
-        self.delivered = 0
-        self.dropped = 0  # in all
+        self.offered = 0  # elements the query produced since it subscribed
+        self.delivered = 0  # taken by its sender (written to the client)
+        self.dropped = 0  # in all (offered = delivered + dropped + held)
         self._gap: dict[str, Any] | None = None  # dropped since the client last took
         self.closed = False
         self._lock = threading.Lock()
@@ -54,6 +55,7 @@ class Subscription:
         with self._lock:
             self.backlog.append(elements)
             self.held += len(elements)
+            self.offered += len(elements)
             # over the limit the oldest go first, counted; the newest batch is kept whole (it is the
             # engine's output batch, one list shared by every subscriber: it costs this one nothing)
             while self.held > self.limit and len(self.backlog) > 1:
@@ -113,6 +115,7 @@ class Subscription:
             "held": self.held,
             "peak": self.peak,
             "limit": self.limit,
+            "offered": self.offered,
             "delivered": self.delivered,
             "dropped": self.dropped,
         }

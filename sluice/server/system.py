@@ -78,12 +78,16 @@ class SystemStreams:
     def __init__(self, session: ServerSession, every: int = 1) -> None:
         self.session = session
         self.every = max(1, every)  # ticks between samples
-        self.engine: Any = session.engine
+        eng: Any = session.engine
+        self.engine = eng
         self.last = NEG_INF  # the instant of the last sample
         self.names = {n.lower() for n in SYSTEM_STREAMS}
         with session.lock:
             for name, cols in SYSTEM_STREAMS.items():
-                self.engine.register_stream(name, cols)
+                if name.lower() in eng.sources:  # an engine from a checkpoint has them
+                    self.last = max(self.last, eng.sources[name.lower()].complete_upto())
+                else:
+                    eng.register_stream(name, cols)
         session.system = self.names
         session.after_run.append(self.sample)
 
