@@ -23,7 +23,7 @@ from test_server_process import free_port, start, stop
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def pusher(url: str, halt: threading.Event, count: int = 300) -> threading.Thread:
+def pusher(url: str, halt: threading.Event, count: int = 1200) -> threading.Thread:
     """Rows into S every 0.05 s (at most ``count`` pushes), each completing its instant."""
 
     def run() -> None:
