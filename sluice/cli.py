@@ -623,7 +623,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback; any other needs --token)")
     p.add_argument("--port", type=int, default=8765)
     p.add_argument("--token", default=None, help="clients must send Authorization: Bearer TOKEN (env SLUICE_TOKEN)")
-    p.add_argument("--state", default=None, metavar="DIR", help="keep registrations and controls here (SQLite)")
+    p.add_argument(
+        "--state",
+        default=None,
+        metavar="DIR",
+        help="keep registrations and controls here (SQLite) and, on the embedded engine, a checkpoint and a journal "
+        "of every answered push: a restart resumes from it",
+    )
     p.add_argument(
         "--retain", type=int, default=10_000, help="output elements kept per query for /results (-1: all)"
     )

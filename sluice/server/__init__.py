@@ -77,6 +77,7 @@ def build_session(
     # the embedded engine of a checkpoint (its own options kept), or a new one
     engine: Any = journal.load() if journal is not None and journal.exists else Sluice(backend, **engine_options)
     session = ServerSession(engine, store, backend=backend, retain=retain, backlog=backlog, journal=journal)
+    session.resumed = journal is not None and journal.exists
     if system and backend == "embedded":  # before the restore: stored queries may read them
         if sample_every is None:  # a sample per second of data time
             sample_every = max(1, 1000 // engine.catalog.time_unit.millis)
@@ -112,6 +113,12 @@ def serve(
         f"{' from ' + str(state) if state else '; nothing is kept: give --state DIR to keep registrations'})",
         flush=True,
     )
+    if session.resumed:
+        print(
+            "sluice serve: the engine resumed from its checkpoint, with the options it was started with "
+            "(this start's --scheduler, --memory-limit, --slack, --time-unit are not applied; /controls are)",
+            flush=True,
+        )
     app = create_app(session, token=token, max_body=max_body)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)
     try:

@@ -124,6 +124,7 @@ class ServerSession:
         self._pending: list[_Push] = []  # decoded pushes waiting for the engine (``push``)
         self._pending_lock = threading.Lock()
         self._in_script = False  # a script's registrations checkpoint once, at its end
+        self.resumed = False  # the engine came from a checkpoint (``build_session``)
 
     @property
     def embedded(self) -> bool:
