@@ -41,7 +41,8 @@ class Browser:
         trampoline = "import os, sys; os.dup2(int(sys.argv[1]), 3); os.dup2(int(sys.argv[2]), 4); os.execv(sys.argv[3], sys.argv[3:])"
         self.proc = subprocess.Popen(
             [sys.executable, "-c", trampoline, str(to_child_r), str(from_child_w), chromium(), "--headless",
-             "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe", "--no-first-run", "--disable-extensions",
+             "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--remote-debugging-pipe", "--no-first-run",
+             "--disable-extensions",
              f"--user-data-dir={self._profile}",  # its own profile: another Chromium's would take the page
              f"--window-size={width},{height}", "about:blank"],
             pass_fds=(to_child_r, from_child_w), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
