@@ -4,13 +4,17 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-all test-fast lint bench peers venv clean java
+.PHONY: demo test test-all test-fast lint bench peers venv clean java chromium
 
 venv: $(STAMP)
 
 # Spark needs a JVM: install Debian's Java 17 if there is none.
 java:
 	@command -v java >/dev/null 2>&1 || { echo "installing openjdk-17-jre-headless"; apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless; }
+
+# The server's browser test (tests/test_server_ui.py) drives Debian's headless Chromium: install it if there is none.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || test -x /usr/lib/chromium/chromium || { echo "installing chromium"; apt-get update -qq && apt-get install -y -qq chromium; }
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -m venv --help >/dev/null 2>&1 || { echo "installing python3-venv"; apt-get update -qq && apt-get install -y -qq python3-venv; }
@@ -26,13 +30,13 @@ lint: venv
 	$(PY) -m ruff check sluice tests
 	$(PY) -m mypy
 
-test: lint java
+test: lint java chromium
 	$(PY) -m pytest -q -m "not slow"
 
-test-all: lint java
+test-all: lint java chromium
 	$(PY) -m pytest -q
 
-test-fast: venv
+test-fast: venv chromium
 	$(PY) -m pytest -q -m "not slow and not spark"
 
 # Benchmark peers, each in its own virtual environment: their pins conflict with Sluice's

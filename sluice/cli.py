@@ -174,6 +174,10 @@ def _engine_key(args: argparse.Namespace) -> tuple[Any, ...]:
 def _engine(args: argparse.Namespace) -> Any:
     from sluice.backends import Sluice
 
+    return Sluice(args.backend, **_engine_opts(args))
+
+
+def _engine_opts(args: argparse.Namespace) -> dict[str, Any]:
     opts: dict[str, Any] = {
         "seed": args.seed,
         "time_unit": args.time_unit,
@@ -186,7 +190,26 @@ def _engine(args: argparse.Namespace) -> Any:
         opts["scheduler"] = args.scheduler
     if args.backend == "spark":
         opts["master"] = args.master
-    return Sluice(args.backend, **opts)
+    return opts
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from sluice.server import serve
+
+    retain = None if args.retain < 0 else args.retain
+    serve(
+        args.host,
+        args.port,
+        token=args.token,
+        state=args.state,
+        backend=args.backend,
+        retain=retain,
+        backlog=args.backlog,
+        max_body=args.max_body,
+        sample_every=args.sample_every,
+        **_engine_opts(args),
+    )
+    return 0
 
 
 class _Outputs:
@@ -596,6 +619,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--master", default="local[2]", help="Spark master for the spark column")
     p.add_argument("--check", type=int, default=3000, help="events on which the engine must equal the reference first")
     p.set_defaults(fn=_bench)
+    p = sub.add_parser("serve", help="run Sluice as a server: HTTP API for queries, pushes, subscriptions, controls")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback; any other needs --token)")
+    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--token", default=None, help="clients must send Authorization: Bearer TOKEN (env SLUICE_TOKEN)")
+    p.add_argument(
+        "--state",
+        default=None,
+        metavar="DIR",
+        help="keep registrations and controls here (SQLite) and, on the embedded engine, a checkpoint and a journal "
+        "of every answered push: a restart resumes from it",
+    )
+    p.add_argument(
+        "--retain", type=int, default=10_000, help="output elements kept per query for /results (-1: all)"
+    )
+    p.add_argument(
+        "--backlog", type=_positive, default=10_000, help="elements a subscriber may lag before losing the oldest"
+    )
+    p.add_argument("--max-body", type=_positive, default=16 * 1024 * 1024, help="largest request body (bytes)")
+    p.add_argument(
+        "--sample-every",
+        type=_positive,
+        default=None,
+        metavar="TICKS",
+        help="system streams (SysQueues, …): a sample each time data time advances this much (default: 1 second)",
+    )
+    _engine_options(p)
+    p.set_defaults(fn=_serve)
     p = sub.add_parser("demo", help="the seed paper's web-proxy queries over a generated bursty stream")
     p.add_argument("--requests", type=int, default=3000)
     p.add_argument("--seed", type=int, default=7)

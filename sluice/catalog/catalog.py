@@ -201,6 +201,27 @@ class Catalog:
         self._functions[key] = d
         return d
 
+    def unregister(self, name: str) -> SourceDef | ViewDef:
+        """Remove a stream, relation or view (and its stored DDL).  Whether anything still uses it
+        is the caller's to check (views and queries are bound above this layer).
+        """
+        key = name.lower()
+        d: SourceDef | ViewDef | None = self._sources.pop(key, None) or self._views.pop(key, None)
+        if d is None:
+            raise CatalogError(f"no stream, relation or view named {name!r}")
+        if self._db is not None and not self._replaying:
+            self._db.execute("DELETE FROM catalog_objects WHERE name = ? COLLATE NOCASE", (d.name,))
+            self._db.commit()
+        return d
+
+    def without(self, name: str) -> Catalog:
+        """A copy of this catalog (not persisted) without ``name``: to bind what uses it against."""
+        other = Catalog(time_unit=self.time_unit)
+        other._sources = {k: v for k, v in self._sources.items() if k != name.lower()}
+        other._views = {k: v for k, v in self._views.items() if k != name.lower()}
+        other._functions = dict(self._functions)
+        return other
+
     # -- lookup --------------------------------------------------------------------------
     def lookup(self, name: str) -> SourceDef | ViewDef:
         key = name.lower()

@@ -265,6 +265,18 @@ class EmbeddedEngine:
         q.inactive_since = None
         return q
 
+    def set_weight(self, name: str, weight: float) -> None:
+        """A query's importance when the engine must approximate (STREAM §2.4), also while running:
+        the resource manager's next allocation reads it.
+        """
+        q = self.registry.queries.get(name) or self.registry.inactive.get(name)
+        if q is None:
+            raise SluiceError(f"no query named {name!r}")
+        limits = QueryLimits(weight, q.limits.min_precision, q.limits.max_latency)  # checks the weight
+        q.limits, q.weight = limits, weight
+        if self.limits is not None and name in self.limits.readers:
+            self.limits.readers[name].limits = limits
+
     def execute(self, text: str) -> list[Query | str | None]:
         """Run CQL statements: DDL registers, a query starts running, EXPLAIN returns text."""
         out: list[Query | str | None] = []

@@ -42,6 +42,7 @@ class QueryRegistry:
         self.operators: list[Operator] = []  # every operator but the sources, outputs included
         self.version = 0  # changes whenever the DAG does (the scheduler rebuilds its units then)
         self._epoch: int | None = None  # first instant of the queries planned last while running
+        self._epoch_first = 0  # the planner's first operator of that epoch
         self.on_remove: list[Callable[[str], None]] = []  # told the name of every query removed
 
     # -- sources -------------------------------------------------------------------------
@@ -72,9 +73,14 @@ class QueryRegistry:
             # Registered while running: the query starts at the first instant not yet released
             # (STREAM §3 assumes queries exist before their streams produce; here from that instant).
             since = max(self.ctx.start, released + 1)
-            if since != self._epoch:
+            # a new epoch also when an operator of this one already sent output: a query sharing it
+            # now would read its queue from the end, missing what the earlier queries took (a
+            # relation's changes a Since primed them with, say)
+            used = any(op.output.enqueued for op in self.planner.operators[self._epoch_first :])
+            if since != self._epoch or used:
                 self.planner.begin_epoch(ExecContext(start=since, seed=self.ctx.seed, clock=self.ctx.clock), since)
                 self._epoch = since
+                self._epoch_first = len(self.planner.operators)
             q.start = since
         n_before = len(self.planner.operators)
         rw = rewrite(bq.plan)
