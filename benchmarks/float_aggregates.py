@@ -144,7 +144,9 @@ def main() -> None:
         rows[name]["duckdb_events_per_s"] = round(n / secs)
         rows[name]["vs_duckdb"] = round(rows[name]["events_per_s"] / (n / secs), 3)
         print(f"{name:<22} DuckDB {n / secs:>12,.0f} ev/s  (sums in doubles: not checked exact)", flush=True)
-    write_results(args.out, "float_aggregates", events=n, repeats=REPEATS, query=QUERY, duckdb_sql=DUCKDB, batch=10_000, runs=rows)
+    write_results(
+        args.out, "float_aggregates", events=n, repeats=REPEATS, query=QUERY, duckdb_sql=DUCKDB, batch=10_000, runs=rows
+    )
     print(f"-> {args.out}")
 
 

@@ -68,9 +68,10 @@ class Subscriber(threading.Thread):
                 raise
 
     def follow(self) -> None:
-        with httpx.Client(timeout=httpx.Timeout(10, read=60)) as c, c.stream(
-            "GET", f"{self.url}/queries/{self.query}/events"
-        ) as resp:
+        with (
+            httpx.Client(timeout=httpx.Timeout(10, read=60)) as c,
+            c.stream("GET", f"{self.url}/queries/{self.query}/events") as resp,
+        ):
             event = None
             for line in resp.iter_lines():
                 if line.startswith("event: "):
@@ -118,9 +119,26 @@ def run(args: argparse.Namespace) -> dict:
     url = f"http://127.0.0.1:{port}"
     state = tempfile.mkdtemp(prefix="sluice-load-")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sluice", "serve", "--port", str(port), "--state", state, "--time-unit", "millisecond",
-         "--slack", str(args.slack), "--backlog", str(args.backlog), "--retain", "1000"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "sluice",
+            "serve",
+            "--port",
+            str(port),
+            "--state",
+            state,
+            "--time-unit",
+            "millisecond",
+            "--slack",
+            str(args.slack),
+            "--backlog",
+            str(args.backlog),
+            "--retain",
+            "1000",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     start = time.monotonic()
     try:
@@ -130,9 +148,13 @@ def run(args: argparse.Namespace) -> dict:
                     break
             except httpx.TransportError:
                 time.sleep(0.2)
-        r = httpx.post(f"{url}/cql", timeout=30, content="register stream S (K integer, V integer);"
-                       "register query every_row as select K, V from S;"
-                       "register query per_key as select K, Count(*), Sum(V) from S [Range 1 Second] group by K")
+        r = httpx.post(
+            f"{url}/cql",
+            timeout=30,
+            content="register stream S (K integer, V integer);"
+            "register query every_row as select K, V from S;"
+            "register query per_key as select K, Count(*), Sum(V) from S [Range 1 Second] group by K",
+        )
         r.raise_for_status()
         rss0 = rss_kb(proc.pid)
         halt = threading.Event()
@@ -207,8 +229,12 @@ def run(args: argparse.Namespace) -> dict:
         q: sorted({s["offered"] for s in stats["subscribers"] if s["query"] == q}) for q in ("every_row", "per_key")
     }
     # nothing lost silently: each fast subscriber received every element or was told what it missed
-    ok = not problems and conserved and accepted[0] == total and every == total and all(
-        s.elements + s.dropped_told == total for s in fast
+    ok = (
+        not problems
+        and conserved
+        and accepted[0] == total
+        and every == total
+        and all(s.elements + s.dropped_told == total for s in fast)
     )
     lat = np.array(latencies) * 1000
     doc = {
@@ -234,8 +260,13 @@ def run(args: argparse.Namespace) -> dict:
         "fast_subscribers_received": sorted({s.elements for s in fast}),
         "fast_subscribers_told_dropped": sorted({s.dropped_told for s in fast}),
         "fast_subscribers_received_or_told": sorted({s.elements + s.dropped_told for s in fast}),
-        "slow_subscriber": {"received": slow.elements, "gap_events": slow.gaps, "dropped_told": slow.dropped_told,
-                            "server_side": slow_stats, "backlog_limit": args.backlog},
+        "slow_subscriber": {
+            "received": slow.elements,
+            "gap_events": slow.gaps,
+            "dropped_told": slow.dropped_told,
+            "server_side": slow_stats,
+            "backlog_limit": args.backlog,
+        },
         "server_rss_mb": {
             "before": round(rss0 / 1024, 1),
             "after_pushes": round(rss1 / 1024, 1),

@@ -630,9 +630,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="keep registrations and controls here (SQLite) and, on the embedded engine, a checkpoint and a journal "
         "of every answered push: a restart resumes from it",
     )
-    p.add_argument(
-        "--retain", type=int, default=10_000, help="output elements kept per query for /results (-1: all)"
-    )
+    p.add_argument("--retain", type=int, default=10_000, help="output elements kept per query for /results (-1: all)")
     p.add_argument(
         "--backlog", type=_positive, default=10_000, help="elements a subscriber may lag before losing the oldest"
     )

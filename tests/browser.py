@@ -40,12 +40,27 @@ class Browser:
         # trampoline puts them there (a POSIX shell's redirections take one-digit descriptors only)
         trampoline = "import os, sys; os.dup2(int(sys.argv[1]), 3); os.dup2(int(sys.argv[2]), 4); os.execv(sys.argv[3], sys.argv[3:])"
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", trampoline, str(to_child_r), str(from_child_w), chromium(), "--headless",
-             "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--remote-debugging-pipe", "--no-first-run",
-             "--disable-extensions",
-             f"--user-data-dir={self._profile}",  # its own profile: another Chromium's would take the page
-             f"--window-size={width},{height}", "about:blank"],
-            pass_fds=(to_child_r, from_child_w), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                sys.executable,
+                "-c",
+                trampoline,
+                str(to_child_r),
+                str(from_child_w),
+                chromium(),
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--remote-debugging-pipe",
+                "--no-first-run",
+                "--disable-extensions",
+                f"--user-data-dir={self._profile}",  # its own profile: another Chromium's would take the page
+                f"--window-size={width},{height}",
+                "about:blank",
+            ],
+            pass_fds=(to_child_r, from_child_w),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         os.close(to_child_r)
         os.close(from_child_w)
@@ -54,8 +69,14 @@ class Browser:
         try:
             target = self.call("Target.createTarget", url="about:blank")["targetId"]
             self.session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
-            self.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1,
-                      mobile=False, session=True)
+            self.call(
+                "Emulation.setDeviceMetricsOverride",
+                width=width,
+                height=height,
+                deviceScaleFactor=1,
+                mobile=False,
+                session=True,
+            )
         except (OSError, RuntimeError, TimeoutError):
             self.close()
             raise

@@ -31,15 +31,24 @@ def jsonl(*rows: dict) -> bytes:
 
 
 def setup(c: TestClient) -> None:
-    r = c.post("/cql", content="register stream S (A integer, B varchar(3)); register query big as select A, B from S where A > 1")
+    r = c.post(
+        "/cql",
+        content="register stream S (A integer, B varchar(3)); register query big as select A, B from S where A > 1",
+    )
     assert r.status_code == 200, r.text
-    assert r.json()["results"] == [{"kind": "stream", "name": "S"}, {"kind": "query", "name": "big", "output": "stream", "columns": ["A", "B"]}]
+    assert r.json()["results"] == [
+        {"kind": "stream", "name": "S"},
+        {"kind": "query", "name": "big", "output": "stream", "columns": ["A", "B"]},
+    ]
 
 
 def test_register_push_and_read():
     c = client()
     setup(c)
-    r = c.post("/sources/S/rows?heartbeat=3", content=jsonl({"ts": 1, "A": 1, "B": "x"}, {"ts": 2, "A": 5, "B": "y"}, {"ts": 3, "A": 7, "B": None}))
+    r = c.post(
+        "/sources/S/rows?heartbeat=3",
+        content=jsonl({"ts": 1, "A": 1, "B": "x"}, {"ts": 2, "A": 5, "B": "y"}, {"ts": 3, "A": 7, "B": None}),
+    )
     assert r.status_code == 200 and r.json() == {"accepted": 3, "rejected": [], "late": 0, "dropped": 0}
     out = c.get("/queries/big/results").json()
     assert out["delivered"] == 2 and out["kept"] == 2
@@ -47,9 +56,13 @@ def test_register_push_and_read():
         {"ts": 2, "sign": "+", "row": {"A": 5, "B": "y"}},
         {"ts": 3, "sign": "+", "row": {"A": 7, "B": None}},
     ]
-    assert c.get("/queries/big/results?last=1").json()["elements"] == [{"ts": 3, "sign": "+", "row": {"A": 7, "B": None}}]
+    assert c.get("/queries/big/results?last=1").json()["elements"] == [
+        {"ts": 3, "sign": "+", "row": {"A": 7, "B": None}}
+    ]
     assert [q["name"] for q in c.get("/queries").json()["queries"]] == ["big"]
-    assert c.get("/sources").json()["sources"] == [{"name": "S", "kind": "stream", "columns": [["A", "integer"], ["B", "varchar(3)"]]}]
+    assert c.get("/sources").json()["sources"] == [
+        {"name": "S", "kind": "stream", "columns": [["A", "integer"], ["B", "varchar(3)"]]}
+    ]
     plan = c.get("/queries/big/explain").text
     assert plan.startswith("query big: select A, B from S where A > 1  -> stream") and "Select [(A > 1)]" in plan
     assert c.get("/health").json()["status"] == "ok"
@@ -88,13 +101,20 @@ def test_cql_errors_are_json_with_the_caret_of_the_text_sent():
 def test_a_bad_row_is_rejected_alone_with_its_number_and_counted():
     c = client()
     setup(c)
-    body = jsonl({"ts": 1, "A": 2, "B": "ok"}, {"ts": 2, "A": "x", "B": "ok"}, {"ts": 3, "A": 3, "B": "toolong"}) + b"\nnot json\n" + jsonl({"ts": 4, "A": 9, "B": "z"})
+    body = (
+        jsonl({"ts": 1, "A": 2, "B": "ok"}, {"ts": 2, "A": "x", "B": "ok"}, {"ts": 3, "A": 3, "B": "toolong"})
+        + b"\nnot json\n"
+        + jsonl({"ts": 4, "A": 9, "B": "z"})
+    )
     r = c.post("/sources/S/rows", content=body, headers={"content-type": "application/x-ndjson"})
     assert r.status_code == 200
     rep = r.json()
     assert rep["accepted"] == 2
     assert [x["row"] for x in rep["rejected"]] == [2, 3, 4]
-    assert "'x' is not an integer" in rep["rejected"][0]["reason"] and "longer than varchar(3)" in rep["rejected"][1]["reason"]
+    assert (
+        "'x' is not an integer" in rep["rejected"][0]["reason"]
+        and "longer than varchar(3)" in rep["rejected"][1]["reason"]
+    )
     src = c.get("/statistics").json()["engine"]["sources"][0]
     assert src["accepted"] == 2 and src["rejected"] == 3
     c.post("/heartbeat", json={"ts": 4})
@@ -112,7 +132,11 @@ def test_csv_and_arrow_bodies_and_a_relation():
     sink = io.BytesIO()
     with pa.ipc.new_stream(sink, t.schema) as w:
         w.write_table(t)
-    r = c.post("/sources/S/rows?heartbeat=5", content=sink.getvalue(), headers={"content-type": "application/vnd.apache.arrow.stream"})
+    r = c.post(
+        "/sources/S/rows?heartbeat=5",
+        content=sink.getvalue(),
+        headers={"content-type": "application/vnd.apache.arrow.stream"},
+    )
     assert r.json() == {"accepted": 2, "rejected": [], "late": 0, "dropped": 0}
     assert [e["row"]["A"] for e in c.get("/queries/big/results").json()["elements"]] == [4, 6, 10]
     missing = pa.table({"ts": [6]})
@@ -124,9 +148,24 @@ def test_csv_and_arrow_bodies_and_a_relation():
     assert c.post("/sources/S/rows?format=arrow", content=b"garbage").status_code == 400
     # a relation: signs, and its current answer (kept whole: retain None)
     c.post("/cql", content="register relation R (K integer); register query cur as select K from R")
-    assert c.post("/queries", json={"text": "select K from R where K > 0", "name": "whole", "retain": None}).status_code == 201
-    r = c.post("/sources/R/rows?heartbeat=7", content=jsonl({"ts": 6, "sign": "+", "K": 1}, {"ts": 6, "sign": "+", "K": 2}, {"ts": 7, "sign": "-", "K": 1}, {"ts": 7, "sign": "?", "K": 5}))
-    assert r.json()["accepted"] == 3 and r.json()["rejected"][0]["row"] == 4 and "sign" in r.json()["rejected"][0]["reason"]
+    assert (
+        c.post("/queries", json={"text": "select K from R where K > 0", "name": "whole", "retain": None}).status_code
+        == 201
+    )
+    r = c.post(
+        "/sources/R/rows?heartbeat=7",
+        content=jsonl(
+            {"ts": 6, "sign": "+", "K": 1},
+            {"ts": 6, "sign": "+", "K": 2},
+            {"ts": 7, "sign": "-", "K": 1},
+            {"ts": 7, "sign": "?", "K": 5},
+        ),
+    )
+    assert (
+        r.json()["accepted"] == 3
+        and r.json()["rejected"][0]["row"] == 4
+        and "sign" in r.json()["rejected"][0]["reason"]
+    )
     ans = c.get("/queries/cur/answer")
     assert ans.status_code == 409 and "retain" in ans.json()["error"]["message"]  # retain=10000 by default
     c.post("/sources/R/rows?heartbeat=8", content=jsonl({"ts": 8, "sign": "+", "K": 7}))
@@ -253,14 +292,20 @@ def test_controls_scheduler_weight_activity_and_synopsis_limits():
     r = c.patch("/controls", json={"scheduler": "fastest"})
     assert r.status_code == 400 and "unknown scheduler" in r.json()["error"]["message"]
     assert c.patch("/controls", json={"colour": 1}).status_code == 400
-    assert c.patch("/controls/queries/w", json={"weight": 3}).json()["queries"] == [{"name": "w", "weight": 3.0, "active": True}]
+    assert c.patch("/controls/queries/w", json={"weight": 3}).json()["queries"] == [
+        {"name": "w", "weight": 3.0, "active": True}
+    ]
     assert c.patch("/controls/queries/w", json={"weight": -1}).status_code == 400
     assert c.patch("/controls/queries/nope", json={"weight": 1}).status_code == 404
     syn = c.get("/controls").json()["synopses"]
     assert [s["kind"] for s in syn] == ["JoinBuffer"]  # the Rows window's buffer (a shared window)
     op = quote(syn[0]["operator"], safe="")  # operator names hold '#': encoded in a URL
     c.post("/sources/S/rows?heartbeat=3", content=jsonl({"ts": 1, "A": 1}, {"ts": 2, "A": 2}, {"ts": 3, "A": 3}))
-    after = [s for s in c.patch(f"/controls/synopses/{op}", json={"limit": 1}).json()["synopses"] if s["operator"] == syn[0]["operator"]]
+    after = [
+        s
+        for s in c.patch(f"/controls/synopses/{op}", json={"limit": 1}).json()["synopses"]
+        if s["operator"] == syn[0]["operator"]
+    ]
     assert after[0]["limit"] == 1 and after[0]["over"] is True and after[0]["bytes"] > 1
     assert c.patch("/controls/synopses/nope", json={"limit": 1}).status_code == 400
     assert c.patch(f"/controls/synopses/{op}", json={"limit": "lots"}).status_code == 400
@@ -289,8 +334,10 @@ def test_unregister_ends_subscriptions_and_frees_the_name():
 def test_registrations_and_controls_survive_a_new_session_on_the_same_state(tmp_path):
     s1, restored = build_session("embedded", tmp_path)
     assert restored == {"objects": 0, "queries": 0, "pushes": 0}
-    s1.execute("register stream S (A integer); register view V as select A from S where A > 0;"
-               "register query keep weight 2 as select A from V [Rows 3]; select A from S")
+    s1.execute(
+        "register stream S (A integer); register view V as select A from S where A > 0;"
+        "register query keep weight 2 as select A from V [Rows 3]; select A from S"
+    )
     s1.register_query("select A + 1 from S", "plus", retain=None)
     s1.unregister("q2")
     c = client(s1)
@@ -339,11 +386,18 @@ def system_session(tmp_path=None) -> ServerSession:
 
 def test_system_streams_answer_ordinary_cql():
     s = system_session()
-    assert {d["name"] for d in s.sources() if d.get("system")} == {"SysQueues", "SysOperators", "SysSynopses", "SysQueries"}
-    s.execute("register stream S (A integer); register query big as select A from S where A > 1;"
-              "register query held as Select queue, Max(held) From SysQueues [Range 1 Minute] Where queue = 'S' Group By queue;"
-              "register query ops as select operator, tuples_in, tuples_out, selectivity from SysOperators [Now] where operator = 'S';"
-              "register query lat as select query, delivered, shed, fn from SysQueries [Now] where query = 'big'")
+    assert {d["name"] for d in s.sources() if d.get("system")} == {
+        "SysQueues",
+        "SysOperators",
+        "SysSynopses",
+        "SysQueries",
+    }
+    s.execute(
+        "register stream S (A integer); register query big as select A from S where A > 1;"
+        "register query held as Select queue, Max(held) From SysQueues [Range 1 Minute] Where queue = 'S' Group By queue;"
+        "register query ops as select operator, tuples_in, tuples_out, selectivity from SysOperators [Now] where operator = 'S';"
+        "register query lat as select query, delivered, shed, fn from SysQueries [Now] where query = 'big'"
+    )
     s.push("S", "jsonl", jsonl(*({"ts": 1, "A": a} for a in range(4))), heartbeat=1)
     s.push("S", "jsonl", jsonl({"ts": 2, "A": 9}), heartbeat=2)
     held = s.results("held")["elements"]
@@ -351,7 +405,10 @@ def test_system_streams_answer_ordinary_cql():
     ops = [(e["ts"], e["sign"], e["row"]["tuples_in"], e["row"]["tuples_out"]) for e in s.results("ops")["elements"]]
     # a source's tuples in and out: 4 by instant 1, 5 by instant 2 ([Now]: the sample replaced each instant)
     assert ops == [(1, "+", 4, 4), (2, "-", 4, 4), (2, "+", 5, 5)]
-    lat = [(e["ts"], e["sign"], e["row"]["delivered"], e["row"]["shed"], e["row"]["fn"]) for e in s.results("lat")["elements"]]
+    lat = [
+        (e["ts"], e["sign"], e["row"]["delivered"], e["row"]["shed"], e["row"]["fn"])
+        for e in s.results("lat")["elements"]
+    ]
     assert lat == [(1, "+", 2, 0, 0.0), (2, "-", 2, 0, 0.0), (2, "+", 3, 0, 0.0)]
     with pytest.raises(SluiceError, match="system stream"):
         s.push("SysQueues", "jsonl", jsonl({"ts": 3, "queue": "x", "held": 1, "bytes": 1}))
@@ -359,8 +416,10 @@ def test_system_streams_answer_ordinary_cql():
 
 def test_system_synopses_show_limits_and_queries_over_them_survive_a_restart(tmp_path):
     s = system_session(tmp_path)
-    s.execute("register stream S (A integer); register query w as select A from S [Rows 2];"
-              "register query syn as select operator, bytes, budget from SysSynopses [Now]")
+    s.execute(
+        "register stream S (A integer); register query w as select A from S [Rows 2];"
+        "register query syn as select operator, bytes, budget from SysSynopses [Now]"
+    )
     c = client(s)
     op = c.get("/controls").json()["synopses"][0]["operator"]
     c.patch(f"/controls/synopses/{quote(op, safe='')}", json={"limit": 4096})
@@ -386,14 +445,23 @@ def test_system_streams_are_sampled_only_while_read_and_every_so_many_ticks():
     for ts in range(5, 12):
         s.push("S", "jsonl", jsonl({"ts": ts, "A": ts}), heartbeat=ts)
     # samples at instants 5, 8 and 11 (every 3 ticks), each replacing the one before ([Now])
-    assert [(e["ts"], e["sign"]) for e in s.results("q")["elements"]] == [(5, "+"), (6, "-"), (8, "+"), (9, "-"), (11, "+")]
+    assert [(e["ts"], e["sign"]) for e in s.results("q")["elements"]] == [
+        (5, "+"),
+        (6, "-"),
+        (8, "+"),
+        (9, "-"),
+        (11, "+"),
+    ]
 
 
 def test_unregister_streams_and_views_only_once_nothing_uses_them(tmp_path):
     s = system_session(tmp_path)
     c = client(s)
-    c.post("/cql", content="register stream S (A integer); register stream T (B integer);"
-                           "register view V as select A from S where A > 0; register query q as select A from V")
+    c.post(
+        "/cql",
+        content="register stream S (A integer); register stream T (B integer);"
+        "register view V as select A from S where A > 0; register query q as select A from V",
+    )
     r = c.delete("/sources/S")
     assert r.status_code == 409 and r.json()["error"]["message"] == "S is used by V, q: unregister those first"
     assert c.delete("/sources/V").json()["error"]["message"] == "V is used by q: unregister those first"

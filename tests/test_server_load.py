@@ -19,8 +19,26 @@ spec.loader.exec_module(server_load)
 
 def test_fifty_pushers_and_twenty_subscribers_lose_nothing_silently():
     # slack 3 s: output flows (in many batches) from 3 s into the run; the slow subscriber sleeps 3 s per event
-    args = server_load.parse_args(["--clients", "50", "--subscribers", "20", "--pushes", "12", "--rows", "10",
-                                   "--backlog", "20", "--slow-pause", "3", "--slack", "3000", "--deadline", "120"])
+    args = server_load.parse_args(
+        [
+            "--clients",
+            "50",
+            "--subscribers",
+            "20",
+            "--pushes",
+            "12",
+            "--rows",
+            "10",
+            "--backlog",
+            "20",
+            "--slow-pause",
+            "3",
+            "--slack",
+            "3000",
+            "--deadline",
+            "120",
+        ]
+    )
     doc = server_load.run(args)
     assert doc["problems"] == [] and doc["checked"], doc
     assert doc["rows"] == doc["every_row_delivered"] == 6000

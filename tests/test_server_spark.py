@@ -19,9 +19,13 @@ pytestmark = pytest.mark.spark
 def test_spark_backend_registers_pushes_and_reads(spark, tmp_path):
     store = Store(tmp_path / "server.db")
     s = ServerSession(SparkEngine(spark=spark, workdir=tmp_path / "w"), store, backend="spark")
-    assert [r["kind"] for r in s.execute("register stream S (A integer); register query big as select A from S where A > 1")] == ["stream", "query"]
+    assert [
+        r["kind"] for r in s.execute("register stream S (A integer); register query big as select A from S where A > 1")
+    ] == ["stream", "query"]
     sub = s.subscribe("big", None)
-    rows = b"\n".join(json.dumps(r).encode() for r in ({"ts": 1, "A": 5}, {"ts": 2, "A": "x"}, {"ts": 2, "A": 1}, {"ts": 3, "A": 8}))
+    rows = b"\n".join(
+        json.dumps(r).encode() for r in ({"ts": 1, "A": 5}, {"ts": 2, "A": "x"}, {"ts": 2, "A": 1}, {"ts": 3, "A": 8})
+    )
     rep = s.push("S", "jsonl", rows, heartbeat=3)
     assert rep == {"accepted": 3, "rejected": [{"row": 2, "reason": "'x' is not an integer"}]}
     assert [(e["ts"], e["row"]["A"]) for e in s.results("big")["elements"]] == [(1, 5), (3, 8)]

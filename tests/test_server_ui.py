@@ -51,35 +51,54 @@ def test_the_page_shows_the_plan_live_plots_answers_and_forms(tmp_path):
     halt = threading.Event()
     browser = None
     try:
-        httpx.post(f"{url}/cql", content="register stream S (A integer, B varchar(8)); "
-                   "register query big as select A, B from S where A > 25", timeout=30)
-        httpx.post(f"{url}/queries", json={"text": "select B, Count(*) from S [Range 5] group by B", "name": "per_b",
-                                           "retain": None}, timeout=30)
+        httpx.post(
+            f"{url}/cql",
+            content="register stream S (A integer, B varchar(8)); "
+            "register query big as select A, B from S where A > 25",
+            timeout=30,
+        )
+        httpx.post(
+            f"{url}/queries",
+            json={"text": "select B, Count(*) from S [Range 5] group by B", "name": "per_b", "retain": None},
+            timeout=30,
+        )
         feeding = pusher(url, halt)
         browser = Browser(1400, 1000)
         browser.goto(url + "/")
-        ops = browser.wait_for("(() => { const ops = [...document.querySelectorAll('#plan g.op')].map(g => g.dataset.op);"
-                               " return ops.includes('output:big') && ops.includes('output:per_b') && ops; })()")
+        ops = browser.wait_for(
+            "(() => { const ops = [...document.querySelectorAll('#plan g.op')].map(g => g.dataset.op);"
+            " return ops.includes('output:big') && ops.includes('output:per_b') && ops; })()"
+        )
         assert {"S", "SysQueues", "output:big", "output:per_b"} <= set(ops)
         edges = browser.eval("document.querySelectorAll('#plan path.edge').length")
         assert edges >= 6
         assert "queue" in browser.eval("document.querySelector('#plan g.op[data-op=\"S\"] text.sizes').textContent")
         # live plots: several samples, throughput above zero (rows are flowing)
-        browser.wait_for("+document.getElementById('plot-throughput').dataset.points >= 4 && "
-                         "+document.getElementById('plot-throughput').dataset.max > 1")
+        browser.wait_for(
+            "+document.getElementById('plot-throughput').dataset.points >= 4 && "
+            "+document.getElementById('plot-throughput').dataset.max > 1"
+        )
         assert int(browser.eval("document.getElementById('plot-memory').dataset.points")) >= 4
         # the selected query's changes arrive through Server-Sent Events, and its answer is shown
         browser.wait_for("document.querySelectorAll('#changes tbody tr').length >= 3")
         browser.eval("document.querySelector('#queries button[data-q=\"per_b\"]').click()")
-        browser.wait_for("document.getElementById('answer-of').textContent === 'of per_b' && "
-                         "document.querySelectorAll('#answer-table tr').length >= 2")
+        browser.wait_for(
+            "document.getElementById('answer-of').textContent === 'of per_b' && "
+            "document.querySelectorAll('#answer-table tr').length >= 2"
+        )
         # the register form: a caret error, then a query registered
-        browser.eval("document.getElementById('cql').value = 'select Nope from S'; document.getElementById('register').click()")
-        msg = browser.wait_for("document.getElementById('register-msg').className === 'error' && "
-                               "document.getElementById('register-msg').textContent")
+        browser.eval(
+            "document.getElementById('cql').value = 'select Nope from S'; document.getElementById('register').click()"
+        )
+        msg = browser.wait_for(
+            "document.getElementById('register-msg').className === 'error' && "
+            "document.getElementById('register-msg').textContent"
+        )
         assert "unknown column 'Nope'" in msg and "^^^^" in msg
-        browser.eval("document.getElementById('cql').value = 'register query three as select A from S [Rows 3]';"
-                     "document.getElementById('register').click()")
+        browser.eval(
+            "document.getElementById('cql').value = 'register query three as select A from S [Rows 3]';"
+            "document.getElementById('register').click()"
+        )
         browser.wait_for("!!document.querySelector('#queries button[data-q=\"three\"]')", timeout=15)
         # switch the scheduler
         browser.wait_for("document.getElementById('scheduler').options.length > 3")
@@ -88,8 +107,10 @@ def test_the_page_shows_the_plan_live_plots_answers_and_forms(tmp_path):
         assert httpx.get(f"{url}/controls", timeout=10).json()["scheduler"] == "chain"
         # the screenshot: the plan's boxes and the throughput line are drawn
         browser.wait_for("+document.getElementById('plot-throughput').dataset.points >= 6")
-        rects = browser.eval("JSON.parse(JSON.stringify({plan: document.getElementById('plan').getBoundingClientRect(),"
-                             " plot: document.getElementById('plot-throughput').getBoundingClientRect()}))")
+        rects = browser.eval(
+            "JSON.parse(JSON.stringify({plan: document.getElementById('plan').getBoundingClientRect(),"
+            " plot: document.getElementById('plot-throughput').getBoundingClientRect()}))"
+        )
         shot = browser.screenshot()
         (tmp_path / "ui.png").write_bytes(shot)
         if os.environ.get("SLUICE_UPDATE_SCREENSHOT"):

@@ -115,9 +115,7 @@ class SystemStreams:
             appr = q.approximation
             fn = None if appr.precision is None else appr.precision.fn
             mean = lat.mean if lat.count else None
-            out["SysQueries"].append(
-                (ts, name, mean, lat.max if lat.count else None, fn, appr.dropped, q.delivered)
-            )
+            out["SysQueries"].append((ts, name, mean, lat.max if lat.count else None, fn, appr.dropped, q.delivered))
         return out
 
     def read(self) -> bool:
