@@ -611,3 +611,24 @@ def test_a_least_precision_that_cannot_be_held_is_reported() -> None:
     assert a.below_min and "below its least precision 0.95" in a.describe()
     _, qs, _, _ = _run(queries, feed, "1GB")
     assert not qs["sel"].approximation.below_min
+
+
+def test_a_stream_new_to_a_full_engine_is_still_held_to_the_limit() -> None:
+    """Review: a stream holding under 1% of the limit was admitted past the cap — a second window
+    query filling from a push of large rows took memory 20% over the limit.
+    """
+    eng = EmbeddedEngine(memory_limit=100_000, start=0)
+    eng.execute("REGISTER STREAM A (K integer, V varchar(1000)); REGISTER STREAM B (K integer, V varchar(1000))")
+    eng.register_query("select * from A [Range 1000000]", "a")
+    t = 0
+    while eng.statistics().memory_bytes < 90_000 and t < 400:
+        eng.push("A", [(t, t, "x" * 900)])
+        eng.run()
+        t += 1
+    eng.register_query("select * from B [Range 1000000]", "b")
+    eng.push("B", [(t + i, i, "y" * 900) for i in range(100)])
+    eng.run()
+    st = eng.statistics()
+    assert st.peak_memory <= 100_000, st.peak_memory
+    b = next(s for s in st.shedding if s.name == "B")
+    assert b.offered == 100 and b.kept + b.dropped == 100 and b.dropped > 0

@@ -512,3 +512,96 @@ def test_a_journal_record_cut_short_by_a_kill_is_ignored(tmp_path):
     log = tmp_path / "journal.1.log"
     log.write_bytes(log.read_bytes() + Record("heartbeat", "S", heartbeat=3).encode()[:-3])
     assert [r.heartbeat for r in Journal(tmp_path).records()] == [1, 2]
+
+
+# -- fixes from a fresh-eyes review ------------------------------------------------------------
+def test_a_heartbeat_out_of_range_is_refused_and_pushes_go_on():
+    c = client()
+    setup(c)
+    r = c.post("/heartbeat", json={"ts": 10**30})
+    assert r.status_code == 400 and "outside the timestamps" in r.json()["error"]["message"]
+    r = c.post("/sources/S/rows?heartbeat=99999999999999999999999", content=jsonl({"ts": 1, "A": 5, "B": "x"}))
+    assert r.status_code == 400
+    r = c.post("/sources/S/rows?heartbeat=2", content=jsonl({"ts": 2, "A": 5, "B": "x"}))
+    assert r.status_code == 200 and r.json()["accepted"] == 1
+
+
+def test_a_push_failing_in_a_group_fails_alone_and_what_reached_the_engine_is_journaled(tmp_path):
+    session, _ = build_session("embedded", tmp_path)
+    session.execute("register stream S (A integer); register stream T (A integer)")
+    poisoned = session.engine.push_batch
+
+    def push_batch(name, batch):
+        if name.lower() == "t":
+            raise RuntimeError("boom")
+        poisoned(name, batch)
+
+    session.engine.push_batch = push_batch  # type: ignore[method-assign]
+    ok = session.push("S", "jsonl", jsonl({"ts": 1, "A": 1}))
+    assert ok["accepted"] == 1
+    with pytest.raises(SluiceError, match="push failed: RuntimeError"):
+        session.push("T", "jsonl", jsonl({"ts": 1, "A": 2}))
+    kinds = [(r.kind, r.name) for r in session.journal.records()]
+    assert ("push", "S") in kinds and ("push", "T") in kinds  # T reached push_batch: journaled too
+    session.close()
+
+
+def test_a_damaged_journal_record_ends_the_replay_there(tmp_path):
+    session, _ = build_session("embedded", tmp_path)
+    session.execute("register stream S (A integer); register query q as select A from S")
+    session.push("S", "jsonl", jsonl({"ts": 1, "A": 1}))
+    session.push("S", "jsonl", jsonl({"ts": 2, "A": 2}))
+    log = session.journal._log(session.journal.generation)
+    session.close()
+    data = bytearray(log.read_bytes())
+    data[-3] ^= 0xFF  # a flipped byte in the last record (power lost mid-write)
+    log.write_bytes(bytes(data))
+    again, restored = build_session("embedded", tmp_path)
+    assert restored["pushes"] == 1
+    again.close()
+
+
+def test_loopback_guard_refuses_other_hosts_and_cross_site_changes():
+    c = TestClient(
+        create_app(ServerSession(EmbeddedEngine()), hosts=["127.0.0.1", "localhost"]), base_url="http://127.0.0.1:8765"
+    )
+    assert c.get("/health").status_code == 200
+    assert c.post("/cql", content="register stream S (A integer)").status_code == 200
+    r = c.get("/health", headers={"host": "evil.example"})  # DNS rebinding: the page's own host name
+    assert r.status_code == 403 and "not 'evil.example'" in r.json()["error"]["message"]
+    r = c.post("/cql", content="register stream T (A integer)", headers={"origin": "http://evil.example"})
+    assert r.status_code == 403 and "another origin" in r.json()["error"]["message"]
+    assert c.post(
+        "/cql", content="register stream T (A integer)", headers={"origin": "http://127.0.0.1:8765"}
+    ).is_success
+    assert c.get("/sources", headers={"origin": "http://evil.example"}).status_code == 200  # reading is no change
+
+
+def test_compressed_arrow_is_capped_by_what_it_decodes_to(monkeypatch):
+    import sluice.server.formats as formats
+
+    monkeypatch.setattr(formats, "ARROW_MAX", 50_000)
+    c = client()
+    setup(c)
+    t = pa.table({"ts": pa.array([1] * 5000, pa.int64()), "A": pa.array([7] * 5000, pa.int64()), "B": ["x"] * 5000})
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, t.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as w:
+        w.write_table(t)
+    assert len(sink.getvalue()) < 50_000  # the body is under the cap; what it decodes to is not
+    r = c.post(
+        "/sources/S/rows", content=sink.getvalue(), headers={"content-type": "application/vnd.apache.arrow.stream"}
+    )
+    assert r.status_code == 400 and "decodes to over 50000 bytes" in r.json()["error"]["message"]
+
+
+def test_bad_fields_and_bodies_are_400s_not_500s():
+    c = client()
+    setup(c)
+    assert c.post("/cql", content=b"register stream \xff (A integer)").status_code == 400
+    for bad in ({"name": "a/b"}, {"name": 5}, {"retain": "x"}, {"max_latency": [1]}, {"weight": "heavy"}):
+        r = c.post("/queries", json={"text": "select A from S", **bad})
+        assert r.status_code == 400, (bad, r.text)
+    # a control PATCH failing on one key keeps (and stores) what it applied before
+    assert c.post("/queries", json={"text": "select A from S", "name": "w"}).status_code == 201
+    assert c.patch("/controls/queries/w", json={"weight": 2, "active": 7}).status_code == 400
+    assert [q["weight"] for q in c.get("/queries").json()["queries"] if q["name"] == "w"] == [2.0]

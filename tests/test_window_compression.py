@@ -87,6 +87,8 @@ def test_unsafe_windows_are_refused_at_registration_on_both_backends() -> None:
     ]:
         with pytest.raises(SluiceError, match=why):
             eng.register_query(bad)
+    with pytest.raises(SluiceError, match="under Dstream"):  # a shrunk window deletes early
+        eng.register_query("select dstream(*) from A [Range 10 At Least 2]")
     # allowed: under an aggregate (the user stated the tolerance; precision is then unknown)
     eng.register_query("select K, count(*) from A [Range 10 At Least 2] group by K")
 
@@ -264,3 +266,40 @@ def test_a_window_registered_while_memory_is_tight_starts_reduced() -> None:
     assert not diff_outputs(want, q.results())
     assert eng.statistics().peak_memory <= 60_000
     assert not q.approximation.exact and q.approximation.windows
+
+
+def test_a_slide_window_shrunk_below_its_slide_counts_what_it_no_longer_shows() -> None:
+    """Review: elements [Range T Slide U] would show but the shrunk window never does were dropped
+    uncounted, and the query was reported exact.
+    """
+    eng = EmbeddedEngine(start=0)
+    eng.execute(DDL)
+    q = eng.register_query("select * from A [Range 10 At Least 0 Slide 5]")
+    w = _window(eng)
+    w.resize(0)
+    for t in range(31):
+        eng.push("A", [(t, 1, t)])
+        eng.heartbeat(t)
+        eng.run()
+    held, missing, frac = w.kept()
+    assert held <= 1 and frac < 0.5 and not q.approximation.exact  # [Range 0 Slide 5] shows ts = 5k only
+    assert q.approximation.precision is not None and q.approximation.precision.fn > 0.5
+
+
+def test_a_shrink_waits_for_the_last_one_to_take_effect() -> None:
+    """Several runs at one instant must not cut a window again and again for memory already
+    on its way out (review: the window fell straight to its At Least).
+    """
+    eng = EmbeddedEngine(start=0)
+    eng.execute(DDL)
+    eng.register_query("select * from A [Range 100 At Least 1]")
+    w = _window(eng)
+    eng.push("A", [(t, 1, t) for t in range(50)])
+    eng.run()
+    assert w.resize(50) == 50 and not w.settled
+    eng.push("A", [(49, 2, 2)])  # the same instant: nothing released, the cut has not left yet
+    eng.run()
+    assert not w.settled
+    eng.push("A", [(51, 2, 2)])
+    eng.run()
+    assert w.settled

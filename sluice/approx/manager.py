@@ -70,6 +70,12 @@ class Resizable(Protocol):
     @property
     def range_now(self) -> int: ...
 
+    @property
+    def settled(self) -> bool: ...
+
+    @property
+    def refilled(self) -> bool: ...
+
     def resize(self, r: int) -> int: ...
 
     def kept(self) -> tuple[int, int, float]: ...
@@ -290,11 +296,6 @@ class ResourceManager:
         if n == 0 or not any(name in r.streams for r in self.readers.values()):
             return batch  # a stream nobody reads holds nothing: never dropped
         usage = self._usage()
-        if usage.by_stream.get(name, 0.0) < NEGLIGIBLE * self.limit:
-            # what its elements hold is next to nothing (they pass through a filter to a subscriber,
-            # say): dropping them would lose elements and free nothing — the memory is others'
-            st.record(int(pc.max(batch.column(0)).as_py()), n, n)
-            return batch
         exact = any(r.limits.exact_only and name in r.streams for r in self.readers.values())
         keep = np.ones(n, dtype=bool)
         drops: list[tuple[np.ndarray, str]] = []
@@ -302,7 +303,11 @@ class ResourceManager:
             keep = self.rng.random(n) < st.rate
             st.sampled_out += int(n - keep.sum())
             drops.append((~keep, "sampled"))
-        cost = self._cost(st, batch, usage)
+        # a stream holding next to nothing (its elements pass a filter to a subscriber, say) costs
+        # its own bytes once; judged at twice that before anything was measured, it was shed
+        # while the limit was far off
+        small = usage.by_stream.get(name, 0.0) < NEGLIGIBLE * self.limit
+        cost = nbytes(batch) / n if small else self._cost(st, batch, usage)
         room = max(0, math.floor((self.limit * CAP - usage.total) / max(cost, 1.0)))
         k = int(keep.sum())
         if k > room:
@@ -486,6 +491,8 @@ class ResourceManager:
         f = self.limit * TARGET / max(u.total, 1)
         changed = []
         for op in self._windows(u):
+            if not op.settled:
+                continue  # its last cut is still leaving: cutting again would overshoot
             r0 = op.range_now
             r = op.resize(int(r0 * f))
             if r != r0:
@@ -501,7 +508,7 @@ class ResourceManager:
         changed = []
         for op in self._windows(u):
             r0, full = op.range_now, op.spec.window.range
-            if r0 < full:
+            if r0 < full and op.refilled:
                 r = op.resize(min(full, max(r0 + 1, int(r0 * GROW))))
                 changed.append(f"[{op.spec.window.describe()}] {r0}→{r} ticks")
         if changed:

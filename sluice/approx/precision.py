@@ -72,6 +72,7 @@ _DISTINCT = "below DISTINCT (STREAM §5.1.1: a smaller input can give more outpu
 _NEGATION = "on the right of EXCEPT (STREAM §5.1.1: a smaller input can give more output)"
 _SUBQUERY = "inside a subquery (NOT EXISTS / NOT IN: STREAM §5.1.1, a smaller input can give more output)"
 _AGGREGATE = "below an aggregate (its values change: outside STREAM §5.3's tuple precision model)"
+_DSTREAM = "under Dstream (a shrunk window deletes early: its deletions would be false positives)"
 _ROWS = "under a [Rows N] window (a sample's last N rows are not the stream's last N)"
 
 
@@ -130,6 +131,8 @@ def shrink_refusals(plan: L.LogicalNode) -> list[str]:
     def visit(node: L.LogicalNode, why: str | None) -> None:
         if isinstance(node, L.Window) and isinstance(node.spec, W.Range) and node.spec.shrinkable and why:
             out.append(f"[{node.spec.describe()}] is {why}")
+        if isinstance(node, L.StreamOp) and node.op is L.StreamOpKind.DSTREAM:
+            why = why or _DSTREAM
         for e in node.exprs():
             for x in walk_expr(e):
                 if isinstance(x, Subquery):

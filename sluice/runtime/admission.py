@@ -20,7 +20,8 @@ from collections import Counter
 import numpy as np
 import pyarrow as pa
 
-from sluice.runtime.batch import NEG_INF, ts_of
+from sluice.errors import SluiceError
+from sluice.runtime.batch import NEG_INF, POS_INF, ts_of
 from sluice.runtime.operators.base import Part
 from sluice.runtime.stats import SourceStats
 
@@ -88,7 +89,14 @@ class Admission(Part):
 
     def heartbeat(self, ts: int, scaled: bool = False) -> None:
         """Instants up to ``ts`` (in the source's unit; in ticks if ``scaled``) are complete."""
-        tick = ts if scaled else (ts + 1) * self.scale - 1
+        if isinstance(ts, bool) or not isinstance(ts, int | np.integer):
+            raise SluiceError(f"{self.name}: a heartbeat is an integer timestamp, not {ts!r}")
+        tick = int(ts) if scaled else (int(ts) + 1) * self.scale - 1
+        if not NEG_INF <= tick < POS_INF:
+            raise SluiceError(
+                f"{self.name}: heartbeat {ts} is outside the timestamps an element may have "
+                f"({NEG_INF + 1}..{POS_INF - 1} ticks)"
+            )
         self.heartbeat_ts = max(self.heartbeat_ts, tick)
 
     def close(self, until: int | None = None) -> None:

@@ -119,7 +119,10 @@ def serve(
             "(this start's --scheduler, --memory-limit, --slack, --time-unit are not applied; /controls are)",
             flush=True,
         )
-    app = create_app(session, token=token, max_body=max_body)
+    # without a token (loopback only): requests must name a loopback host, and no page of
+    # another origin may change anything (DNS rebinding, cross-site POSTs)
+    hosts = ["127.0.0.1", "localhost", "::1", host]
+    app = create_app(session, token=token, max_body=max_body, hosts=hosts)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)
     try:
         uvicorn.Server(config).run()

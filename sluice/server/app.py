@@ -21,10 +21,12 @@ import functools
 import hmac
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, is_dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -187,10 +189,68 @@ class TokenGuard:
         await self.app(scope, receive, send)
 
 
+QUERY_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
+
+
+def _check_query_fields(body: dict[str, Any]) -> None:
+    """The fields of a query registration, each of its type (a 400 naming it, not a 500)."""
+    name = body.get("name")
+    if name is not None and not (isinstance(name, str) and QUERY_NAME.fullmatch(name)):
+        raise BadRequest(
+            f"name {name!r}: a query name is letters, digits, '_', '.' or '-' (at most 128; it is part of URLs)"
+        )
+    for k in ("weight", "min_precision"):
+        if k in body and (isinstance(body[k], bool) or not isinstance(body[k], int | float)):
+            raise BadRequest(f"{k} must be a number, not {body[k]!r}")
+    if "max_latency" in body and body["max_latency"] is not None:
+        v = body["max_latency"]
+        if isinstance(v, bool) or not isinstance(v, int | float | str):
+            raise BadRequest(f'max_latency must be seconds or a duration such as "200ms", not {v!r}')
+    if "retain" in body and body["retain"] is not None:
+        v = body["retain"]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise BadRequest(f"retain must be null (all), 0 or a positive number of elements, not {v!r}")
+
+
+class LoopbackGuard:
+    """A token-less server on loopback answers only requests addressed to a loopback name (a DNS
+    rebinding page cannot reach it under its own host name), and changes nothing for a page of
+    another origin (a plain-text POST from any site the user visits is a "simple" cross-site
+    request a browser sends without asking).  ``hosts``: the names the server is reached by.
+    """
+
+    CHANGES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+    def __init__(self, app: ASGIApp, hosts: Sequence[str]) -> None:
+        self.app = app
+        self.hosts = {h.lower().strip("[]") for h in hosts}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        host = urlsplit("//" + request.headers.get("host", "")).hostname or ""
+        origin = request.headers.get("origin")
+        why = None
+        if host.lower() not in self.hosts:
+            why = f"this server answers requests to {', '.join(sorted(self.hosts))}, not {host!r}"
+        elif origin is not None and request.method in self.CHANGES:
+            o = (urlsplit(origin).hostname or "").lower()
+            if o not in self.hosts:
+                why = f"a page of another origin ({origin}) may not change this server"
+        if why is not None:
+            resp = JSONResponse({"error": {"type": "Forbidden", "message": why}}, 403)
+            await resp(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
 def create_app(
     session: ServerSession,
     *,
     token: str | None = None,
+    hosts: Sequence[str] | None = None,
     max_body: int = MAX_BODY,
     keepalive: float = 15.0,
     workers: int = 4,
@@ -213,7 +273,10 @@ def create_app(
 
     @handled
     async def cql(request: Request) -> Response:
-        text = (await read_body(request, max_body)).decode("utf-8", errors="strict")
+        try:
+            text = (await read_body(request, max_body)).decode("utf-8", errors="strict")
+        except UnicodeDecodeError as e:
+            raise BadRequest(f"CQL must be UTF-8: byte {e.start} is not") from None
         return JSONResponse({"results": await call(session.execute, text)})
 
     @handled
@@ -225,6 +288,7 @@ def create_app(
             unknown = set(body) - {"text", "name", "weight", "min_precision", "max_latency", "retain"}
             if unknown:
                 raise BadRequest(f"unknown field(s) {', '.join(sorted(unknown))}")
+            _check_query_fields(body)
             kw = {k: body[k] for k in ("weight", "min_precision", "max_latency", "retain") if k in body}
             out = await call(lambda: session.register_query(body["text"], body.get("name"), **kw))
             return JSONResponse(out, 201)
@@ -336,7 +400,8 @@ def create_app(
         Route("/controls/{what}/{name}", control, methods=["PATCH"]),
     ]
     app = Starlette(routes=routes)
-    return TokenGuard(app, token)
+    guarded: ASGIApp = LoopbackGuard(app, hosts) if hosts is not None and token is None else app
+    return TokenGuard(guarded, token)
 
 
 async def _stream(

@@ -88,12 +88,17 @@ class Controls:
         if unknown or not body:
             raise ControlError(f"{what or 'engine'} controls take {', '.join(sorted(allowed[what]))}")
         with self.session.lock:
-            for key, value in body.items():
-                self.apply(f"{key}" if what is None else f"{what}:{name}:{key}", value)
-                if self.session.store is not None:
-                    stored = None if value is None else str(value)
-                    self.session.store.set(f"{key}" if what is None else f"{what}:{name}:{key}", stored)
-            self.session.changed()
+            applied = False
+            try:
+                for key, value in body.items():
+                    self.apply(f"{key}" if what is None else f"{what}:{name}:{key}", value)
+                    applied = True
+                    if self.session.store is not None:
+                        stored = None if value is None else str(value)
+                        self.session.store.set(f"{key}" if what is None else f"{what}:{name}:{key}", stored)
+            finally:
+                if applied:  # what was applied is stored and checkpointed, also when a later key fails
+                    self.session.changed()
 
     def apply(self, key: str, value: Any) -> None:
         """One setting (also replayed from the store at start, values then being text)."""
@@ -107,7 +112,7 @@ class Controls:
             except ValueError as e:
                 raise ControlError(str(e)) from None
             return
-        what, name, field = parts
+        what, name, field = parts[0], ":".join(parts[1:-1]), parts[-1]
         if what == "queries":
             self.session._query(name)
             if field == "weight":

@@ -46,6 +46,9 @@ class BadBody(SluiceError):
     """The body as a whole cannot be read (not an Arrow stream, a missing column): nothing of it is taken."""
 
 
+ARROW_MAX = 256 * 1024 * 1024  # decoded bytes of one Arrow push (its body may be compressed)
+
+
 def format_of(content_type: str | None, explicit: str | None) -> str:
     """The push format from ``?format=`` or the Content-Type header (JSON lines by default)."""
     if explicit:
@@ -85,7 +88,15 @@ def decode(fmt: str, body: bytes, schema: Schema, relation: bool, name: str) -> 
         batch, msgs = csv_block(body, schema, relation, name)
     elif fmt == "arrow":
         try:
-            table = pa.ipc.open_stream(pa.py_buffer(body)).read_all()
+            reader = pa.ipc.open_stream(pa.py_buffer(body))
+            batches, size = [], 0
+            for rb in reader:  # batch by batch: a compressed body may decode to far more than it is
+                size += rb.nbytes
+                if size > ARROW_MAX:
+                    raise BadBody(f"the Arrow body decodes to over {ARROW_MAX} bytes; push it in parts")
+                rb.validate(full=True)
+                batches.append(rb)
+            table = pa.Table.from_batches(batches, schema=reader.schema)
         except (pa.ArrowInvalid, OSError) as e:
             raise BadBody(f"the body is not an Arrow IPC stream: {e}") from None
         try:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +45,9 @@ from sluice.backends.embedded import EmbeddedEngine
 from sluice.errors import SluiceError
 
 MAX_BYTES = 64 * 1024 * 1024  # a journal longer than this is folded into a new checkpoint
+
+
+HEADER = 16  # a record: head length (u32), body length (u64), CRC-32 of head and body (u32)
 
 
 @dataclass
@@ -66,7 +70,8 @@ class Record:
             with pa.ipc.new_stream(sink, self.batch.schema) as w:
                 w.write_table(self.batch)
             body = sink.getvalue().to_pybytes()
-        return struct.pack("<IQ", len(head), len(body)) + head + body
+        payload = head + body
+        return struct.pack("<IQI", len(head), len(body), zlib.crc32(payload)) + payload
 
 
 class Journal:
@@ -102,13 +107,13 @@ class Journal:
             return
         data = path.read_bytes()
         at = 0
-        while at + 12 <= len(data):
-            hlen, blen = struct.unpack_from("<IQ", data, at)
-            end = at + 12 + hlen + blen
-            if end > len(data):
-                return
-            head = json.loads(data[at + 12 : at + 12 + hlen])
-            batch = pa.ipc.open_stream(pa.py_buffer(data[at + 12 + hlen : end])).read_all() if blen else None
+        while at + HEADER <= len(data):
+            hlen, blen, crc = struct.unpack_from("<IQI", data, at)
+            end = at + HEADER + hlen + blen
+            if end > len(data) or zlib.crc32(data[at + HEADER : end]) != crc:
+                return  # torn or damaged (power lost mid-write): nothing after it was answered
+            head = json.loads(data[at + HEADER : at + HEADER + hlen])
+            batch = pa.ipc.open_stream(pa.py_buffer(data[at + HEADER + hlen : end])).read_all() if blen else None
             yield Record(head["kind"], head["name"], batch, head["rejected"], head["heartbeat"])
             at = end
 
@@ -135,9 +140,16 @@ class Journal:
             return
         if self._file is None:
             self._file = self._log(self.generation).open("ab")
-        self._file.write(b"".join(r.encode() for r in records))
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        start = self._file.tell()
+        try:
+            self._file.write(b"".join(r.encode() for r in records))
+            self._file.flush()
+            os.fsync(self._file.fileno())
+        except OSError:
+            # (disk full…) cut back to the last whole record, so later appends follow it cleanly
+            self._file.truncate(start)
+            self._file.seek(start)
+            raise
 
     @property
     def full(self) -> bool:

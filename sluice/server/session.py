@@ -353,7 +353,8 @@ class ServerSession:
         commit): each is admitted on its own, in arrival order, with its own counts, and the engine
         runs once for the group before any of them is answered.
         """
-        d = self.source(name)
+        with self.lock:  # (a DELETE of the source may not come between the look-up and the decoding)
+            d = self.source(name)
         if d.name.lower() in self.system:
             raise Refused(f"{d.name} is a system stream: the server samples the engine into it")
         batch, bad = decode(fmt, body, d.schema, d.kind is Kind.RELATION, d.name)
@@ -373,30 +374,44 @@ class ServerSession:
         with self._pending_lock:
             group = list(self._pending)
             self._pending.clear()
+        records: list[Record] = []
         try:
-            records: list[Record] = []
             for p in group:
                 try:
                     p.report = self._admit(p)
-                except SluiceError as e:
-                    p.error = e
-                    continue
-                msgs = [f"{p.name}, row {r.row}: {r.reason}" for r in p.bad]
-                records.append(Record("push", p.name, p.batch, msgs))
+                except Exception as e:  # one push's failure is its own: the others go on
+                    p.error = e if isinstance(e, SluiceError) else SluiceError(f"{p.name}: push failed: {e!r}")
+                # what reached the engine is journaled, also from a push that failed part-way
+                if p.admitted:
+                    msgs = [f"{p.name}, row {r.row}: {r.reason}" for r in p.bad]
+                    records.append(Record("push", p.name, p.batch, msgs))
                 records += [Record("heartbeat", n, heartbeat=p.heartbeat) for n in p.heartbeated]
             if self.journal is not None:
-                self.journal.append(records)  # on disk before any of them is answered
+                try:
+                    self.journal.append(records)  # on disk before any of them is answered
+                except OSError as e:
+                    for p in group:  # never answered as kept while not on disk
+                        if p.error is None:
+                            p.report = None
+                            p.error = SluiceError(
+                                f"{p.name}: the push reached the engine but could not be journaled ({e}); it may "
+                                "be lost if the server stops before its next checkpoint"
+                            )
+                    raise
             self._run()
             if self.journal is not None and self.journal.full:
                 self.changed()
         finally:
             for p in group:
+                if p.error is None and p.report is None:
+                    p.error = SluiceError(f"{p.name}: the push was not completed (the engine failed)")
                 p.done = True
 
     def _admit(self, p: _Push) -> dict[str, Any]:
         before = self._source_counts(p.name)
         if p.bad:
             self.engine.reject(p.name, [f"{p.name}, row {r.row}: {r.reason}" for r in p.bad])
+        p.admitted = True  # (from here on, rows may be in the engine)
         if p.batch.num_rows:
             self.engine.push_batch(p.name, p.batch)
         after = self._source_counts(p.name)
@@ -590,6 +605,7 @@ class _Push:
     report: dict[str, Any] | None = None
     error: SluiceError | None = None
     done: bool = False
+    admitted: bool = False  # it reached the engine (journaled even if it then failed)
     heartbeated: list[str] = field(default_factory=list)  # the sources its heartbeat told
 
 

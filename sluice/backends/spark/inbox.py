@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from sluice.backends.rows import admit_batch, rows_to_batch, to_batch
+from sluice.backends.rows import TS_MAX, TS_MIN, admit_batch, rows_to_batch, to_batch
 from sluice.catalog import Catalog, Kind, SourceDef
 from sluice.errors import InternalError, SluiceError
 from sluice.runtime.admission import Admission
@@ -170,6 +170,8 @@ class Inbox:
         go in first (before any instant completes), then the marker, and every source's lateness
         rule learns it.
         """
+        if isinstance(ts, bool) or not isinstance(ts, int) or not TS_MIN <= ts <= TS_MAX:
+            raise SluiceError(f"a heartbeat is an integer timestamp in {TS_MIN}..{TS_MAX}, not {ts!r}")
         self.push_static(start)
         self.marker(kind, ts)
         for adm in self.admission.values():

@@ -44,7 +44,7 @@ class WindowSpec(OperatorSpec):
 @dataclass
 class TimeWindow(Unary):
     spec: WindowSpec
-    STATE = ("_ins", "window", "_last_ts", "_range", "_released", "_cut", "_area")
+    STATE = ("_ins", "window", "_last_ts", "_range", "_released", "_cut", "_area", "_settles", "_refills")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -62,6 +62,8 @@ class TimeWindow(Unary):
         # elements [Range T] would hold that a resize cut: (missing from, missing until) per element
         self._cut = (np.empty(0, np.int64), np.empty(0, np.int64))
         self._area = [0, 0]  # element-instants held and missing (against [Range T]) since it started
+        self._settles = NEG_INF  # the instant by which the last shrink has taken effect
+        self._refills = NEG_INF  # … and the last growth
 
     # -- resizing (STREAM §5.2.1) ----------------------------------------------------------
     @property
@@ -83,8 +85,23 @@ class TimeWindow(Unary):
         r = min(max(int(r), w.least), w.range)
         if r < self._range and len(self.window):
             self._shrink(r)
+            self._settles = self._released + 1  # what it cut leaves at the next instant
+        elif r > self._range:
+            self._refills = self._released + r  # it refills over its new range
         self._range = r
         return r
+
+    @property
+    def settled(self) -> bool:
+        """Whether the last shrink has taken effect (what it cut has left): shrinking again before
+        then would cut for memory that is already on its way out.
+        """
+        return self._released >= self._settles
+
+    @property
+    def refilled(self) -> bool:
+        """Whether the window has refilled since it last grew (growing again before then overshoots)."""
+        return self._released >= self._refills
 
     def _shrink(self, r: int) -> None:
         assert self._span is not None
@@ -120,8 +137,11 @@ class TimeWindow(Unary):
 
     def _enforce_budget(self) -> None:
         """A budget set by ``change_mem`` shrinks a window that may shrink until its contents fit."""
+        w = self.spec.window
+        if not (isinstance(w, W.Range) and w.least is not None and self.settled and self._range > w.least):
+            return
         budget, size = self.window.budget, self.window.nbytes
-        if budget is not None and size > budget and self.shrinkable and self._range > 0:
+        if budget is not None and size > budget:
             oldest = int(ts_of(self.window.query().slice(0, 1))[0])
             held = max(1, min(self._range, self._released - oldest))  # the time the contents span
             self.resize(int(held * budget / size))
@@ -138,6 +158,9 @@ class TimeWindow(Unary):
         a, d = W.visible(ts, self._range, self._span[1])
         visible = a < d
         if not visible.all():
+            if self._range < self._span[0]:  # shrunk below its slide: what [Range T] would show is missing
+                a_full, d_full = W.visible(ts[~visible], *self._span)
+                self._note_cut(a_full, d_full)
             b, a, d = b.filter(pa.array(visible)), a[visible], d[visible]
         if b.num_rows:
             self._ins.insert(a, b)
@@ -189,6 +212,9 @@ class TimeWindow(Unary):
             held, missing, frac = self.kept()
             line += f" shrunk to Range {self._range} ticks ({held} held, {missing} cut; {frac:.1%} kept over time)"
         return line
+
+    def state_bytes(self) -> int:
+        return super().state_bytes() + self._cut[0].nbytes + self._cut[1].nbytes  # (what a shrink cut, counted)
 
     def synopses(self) -> list[Any]:
         return [self.window, self._ins]
