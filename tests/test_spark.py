@@ -185,13 +185,8 @@ def test_a_batch_spark_replays_after_a_crash_reads_its_events_again(spark, tmp_p
     assert q2.collected is not None and last in q2.collected.parts
     assert sorted(map(str, q2.collected.parts[last].to_pylist())) == lost
     again.stop()
-    ref = EmbeddedEngine()
-    ref.execute(ddl)
-    rq = ref.register_query(query)
-    ref.push("S", rows)
-    ref.heartbeat(9)
-    ref.run()
-    assert not diff_outputs(rq.results(), first)
+    _, (expected,) = _embedded_twin(ddl, [query], [("S", rows)], until=9)
+    assert not diff_outputs(expected, first)
 
 
 def test_a_leftover_temporary_file_does_not_stop_an_engine_starting(spark, tmp_path) -> None:
