@@ -33,6 +33,8 @@ from sluice.runtime.batch import NEG_INF, concat, from_signed_rows, to_elements,
 from sluice.runtime.operators.base import Operator, OperatorSpec, Unary
 from sluice.runtime.synopsis import WindowSynopsis
 
+CUT_BUCKETS = 64  # what a shrunk window cut is counted in this many buckets of its range
+
 
 @dataclass(frozen=True, slots=True)
 class WindowSpec(OperatorSpec):
@@ -60,7 +62,10 @@ class TimeWindow(Unary):
         self._range = self._span[0] if self._span is not None else 0  # the range in force (ticks)
         self._released = NEG_INF  # every change up to this instant is emitted
         # elements [Range T] would hold that a resize cut: (missing from, missing until) per element
-        self._cut = (np.empty(0, np.int64), np.empty(0, np.int64))
+        # … counted by when [Range T] would have let them go, in CUT_BUCKETS buckets of the range
+        # (an element each would cost as much as the shrink freed): bucket → elements
+        self._cut: dict[int, int] = {}
+        self._bucket = max(1, (self._span[0] if self._span else 1) // CUT_BUCKETS)
         self._area = [0, 0]  # element-instants held and missing (against [Range T]) since it started
         self._settles = NEG_INF  # the instant by which the last shrink has taken effect
         self._refills = NEG_INF  # … and the last growth
@@ -122,16 +127,19 @@ class TimeWindow(Unary):
         self.window.replace(new[keep], win.filter(pa.array(keep)) if not keep.all() else win)
 
     def _note_cut(self, start: np.ndarray, until: np.ndarray) -> None:
-        missing = start < until
-        if missing.any():
-            self._cut = (np.concatenate([self._cut[0], start[missing]]), np.concatenate([self._cut[1], until[missing]]))
+        """Elements missing from now until ``until`` (those with ``start < until``)."""
+        until = until[start < until]
+        if len(until):
+            buckets, counts = np.unique(until // self._bucket, return_counts=True)
+            for b, c in zip(buckets.tolist(), counts.tolist(), strict=True):
+                self._cut[b] = self._cut.get(b, 0) + c
 
     def kept(self) -> tuple[int, int, float]:
         """(elements held now, elements ``[Range T]`` would hold that it does not, the fraction
         held of what it would, integrated over the instants since it started).
         """
         held = len(self.window) - len(self._ins)
-        missing = int(np.count_nonzero(self._cut[0] <= self._released))
+        missing = sum(self._cut.values())
         a_held, a_missing = self._area
         return held, missing, a_held / (a_held + a_missing) if a_held + a_missing else 1.0
 
@@ -197,13 +205,13 @@ class TimeWindow(Unary):
         if gone[1].num_rows:
             self._note_cut(gone[0], W.visible(ts_of(gone[1]), *self._span)[1])
         if bound > self._released != NEG_INF:
-            start, until = self._cut
-            if len(until) and until.min() <= bound:  # no longer missing: [Range T] lets them go too
-                alive = until > bound
-                self._cut = (start[alive], until[alive])
+            # no longer missing once [Range T] lets them go too (a bucket, at its middle)
+            gone_by = (bound - self._bucket // 2) // self._bucket
+            for b in [b for b in self._cut if b < gone_by]:
+                del self._cut[b]
             dt = bound - self._released
             self._area[0] += (len(self.window) - len(self._ins)) * dt
-            self._area[1] += int(np.count_nonzero(self._cut[0] <= bound)) * dt
+            self._area[1] += sum(self._cut.values()) * dt
 
     def explain_line(self) -> str:
         line = super().explain_line()
@@ -214,7 +222,7 @@ class TimeWindow(Unary):
         return line
 
     def state_bytes(self) -> int:
-        return super().state_bytes() + self._cut[0].nbytes + self._cut[1].nbytes  # (what a shrink cut, counted)
+        return super().state_bytes() + 64 * len(self._cut)  # (the count of what a shrink cut)
 
     def synopses(self) -> list[Any]:
         return [self.window, self._ins]
