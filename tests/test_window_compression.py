@@ -26,6 +26,9 @@ from sluice.reference import evaluate
 from sluice.reference.compare import diff_outputs
 from sluice.runtime.operators.windows import TimeWindow
 
+from test_limits import _feed
+from test_limits import _run as limits_run
+
 DDL = "REGISTER STREAM A (K integer, V integer); REGISTER STREAM B (K integer, V integer)"
 
 
@@ -181,26 +184,10 @@ def test_a_shrunk_window_survives_a_checkpoint(tmp_path: Any) -> None:
 
 
 # -- under a memory limit ------------------------------------------------------------------------
-def _feed(n: int, seed: int) -> list[tuple[str, tuple[int, int, int]]]:
-    rnd = random.Random(seed)
-    return [(rnd.choice("AB"), (t // 3, rnd.randrange(20), rnd.randrange(100))) for t in range(n)]
-
-
 def _run(query: str, feed: list[tuple[str, tuple[int, int, int]]], limit: Any) -> tuple[EmbeddedEngine, Any, int]:
-    eng = EmbeddedEngine(memory_limit=limit, start=0)
-    eng.execute(DDL)
-    q = eng.register_query(query, "join")
-    peak = 0
-    for i in range(0, len(feed), 60):
-        for s in "AB":
-            part = [r for n, r in feed[i : i + 60] if n == s]
-            if part:
-                eng.push(s, part)
-                peak = max(peak, eng.statistics().memory_bytes)
-        eng.run()
-        peak = max(peak, eng.statistics().memory_bytes)
-    eng.close()
-    return eng, q, peak
+    """test_limits' runner (chunks of 60, memory sampled after every push and run) for one query."""
+    eng, qs, _, peak = limits_run({"join": (query, {})}, feed, limit)
+    return eng, qs["join"], peak
 
 
 def test_under_a_limit_windows_shrink_before_anything_is_dropped_and_precision_is_reported() -> None:

@@ -454,20 +454,8 @@ class ResourceManager:
         for op, streams in u.windows:
             if op.queries != {query} or self.readers[query].limits.exact_only:
                 continue
-            need = 0.0
-            for s in streams:
-                st = self.streams.get(s)
-                if st is None or st.first_ts is None or st.last_ts is None or st.last_ts <= st.first_ts:
-                    need = math.nan
-                    break
-                rate = st.kept / (st.last_ts - st.first_ts)  # elements a tick
-                live, held = st.live(), u.by_stream.get(s, 0.0)
-                if not (live and held):
-                    need = math.nan
-                    break
-                # an element's bytes per synopsis holding it now, twice: the window and what its query keeps
-                need += rate * op.spec.window.range * 2 * held / live / max(1, u.holders.get(s, 1))
-            if not need > free:  # (nan: no estimate)
+            need = self._window_need(op.spec.window.range, streams, u)
+            if need is None or need <= free:
                 continue
             r0 = op.range_now
             r = op.resize(int(r0 * max(free, 0.0) / need))
@@ -477,6 +465,23 @@ class ResourceManager:
                     f"{query}: window [{op.spec.window.describe()}] starts at {r} ticks: its estimated "
                     f"{need:.0f} B exceed the {max(free, 0):.0f} B the limit leaves free",
                 )
+
+    def _window_need(self, span: int, streams: tuple[str, ...], u: Usage) -> float | None:
+        """Bytes a window of ``span`` ticks over ``streams`` would hold at their measured arrival
+        rate and an element's bytes per synopsis holding it now, twice (the window and what its
+        query keeps above it); None for a stream with no history to estimate from.
+        """
+        need = 0.0
+        for s in streams:
+            st = self.streams.get(s)
+            live, held = (st.live(), u.by_stream.get(s, 0.0)) if st is not None else (0, 0.0)
+            if st is None or st.first_ts is None or st.last_ts is None or st.last_ts <= st.first_ts or not live:
+                return None
+            if not held:
+                return None
+            rate = st.kept / (st.last_ts - st.first_ts)  # elements a tick
+            need += rate * span * 2 * held / live / max(1, u.holders.get(s, 1))
+        return need
 
     def _windows(self, u: Usage) -> list[Resizable]:
         """The windows that may shrink, but none serving an exact-only query."""

@@ -210,6 +210,10 @@ class WindowSynopsis(_Budgeted):
     def query(self) -> pa.Table:
         return concat([b for _, b in self._parts], self.types)
 
+    def oldest_ts(self) -> int:
+        """The timestamp of the oldest element (the window must hold one): no concatenation."""
+        return int(self._parts[0][1].column(0)[0].as_py())
+
     def leave_times(self) -> np.ndarray:
         """Every element's leave time, in arrival order (aligned with :meth:`query`)."""
         return np.concatenate([t for t, _ in self._parts]) if self._parts else np.empty(0, np.int64)

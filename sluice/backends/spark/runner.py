@@ -236,8 +236,7 @@ class Runner:
         rows arriving meanwhile (a loaded machine) — so for it, until a micro-batch that began
         after this call has finished.
         """
-        ext = self.engine.inbox.external
-        if not any(ext.get(src.lower(), ("",))[0] == "rate" for src in q.sources):
+        if not self._reads(q, "rate"):
             q.stream.processAllAvailable()
             return
         since = time.time()
@@ -256,8 +255,12 @@ class Runner:
         """Whether a query reads a directory Spark lists itself (``attach_directory``); not a rate or
         socket source, which never runs out of input (draining one would never return).
         """
+        return self._reads(q, "directory")
+
+    def _reads(self, q: SparkQuery, kind: str) -> bool:
+        """Whether the query reads an attached source of ``kind`` (directory, rate, socket)."""
         ext = self.engine.inbox.external
-        return any(ext.get(src.lower(), ("",))[0] == "directory" for src in q.sources)
+        return any(ext.get(src.lower(), ("",))[0] == kind for src in q.sources)
 
     def _count_dropped(self, q: SparkQuery) -> None:
         """Elements Spark dropped behind its watermark (possible for attached sources only: pushed

@@ -61,9 +61,9 @@ class TimeWindow(Unary):
         self._last_ts = NEG_INF
         self._range = self._span[0] if self._span is not None else 0  # the range in force (ticks)
         self._released = NEG_INF  # every change up to this instant is emitted
-        # elements [Range T] would hold that a resize cut: (missing from, missing until) per element
-        # … counted by when [Range T] would have let them go, in CUT_BUCKETS buckets of the range
-        # (an element each would cost as much as the shrink freed): bucket → elements
+        # elements [Range T] would hold that a resize cut, counted by when [Range T] would have let
+        # them go, in CUT_BUCKETS buckets of the range (an entry per element would cost as much
+        # as the shrink freed): bucket → elements
         self._cut: dict[int, int] = {}
         self._bucket = max(1, (self._span[0] if self._span else 1) // CUT_BUCKETS)
         self._area = [0, 0]  # element-instants held and missing (against [Range T]) since it started
@@ -150,7 +150,7 @@ class TimeWindow(Unary):
             return
         budget, size = self.window.budget, self.window.nbytes
         if budget is not None and size > budget:
-            oldest = int(ts_of(self.window.query().slice(0, 1))[0])
+            oldest = self.window.oldest_ts()
             held = max(1, min(self._range, self._released - oldest))  # the time the contents span
             self.resize(int(held * budget / size))
 
