@@ -201,6 +201,7 @@ def _serve(args: argparse.Namespace) -> int:
         args.host,
         args.port,
         token=args.token,
+        token_file=args.token_file,
         state=args.state,
         backend=args.backend,
         retain=retain,
@@ -623,6 +624,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback; any other needs --token)")
     p.add_argument("--port", type=int, default=8765)
     p.add_argument("--token", default=None, help="clients must send Authorization: Bearer TOKEN (env SLUICE_TOKEN)")
+    p.add_argument(
+        "--token-file", default=None, metavar="FILE", help="the token from FILE's first line (not in the process list)"
+    )
     p.add_argument(
         "--state",
         default=None,

@@ -17,5 +17,9 @@ class InternalError(Exception):
     """A bug in Sluice: an invariant did not hold.  Never a user's fault."""
 
 
+class InUseError(SluiceError):
+    """A name cannot be unregistered: a view, a query or an operator still uses it."""
+
+
 class EvaluationError(SluiceError):
     """A query could not be evaluated on the given input (e.g. deleting an absent tuple)."""

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 from sluice.backends.embedded import EmbeddedEngine
 from sluice.errors import SluiceError
-from sluice.server import build_session, check_exposure, create_app, is_loopback
+from sluice.server import build_session, check_exposure, create_app, is_loopback, read_token, serve
 from sluice.server.session import ServerSession
 from sluice.server.subscriptions import Subscription
 from starlette.testclient import TestClient
@@ -209,6 +209,22 @@ def test_token_required_off_loopback_and_checked():
     assert c.get("/health?token=s3cret").status_code == 200
 
 
+def test_token_from_a_file(tmp_path, capsys):
+    f = tmp_path / "token"
+    f.write_text("s3cret\n")
+    f.chmod(0o600)
+    assert read_token(f) == "s3cret" and not capsys.readouterr().err
+    f.chmod(0o644)
+    assert read_token(f) == "s3cret" and "chmod 600" in capsys.readouterr().err
+    f.write_text("\n")
+    with pytest.raises(SluiceError, match="empty"):
+        read_token(f)
+    with pytest.raises(SluiceError, match="cannot read"):
+        read_token(tmp_path / "missing")
+    with pytest.raises(SluiceError, match="not both"):
+        serve("0.0.0.0", token="a", token_file=f)
+
+
 def read_events(lines, count: int) -> list[tuple[str, object]]:
     out, event = [], None
     for line in lines:
@@ -243,6 +259,51 @@ def test_subscribe_to_a_query_through_server_sent_events():
     while c.get("/health").json()["subscribers"] and time.monotonic() < deadline:
         time.sleep(0.05)
     assert c.get("/health").json()["subscribers"] == 0
+
+
+def test_a_reconnecting_subscriber_resumes_after_its_last_event_id():
+    c = client()
+    setup(c)
+    c.post("/sources/S/rows?heartbeat=2", content=jsonl({"ts": 1, "A": 3, "B": "a"}, {"ts": 2, "A": 5, "B": "b"}))
+
+    def first_elements(path: str, **kw) -> tuple[str, list]:
+        with c.stream("GET", path, **kw) as resp:
+            assert resp.status_code == 200, resp.read()
+            event_id = None
+            for line in resp.iter_lines():
+                if line.startswith("id: "):
+                    event_id = line[4:]
+                elif line.startswith("data: [") and event_id is not None:
+                    return event_id, [e["row"]["A"] for e in json.loads(line[6:])]
+        raise AssertionError("no elements event")
+
+    assert first_elements("/queries/big/events?max_events=1&after=0") == ("2", [3, 5])  # its whole output
+    assert first_elements("/queries/big/events?max_events=1", headers={"Last-Event-ID": "1"}) == ("2", [5])
+    r = c.get("/queries/big/events", headers={"Last-Event-ID": "x"})
+    assert r.status_code == 400 and "Last-Event-ID" in r.json()["error"]["message"]
+    assert c.get("/queries/big/events?after=-1").status_code == 400
+
+
+def test_a_resumed_subscription_is_told_what_is_no_longer_kept():
+    session = ServerSession(EmbeddedEngine(), retain=2)
+    session.execute("register stream S (A integer); register query all_a as select A from S")
+    session.push("S", "jsonl", jsonl(*({"ts": i, "A": i} for i in range(5))), heartbeat=4)
+    els, gap = session.subscribe("all_a", None, after=1).take_json()
+    assert gap == {"dropped": 2, "from_ts": None, "to_ts": None, "reason": "no longer kept (the server's --retain)"}
+    assert [e["row"]["A"] for e in els] == [3, 4]
+    sub = session.subscribe("all_a", None, after=9)  # from a server whose output went further
+    assert sub.take_json() == (
+        [],
+        {
+            "dropped": None,
+            "from_ts": None,
+            "to_ts": None,
+            "reason": ("position 9 is past this server's output (5): it restarted"),
+        },
+    )
+    assert sub.position == sub.taken == 5
+    session.push("S", "jsonl", jsonl({"ts": 5, "A": 5}), heartbeat=5)
+    assert sub.take_json()[0][0]["row"] == {"A": 5} and sub.taken == 6
 
 
 def test_a_slow_subscriber_loses_its_oldest_elements_counted_and_does_not_hold_back_others():
@@ -452,6 +513,26 @@ def test_system_streams_are_sampled_only_while_read_and_every_so_many_ticks():
         (9, "-"),
         (11, "+"),
     ]
+
+
+def test_system_samples_are_journaled_so_a_killed_server_goes_on_with_them(tmp_path):
+    s, _ = build_session("embedded", tmp_path, sample_every=1)
+    s.execute(
+        "register stream S (A integer); register query a as select A from S;"
+        "register query d as select query, delivered from SysQueries [Range 100] where query = 'a'"
+    )
+    for ts in range(1, 5):
+        s.push("S", "jsonl", jsonl({"ts": ts, "A": ts}), heartbeat=ts)
+    before = s.results("d")["elements"]
+    assert [e["row"]["delivered"] for e in before if e["sign"] == "+"] == [1, 2, 3, 4]
+    assert s.journal is not None
+    s.journal.close()  # a kill: the journal's file shut, nothing else (no checkpoint at close)
+    s2, restored = build_session("embedded", tmp_path, sample_every=1)  # a kill: s never closed
+    assert restored["pushes"] > 4 and s2.results("d")["elements"] == before  # the samples replayed too
+    s2.push("S", "jsonl", jsonl({"ts": 5, "A": 5}), heartbeat=5)
+    after = s2.results("d")["elements"]
+    assert after[: len(before)] == before and [e["row"]["delivered"] for e in after[len(before) :]] == [5]
+    s2.close()
 
 
 def test_unregister_streams_and_views_only_once_nothing_uses_them(tmp_path):

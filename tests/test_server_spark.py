@@ -10,7 +10,7 @@ import json
 import pytest
 from sluice.backends.spark.engine import SparkEngine
 from sluice.server.controls import Controls
-from sluice.server.session import Refused, ServerSession
+from sluice.server.session import NotFound, Refused, ServerSession
 from sluice.server.store import Store
 
 pytestmark = pytest.mark.spark
@@ -33,8 +33,6 @@ def test_spark_backend_registers_pushes_and_reads(spark, tmp_path):
     assert "big" in s.explain("big")
     with pytest.raises(Refused, match="Spark"):
         Controls(s).update(None, None, {"scheduler": "chain"})
-    with pytest.raises(Refused, match="Spark"):
-        s.unregister("big")
     s.engine.stop()
     store.close()
     # a new server on the same state and workdir: the query again, its output going on from the
@@ -43,4 +41,9 @@ def test_spark_backend_registers_pushes_and_reads(spark, tmp_path):
     assert s2.restore() == {"objects": 1, "queries": 1, "pushes": 0}  # (a journal is the embedded engine's)
     s2.push("S", "jsonl", json.dumps({"ts": 4, "A": 9}).encode(), heartbeat=4)
     assert [(e["ts"], e["row"]["A"]) for e in s2.results("big")["elements"]] == [(4, 9)]
+    s2.unregister("big")  # gone from the engine and the store
+    with pytest.raises(NotFound):
+        s2.results("big")
+    assert s2.drop("S") == {"unregistered": "S", "kind": "stream"}
+    assert not s2.store.queries() and not s2.store.objects()
     s2.close()

@@ -12,7 +12,7 @@ import pytest
 from sluice.backends.embedded import EmbeddedEngine
 from sluice.backends.spark.engine import SparkEngine
 from sluice.cql.ast import TimeUnit
-from sluice.errors import SluiceError
+from sluice.errors import InUseError, SluiceError
 from sluice.reference.compare import diff_outputs
 
 pytestmark = pytest.mark.spark
@@ -57,6 +57,11 @@ def test_queries_sharing_a_join_run_in_one_processor_and_each_gets_its_answer(sp
     assert "one processor" not in eng.explain("other")
     assert all(w.results() for w in twins)
     assert not eng.rejected()
+    # their state is one checkpoint: they leave together
+    with pytest.raises(InUseError, match=r"with q1, q2 .*unregister\('q0', 'q1', 'q2'\)"):
+        eng.unregister("q0")
+    eng.unregister("q0", "q1", "q2")
+    assert set(eng.queries) == {"q3", "other"} and not list(tmp_path.glob("*/members.json"))
     eng.stop()
 
 

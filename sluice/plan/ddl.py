@@ -9,15 +9,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from sluice.catalog import Catalog, CatalogError, Kind, Schema, ViewDef
+from sluice.catalog import Catalog, CatalogError, Kind, Schema, SourceDef, ViewDef
 from sluice.catalog.schema import Column
 from sluice.cql import ast
 from sluice.cql.errors import BindError
 from sluice.cql.parser import parse_query, parse_script
 from sluice.cql.printer import to_cql
+from sluice.errors import InUseError, SluiceError
 from sluice.plan.binder import Binder, BoundQuery
 from sluice.plan.explain import explain
 
@@ -103,6 +104,38 @@ def register_view(
         return catalog.add_view(view)
     except CatalogError as e:
         raise BindError(str(e), span, src) from None
+
+
+def users_of(catalog: Catalog, name: str, queries: Mapping[str, str]) -> list[str]:
+    """The views, then the queries (name → query text), that no longer bind without ``name``.
+    Binding, not scanning plans: a plan inlines views, so a query over a view names only the
+    view's streams, yet its text — what a restart replays — needs the view.
+    """
+    rest = catalog.without(name)
+    users = [v.name for v in rest.views if not _binds(rest, v.text, v.query)]
+    return users + [n for n, text in queries.items() if not _binds(rest, text)]
+
+
+def check_unused(catalog: Catalog, name: str, queries: Mapping[str, str]) -> SourceDef | ViewDef:
+    """The stream, relation or view ``name`` — ``InUseError`` naming the views and queries
+    (``queries``: name → text) to unregister first while any uses it.
+    """
+    try:
+        d = catalog.lookup(name)
+    except KeyError:
+        raise CatalogError(f"no stream, relation or view named {name!r}") from None
+    users = users_of(catalog, d.name, queries)
+    if users:
+        raise InUseError(f"{d.name} is used by {', '.join(users)}: unregister those first")
+    return d
+
+
+def _binds(catalog: Catalog, text: str, query: ast.Query | None = None) -> bool:
+    try:
+        Binder(catalog, text).bind_top(query if query is not None else parse_query(text))
+    except SluiceError:
+        return False
+    return True
 
 
 def open_catalog(path: str | Path) -> Catalog:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,7 @@ def check_exposure(host: str, token: str | None) -> None:
     """Off loopback a server needs a token: anyone who reaches it could register and push."""
     if not is_loopback(host) and not token:
         raise SluiceError(
-            f"serving on {host} (not loopback) needs a token: --token TOKEN or SLUICE_TOKEN; "
+            f"serving on {host} (not loopback) needs a token: --token-file FILE, --token TOKEN or SLUICE_TOKEN; "
             "clients then send Authorization: Bearer TOKEN"
         )
 
@@ -85,11 +86,29 @@ def build_session(
     return session, session.restore()
 
 
+def read_token(path: str | Path) -> str:
+    """A token kept in a file (``--token-file``): its first line, so the token is not in the
+    process list (``--token``) or the environment.  A file others may read is reported.
+    """
+    p = Path(path)
+    try:
+        lines = p.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise SluiceError(f"--token-file {p}: cannot read it ({e})") from None
+    token = lines[0].strip() if lines else ""
+    if not token:
+        raise SluiceError(f"--token-file {p}: the file is empty; put the token on its first line")
+    if p.stat().st_mode & 0o077:
+        print(f"sluice serve: warning: {p} can be read by others than its owner (chmod 600 {p})", file=sys.stderr)
+    return token
+
+
 def serve(
     host: str = "127.0.0.1",
     port: int = 8765,
     *,
     token: str | None = None,
+    token_file: str | Path | None = None,
     state: str | Path | None = None,
     backend: str = "embedded",
     retain: int | None = 10_000,
@@ -101,7 +120,9 @@ def serve(
     """Run the server until interrupted (SIGINT/SIGTERM): uvicorn over :func:`create_app`."""
     import uvicorn
 
-    token = token or os.environ.get("SLUICE_TOKEN") or None
+    if token and token_file:
+        raise SluiceError("give the token once: --token or --token-file, not both")
+    token = token or (read_token(token_file) if token_file else None) or os.environ.get("SLUICE_TOKEN") or None
     check_exposure(host, token)
     session, restored = build_session(
         backend, state, retain=retain, backlog=backlog, sample_every=sample_every, **engine_options

@@ -35,7 +35,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from sluice.cql.errors import CQLError
-from sluice.errors import SluiceError
+from sluice.errors import InUseError, SluiceError
 from sluice.server.controls import Controls
 from sluice.server.formats import BadBody, format_of
 from sluice.server.session import NotFound, Refused, ScriptError, ServerSession
@@ -58,6 +58,7 @@ class BadRequest(SluiceError):
 STATUS: dict[type[BaseException], int] = {
     NotFound: 404,
     Refused: 409,
+    InUseError: 409,
     TooLarge: 413,
     BadBody: 400,
     BadRequest: 400,
@@ -369,7 +370,15 @@ def create_app(
         name = request.path_params["name"]
         try:
             most = int_param(request, "max_events")
-            sub = await call(session.subscribe, name, asyncio.get_running_loop())
+            after = int_param(request, "after")
+            last_id = request.headers.get("last-event-id")
+            if last_id is not None:
+                if not last_id.isdigit():
+                    raise BadRequest(f"Last-Event-ID must be an output position (an integer), not {last_id!r}")
+                after = int(last_id)
+            if after is not None and after < 0:
+                raise BadRequest(f"after must be an output position (0 or more), not {after}")
+            sub = await call(session.subscribe, name, asyncio.get_running_loop(), after)
         except Exception as e:
             return _fail(e)
         return StreamingResponse(
@@ -425,7 +434,7 @@ async def _stream(
             if gap is not None:
                 yield f"event: gap\ndata: {json.dumps(gap)}\n\n"
             if els:
-                yield f"event: elements\ndata: {sub.event_data(els)}\n\n"
+                yield f"event: elements\nid: {sub.taken}\ndata: {sub.event_data(els)}\n\n"
                 sent += 1
             if sub.closed and not sub.held:
                 yield "event: end\ndata: {}\n\n"

@@ -33,9 +33,8 @@ from sluice.backends.base import Engine
 from sluice.catalog import Kind, SourceDef, ViewDef
 from sluice.cql import ast
 from sluice.cql.errors import CQLError, Span
-from sluice.cql.parser import parse_query, parse_script
+from sluice.cql.parser import parse_script
 from sluice.errors import SluiceError
-from sluice.plan.binder import Binder
 from sluice.server.controls import Controls
 from sluice.server.formats import Rejection, decode
 from sluice.server.journal import Journal, Record
@@ -74,15 +73,6 @@ def elements_json(table: pa.Table, names: list[str]) -> list[dict[str, Any]]:
 def encoded(elements: list[dict[str, Any]]) -> list[tuple[int, str]]:
     """Elements as subscribers hold them: ``(ts, JSON text)``, encoded once for all of them."""
     return [(e["ts"], json.dumps(e)) for e in elements]
-
-
-def _binds(catalog: Any, text: str, query: ast.Query | None = None) -> SluiceError | None:
-    """Why ``text`` (a query, or a view's statement with its ``query``) no longer binds, or None."""
-    try:
-        Binder(catalog, text).bind_top(query if query is not None else parse_query(text))
-    except SluiceError as e:
-        return e
-    return None
 
 
 def _relocated(e: CQLError, text: str, offset: int) -> CQLError:
@@ -240,15 +230,20 @@ class ServerSession:
         return q
 
     def unregister(self, name: str) -> None:
+        """Remove a query; on Spark, ``name`` may list the queries of one processor (``a,b``),
+        which leave together (``SparkEngine.unregister``).
+        """
+        names = [n.strip() for n in name.split(",")] if not self.embedded else [name]
         with self.lock:
-            self._query(name)
-            if not self.embedded:
-                raise Refused("unregistering a query is not available on the Spark backend yet; use the embedded one")
-            self.engine.unregister(name)  # type: ignore[attr-defined]
-            for sub in self.subscriptions.pop(name, []):
-                sub.close()
-            if self.store is not None:
-                self.store.remove_query(name)
+            for n in names:
+                self._query(n)
+            self.engine.unregister(*names)  # type: ignore[attr-defined]
+            for n in names:
+                for sub in self.subscriptions.pop(n, []):
+                    sub.close()
+                self._polled.pop(n, None)
+                if self.store is not None:
+                    self.store.remove_query(n)
             self.changed()
 
     def drop(self, name: str) -> dict[str, str]:
@@ -261,24 +256,11 @@ class ServerSession:
                 raise NotFound(f"no stream, relation or view named {name!r}") from None
             if d.name.lower() in self.system:
                 raise Refused(f"{d.name} is a system stream of the server")
-            if not self.embedded:
-                raise Refused("unregistering streams, relations and views is not available on the Spark backend yet")
-            rest = cat.without(d.name)
-            users = [v.name for v in rest.views if _binds(rest, v.text, v.query) is not None]
-            users += [n for n, q in self._all_queries().items() if _binds(rest, q.bound.text) is not None]
-            if users:
-                raise Refused(f"{d.name} is used by {', '.join(users)}: unregister those first")
-            kind = "view" if isinstance(d, ViewDef) else d.kind.value
-            if not isinstance(d, ViewDef):
-                src = self.engine.sources[d.name.lower()]  # type: ignore[attr-defined]
-                if src.output.readers:
-                    raise Refused(f"{d.name} is still read by an operator: unregister its queries first")
-                del self.engine.sources[d.name.lower()]  # type: ignore[attr-defined]
-            cat.unregister(d.name)
+            self.engine.unregister_source(d.name)  # type: ignore[attr-defined]
             if self.store is not None:
                 self.store.remove_object(d.name)
             self.changed()
-            return {"unregistered": d.name, "kind": kind}
+            return {"unregistered": d.name, "kind": "view" if isinstance(d, ViewDef) else d.kind.value}
 
     def changed(self) -> None:
         """Anything but a push or heartbeat changed the engine: a checkpoint (with --state)."""
@@ -484,13 +466,30 @@ class ServerSession:
                     s.offer(els)
                 self._polled[name] = t.num_rows
 
-    def subscribe(self, name: str, loop: asyncio.AbstractEventLoop | None) -> Subscription:
+    def subscribe(self, name: str, loop: asyncio.AbstractEventLoop | None, after: int | None = None) -> Subscription:
+        """A new subscriber to the query's output from now on — or, ``after`` a position (a
+        reconnecting client's last event id), from there: the kept output it missed first, a gap
+        for what is no longer kept (``Subscription``).
+        """
         with self.lock:
-            self._query(name)
-            sub = Subscription(name, self.backlog, loop)
+            q = self._query(name)
+            t = q.arrow() if self.embedded else self.engine.arrow(name)  # type: ignore[attr-defined]
+            delivered = q.delivered if self.embedded else t.num_rows
+            first = delivered - t.num_rows  # the position of the first element kept
+            if after is None or after >= delivered:
+                sub = Subscription(name, self.backlog, loop, position=delivered)
+                if after is not None and after > delivered:
+                    sub.missed(None, f"position {after} is past this server's output ({delivered}): it restarted")
+            else:
+                sub = Subscription(name, self.backlog, loop, position=max(after, first))
+                if after < first:
+                    sub.missed(first - after, "no longer kept (the server's --retain)")
+                names = self._names(q)
+                for b in t.slice(max(after, first) - first).to_batches(max_chunksize=1000):
+                    sub.offer(encoded(elements_json(pa.Table.from_batches([b]), names)))
             self.subscriptions.setdefault(name, []).append(sub)
             if not self.embedded:  # from now on, as on the embedded engine
-                self._polled[name] = self.engine.arrow(name).num_rows  # type: ignore[attr-defined]
+                self._polled[name] = t.num_rows
             return sub
 
     def unsubscribe(self, sub: Subscription) -> None:

@@ -8,6 +8,12 @@ dropped silently and a slow client can neither stall the others nor grow the ser
 (a backlog holds at most ``limit`` elements besides the newest batch).
 It can read the current answer again with ``GET /queries/NAME/results``.
 
+Every element has a position in its query's output (0, 1, …; ``delivered`` counts them), and each
+SSE ``elements`` event's ``id`` is the position after its last element.  A client that reconnects
+with ``Last-Event-ID`` (a browser's ``EventSource`` does it by itself) or ``?after=N`` first gets
+what it missed from the query's kept output (``--retain``) — a ``gap`` event for any part no
+longer kept — then the live output: nothing lost unless the gap says so.
+
 Elements travel as ``(ts, JSON text)``: each output element is encoded once, and the same text is
 shared by every subscriber's backlog.
 
@@ -32,7 +38,9 @@ _ids = itertools.count(1)
 
 
 class Subscription:
-    def __init__(self, query: str, limit: int, loop: asyncio.AbstractEventLoop | None = None) -> None:
+    def __init__(
+        self, query: str, limit: int, loop: asyncio.AbstractEventLoop | None = None, position: int = 0
+    ) -> None:
         self.id = next(_ids)
         self.query = query
         self.limit = limit
@@ -44,6 +52,8 @@ class Subscription:
         self.delivered = 0  # taken by its sender (written to the client)
         self.dropped = 0  # in all (offered = delivered + dropped + held)
         self._gap: dict[str, Any] | None = None  # dropped since the client last took
+        self.position = position  # in the query's output, after the last element offered
+        self.taken = position  # after the last element taken (an SSE event's id)
         self.closed = False
         self._lock = threading.Lock()
         self.ready = asyncio.Event() if loop is not None else None
@@ -56,6 +66,7 @@ class Subscription:
             self.backlog.append(elements)
             self.held += len(elements)
             self.offered += len(elements)
+            self.position += len(elements)
             # over the limit the oldest go first, counted; the newest batch is kept whole (it is the
             # engine's output batch, one list shared by every subscriber: it costs this one nothing)
             while self.held > self.limit and len(self.backlog) > 1:
@@ -73,6 +84,13 @@ class Subscription:
                     self.backlog[0] = old[cut:]
             self.peak = max(self.peak, self.held)
         self._wake()
+
+    def missed(self, count: int | None, reason: str) -> None:
+        """Elements before this subscriber's first that it asked for and cannot have (``count``
+        None: unknown), told to it in a ``gap`` event before the first batch.
+        """
+        with self._lock:
+            self._gap = {"dropped": count, "from_ts": None, "to_ts": None, "reason": reason}
 
     def close(self) -> None:
         """The query went away (or the server stops): the sender ends after the backlog."""
@@ -93,6 +111,7 @@ class Subscription:
             gap, self._gap = self._gap, None
             self.backlog.clear()
             self.held = 0
+            self.taken = self.position
             self.delivered += len(out)
             if self.ready is not None:
                 self.ready.clear()

@@ -36,7 +36,10 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from sluice.backends.rows import rows_to_batch
+from sluice.errors import InternalError
 from sluice.runtime.batch import NEG_INF
+from sluice.server.journal import Record
 
 if TYPE_CHECKING:
     from sluice.server.session import ServerSession
@@ -124,15 +127,33 @@ class SystemStreams:
 
     def sample(self) -> None:
         """After the engine ran: a sample at the new instant if time advanced by ``every`` ticks
-        and a query reads a system stream (called under the lock).
+        and a query reads a system stream (called under the lock).  With ``--state`` the sample
+        is journaled before it enters the engine, as a push is: a restart replays the same
+        samples (their costs and latencies were measured once) — its queries over system streams
+        go on as if the server had not stopped.
         """
         ts = self.now()
-        if ts < self.last + self.every or not self.read():
+        # (after a restart, the journal's replay may have completed later samples than the checkpoint's)
+        last = max(self.last, *(self.engine.sources[n].complete_upto() for n in self.names))
+        if ts < last + self.every or not self.read():
             return
         self.last = ts
+        records = []
         for name, rows in self.rows(ts).items():
-            self.engine.push(name, [tuple(_finite(v) for v in r) for r in rows])
-            self.engine.heartbeat(ts, name)
+            d = self.engine.catalog.lookup(name)
+            batch, errors = rows_to_batch([tuple(_finite(v) for v in r) for r in rows], d.schema, False, d.name)
+            if errors:
+                raise InternalError(f"a sample of {name} does not fit its schema: {errors[:3]}")
+            if batch.num_rows:
+                records.append(Record("push", d.name, batch))
+            records.append(Record("heartbeat", d.name, heartbeat=ts))
+        if self.session.journal is not None:
+            self.session.journal.append(records)
+        for r in records:
+            if r.batch is not None:
+                self.engine.push_batch(r.name, r.batch)
+            else:
+                self.engine.heartbeat(ts, r.name)
         self.engine.run()  # the queries over system streams see the sample now
 
 

@@ -33,16 +33,16 @@ from sluice.backends.embedded.query import EngineStats, Query
 from sluice.backends.embedded.registry import QueryRegistry
 from sluice.backends.embedded.usage import UsageMeter
 from sluice.backends.rows import admit_batch, to_batch
-from sluice.catalog import Catalog, Kind, SourceDef
+from sluice.catalog import Catalog, Kind, SourceDef, ViewDef
 from sluice.cql import ast
 from sluice.cql.ast import TimeUnit
 from sluice.cql.parser import parse_query, parse_script
 from sluice.cql.printer import to_cql
-from sluice.errors import SluiceError
+from sluice.errors import InUseError, SluiceError
 from sluice.io.atomic import write_atomic
 from sluice.plan import BoundQuery, register_view
 from sluice.plan.binder import Binder
-from sluice.plan.ddl import execute_statement
+from sluice.plan.ddl import check_unused, execute_statement
 from sluice.plan.element import Element
 from sluice.plan.explain import explain
 from sluice.runtime.batch import NEG_INF, dumps
@@ -231,6 +231,19 @@ class EmbeddedEngine:
         only it is removed (shared operators keep serving the other queries).
         """
         self.registry.unregister(name)
+
+    def unregister_source(self, name: str) -> SourceDef | ViewDef:
+        """Remove a stream, relation or view once nothing uses it: else ``InUseError`` naming
+        the views and queries (active or not) that need it, or saying a stream is still read.
+        """
+        regs = {**self.registry.queries, **self.registry.inactive}
+        d = check_unused(self.catalog, name, {n: q.bound.text for n, q in regs.items()})
+        if isinstance(d, SourceDef):
+            if self.sources[d.name.lower()].output.readers:
+                raise InUseError(f"{d.name} is still read by an operator: unregister its queries first")
+            del self.sources[d.name.lower()]
+        self.catalog.unregister(d.name)
+        return d
 
     def deactivate(self, name: str) -> None:
         """Stop maintaining a query (STREAM §2.4: "the system may not maintain the answer"): the

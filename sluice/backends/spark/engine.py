@@ -38,7 +38,7 @@ from sluice.backends.spark.inspector import Inspector
 from sluice.backends.spark.preagg import PreAggregate, preaggregate
 from sluice.backends.spark.query import SparkQuery
 from sluice.backends.spark.runner import Runner
-from sluice.catalog import Catalog, Kind, SourceDef
+from sluice.catalog import Catalog, Kind, SourceDef, ViewDef
 from sluice.cql import ast
 from sluice.cql.ast import TimeUnit
 from sluice.cql.parser import parse_script
@@ -46,7 +46,7 @@ from sluice.cql.printer import to_cql
 from sluice.errors import SluiceError
 from sluice.plan import bind_query, execute, register_view
 from sluice.plan import logical as L
-from sluice.plan.ddl import execute_statement
+from sluice.plan.ddl import check_unused, execute_statement
 from sluice.plan.element import Element
 from sluice.plan.explain import explain as explain_plan
 from sluice.plan.rules import rewrite
@@ -106,7 +106,8 @@ class SparkEngine:
         self.start = start
         self.slack = slack
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="sluice-spark-"))
-        self.ddl: list[str] = []  # every registration, replayed by each key's engine on the workers
+        # every registration by name (lower case), in order: replayed by each key's engine on the workers
+        self.ddl: dict[str, str] = {}
         self.udfs: list[tuple[str, Any, Any, Any, bool]] = []
         self.queries: dict[str, SparkQuery] = {}
         self.inbox = Inbox(self.catalog, self.workdir, slack)
@@ -146,7 +147,7 @@ class SparkEngine:
                 out.append(explain_plan(bind_query(self.catalog, stmt.query, source=text).plan))
             else:
                 execute_statement(self.catalog, stmt, text, src)
-                self.ddl.append(to_cql(stmt) + ";")
+                self.ddl[getattr(stmt, "name", f"#{len(self.ddl)}").lower()] = to_cql(stmt) + ";"
                 out.append(None)
         return out
 
@@ -168,13 +169,13 @@ class SparkEngine:
         """
         kind = "RELATION" if d.kind is Kind.RELATION else "STREAM"
         cols = tuple(ast.ColumnDef(c.name, c.type) for c in d.schema.columns)
-        self.ddl.append(to_cql(ast.RegisterSource(kind, d.name, cols, d.unit)) + ";")
+        self.ddl[d.name.lower()] = to_cql(ast.RegisterSource(kind, d.name, cols, d.unit)) + ";"
 
     def register_view(self, name: str, query: str, columns: Sequence[str] = (), kind: Kind | None = None) -> None:
         """A named view (STREAM's ``vquery``/``vtable``), checked as ``EmbeddedEngine.register_view``."""
         register_view(self.catalog, name, query, columns, kind=kind)
         cols = f" ({', '.join(columns)})" if columns else ""
-        self.ddl.append(f"REGISTER VIEW {name}{cols} AS {query};")
+        self.ddl[name.lower()] = f"REGISTER VIEW {name}{cols} AS {query};"
 
     def register_query(
         self,
@@ -205,6 +206,13 @@ class SparkEngine:
         if sink not in SINKS:
             raise SluiceError(f"sink must be one of {', '.join(SINKS)}")
         out_path = Path(path) if path else (self.workdir / name / "out" if sink in ("parquet", "json") else None)
+        if out_path is not None and (out_path / "_spark_metadata").exists():
+            if not (self.workdir / name / "checkpoint").exists():
+                raise SluiceError(
+                    f"{out_path} holds an earlier streaming query's output (_spark_metadata): Spark would take this "
+                    "query's first batches for ones written there already and skip them; choose another path "
+                    "or delete it"
+                )
         sources: list[str] = []
         for n in L.walk_plan(bq.plan):
             if isinstance(n, L.Scan) and n.name.lower() not in {s.lower() for s in sources}:
@@ -215,6 +223,32 @@ class SparkEngine:
         q = SparkQuery(name, bq, rw.plan, rw.applied, part, sources, self.inbox.released, sink, out_path, engine=self)
         self.queries[name] = q
         return q
+
+    def unregister(self, name: str, *more: str) -> None:
+        """Remove queries, also while running (``EmbeddedEngine.unregister``): each one's
+        streaming query stops and its checkpoint goes, so its name is free for a new query that
+        starts afresh; a file sink's output stays.  Queries that run in one processor (a shared
+        window join: design 020) keep their state in one checkpoint, so they leave together:
+        ``unregister("a", "b")``.
+        """
+        qs = [self._query(n) for n in (name, *more)]
+        leaving = {q.name for q in qs}
+        for q in qs:
+            self.runner.remove(q, leaving)
+        for q in qs:
+            del self.queries[q.name]
+
+    def unregister_source(self, name: str) -> SourceDef | ViewDef:
+        """Remove a stream, relation or view once no view or query uses it (else ``InUseError``
+        naming them).  A source's pushed events, pending or written, go with it: no query reads
+        them, and a source registered again under the name starts empty.
+        """
+        d = check_unused(self.catalog, name, {n: q.bound.text for n, q in self.queries.items()})
+        self.catalog.unregister(d.name)
+        self.ddl.pop(d.name.lower(), None)
+        if isinstance(d, SourceDef):
+            self.inbox.forget(d)
+        return d
 
     def register_function(
         self, name: str, fn: Any, return_type: Any, arg_types: Any = None, *, strict: bool = True

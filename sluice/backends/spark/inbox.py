@@ -29,6 +29,7 @@ from sluice.runtime.admission import Admission
 from sluice.runtime.batch import to_elements, ts_of
 
 STATIC_STEM = "part-static-"  # a static relation's one file in a work directory
+RETIRED = "retired"  # the files of unregistered sources
 
 
 class Inbox:
@@ -106,6 +107,19 @@ class Inbox:
             cols["sign"] = batch.column(1).cast(pa.int32())
             cols.update({f"c{j}": batch.column(2 + j) for j in range(len(d.schema))})
             self._write(directory, pa.table(cols), STATIC_STEM)
+
+    def forget(self, d: SourceDef) -> None:
+        """An unregistered source: its admission, attachment, static rows, pending batches and
+        written files go (no query reads them; one registered again under the name starts empty).
+        """
+        key = d.name.lower()
+        for held in (self.admission, self.external, self.static, self._batches):
+            held.pop(key, None)
+        self._static_written.discard(key)
+        directory = self.workdir / "sources" / key
+        if directory.exists():  # kept aside, not deleted: its numbers stay counted (``_last_seq``)
+            (self.workdir / RETIRED).mkdir(exist_ok=True)
+            directory.rename(self.workdir / RETIRED / f"{key}-{uuid.uuid4().hex[:8]}")
 
     # -- pushed rows ---------------------------------------------------------------------
     def push(self, name: str, rows: Any, ts_column: str = "ts", sign_column: str = "sign") -> None:
@@ -210,12 +224,14 @@ class Inbox:
 
 
 def _last_seq(workdir: Path) -> int:
-    """The highest ``seq`` in the event and marker files under ``workdir`` (0: none), from the
+    """The highest ``seq`` in the event and marker files under ``workdir`` (0: none; retired
+    sources' files count: a resumed query's saved start may lie among their numbers), from the
     Parquet footers' statistics (no data read).  Only the inbox's own files count (``part-*``: not
     a write's hidden temporary, left behind by a kill); one it cannot read is reported and skipped.
     """
     last = 0
-    for f in [*workdir.glob("sources/*/part-*.parquet"), *workdir.glob("markers/part-*.parquet")]:
+    dirs = ("sources/*", f"{RETIRED}/*", "markers")
+    for f in [f for d in dirs for f in workdir.glob(f"{d}/part-*.parquet")]:
         try:
             meta = pq.ParquetFile(f).metadata
             j = meta.schema.to_arrow_schema().get_field_index("seq")

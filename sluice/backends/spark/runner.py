@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import time
 import uuid
 from datetime import datetime
@@ -19,7 +20,7 @@ from sluice.backends.spark.frames import input_frame, native_frame
 from sluice.backends.spark.preagg import LOWER, UPPER
 from sluice.backends.spark.processor import SluiceProcessor, group_output_schema, output_schema
 from sluice.backends.spark.query import Collected, SparkQuery
-from sluice.errors import SluiceError
+from sluice.errors import InUseError, SluiceError
 from sluice.io.atomic import write_atomic
 
 if TYPE_CHECKING:
@@ -107,25 +108,33 @@ class Runner:
         """Whether the query has a checkpoint of its own (it resumes alone, as it ran)."""
         return (self.engine.workdir / q.name / "checkpoint").exists()
 
+    def _saved_names(self, q: SparkQuery) -> tuple[list[str], Path] | None:
+        """The names of the queries ``q`` ran with in one processor on this work directory (saved
+        when the group first started, in their order then) and where; None if it never did.
+        """
+        for f in self.engine.workdir.glob(f"*/{MEMBERS}"):
+            names = json.loads(f.read_text())
+            if q.name in names:
+                return names, f.parent
+        return None
+
     def _saved_group(self, q: SparkQuery) -> list[SparkQuery] | None:
-        """The queries ``q`` ran with in one processor on this work directory (saved when the
-        group first started), in their order then; None if it never ran in a group.  Every member
-        must be registered again: the checkpoint holds their state together.
+        """The queries ``q`` ran with in one processor (``_saved_names``); every member must be
+        registered again: the checkpoint holds their state together.
         """
         eng = self.engine
-        for f in eng.workdir.glob(f"*/{MEMBERS}"):
-            names = json.loads(f.read_text())
-            if q.name not in names:
-                continue
-            missing = [n for n in names if n not in eng.queries]
-            if missing:
-                others = ", ".join(n for n in names if n != q.name)
-                raise SluiceError(
-                    f"query {q.name} ran in one Spark processor with {others} (checkpoint {f.parent}): register "
-                    f"{', '.join(missing)} again before run(), or delete {f.parent} to start {q.name} afresh"
-                )
-            return [eng.queries[n] for n in names]
-        return None
+        saved = self._saved_names(q)
+        if saved is None:
+            return None
+        names, home = saved
+        missing = [n for n in names if n not in eng.queries]
+        if missing:
+            others = ", ".join(n for n in names if n != q.name)
+            raise SluiceError(
+                f"query {q.name} ran in one Spark processor with {others} (checkpoint {home}): register "
+                f"{', '.join(missing)} again before run(), or delete {home} to start {q.name} afresh"
+            )
+        return [eng.queries[n] for n in names]
 
     def start(self, q: SparkQuery) -> None:
         eng = self.engine
@@ -138,7 +147,7 @@ class Runner:
             saved = eng.workdir / q.label / MEMBERS
             if not saved.exists():
                 write_atomic(saved, json.dumps(list(names)).encode())
-        ddl, text = "\n".join(eng.ddl), q.bound.text
+        ddl, text = "\n".join(eng.ddl.values()), q.bound.text
         inputs = [(d.name, list(d.schema.types)) for d in map(eng._source, q.sources)]
         if q.preagg is not None:  # the processor runs the rewritten query over Spark's partials
             ddl, text = q.preagg.ddl, q.preagg.query
@@ -271,6 +280,25 @@ class Runner:
                 continue
             q.seen_batches.add(p["batchId"])
             q.dropped += sum(int(op.get("numRowsDroppedByWatermark", 0)) for op in p.get("stateOperators", []))
+
+    def remove(self, q: SparkQuery, leaving: set[str]) -> None:
+        """Stop an unregistered query and delete its checkpoint and what was saved beside it
+        (a name registered again starts afresh); the others of its processor must leave too.
+        """
+        saved = self._saved_names(q)
+        members, home = saved if saved is not None else (list(q.group) or [q.name], self.engine.workdir / q.label)
+        staying = [n for n in members if n not in leaving]
+        if staying:
+            raise InUseError(
+                f"query {q.name} runs in one Spark processor with {', '.join(staying)} (a shared window join: "
+                f"their state is one checkpoint): unregister them together, unregister({', '.join(map(repr, members))})"
+            )
+        if q.stream is not None:
+            q.stream.stop()  # (a group's one query: stopping it again is a no-op)
+            q.stream = None
+        shutil.rmtree(home / "checkpoint", ignore_errors=True)
+        for f in ("seq_from", "buckets", MEMBERS):
+            (home / f).unlink(missing_ok=True)
 
     def stop(self) -> None:
         """Stop the streaming queries (their checkpoints stay; a new engine on the same workdir resumes)."""

@@ -1,0 +1,66 @@
+"""Unregistering on the Spark backend, as on the embedded engine: a query stops and its name
+starts afresh; a stream, relation or view goes once nothing uses it, and a source registered
+again under its name starts empty (its old events kept aside, their numbers still counted).
+"""
+
+from __future__ import annotations
+
+import pytest
+from sluice.backends.spark.engine import SparkEngine
+from sluice.errors import InUseError, SluiceError
+
+pytestmark = pytest.mark.spark
+
+
+def rows(eng: SparkEngine, name: str) -> list[tuple[object, ...]]:
+    return [(e.ts, *e.row) for e in eng.results(name)]
+
+
+def test_unregister_queries_and_sources(spark, tmp_path) -> None:
+    eng = SparkEngine(spark=spark, workdir=tmp_path)
+    eng.execute("register stream S (A integer); register view V as select A from S where A > 0")
+    eng.register_query("select * from V", name="q")
+    eng.push("S", [(1, 5), (2, -1)])
+    eng.heartbeat(2)
+    eng.run()
+    assert rows(eng, "q") == [(1, 5)]
+    with pytest.raises(InUseError, match="S is used by V, q: unregister those first"):
+        eng.unregister_source("S")
+    eng.unregister("q")
+    assert "q" not in eng.queries and not (tmp_path / "q" / "checkpoint").exists()
+    with pytest.raises(SluiceError, match="no query named 'q'"):
+        eng.results("q")
+    eng.push("S", [(3, 7)])
+    eng.heartbeat(3)
+    eng.run()
+    eng.register_query("select * from V", name="q")  # the name again: a new query, from now on
+    eng.push("S", [(4, 8)])
+    eng.heartbeat(4)
+    eng.run()
+    assert rows(eng, "q") == [(4, 8)]
+
+    # a file sink's output stays; the same path again would have Spark skip the new batches
+    eng.register_query("select * from S", name="f", sink="json")
+    eng.push("S", [(5, 9)])
+    eng.heartbeat(5)
+    eng.run()
+    eng.unregister("f")
+    assert list((tmp_path / "f" / "out").glob("part-*.json"))
+    with pytest.raises(SluiceError, match="_spark_metadata"):
+        eng.register_query("select * from S", name="f", sink="json")
+
+    with pytest.raises(InUseError, match="V is used by q"):
+        eng.unregister_source("V")
+    eng.unregister("q")
+    eng.unregister_source("V")
+    eng.unregister_source("S")
+    seq = eng.inbox.seq
+    eng.execute("register stream S (B varchar(4))")  # the name again, another schema: empty
+    eng.register_query("select B from S", name="r")
+    eng.push("S", [(6, "x")])
+    eng.heartbeat(6)
+    eng.run()
+    assert rows(eng, "r") == [(6, "x")]
+    eng.stop()
+    # a new engine on the work directory numbers events after every one written, retired ones too
+    assert SparkEngine(spark=spark, workdir=tmp_path).inbox.seq >= seq + 1
