@@ -266,21 +266,38 @@ def test_a_reconnecting_subscriber_resumes_after_its_last_event_id():
     setup(c)
     c.post("/sources/S/rows?heartbeat=2", content=jsonl({"ts": 1, "A": 3, "B": "a"}, {"ts": 2, "A": 5, "B": "b"}))
 
-    def first_elements(path: str, **kw) -> tuple[str, list]:
+    def first_events(path: str, count: int = 1, **kw) -> list[tuple[str, str | None, object]]:
+        out: list[tuple[str, str | None, object]] = []
         with c.stream("GET", path, **kw) as resp:
             assert resp.status_code == 200, resp.read()
-            event_id = None
+            event, event_id = "", None
             for line in resp.iter_lines():
-                if line.startswith("id: "):
+                if line.startswith("event: "):
+                    event, event_id = line[7:], None
+                elif line.startswith("id: "):
                     event_id = line[4:]
-                elif line.startswith("data: [") and event_id is not None:
-                    return event_id, [e["row"]["A"] for e in json.loads(line[6:])]
-        raise AssertionError("no elements event")
+                elif line.startswith("data: ") and event != "subscribed":
+                    data = json.loads(line[6:])
+                    out.append((event, event_id, [e["row"]["A"] for e in data] if event == "elements" else data))
+                    if len(out) == count:
+                        return out
+        raise AssertionError(f"the stream ended after {out}")
 
-    assert first_elements("/queries/big/events?max_events=1&after=0") == ("2", [3, 5])  # its whole output
-    assert first_elements("/queries/big/events?max_events=1", headers={"Last-Event-ID": "1"}) == ("2", [5])
-    r = c.get("/queries/big/events", headers={"Last-Event-ID": "x"})
-    assert r.status_code == 400 and "Last-Event-ID" in r.json()["error"]["message"]
+    [(_, all_id, values)] = first_events("/queries/big/events?max_events=1&after=0")  # its whole output
+    epoch, _, pos = all_id.rpartition(":")
+    assert (pos, values) == ("2", [3, 5]) and epoch
+    headers = {"Last-Event-ID": f"{epoch}:1"}
+    assert first_events("/queries/big/events?max_events=1", headers=headers) == [("elements", all_id, [5])]
+    # an id of another run of the query (re-registered, a restart): told, then its whole kept output
+    gap, elements = first_events("/queries/big/events?max_events=1", 2, headers={"Last-Event-ID": "0ther:2"})
+    assert gap[0] == "gap" and gap[2]["dropped"] is None and "started again" in gap[2]["reason"]
+    assert elements == ("elements", all_id, [3, 5])
+    # past its output: told at once, though the query is idle
+    [(event, _, data)] = first_events("/queries/big/events", headers={"Last-Event-ID": f"{epoch}:7"})
+    assert event == "gap" and data["reason"] == "position 7 is past the query's output (2)"
+    for bad in ("x", "\u00b2", f"{epoch}:-1"):
+        r = c.get("/queries/big/events", headers={"Last-Event-ID": bad.encode()})
+        assert r.status_code == 400 and "Last-Event-ID" in r.json()["error"]["message"], bad
     assert c.get("/queries/big/events?after=-1").status_code == 400
 
 
@@ -288,22 +305,24 @@ def test_a_resumed_subscription_is_told_what_is_no_longer_kept():
     session = ServerSession(EmbeddedEngine(), retain=2)
     session.execute("register stream S (A integer); register query all_a as select A from S")
     session.push("S", "jsonl", jsonl(*({"ts": i, "A": i} for i in range(5))), heartbeat=4)
+    reason = "no longer kept (--retain) or more than a subscriber's --backlog"
     els, gap = session.subscribe("all_a", None, after=1).take_json()
-    assert gap == {"dropped": 2, "from_ts": None, "to_ts": None, "reason": "no longer kept (the server's --retain)"}
+    assert gap == {"dropped": 2, "from_ts": None, "to_ts": None, "reason": reason}
     assert [e["row"]["A"] for e in els] == [3, 4]
-    sub = session.subscribe("all_a", None, after=9)  # from a server whose output went further
+    sub = session.subscribe("all_a", None, after=9)
     assert sub.take_json() == (
         [],
-        {
-            "dropped": None,
-            "from_ts": None,
-            "to_ts": None,
-            "reason": ("position 9 is past this server's output (5): it restarted"),
-        },
+        {"dropped": None, "from_ts": None, "to_ts": None, "reason": "position 9 is past the query's output (5)"},
     )
     assert sub.position == sub.taken == 5
     session.push("S", "jsonl", jsonl({"ts": 5, "A": 5}), heartbeat=5)
     assert sub.take_json()[0][0]["row"] == {"A": 5} and sub.taken == 6
+    # everything kept, but more than a backlog: the replay starts a backlog before the end
+    whole = ServerSession(EmbeddedEngine(), retain=None, backlog=3)
+    whole.execute("register stream S (A integer); register query all_a as select A from S")
+    whole.push("S", "jsonl", jsonl(*({"ts": i, "A": i} for i in range(5))), heartbeat=4)
+    els, gap = whole.subscribe("all_a", None, after=0).take_json()
+    assert gap is not None and gap["dropped"] == 2 and [e["row"]["A"] for e in els] == [2, 3, 4]
 
 
 def test_a_slow_subscriber_loses_its_oldest_elements_counted_and_does_not_hold_back_others():
@@ -528,7 +547,7 @@ def test_system_samples_are_journaled_so_a_killed_server_goes_on_with_them(tmp_p
     assert s.journal is not None
     s.journal.close()  # a kill: the journal's file shut, nothing else (no checkpoint at close)
     s2, restored = build_session("embedded", tmp_path, sample_every=1)  # a kill: s never closed
-    assert restored["pushes"] > 4 and s2.results("d")["elements"] == before  # the samples replayed too
+    assert restored["pushes"] > 8 and s2.results("d")["elements"] == before  # the samples replayed too
     s2.push("S", "jsonl", jsonl({"ts": 5, "A": 5}), heartbeat=5)
     after = s2.results("d")["elements"]
     assert after[: len(before)] == before and [e["row"]["delivered"] for e in after[len(before) :]] == [5]

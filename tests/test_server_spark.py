@@ -41,7 +41,8 @@ def test_spark_backend_registers_pushes_and_reads(spark, tmp_path):
     assert s2.restore() == {"objects": 1, "queries": 1, "pushes": 0}  # (a journal is the embedded engine's)
     s2.push("S", "jsonl", json.dumps({"ts": 4, "A": 9}).encode(), heartbeat=4)
     assert [(e["ts"], e["row"]["A"]) for e in s2.results("big")["elements"]] == [(4, 9)]
-    s2.unregister("big")  # gone from the engine and the store
+    s2.unregister("big")  # gone from the engine, its checkpoint and the store
+    assert not (tmp_path / "w" / "big" / "checkpoint").exists()
     with pytest.raises(NotFound):
         s2.results("big")
     assert s2.drop("S") == {"unregistered": "S", "kind": "stream"}

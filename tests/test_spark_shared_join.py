@@ -60,7 +60,10 @@ def test_queries_sharing_a_join_run_in_one_processor_and_each_gets_its_answer(sp
     # their state is one checkpoint: they leave together
     with pytest.raises(InUseError, match=r"with q1, q2 .*unregister\('q0', 'q1', 'q2'\)"):
         eng.unregister("q0")
-    eng.unregister("q0", "q1", "q2")
+    with pytest.raises(InUseError, match="with q2"):  # all leave or none: q3 (alone) stays as it was
+        eng.unregister("q3", "q0", "q1")
+    assert "q3" in eng.queries and (tmp_path / "q3" / "checkpoint").exists() and handles[3].stream.isActive
+    eng.unregister("q0", "q1", "q2", "q0")
     assert set(eng.queries) == {"q3", "other"} and not list(tmp_path.glob("*/members.json"))
     eng.stop()
 

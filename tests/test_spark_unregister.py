@@ -5,6 +5,8 @@ again under its name starts empty (its old events kept aside, their numbers stil
 
 from __future__ import annotations
 
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from sluice.backends.spark.engine import SparkEngine
 from sluice.errors import InUseError, SluiceError
@@ -14,6 +16,13 @@ pytestmark = pytest.mark.spark
 
 def rows(eng: SparkEngine, name: str) -> list[tuple[object, ...]]:
     return [(e.ts, *e.row) for e in eng.results(name)]
+
+
+def _last_seq(directory, pattern: str) -> int:
+    """The highest event number in the Parquet files under ``directory``."""
+    return max(
+        pc.max(pq.read_table(f, columns=["seq"]).column(0)).as_py() for f in directory.glob(f"{pattern}/*.parquet")
+    )
 
 
 def test_unregister_queries_and_sources(spark, tmp_path) -> None:
@@ -53,14 +62,17 @@ def test_unregister_queries_and_sources(spark, tmp_path) -> None:
         eng.unregister_source("V")
     eng.unregister("q")
     eng.unregister_source("V")
+    eng.push("S", [(6, 1)])  # no heartbeat: the highest event number is in S's files, after every marker
+    eng.run()
     eng.unregister_source("S")
-    seq = eng.inbox.seq
+    retired = list((tmp_path / "retired").glob("*/part-*.parquet"))
+    assert retired and not (tmp_path / "sources" / "s").exists()
+    # a new engine on the work directory numbers events after every one written, retired ones too
+    assert SparkEngine(spark=spark, workdir=tmp_path).inbox.seq == _last_seq(tmp_path / "retired", "*") == eng.inbox.seq
     eng.execute("register stream S (B varchar(4))")  # the name again, another schema: empty
     eng.register_query("select B from S", name="r")
-    eng.push("S", [(6, "x")])
-    eng.heartbeat(6)
+    eng.push("S", [(7, "x")])
+    eng.heartbeat(7)
     eng.run()
-    assert rows(eng, "r") == [(6, "x")]
+    assert rows(eng, "r") == [(7, "x")]
     eng.stop()
-    # a new engine on the work directory numbers events after every one written, retired ones too
-    assert SparkEngine(spark=spark, workdir=tmp_path).inbox.seq >= seq + 1

@@ -150,6 +150,18 @@ def int_param(request: Request, key: str) -> int | None:
         raise BadRequest(f"parameter {key}={v!r} is not an integer") from None
 
 
+def _position(text: str | None) -> tuple[int | None, str | None]:
+    """A resumed subscription's start: ``EPOCH:P`` (an SSE id: ``Last-Event-ID``) or ``P`` (``?after=``)."""
+    if not text:
+        return None, None
+    epoch, _, pos = text.rpartition(":")
+    if not (pos.isascii() and pos.isdigit()):
+        raise BadRequest(
+            f"Last-Event-ID/after must be an event id EPOCH:POSITION or a position (0 or more), not {text!r}"
+        )
+    return int(pos), epoch or None
+
+
 Handler = Callable[[Request], Awaitable[Response]]
 
 
@@ -370,15 +382,8 @@ def create_app(
         name = request.path_params["name"]
         try:
             most = int_param(request, "max_events")
-            after = int_param(request, "after")
-            last_id = request.headers.get("last-event-id")
-            if last_id is not None:
-                if not last_id.isdigit():
-                    raise BadRequest(f"Last-Event-ID must be an output position (an integer), not {last_id!r}")
-                after = int(last_id)
-            if after is not None and after < 0:
-                raise BadRequest(f"after must be an output position (0 or more), not {after}")
-            sub = await call(session.subscribe, name, asyncio.get_running_loop(), after)
+            after, epoch = _position(request.headers.get("last-event-id") or request.query_params.get("after"))
+            sub = await call(session.subscribe, name, asyncio.get_running_loop(), after, epoch)
         except Exception as e:
             return _fail(e)
         return StreamingResponse(
@@ -434,7 +439,7 @@ async def _stream(
             if gap is not None:
                 yield f"event: gap\ndata: {json.dumps(gap)}\n\n"
             if els:
-                yield f"event: elements\nid: {sub.taken}\ndata: {sub.event_data(els)}\n\n"
+                yield f"event: elements\nid: {sub.epoch}:{sub.taken}\ndata: {sub.event_data(els)}\n\n"
                 sent += 1
             if sub.closed and not sub.held:
                 yield "event: end\ndata: {}\n\n"

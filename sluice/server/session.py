@@ -22,6 +22,7 @@ import json
 import math
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -110,6 +111,7 @@ class ServerSession:
         self.started = time.time()
         self.after_run: list[Callable[[], None]] = []  # e.g. the system relations' sampler
         self._polled: dict[str, int] = {}  # Spark: output rows already handed to subscribers
+        self._epochs: dict[str, str] = {}  # query -> the run its output positions count (``epoch``)
         self.system: set[str] = set()  # the server's own streams (lower case): ``system.SystemStreams``
         self._pending: list[_Push] = []  # decoded pushes waiting for the engine (``push``)
         self._pending_lock = threading.Lock()
@@ -233,7 +235,7 @@ class ServerSession:
         """Remove a query; on Spark, ``name`` may list the queries of one processor (``a,b``),
         which leave together (``SparkEngine.unregister``).
         """
-        names = [n.strip() for n in name.split(",")] if not self.embedded else [name]
+        names = list(dict.fromkeys(n.strip() for n in name.split(","))) if not self.embedded else [name]
         with self.lock:
             for n in names:
                 self._query(n)
@@ -242,8 +244,10 @@ class ServerSession:
                 for sub in self.subscriptions.pop(n, []):
                     sub.close()
                 self._polled.pop(n, None)
+                self._epochs.pop(n, None)
                 if self.store is not None:
                     self.store.remove_query(n)
+                    self.store.set(f"epoch:{n}", None)
             self.changed()
 
     def drop(self, name: str) -> dict[str, str]:
@@ -340,7 +344,7 @@ class ServerSession:
         if d.name.lower() in self.system:
             raise Refused(f"{d.name} is a system stream: the server samples the engine into it")
         batch, bad = decode(fmt, body, d.schema, d.kind is Kind.RELATION, d.name)
-        p = _Push(d.name, batch, bad, heartbeat)
+        p = _Push(d.name, batch, bad, heartbeat, d)
         with self._pending_lock:
             self._pending.append(p)
         with self.lock:
@@ -390,6 +394,8 @@ class ServerSession:
                 p.done = True
 
     def _admit(self, p: _Push) -> dict[str, Any]:
+        if self.source(p.name) is not p.source:  # (decoded outside the lock)
+            raise Refused(f"{p.name} was unregistered while the push was decoded; nothing of it was taken")
         before = self._source_counts(p.name)
         if p.bad:
             self.engine.reject(p.name, [f"{p.name}, row {r.row}: {r.reason}" for r in p.bad])
@@ -466,26 +472,51 @@ class ServerSession:
                     s.offer(els)
                 self._polled[name] = t.num_rows
 
-    def subscribe(self, name: str, loop: asyncio.AbstractEventLoop | None, after: int | None = None) -> Subscription:
-        """A new subscriber to the query's output from now on — or, ``after`` a position (a
-        reconnecting client's last event id), from there: the kept output it missed first, a gap
-        for what is no longer kept (``Subscription``).
+    def epoch(self, name: str) -> str:
+        """The run of a query whose output positions an SSE id counts (``epoch:position``): new
+        at each registration; kept across restarts only where positions are (the embedded engine
+        with ``--state``: its checkpoint and journal keep the output) — on Spark, or without a
+        state, positions start again at 0 with each engine, and so does the epoch.
+        """
+        e = self._epochs.get(name)
+        if e is None:
+            keep = self.store is not None and self.journal is not None
+            e = (self.store.settings().get(f"epoch:{name}") if keep else None) or uuid.uuid4().hex[:12]  # type: ignore[union-attr]
+            if keep:
+                self.store.set(f"epoch:{name}", e)  # type: ignore[union-attr]
+            self._epochs[name] = e
+        return e
+
+    def subscribe(
+        self, name: str, loop: asyncio.AbstractEventLoop | None, after: int | None = None, epoch: str | None = None
+    ) -> Subscription:
+        """A new subscriber to the query's output from now on — or, ``after`` a position of run
+        ``epoch`` (a reconnecting client's last event id), from there: the kept output it missed
+        first, within its backlog, and a gap for what it cannot have (``Subscription``).  Under
+        the lock: nothing falls between the replay and the first live batch.
         """
         with self.lock:
             q = self._query(name)
+            if not self.embedded:
+                self._poll()  # rows Spark wrote since the last run are the other subscribers' first
             t = q.arrow() if self.embedded else self.engine.arrow(name)  # type: ignore[attr-defined]
             delivered = q.delivered if self.embedded else t.num_rows
             first = delivered - t.num_rows  # the position of the first element kept
-            if after is None or after >= delivered:
-                sub = Subscription(name, self.backlog, loop, position=delivered)
-                if after is not None and after > delivered:
-                    sub.missed(None, f"position {after} is past this server's output ({delivered}): it restarted")
-            else:
-                sub = Subscription(name, self.backlog, loop, position=max(after, first))
-                if after < first:
-                    sub.missed(first - after, "no longer kept (the server's --retain)")
+            current = self.epoch(name)
+            sub = Subscription(name, self.backlog, loop, position=delivered, epoch=current)
+            if after is not None and epoch is not None and epoch != current:
+                sub.missed(None, "the query's output started again (re-registered, or the server restarted)")
+                after = first
+            elif after is not None and after > delivered:
+                sub.missed(None, f"position {after} is past the query's output ({delivered})")
+                after = None
+            if after is not None and after < delivered:
+                start = max(after, first, delivered - self.backlog)  # (more would be dropped at once)
+                if start > after and sub.gap is None:
+                    sub.missed(start - after, "no longer kept (--retain) or more than a subscriber's --backlog")
+                sub.position = start
                 names = self._names(q)
-                for b in t.slice(max(after, first) - first).to_batches(max_chunksize=1000):
+                for b in t.slice(start - first).to_batches(max_chunksize=1000):
                     sub.offer(encoded(elements_json(pa.Table.from_batches([b]), names)))
             self.subscriptions.setdefault(name, []).append(sub)
             if not self.embedded:  # from now on, as on the embedded engine
@@ -601,6 +632,7 @@ class _Push:
     batch: pa.Table
     bad: list[Rejection]
     heartbeat: int | None
+    source: SourceDef | None = None  # what the body was decoded against
     report: dict[str, Any] | None = None
     error: SluiceError | None = None
     done: bool = False

@@ -9,10 +9,12 @@ dropped silently and a slow client can neither stall the others nor grow the ser
 It can read the current answer again with ``GET /queries/NAME/results``.
 
 Every element has a position in its query's output (0, 1, …; ``delivered`` counts them), and each
-SSE ``elements`` event's ``id`` is the position after its last element.  A client that reconnects
-with ``Last-Event-ID`` (a browser's ``EventSource`` does it by itself) or ``?after=N`` first gets
-what it missed from the query's kept output (``--retain``) — a ``gap`` event for any part no
-longer kept — then the live output: nothing lost unless the gap says so.
+SSE ``elements`` event's ``id`` is ``EPOCH:P``: the query's run (new at each registration, and at
+each engine start where positions start again) and the position after its last element.  A client
+that reconnects with ``Last-Event-ID`` (a browser's ``EventSource`` does it by itself) or
+``?after=`` first gets what it missed from the query's kept output (``--retain``) — a ``gap`` event
+for any part it cannot have, a count of None for output of another run — then the live output:
+nothing lost unless a gap says so.
 
 Elements travel as ``(ts, JSON text)``: each output element is encoded once, and the same text is
 shared by every subscriber's backlog.
@@ -39,7 +41,12 @@ _ids = itertools.count(1)
 
 class Subscription:
     def __init__(
-        self, query: str, limit: int, loop: asyncio.AbstractEventLoop | None = None, position: int = 0
+        self,
+        query: str,
+        limit: int,
+        loop: asyncio.AbstractEventLoop | None = None,
+        position: int = 0,
+        epoch: str = "",
     ) -> None:
         self.id = next(_ids)
         self.query = query
@@ -53,7 +60,8 @@ class Subscription:
         self.dropped = 0  # in all (offered = delivered + dropped + held)
         self._gap: dict[str, Any] | None = None  # dropped since the client last took
         self.position = position  # in the query's output, after the last element offered
-        self.taken = position  # after the last element taken (an SSE event's id)
+        self.taken = position  # after the last element taken (an SSE event's id: ``epoch:taken``)
+        self.epoch = epoch  # the query's run its positions count (``ServerSession.epoch``)
         self.closed = False
         self._lock = threading.Lock()
         self.ready = asyncio.Event() if loop is not None else None
@@ -91,6 +99,11 @@ class Subscription:
         """
         with self._lock:
             self._gap = {"dropped": count, "from_ts": None, "to_ts": None, "reason": reason}
+        self._wake()  # told now, not with the next output (an idle query may have none)
+
+    @property
+    def gap(self) -> dict[str, Any] | None:
+        return self._gap
 
     def close(self) -> None:
         """The query went away (or the server stops): the sender ends after the backlog."""

@@ -231,11 +231,12 @@ class SparkEngine:
         window join: design 020) keep their state in one checkpoint, so they leave together:
         ``unregister("a", "b")``.
         """
-        qs = [self._query(n) for n in (name, *more)]
+        qs = [self._query(n) for n in dict.fromkeys((name, *more))]
         leaving = {q.name for q in qs}
+        for q in qs:  # every check before anything stops: all of them leave, or none
+            self.runner.check_leaving(q, leaving)
         for q in qs:
-            self.runner.remove(q, leaving)
-        for q in qs:
+            self.runner.remove(q)
             del self.queries[q.name]
 
     def unregister_source(self, name: str) -> SourceDef | ViewDef:

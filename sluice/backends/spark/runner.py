@@ -281,18 +281,26 @@ class Runner:
             q.seen_batches.add(p["batchId"])
             q.dropped += sum(int(op.get("numRowsDroppedByWatermark", 0)) for op in p.get("stateOperators", []))
 
-    def remove(self, q: SparkQuery, leaving: set[str]) -> None:
-        """Stop an unregistered query and delete its checkpoint and what was saved beside it
-        (a name registered again starts afresh); the others of its processor must leave too.
-        """
+    def _home(self, q: SparkQuery) -> tuple[list[str], Path]:
+        """The queries of ``q``'s processor (itself alone, or its group) and their directory."""
         saved = self._saved_names(q)
-        members, home = saved if saved is not None else (list(q.group) or [q.name], self.engine.workdir / q.label)
+        return saved if saved is not None else (list(q.group) or [q.name], self.engine.workdir / q.label)
+
+    def check_leaving(self, q: SparkQuery, leaving: set[str]) -> None:
+        """An unregistered query's processor must lose all its queries: their state is one checkpoint."""
+        members, _ = self._home(q)
         staying = [n for n in members if n not in leaving]
         if staying:
             raise InUseError(
                 f"query {q.name} runs in one Spark processor with {', '.join(staying)} (a shared window join: "
                 f"their state is one checkpoint): unregister them together, unregister({', '.join(map(repr, members))})"
             )
+
+    def remove(self, q: SparkQuery) -> None:
+        """Stop an unregistered query and delete its checkpoint and what was saved beside it
+        (a name registered again starts afresh); ``check_leaving`` first.
+        """
+        _, home = self._home(q)
         if q.stream is not None:
             q.stream.stop()  # (a group's one query: stopping it again is a no-op)
             q.stream = None
