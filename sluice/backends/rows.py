@@ -68,6 +68,15 @@ def _too_long(c: Any, t: DataType) -> Callable[[int], str]:
     return lambda i: f"{c[i].as_py()!r} is longer than {t.sql()}"
 
 
+def _min_max(c: pa.ChunkedArray) -> tuple[Any, Any]:
+    """A column's least and greatest values (None, None when it has none)."""
+    if c.num_chunks == 1 and c.null_count == 0 and len(c):
+        a = c.chunk(0).to_numpy()  # (zero-copy: a fifth of an Arrow min_max call's cost)
+        return a.min().item(), a.max().item()
+    mm = pc.min_max(c)
+    return mm["min"].as_py(), mm["max"].as_py()
+
+
 def admit(
     batch: pa.Table, types: Sequence[DataType], name: str, locate: Callable[[int], str] | None = None
 ) -> tuple[pa.Table, list[str]]:
@@ -88,15 +97,21 @@ def admit(
         bad[m] = True
 
     ts, sign = batch.column(0), batch.column(1)
-    flag(pc.is_null(ts), lambda i: "timestamp missing")
-    flag(
-        pc.or_(pc.less(ts, TS_MIN), pc.greater(ts, TS_MAX)),
-        lambda i: f"timestamp {ts[i].as_py()} is outside ±2^62",
-    )
-    flag(
-        pc.invert(pc.is_in(pc.fill_null(sign, 0), pa.array([1, -1], sign.type))),
-        lambda i: f"sign {sign[i].as_py()!r} is not + or -",
-    )
+    # each check runs row by row only when a batch-wide look says some row fails it (a clean
+    # batch — the usual one — costs two min/max passes, not a dozen Arrow calls: issue #11)
+    if ts.null_count:
+        flag(pc.is_null(ts), lambda i: "timestamp missing")
+    lo, hi = _min_max(ts)
+    if lo is not None and (lo < TS_MIN or hi > TS_MAX):
+        flag(
+            pc.or_(pc.less(ts, TS_MIN), pc.greater(ts, TS_MAX)),
+            lambda i: f"timestamp {ts[i].as_py()} is outside ±2^62",
+        )
+    if sign.null_count or _min_max(sign) != (1, 1):  # (all insertions: nothing to look at)
+        flag(
+            pc.invert(pc.is_in(pc.fill_null(sign, 0), pa.array([1, -1], sign.type))),
+            lambda i: f"sign {sign[i].as_py()!r} is not + or -",
+        )
     cols = list(batch.columns)
     for j, t in enumerate(types):
         c = cols[META + j]
