@@ -100,6 +100,7 @@ def test_rules_are_named_and_explain_lists_the_ones_applied() -> None:
         "push-selection-into-set-operands",
         "push-selection-into-join-inputs",
         "push-selection-below-window",
+        "unwrap-stream-round-trips",
     ]
     eng = EmbeddedEngine(_cat())
     q = eng.register_query("select S.V from S [Range 2], R where S.K = R.K and S.V > 0")
@@ -127,6 +128,10 @@ def test_rules_are_named_and_explain_lists_the_ones_applied() -> None:
         "select * from ((select K from S [Range 2]) union all (select K from T [Range 1])) as U where K > 0",
         "select * from ((select K from S [Range 3]) except (select K from T [Now])) as U where K <> 2",
         "select * from ((select K from S [Range 3]) intersect all (select K from T [Range 4])) as U where K < 2",
+        # a stream through a relation and back: the stream itself (duplicates at one instant kept)
+        "Istream(select K, V * 2 as D from S [Range Unbounded] where V >= 0)",
+        "Rstream(select V, K from S [Now] where K <> 1)",
+        "Istream(select * from (Rstream(select K from S [Now])) as X [Range Unbounded] where K > 0)",
     ],
 )
 def test_engine_on_rewritten_plans_equals_the_definition(query: str) -> None:
@@ -160,7 +165,7 @@ def test_subquery_plans_are_rewritten_with_the_query() -> None:
     rows = [(1, (5, 7)), (1, (1, 5)), (1, (7, 0))]
     expected = evaluate(bind_query(cat, query), {"S": rows, "T": []}, {"R": []}, start=0, until=5)
     r = rewrite(bind_query(cat, query).plan)
-    assert r.applied == ("push-selection-below-window",)  # inside the subquery
+    assert r.applied == ("push-selection-below-window",)  # inside the subquery (not unwrapped: [Rows 1] reads it)
     eng = EmbeddedEngine(cat, start=0)
     q = eng.register_query(query)
     eng.push("S", [(t, *v) for t, v in rows])
@@ -252,3 +257,26 @@ def test_the_engine_keeps_the_reference_evaluators_representative_of_equal_float
         assert all(e.row[-1] == 1.0 and str(e.row[0]) == "0.0" for e in got + expected)
     else:
         assert got == expected == []  # isneg never holds: no -0.0 reaches it
+
+
+@pytest.mark.parametrize(
+    ("query", "unwrapped"),
+    [
+        ("Istream(select K, V from S [Range Unbounded] where V > 0)", True),
+        ("Rstream(select K from S [Now])", True),
+        ("select * from S", True),  # (CQL's default: Istream over [Range Unbounded])
+        # not the same stream: a tuple at two consecutive instants is new only once under Istream
+        ("Istream(select K from S [Now])", False),
+        # CURRENT_TIME of an old row changes at every instant
+        ("Istream(select K, CURRENT_TIME from S [Range Unbounded])", False),
+        ("Dstream(select K from S [Range Unbounded])", False),
+        ("Istream(select K from S [Range 3])", False),
+        ("Rstream(select K from S [Now] where K in (select K from R))", False),
+    ],
+)
+def test_a_stream_through_a_relation_and_back_is_the_stream(query: str, unwrapped: bool) -> None:
+    r = _rw(query)
+    assert ("unwrap-stream-round-trips" in r.applied) is unwrapped
+    if unwrapped:  # no window and no stream operator left: a stateless stream
+        assert not any(isinstance(n, L.Window | L.StreamOp) for n in L.walk_plan(r.plan))
+        assert r.plan.kind.value == "stream"

@@ -47,6 +47,12 @@ calling one never move below those four.
     Partition By, whose contents depend on which other elements arrived.  The window then holds
     only the elements that pass (smaller synopses, seed §3.3).
 
+``unwrap-stream-round-trips``
+    Istream(χ(S [Range Unbounded])) = χ(S) = Rstream(χ(S [Now])) for a chain χ of selections and
+    projections reading each row alone (STREAM §2.2's equivalences between streams and
+    relations): the query becomes a stateless stream, with neither a window synopsis nor Istream.
+    At the query's result only (within an instant the order differs: see the rule).
+
 >>> from sluice.catalog import Catalog
 >>> from sluice.plan import bind_query
 >>> from sluice.plan.ddl import execute
@@ -67,6 +73,7 @@ from sluice.errors import InternalError
 from sluice.plan import logical as L
 from sluice.plan.analysis import conjoin, conjuncts, has_subquery, map_children, shift, substitute, uses_current_time
 from sluice.plan.expr import BExpr, ColRef, OuterRef, UdfCall, walk_expr
+from sluice.windows import Now, Unbounded
 
 Rewrite = Callable[[L.LogicalNode], L.LogicalNode | None]
 
@@ -75,6 +82,7 @@ Rewrite = Callable[[L.LogicalNode], L.LogicalNode | None]
 class Rule:
     name: str
     apply: Rewrite
+    root_only: bool = False  # applied to the query's own result, not to what feeds another operator
 
 
 @dataclass(frozen=True)
@@ -132,7 +140,7 @@ def _pass(plan: L.LogicalNode, rules: tuple[Rule, ...], applied: list[str]) -> L
     """Each rule in order, each to a fixed point."""
     for rule in rules:
         for _ in range(1000):
-            new = transform(plan, rule.apply)
+            new = (rule.apply(plan) or plan) if rule.root_only else transform(plan, rule.apply)
             if new == plan:
                 break
             if new.kind is not plan.kind or new.schema != plan.schema:
@@ -274,6 +282,42 @@ def push_selection_into_set_operands(node: L.LogicalNode) -> L.LogicalNode | Non
     return _select(moved, stay)
 
 
+def _per_element(e: BExpr) -> bool:
+    """An expression whose value for a row depends on that row alone (not the instant)."""
+    return not has_subquery(e) and not uses_current_time(e) and not any(isinstance(x, OuterRef) for x in walk_expr(e))
+
+
+def unwrap_stream_round_trips(node: L.LogicalNode) -> L.LogicalNode | None:
+    """Istream(χ(S [Range Unbounded])) = χ(S) and Rstream(χ(S [Now])) = χ(S), for χ a chain of
+    selections and projections whose expressions read each row alone.  An unbounded window over
+    a stream only grows, by the elements stamped τ: R(τ) = R(τ−1) ⊎ new(τ), and χ maps a multiset
+    row by row, χ(A ⊎ B) = χ(A) ⊎ χ(B), so Istream emits χ(new(τ)) at τ — χ of the stream's
+    elements, each at its own timestamp.  S [Now] holds exactly new(τ) at τ, and Rstream emits
+    χ(new(τ)): the same.  (Not Istream over [Now] — a tuple arriving at two consecutive instants
+    is not new the second time — nor CURRENT_TIME, whose value at τ differs for old rows.)  The
+    plan then holds no window synopsis and no Istream state: the query is a stateless stream.
+    The same multiset at every instant, not the same order within one: applied to a query's own
+    result only (``root_only``), never to a stream an order-sensitive window reads.
+    """
+    if not isinstance(node, L.StreamOp) or node.op is L.StreamOpKind.DSTREAM:
+        return None
+    want = Unbounded if node.op is L.StreamOpKind.ISTREAM else Now
+    chain: list[L.Filter | L.Project] = []
+    n = node.input
+    while isinstance(n, L.Filter | L.Project):
+        exprs = [n.predicate] if isinstance(n, L.Filter) else list(n.columns)
+        if not all(_per_element(e) for e in exprs):
+            return None
+        chain.append(n)
+        n = n.input
+    if not (isinstance(n, L.Window) and isinstance(n.spec, want)):
+        return None
+    out = n.input
+    for c in reversed(chain):
+        out = dataclasses.replace(c, input=out)
+    return out
+
+
 RULES: tuple[Rule, ...] = (
     Rule("push-selection-below-projection", push_selection_below_projection),
     Rule("push-selection-below-grouping", push_selection_below_grouping),
@@ -281,4 +325,7 @@ RULES: tuple[Rule, ...] = (
     Rule("push-selection-into-set-operands", push_selection_into_set_operands),
     Rule("push-selection-into-join-inputs", push_selection_into_join_inputs),
     Rule("push-selection-below-window", push_selection_below_window),
+    # (root only: within an instant χ(S) has S's arrival order, Istream its own — the same
+    # multiset, but a [Rows N] or Partition window above would keep different elements)
+    Rule("unwrap-stream-round-trips", unwrap_stream_round_trips, root_only=True),
 )

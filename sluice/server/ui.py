@@ -9,9 +9,8 @@ no build step, nothing fetched from elsewhere).
 >>> _ = s.execute("register stream S (A integer); register query big as select A from S where A > 1")
 >>> g = plan_graph(s)
 >>> [(n["id"], n["kind"]) for n in g["nodes"]], [(e["source"], e["target"]) for e in g["edges"]]
-([('S', 'StreamSource'), ('select#1', 'Select'), ('sharedwindow#2', 'SharedWindow'), ('idstream#3', 'IDstream'), \
-('output:big', 'Output')], [('S', 'select#1'), ('select#1', 'sharedwindow#2'), ('sharedwindow#2', 'idstream#3'), \
-('idstream#3', 'output:big')])
+([('S', 'StreamSource'), ('select#1', 'Select'), ('output:big', 'Output')], \
+[('S', 'select#1'), ('select#1', 'output:big')])
 """
 
 from __future__ import annotations

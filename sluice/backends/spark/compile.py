@@ -273,7 +273,10 @@ def native(plan: L.LogicalNode) -> list[NativePlan] | None:
     needs no state — else None.  (``Istream`` over ``[Now]`` is not: a tuple repeated at
     consecutive instants is not new; ``Union`` without ``All`` removes duplicates, which is state.)
     """
-    if not isinstance(plan, L.StreamOp) or plan.op is L.StreamOpKind.DSTREAM:
+    if not isinstance(plan, L.StreamOp):  # (the rules unwrap a lone branch: ``π σ … S``, a stream)
+        one = _branch(plan, None) if plan.kind is Kind.STREAM else None
+        return None if one is None else [one]
+    if plan.op is L.StreamOpKind.DSTREAM:
         return None
     want: type[W.WindowDef] = W.Unbounded if plan.op is L.StreamOpKind.ISTREAM else W.Now
     branches: list[NativePlan] = []
@@ -289,8 +292,10 @@ def native(plan: L.LogicalNode) -> list[NativePlan] | None:
     return branches if collect(plan.input) else None
 
 
-def _branch(top: L.LogicalNode, want: type[W.WindowDef]) -> NativePlan | None:
-    """``π σ … S [want]`` (optionally joined with a relation) as one ``NativePlan``, else None."""
+def _branch(top: L.LogicalNode, want: type[W.WindowDef] | None) -> NativePlan | None:
+    """``π σ … S [want]`` (optionally joined with a relation) as one ``NativePlan``, or with
+    ``want`` None ``π σ … S`` (the rules' ``unwrap-stream-round-trips``), else None.
+    """
     chain: list[L.LogicalNode] = []
     node = top
     while isinstance(node, L.Filter | L.Project):
@@ -307,6 +312,9 @@ def _branch(top: L.LogicalNode, want: type[W.WindowDef]) -> NativePlan | None:
 
     def stream_window(n: L.LogicalNode, at: int) -> tuple[L.Scan | None, list[BExpr]]:
         """``S [want]`` over selections of the stream ``S`` (pushed below the window by the rules)."""
+        if want is None:
+            scan, found = selected(n, at)
+            return (scan, found) if scan is not None and scan.kind is Kind.STREAM else (None, [])
         if isinstance(n, L.Window) and isinstance(n.spec, want):
             scan, found = selected(n.input, at)
             if scan is not None and scan.kind is Kind.STREAM:
@@ -315,7 +323,7 @@ def _branch(top: L.LogicalNode, want: type[W.WindowDef]) -> NativePlan | None:
 
     static, stream_first = None, True
     scan, below = stream_window(node, 0)
-    if scan is None and isinstance(node, L.Join):
+    if scan is None and want is not None and isinstance(node, L.Join):
         lw = len(node.left.schema)
         sides = ((node.left, 0, node.right, lw, True), (node.right, lw, node.left, 0, False))
         for stream_side, s_at, rel_side, r_at, first in sides:
