@@ -48,9 +48,9 @@ calling one never move below those four.
     only the elements that pass (smaller synopses, seed §3.3).
 
 ``unwrap-stream-round-trips``
-    Istream(χ(S [Range Unbounded])) = χ(S) = Rstream(χ(S [Now])) for a chain χ of selections and
-    projections reading each row alone (STREAM §2.2's equivalences between streams and
-    relations): the query becomes a stateless stream, with neither a window synopsis nor Istream.
+    Istream(χ(S [Range Unbounded])) = χ(S) for a chain χ of selections and projections reading
+    each row alone (STREAM §2.2's equivalences between streams and relations): the query becomes
+    a stateless stream, with neither a window synopsis nor Istream.
     At the query's result only (within an instant the order differs: see the rule).
 
 >>> from sluice.catalog import Catalog
@@ -73,7 +73,7 @@ from sluice.errors import InternalError
 from sluice.plan import logical as L
 from sluice.plan.analysis import conjoin, conjuncts, has_subquery, map_children, shift, substitute, uses_current_time
 from sluice.plan.expr import BExpr, ColRef, OuterRef, UdfCall, walk_expr
-from sluice.windows import Now, Unbounded
+from sluice.windows import Unbounded
 
 Rewrite = Callable[[L.LogicalNode], L.LogicalNode | None]
 
@@ -288,20 +288,23 @@ def _per_element(e: BExpr) -> bool:
 
 
 def unwrap_stream_round_trips(node: L.LogicalNode) -> L.LogicalNode | None:
-    """Istream(χ(S [Range Unbounded])) = χ(S) and Rstream(χ(S [Now])) = χ(S), for χ a chain of
-    selections and projections whose expressions read each row alone.  An unbounded window over
-    a stream only grows, by the elements stamped τ: R(τ) = R(τ−1) ⊎ new(τ), and χ maps a multiset
-    row by row, χ(A ⊎ B) = χ(A) ⊎ χ(B), so Istream emits χ(new(τ)) at τ — χ of the stream's
-    elements, each at its own timestamp.  S [Now] holds exactly new(τ) at τ, and Rstream emits
-    χ(new(τ)): the same.  (Not Istream over [Now] — a tuple arriving at two consecutive instants
-    is not new the second time — nor CURRENT_TIME, whose value at τ differs for old rows.)  The
-    plan then holds no window synopsis and no Istream state: the query is a stateless stream.
-    The same multiset at every instant, not the same order within one: applied to a query's own
-    result only (``root_only``), never to a stream an order-sensitive window reads.
+    """Istream(χ(S [Range Unbounded])) = χ(S), for χ a chain of selections and projections
+    whose expressions read each row alone.  An unbounded window over a stream only grows, by the
+    elements stamped τ: R(τ) = R(τ−1) ⊎ new(τ), and χ maps a multiset row by row,
+    χ(A ⊎ B) = χ(A) ⊎ χ(B), so Istream emits χ(new(τ)) at τ — χ of the stream's elements, each
+    at its own timestamp (the engine's Istream over an insert-only input was already this
+    pass-through, elements stamped before its first instant included).  Not Istream over [Now] —
+    a tuple arriving at two consecutive instants is not new the second time — nor CURRENT_TIME,
+    whose value at τ differs for old rows.  Not Rstream(χ(S [Now])) either, though the same
+    multiset from the first instant on: Rstream emits nothing before the engine's first instant,
+    and elements stamped earlier can be admitted (a slack, another stream fixing the start, an
+    explicit ``start``) — unwrapped they would pass.  The plan then holds no window synopsis and
+    no Istream operator: the query is a stateless stream.  The same multiset at every instant,
+    not the same order within one: applied to a query's own result only (``root_only``), never
+    to a stream an order-sensitive window reads.
     """
-    if not isinstance(node, L.StreamOp) or node.op is L.StreamOpKind.DSTREAM:
+    if not (isinstance(node, L.StreamOp) and node.op is L.StreamOpKind.ISTREAM):
         return None
-    want = Unbounded if node.op is L.StreamOpKind.ISTREAM else Now
     chain: list[L.Filter | L.Project] = []
     n = node.input
     while isinstance(n, L.Filter | L.Project):
@@ -310,7 +313,7 @@ def unwrap_stream_round_trips(node: L.LogicalNode) -> L.LogicalNode | None:
             return None
         chain.append(n)
         n = n.input
-    if not (isinstance(n, L.Window) and isinstance(n.spec, want)):
+    if not (isinstance(n, L.Window) and isinstance(n.spec, Unbounded)):
         return None
     out = n.input
     for c in reversed(chain):
