@@ -192,3 +192,15 @@ def test_an_injected_clock_measures_the_costs_the_strategies_read() -> None:
     assert [s for _, s, n in ops if n] == [float(n) for _, _, n in ops if n]
     assert runs("chain") == first
     assert runs("round-robin")[2] == first[2]
+
+
+def test_unregister_takes_several_names_all_or_none_as_on_spark() -> None:
+    eng = EmbeddedEngine()
+    eng.execute("register stream S (K integer)")
+    eng.register_query("select K from S [Now]", "a")
+    eng.register_query("select K from S [Range 2]", "b")
+    with pytest.raises(UnknownNameError, match="no query named .nope."):
+        eng.unregister("a", "nope")
+    assert set(eng.queries) == {"a", "b"}  # nothing went
+    eng.unregister("a", "b", "a")
+    assert not eng.queries

@@ -474,10 +474,10 @@ class ResourceManager:
         need = 0.0
         for s in streams:
             st = self.streams.get(s)
-            live, held = (st.live(), u.by_stream.get(s, 0.0)) if st is not None else (0, 0.0)
-            if st is None or st.first_ts is None or st.last_ts is None or st.last_ts <= st.first_ts or not live:
+            if st is None or st.first_ts is None or st.last_ts is None or st.last_ts <= st.first_ts:
                 return None
-            if not held:
+            live, held = st.live(), u.by_stream.get(s, 0.0)
+            if not (live and held):
                 return None
             rate = st.kept / (st.last_ts - st.first_ts)  # elements a tick
             need += rate * span * 2 * held / live / max(1, u.holders.get(s, 1))

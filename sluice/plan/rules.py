@@ -159,16 +159,16 @@ def _pass(plan: L.LogicalNode, rules: tuple[Rule, ...], applied: list[str]) -> L
 # -- the rules -------------------------------------------------------------------------------------
 
 
+def _per_element(e: BExpr) -> bool:
+    """An expression whose value for a row depends on that row alone (not the instant)."""
+    return not has_subquery(e) and not uses_current_time(e) and not any(isinstance(x, OuterRef) for x in walk_expr(e))
+
+
 def _movable(c: BExpr) -> bool:
     """A conjunct a selection can evaluate anywhere its columns are: no subquery, no
     CURRENT_TIME, no outer row, and at least one column.
     """
-    return (
-        not has_subquery(c)
-        and not uses_current_time(c)
-        and not any(isinstance(x, OuterRef) for x in walk_expr(c))
-        and any(isinstance(x, ColRef) for x in walk_expr(c))
-    )
+    return _per_element(c) and any(isinstance(x, ColRef) for x in walk_expr(c))
 
 
 def _split(predicate: BExpr, moves: Callable[[BExpr], bool]) -> tuple[list[BExpr], list[BExpr]]:
@@ -280,11 +280,6 @@ def push_selection_into_set_operands(node: L.LogicalNode) -> L.LogicalNode | Non
         return None
     moved = dataclasses.replace(s, left=_select(s.left, down), right=_select(s.right, down))
     return _select(moved, stay)
-
-
-def _per_element(e: BExpr) -> bool:
-    """An expression whose value for a row depends on that row alone (not the instant)."""
-    return not has_subquery(e) and not uses_current_time(e) and not any(isinstance(x, OuterRef) for x in walk_expr(e))
 
 
 def unwrap_stream_round_trips(node: L.LogicalNode) -> L.LogicalNode | None:

@@ -60,6 +60,18 @@ class Record:
     rejected: list[str] = field(default_factory=list)
     heartbeat: int | None = None
 
+    def apply(self, engine: Any) -> None:
+        """Put the record into ``engine`` (a replay, or the system streams' sampler)."""
+        if self.rejected:
+            engine.reject(self.name, self.rejected)
+        if self.batch is not None and self.batch.num_rows:
+            engine.push_batch(self.name, self.batch)
+        if self.heartbeat is not None:
+            if self.name:
+                engine.heartbeat(self.heartbeat, self.name)
+            else:
+                engine.heartbeat(self.heartbeat)
+
     def encode(self) -> bytes:
         head = json.dumps(
             {"kind": self.kind, "name": self.name, "rejected": self.rejected, "heartbeat": self.heartbeat}
@@ -121,15 +133,7 @@ class Journal:
         """Put the journal's pushes and heartbeats into ``engine`` (restored from the checkpoint)."""
         n = 0
         for r in self.records():
-            if r.rejected:
-                engine.reject(r.name, r.rejected)
-            if r.batch is not None and r.batch.num_rows:
-                engine.push_batch(r.name, r.batch)
-            if r.heartbeat is not None:
-                if r.name:
-                    engine.heartbeat(r.heartbeat, r.name)
-                else:
-                    engine.heartbeat(r.heartbeat)
+            r.apply(engine)
             n += 1
         engine.run()
         return n

@@ -232,14 +232,14 @@ class ServerSession:
         return q
 
     def unregister(self, name: str) -> None:
-        """Remove a query; on Spark, ``name`` may list the queries of one processor (``a,b``),
-        which leave together (``SparkEngine.unregister``).
+        """Remove queries: ``name`` may list several (``a,b``), which leave together or not at all
+        (the queries of one Spark processor must: ``SparkEngine.unregister``).
         """
-        names = list(dict.fromkeys(n.strip() for n in name.split(","))) if not self.embedded else [name]
+        names = list(dict.fromkeys(n.strip() for n in name.split(",")))
         with self.lock:
             for n in names:
                 self._query(n)
-            self.engine.unregister(*names)  # type: ignore[attr-defined]
+            self.engine.unregister(*names)
             for n in names:
                 for sub in self.subscriptions.pop(n, []):
                     sub.close()
@@ -260,7 +260,7 @@ class ServerSession:
                 raise NotFound(f"no stream, relation or view named {name!r}") from None
             if d.name.lower() in self.system:
                 raise Refused(f"{d.name} is a system stream of the server")
-            self.engine.unregister_source(d.name)  # type: ignore[attr-defined]
+            self.engine.unregister_source(d.name)
             if self.store is not None:
                 self.store.remove_object(d.name)
             self.changed()
@@ -295,7 +295,7 @@ class ServerSession:
                 self.drop(name)
             queries = self.store.queries()
             for name in set(self._all_queries()) - {q.name for q in queries}:
-                self.engine.unregister(name)  # type: ignore[attr-defined]
+                self.engine.unregister(name)
             for q in queries:
                 if q.name in self._all_queries():
                     continue

@@ -150,10 +150,7 @@ class SystemStreams:
         if self.session.journal is not None:
             self.session.journal.append(records)
         for r in records:
-            if r.batch is not None:
-                self.engine.push_batch(r.name, r.batch)
-            else:
-                self.engine.heartbeat(ts, r.name)
+            r.apply(self.engine)
         self.engine.run()  # the queries over system streams see the sample now
 
 

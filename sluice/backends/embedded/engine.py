@@ -226,11 +226,19 @@ class EmbeddedEngine:
         self.qos.add(q.name, limits.max_latency)
         return q
 
-    def unregister(self, name: str) -> None:
-        """Remove a query, also while running: its output stops, and every operator that served
-        only it is removed (shared operators keep serving the other queries).
+    def unregister(self, name: str, *more: str) -> None:
+        """Remove queries, also while running: each one's output stops, and every operator that
+        served only it is removed (shared operators keep serving the other queries).  Every name
+        is checked before any query goes (as ``SparkEngine.unregister``, whose shared processors
+        need it).
         """
-        self.registry.unregister(name)
+        names = list(dict.fromkeys((name, *more)))
+        reg = self.registry
+        for n in names:
+            if n not in reg.queries and n not in reg.inactive:
+                reg.unregister(n)  # (its error, naming the registered queries)
+        for n in names:
+            reg.unregister(n)
 
     def unregister_source(self, name: str) -> SourceDef | ViewDef:
         """Remove a stream, relation or view once nothing uses it: else ``InUseError`` naming

@@ -146,8 +146,9 @@ class SparkEngine:
             elif isinstance(stmt, ast.Explain):
                 out.append(explain_plan(bind_query(self.catalog, stmt.query, source=text).plan))
             else:
+                assert isinstance(stmt, ast.RegisterSource | ast.RegisterView)  # (the rest are handled above)
                 execute_statement(self.catalog, stmt, text, src)
-                self.ddl[getattr(stmt, "name", f"#{len(self.ddl)}").lower()] = to_cql(stmt) + ";"
+                self.ddl[stmt.name.lower()] = to_cql(stmt) + ";"
                 out.append(None)
         return out
 
