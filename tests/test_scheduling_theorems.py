@@ -3,7 +3,10 @@
 * STREAM §4.2 (= Chain Example 1): total queue, in units of n, for FIFO and Chain, exactly.
 * Chain Thm 1: on lower-envelope charts, Chain's memory is never above any other strategy's.
 * Chain Thm 2: all selectivities ≤ 1 ⇒ Chain on the real charts stays within the LP bound + n.
+* Jiang Table 2 (§2.2): FIFO and Chain's queue size, tuple latency and throughput, t = 1..10, exactly.
 * Jiang Thm 1: among path-based schedules, path capacity has the least total tuple latency.
+* Jiang Thm 2: among path-based schedules, path capacity holds the least memory at every instant,
+  with memory as the proof counts it (eq. 2.3); with queue memory as it is held, a pinned counterexample.
 * Jiang Thm 3: segment scheduling's maximum memory is at most Chain's.
 """
 
@@ -31,6 +34,71 @@ def test_stream_section_4_2_example(name: str, expected: list[float]) -> None:
     r = simulate([EXAMPLE], ARRIVALS, make(name), horizon=16)
     assert [round(m, 9) for m in r.memory[1:8]] == expected
     assert r.memory[15] == 0.0 and r.memory[14] > 0  # both empty at t = 15, not before
+
+
+class FixedOrder(Strategy):
+    """A path-based schedule serving paths in a fixed order (the 'other path-based strategy')."""
+
+    name = "fixed"
+    granularity = "path"
+
+    def __init__(self, order) -> None:
+        super().__init__()
+        self.rank = {p: r for r, p in enumerate(order)}
+
+    def choose(self, ready, view):
+        return min(ready, key=lambda u: (self.rank[u.path], view.oldest(u)))
+
+
+# -- Jiang & Chakravarthy §2.2, Tables 1 and 2 ---------------------------------------------
+# Figure 1 (lost from the text) is a select on each of two streams feeding a join; Table 1: O1, O2
+# the selects (selectivity 0.2, capacity 1 tuple per time unit), O3 the join (0.8 per semi-join
+# side, capacity 0.2).  A join is two semi-joins (§2.1), so each stream's path is select → join.
+TABLE1 = [
+    Path("s1", (Op("O1", 1.0, 0.2), Op("O3@s1", 5.0, 0.8))),
+    Path("s2", (Op("O2", 1.0, 0.2), Op("O3@s2", 5.0, 0.8))),
+]
+TABLE2_INPUT = {"s1": [0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 1], "s2": [0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0]}
+# time: (queue size, tuple latency or None, throughput) for t = 1..10, as printed
+TABLE2 = {
+    "fifo": [(1.0, None, 0), (1.2, None, 0), (3.0, 2, 0.16), (2.2, None, 0), (2.0, 3, 0.16),
+             (1.2, None, 0), (1.0, 4, 0.16), (0.2, None, 0), (0, 6, 0.16), (1.0, None, 0)],
+    "chain": [(1.0, None, 0), (1.2, None, 0), (2.4, None, 0), (1.6, None, 0), (0.8, None, 0),
+              (0.6, 5, 0.16), (0.4, 5, 0.16), (0.2, 5, 0.16), (0, 6, 0.16), (1.0, None, 0)],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["fifo", "chain"])
+def test_jiang_table_2(name: str) -> None:
+    r = simulate(TABLE1, TABLE2_INPUT, make(name), horizon=13)
+    done = {int(d): int(d - a) for a, d, _ in r.completions.values()}  # one tuple leaves per instant
+    assert len(done) == len(r.completions) == 5
+    got = [
+        (round(r.memory[t], 9), done.get(t), round(r.output[t - 1] * 0.2 * 0.8, 9))  # output of slot t-1
+        for t in range(1, 11)
+    ]
+    assert got == TABLE2[name]
+
+
+def unfinished(r, t: float) -> int:
+    """Tuples arrived by ``t`` and not yet out: memory as Jiang eq. 2.3 counts it (a tuple holds
+    its input size until its path releases it)."""
+    return sum(1 for a, d, _ in r.completions.values() if a <= t and d > t + 1e-9)
+
+
+def test_jiang_thm2_fails_for_queue_memory_as_held() -> None:
+    """With memory as the queues hold it (a tuple shrinks as it moves along its path), a path of
+    lower capacity whose first operator is fast and selective frees more by t = 1: path capacity
+    serves p0 (capacity 1/1.5) before p1 (1/1.6) and holds 1.333 where p1-first holds 1.004.  The
+    proof compares tuples consumed per unit time, which is memory only under eq. 2.3's premise that
+    a path releases a tuple's memory when the tuple leaves it (docs/design/006)."""
+    ps = [Path("p0", (Op("a", 1.5, 1.0),)), Path("p1", (Op("b0", 0.1, 0.01), Op("b1", 150.0, 1.0)))]
+    arrivals = {"p0": [1], "p1": [1]}
+    pc = simulate(ps, arrivals, make("path-capacity"), 6)
+    p1_first = simulate(ps, arrivals, FixedOrder((1, 0)), 6)
+    assert [round(m, 4) for m in pc.memory[:3]] == [2.0, 1.3333, 0.0073]
+    assert [round(m, 4) for m in p1_first.memory[:3]] == [2.0, 1.004, 0.7333]
+    assert unfinished(pc, 1.0) == unfinished(p1_first, 1.0) == 2  # as eq. 2.3 counts: equal
 
 
 # -- random workloads ---------------------------------------------------------------------
@@ -111,17 +179,6 @@ def test_path_capacity_has_least_total_latency_among_path_schedules(ps: list[Pat
     best = simulate(ps, arrivals, make("path-capacity"), 400)
     assert sum(best.output) == pytest.approx(sum(sum(a) for a in arr_lists))
 
-    class FixedOrder(Strategy):
-        name = "fixed"
-        granularity = "path"
-
-        def __init__(self, order) -> None:
-            super().__init__()
-            self.rank = {p: r for r, p in enumerate(order)}
-
-        def choose(self, ready, view):
-            return min(ready, key=lambda u: (self.rank[u.path], view.oldest(u)))
-
     for order in itertools.permutations(range(len(ps))):
         other = simulate(ps, arrivals, FixedOrder(order), 400)
         assert best.total_latency() <= other.total_latency() + 1e-6, order
@@ -162,3 +219,19 @@ def test_every_strategy_drains_the_same_work() -> None:
         r = simulate([EXAMPLE], arrivals, make(name, **kw), horizon=40)
         assert sum(r.output) == pytest.approx(7.0), name
         assert r.memory[-1] == 0.0, name
+
+
+@settings(max_examples=60, deadline=None)
+@given(paths, st.data())
+def test_path_capacity_least_memory_among_path_schedules_as_counted_by_eq_2_3(ps: list[Path], data) -> None:
+    # Jiang Thm 2 in its proof's setting: whole tuples wait at one instant, a path consumes its
+    # tuples whole, and memory is released when a tuple leaves its path (eq. 2.3).
+    counts = data.draw(st.lists(st.integers(1, 3), min_size=len(ps), max_size=len(ps)))
+    arrivals = {p.name: [c] for p, c in zip(ps, counts, strict=True)}
+    best = simulate(ps, arrivals, make("path-capacity"), 400)
+    ends = sorted({d for _, d, _ in best.completions.values()})
+    for order in itertools.permutations(range(len(ps))):
+        other = simulate(ps, arrivals, FixedOrder(order), 400)
+        instants = ends + sorted({d for _, d, _ in other.completions.values()})
+        for t in instants:
+            assert unfinished(best, t) <= unfinished(other, t), (order, t)
