@@ -430,8 +430,9 @@ def _experiment(args: argparse.Namespace) -> int:
     from sluice.experiments import shared_joins
     from sluice.experiments.scheduling import EXPERIMENTS, run
 
-    known = EXPERIMENTS + shared_joins.EXPERIMENTS + ["overload"]
+    known = EXPERIMENTS + ["chain-on-engine"] + shared_joins.EXPERIMENTS + ["overload"]
     names = known if args.name == "all" else [args.name]
+    summaries: dict[str, Any] = {}
     if args.name == "list":
         print("\n".join(known + ["sweep (with --on-spark)"]))
         return 0
@@ -458,12 +459,24 @@ def _experiment(args: argparse.Namespace) -> int:
             elif n in shared_joins.EXPERIMENTS:
                 summary = shared_joins.run(n, args.out, quick=args.quick, clock=args.clock, seed=args.seed)
                 shown = {c["claim"]: c["agrees"] for c in summary["agreement"]}
+            elif n == "chain-on-engine":
+                from sluice.experiments import on_engine
+
+                summary = on_engine.run(Path(args.out), args.slots or 3000, args.seed)
+                shown = {c["claim"]: c["agrees"] for c in summary["agreement"]}
             else:
                 summary = run(n, args.out, args.slots, args.seed)
-                shown = summary.get("peak_ratio_to_chain") or summary.get("latency_ratio_to_path_capacity") or summary
+                shown = {c["claim"]: c["agrees"] for c in summary.get("agreement", [])} or summary
+            summaries[n] = summary
             print(json.dumps(shown, indent=1))
             say(f"{n}: wrote {args.out}/{n}.csv, .png and .json")
             bar.update()
+    if args.name == "all":
+        from sluice.experiments import page
+
+        flags = " --quick" if args.quick else ""
+        written = page.write(Path(args.out), summaries, f"sluice experiment all --out {args.out}{flags}")
+        say(f"results page: {written}")
     return 0
 
 
@@ -585,7 +598,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="hammad-*: virtual time advances by each engine turn's wall time (perf_counter), its CPU time, "
         "or the join's work (deterministic)",
     )
-    p.add_argument("--quick", action="store_true", help="hammad-*, overload: the small test size (seconds per run)")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="hammad-*, overload: the small test size (seconds per run); all: the page too",
+    )
     p.add_argument("--on-spark", action="store_true", help="fan the strategy × workload × seed grid out on Spark")
     p.add_argument("--seeds", type=int, default=4, help="seeds per cell of the Spark sweep")
     p.add_argument("--master", default="local[2]")

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from sluice.experiments.results import claim
+
 # Table 1 (seconds)
 MIXES: dict[str, tuple[int, ...]] = {
     "uniform": (1, 100, 200, 300, 400, 500, 600),
@@ -68,15 +70,7 @@ def rnd(x: float, nd: int = 2) -> float | None:
     return None if x != x else round(float(x), nd)
 
 
-def _claim(claim: str, paper: str, agrees: bool | None, measured: Any, why: str) -> dict[str, Any]:
-    """One claim of the paper against the measured figures; ``agrees`` None: not checkable at this scale."""
-    return {
-        "claim": claim,
-        "paper": paper,
-        "agrees": None if agrees is None else bool(agrees),
-        "measured": measured,
-        "why": why,
-    }
+_claim = claim
 
 
 def _cost_note(rows: dict[str, dict[str, Any]]) -> str:

@@ -57,8 +57,14 @@ class SimResult:
 class Simulator:
     """The fluid model running ``strategy``: a ``SchedulingView`` of ``Unit``s."""
 
-    def __init__(self, paths: Sequence[Path], strategy: Strategy) -> None:
+    def __init__(self, paths: Sequence[Path], strategy: Strategy, preemptive: bool = True) -> None:
+        """``preemptive``: the strategy chooses again at every time unit, also in the middle of a
+        tuple (Chain's fluid model); False: a tuple an operator has begun finishes first (the
+        engine, where an operator's turn is one call).
+        """
         self.paths = list(paths)
+        self.preemptive = preemptive
+        self.in_service: Unit | None = None
         self.strategy = strategy
         repeated = sorted(n for n, k in Counter(op.name for p in self.paths for op in p.ops).items() if k > 1)
         if repeated:  # units are named after their operators, and join partners found by name
@@ -74,6 +80,7 @@ class Simulator:
         self.out_slot = 0.0
         self.decisions = 0
         self._units: dict[Granularity, list[Unit]] = {}
+        self._scan: dict[int, list[tuple[Unit, list[deque[list[float]]], bool]]] = {}
         strategy.prepare(self.paths)
 
     def units(self, granularity: Granularity) -> list[Unit]:
@@ -93,6 +100,9 @@ class Simulator:
 
     def oldest(self, u: SchedUnit) -> float:
         """Arrival time of the oldest batch in the unit's queues (inf if none)."""
+        if u.first == u.last:  # an operator
+            q = self.queues[u.path][u.first]
+            return q[0][0] if q else float("inf")
         heads = [self.queues[u.path][i][0][0] for i in range(u.first, u.last + 1) if self.queues[u.path][i]]
         return min(heads, default=float("inf"))
 
@@ -106,12 +116,24 @@ class Simulator:
         return any(self.queues[qi][k] for k in range(qj))  # the other side may still deliver
 
     def ready(self, units: Sequence[Unit]) -> list[Unit]:
+        """The units with a tuple they can process: a queue that is not empty and not blocked."""
+        key = id(units)
+        if key not in self._scan:  # per unit: its queues, and whether a join half may block it
+            self._scan[key] = [
+                (
+                    u,
+                    [self.queues[u.path][i] for i in range(u.first, u.last + 1)],
+                    any(self.paths[u.path].ops[i].partner for i in range(u.first, u.last + 1)),
+                )
+                for u in units
+            ]
         out = []
-        for u in units:
-            for i in range(u.first, u.last + 1):
-                if self.queues[u.path][i] and not self._blocked(u.path, i):
+        for u, qs, partnered in self._scan[key]:
+            if not partnered:
+                if any(qs):
                     out.append(u)
-                    break
+            elif any(q and not self._blocked(u.path, u.first + k) for k, q in enumerate(qs)):
+                out.append(u)
         return out
 
     # -- running -------------------------------------------------------------------------
@@ -138,10 +160,13 @@ class Simulator:
             if need <= budget - used + EPS:
                 done, used = amount, used + need
                 qs[i].popleft()
+                self.in_service = None
             else:
                 done = (budget - used) / cost
                 qs[i][0][1] -= done
                 used = budget
+                if not self.preemptive:
+                    self.in_service = u
             t_end = self.now + used
             if i + 1 < m:
                 _insert(qs[i + 1], arrival, done, tid)
@@ -161,9 +186,13 @@ class Simulator:
             ready = self.ready(units)
             if not ready:
                 break
-            u = self.strategy.choose(ready, self)
-            self.decisions += 1
-            quantum = self.strategy.quantum(u)
+            if self.in_service is not None and self.in_service in ready:
+                u = self.in_service  # non-preemptive: the tuple in service finishes first
+                quantum = None
+            else:
+                u = self.strategy.choose(ready, self)
+                self.decisions += 1
+                quantum = self.strategy.quantum(u)
             used = self.run_unit(u, min(remaining, quantum) if quantum else remaining)
             self.strategy.charge(u, used, self)
             self.now += used
@@ -188,10 +217,14 @@ def _insert(q: deque[list[float]], arrival: float, amount: float, tid: float) ->
 
 
 def simulate(
-    paths: Sequence[Path], arrivals: Mapping[str, Sequence[float]], strategy: Strategy, horizon: int | None = None
+    paths: Sequence[Path],
+    arrivals: Mapping[str, Sequence[float]],
+    strategy: Strategy,
+    horizon: int | None = None,
+    preemptive: bool = True,
 ) -> SimResult:
     """Run ``strategy`` over ``paths``; ``arrivals[path][k]`` input-tuple units arrive at time k."""
-    sim = Simulator(paths, strategy)
+    sim = Simulator(paths, strategy, preemptive)
     if horizon is None:
         horizon = max((len(a) for a in arrivals.values()), default=0)
     memory: list[float] = []

@@ -63,7 +63,7 @@ def poisson_pareto_flows(
 def onoff_superposition(
     slots: int,
     flows: int = 64,
-    mean_rate: float = 1.0,
+    mean_rate: float | None = 1.0,
     alpha_on: float = 1.4,
     alpha_off: float = 1.2,
     k_on: float = 5.0,
@@ -71,7 +71,8 @@ def onoff_superposition(
     seed: int = 0,
 ) -> list[float]:
     """Sum of ``flows`` ON/OFF sources (Pareto ON α 1.4, OFF α 1.2; Poisson arrivals while ON),
-    scaled to ``mean_rate``.  Heavy-tailed periods make the sum self-similar (bursty at every scale).
+    scaled to ``mean_rate`` (``None``: whole arrivals, one per slot on average from each flow while ON).
+    Heavy-tailed periods make the sum self-similar (bursty at every scale).
     """
     rng = np.random.default_rng(seed)
     counts = np.zeros(slots)
@@ -88,7 +89,7 @@ def onoff_superposition(
                     np.add.at(counts, stamps[stamps < slots], 1)
             t += dur
             on = not on
-    return list(_scale(counts, mean_rate))
+    return list(counts if mean_rate is None else _scale(counts, mean_rate))
 
 
 def trace_interarrivals(name: str = "dec-pkt-1-udp") -> np.ndarray:
@@ -98,12 +99,16 @@ def trace_interarrivals(name: str = "dec-pkt-1-udp") -> np.ndarray:
         return np.loadtxt(f, dtype=np.float64)
 
 
-def trace_counts(slots: int, mean_rate: float, name: str = "dec-pkt-1-udp", speedup: float = 1.0) -> list[float]:
-    """Arrivals of a real trace binned into slots holding ``mean_rate`` packets on average."""
+def trace_counts(
+    slots: int, mean_rate: float, name: str = "dec-pkt-1-udp", speedup: float = 1.0, skip: int = 0
+) -> list[float]:
+    """Arrivals of a real trace binned into slots holding ``mean_rate`` packets on average, from
+    slot ``skip`` of the binned trace on (another stretch of the same trace).
+    """
     gaps = trace_interarrivals(name) / speedup
     stamps = np.cumsum(gaps)
     slot_len = mean_rate * float(gaps.mean())
-    idx = (stamps / slot_len).astype(np.int64)
-    idx = idx[idx < slots]
+    idx = (stamps / slot_len).astype(np.int64) - skip
+    idx = idx[(idx >= 0) & (idx < slots)]
     counts = np.bincount(idx, minlength=slots).astype(float)
     return list(counts)
