@@ -462,14 +462,15 @@ def _experiment(args: argparse.Namespace) -> int:
             elif n == "chain-on-engine":
                 from sluice.experiments import on_engine
 
-                summary = on_engine.run(Path(args.out), args.slots or 3000, args.seed)
+                summary = on_engine.run(Path(args.out), args.slots or (300 if args.quick else 3000), args.seed)
                 shown = {c["claim"]: c["agrees"] for c in summary["agreement"]}
             else:
                 summary = run(n, args.out, args.slots, args.seed)
                 shown = {c["claim"]: c["agrees"] for c in summary.get("agreement", [])} or summary
             summaries[n] = summary
             print(json.dumps(shown, indent=1))
-            say(f"{n}: wrote {args.out}/{n}.csv, .png and .json")
+            files = [f"{n}.{x}" for x in ("csv", "png", "json") if (Path(args.out) / f"{n}.{x}").exists()]
+            say(f"{n}: wrote {', '.join(files)} in {args.out}")
             bar.update()
     if args.name == "all":
         from sluice.experiments import page

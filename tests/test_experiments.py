@@ -62,7 +62,7 @@ def test_two_ops_sensitivity_shows_round_robin_is_fifo_on_example_1(tmp_path) ->
 def test_jiang_workload_is_the_papers_size() -> None:
     w = jiang.queries()
     assert (w.operators, len(set(w.stream_of))) == (116, 5)
-    assert w.joins >= 4 and len(w.paths) > 16
+    assert w.joins == 20 and len(w.paths) == 36
     assert max(sum(1 for o in p.ops if ".join" in o.name) for p in w.paths) == 4  # 4 joins over 5 streams
     assert any(o.sel > 1 for p in w.paths for o in p.ops if ".join" in o.name)
 

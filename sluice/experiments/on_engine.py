@@ -60,7 +60,9 @@ def calibrate(rounds: int = 200_000) -> float:
 def build(path: Path, strategy: str, per_round: float, budget: int | None = None) -> tuple[EmbeddedEngine, Any, int]:
     """The chart as CQL stages; returns the engine, the last stage's handle and the attribute count."""
     n = len(path.ops)
-    eng = EmbeddedEngine(scheduler=strategy, time_unit="millisecond", start=0, budget=budget or DEFAULT_BUDGET)
+    eng = EmbeddedEngine(
+        scheduler=strategy, time_unit="millisecond", start=0, budget=budget or DEFAULT_BUDGET, clock=time.thread_time
+    )
     eng.register_function("burn", burn, "integer", ["integer", "integer"])
     cols = ", ".join(f"A{i} integer" for i in range(n))
     eng.execute(f"REGISTER STREAM S ({cols})")
@@ -103,6 +105,7 @@ def play(
     out: list[pa.Table] = []
     handle.subscribe_arrow(out.append)
     queues = [q for q in eng.registry.queues() if not q.name.startswith("q:output")]
+    (source,) = [q for q in queues if q.name == "S"]
     memory: list[int] = []
     lat: list[float] = []
     pos, v, held, busy = 0, 0.0, 0, 0.0
@@ -120,7 +123,8 @@ def play(
                 pos = j
             eng.heartbeat(k)
             memory.append(held)
-        held = sum(q.length for q in queues)
+        # queued, plus pushed rows the source has not yet released into its queue
+        held = sum(q.length for q in queues) + pos - source.enqueued
         before = [o.statistics().seconds for o in ops]
         t0 = time.thread_time()
         steps = eng.run(max_steps=1)

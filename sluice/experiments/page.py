@@ -77,6 +77,6 @@ def render(out: Path, summaries: Mapping[str, Any], command: str) -> str:
 
 
 def write(out: Path, summaries: Mapping[str, Any], command: str) -> Path:
-    page = out.with_suffix(".md")
+    page = out.resolve().parent / f"{out.resolve().name}.md"
     page.write_text(render(out, summaries, command))
     return page

@@ -19,13 +19,14 @@ STRATEGY_NAMES = ["chain", "fifo", "greedy", "round-robin", "path-capacity", "si
 
 def run_cell(cell: tuple[str, str, int, int]) -> dict[str, Any]:
     """One simulator run: (workload, strategy, seed, slots) → metrics."""
-    from sluice.experiments.scheduling import CHAIN_EXPERIMENTS, _arrivals
+    from sluice.experiments.scheduling import CHAIN_SETUPS, _arrivals
     from sluice.scheduling.simulator import simulate
     from sluice.scheduling.strategies import make
 
     workload, strategy, seed, slots = cell
-    paths = CHAIN_EXPERIMENTS[workload]()
-    arrivals = _arrivals(paths, slots, "synthetic", seed)
+    setup = CHAIN_SETUPS[workload]
+    paths = setup.paths()
+    arrivals = _arrivals(paths, slots, "synthetic", seed, setup.streams)
     r = simulate(paths, arrivals, make(strategy), slots)
     return {
         "workload": workload,

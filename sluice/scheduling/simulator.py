@@ -64,7 +64,7 @@ class Simulator:
         """
         self.paths = list(paths)
         self.preemptive = preemptive
-        self.in_service: Unit | None = None
+        self.in_service: tuple[Unit, float] | None = None  # the unit and the tuple it has begun
         self.strategy = strategy
         repeated = sorted(n for n, k in Counter(op.name for p in self.paths for op in p.ops).items() if k > 1)
         if repeated:  # units are named after their operators, and join partners found by name
@@ -160,13 +160,14 @@ class Simulator:
             if need <= budget - used + EPS:
                 done, used = amount, used + need
                 qs[i].popleft()
-                self.in_service = None
+                if self.in_service is not None and self.in_service[1] == tid:
+                    self.in_service = None
             else:
                 done = (budget - used) / cost
                 qs[i][0][1] -= done
                 used = budget
                 if not self.preemptive:
-                    self.in_service = u
+                    self.in_service = (u, tid)
             t_end = self.now + used
             if i + 1 < m:
                 _insert(qs[i + 1], arrival, done, tid)
@@ -186,8 +187,8 @@ class Simulator:
             ready = self.ready(units)
             if not ready:
                 break
-            if self.in_service is not None and self.in_service in ready:
-                u = self.in_service  # non-preemptive: the tuple in service finishes first
+            if self.in_service is not None and self.in_service[0] in ready:
+                u = self.in_service[0]  # non-preemptive: the tuple in service finishes first
                 quantum = None
             else:
                 u = self.strategy.choose(ready, self)
