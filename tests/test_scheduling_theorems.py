@@ -235,3 +235,25 @@ def test_path_capacity_least_memory_among_path_schedules_as_counted_by_eq_2_3(ps
         instants = ends + sorted({d for _, d, _ in other.completions.values()})
         for t in instants:
             assert unfinished(best, t) <= unfinished(other, t), (order, t)
+
+
+def test_whole_tuples_pass_every_fifth_and_hold_a_unit_each() -> None:
+    """Engine-like accounting: past o1 (0.2) one tuple in five goes on, whole; o2 takes 5 per tuple."""
+    r = simulate([EXAMPLE], {"p": [0] + [1] * 10}, make("chain"), 60, whole=True)
+    assert sum(n for _, n, _ in r.latencies) == 2  # tuples 5 and 10 pass
+    assert [round(m, 6) for m in r.memory[1:8]] == [1, 1, 1, 1, 1, 2, 2]  # the 5th waits whole at o2
+    assert len(r.completions) == 10 and r.memory[-1] == 0
+
+
+def test_non_preemptive_finishes_a_begun_tuple() -> None:
+    """Chain prefers o1 (slope 0.5) to o2 (0.1). Tuple 1 begins at o2 at t = 2; tuples 2, 3 arrive at
+    t = 3. Preemptive, o1 takes them at once (tuple 2 is dropped at t = 4) and o2's tuple finishes at
+    14; non-preemptive, o2 finishes first (12) and both wait whole at o1's input meanwhile."""
+    p = Path("p", (Op("o1", 1.0, 0.5), Op("o2", 10.0, 1.0)))
+    arrivals = {"p": [2, 0, 0, 2]}
+    pre = simulate([p], arrivals, make("chain"), 40, whole=True)
+    non = simulate([p], arrivals, make("chain"), 40, preemptive=False, whole=True)
+    assert (pre.completions[1][1], pre.completions[2][1]) == (14.0, 4.0)
+    assert (non.completions[1][1], non.completions[2][1]) == (12.0, 13.0)
+    assert pre.memory[3:13] == [3.0] + [2.0] * 9 and non.memory[3:13] == [3.0] * 9 + [2.0]
+    assert pre.completions[3][1] == non.completions[3][1] == 24.0  # the same work either way

@@ -57,20 +57,27 @@ class SimResult:
 class Simulator:
     """The fluid model running ``strategy``: a ``SchedulingView`` of ``Unit``s."""
 
-    def __init__(self, paths: Sequence[Path], strategy: Strategy, preemptive: bool = True) -> None:
+    def __init__(self, paths: Sequence[Path], strategy: Strategy, preemptive: bool = True, whole: bool = False) -> None:
         """``preemptive``: the strategy chooses again at every time unit, also in the middle of a
         tuple (Chain's fluid model); False: a tuple an operator has begun finishes first (the
-        engine, where an operator's turn is one call).
+        engine, where an operator's turn is one call).  ``whole``: tuples stay whole, as in an
+        engine — an operator of selectivity s passes s of the tuples it finishes (deterministically:
+        the k-th passes when ⌊k·s⌋ grows), each costs the operator's time per tuple, and a tuple
+        holds one unit of memory until it is finished; the fluid model instead turns every tuple
+        into s of one (Chain §3), the same on average.
         """
         self.paths = list(paths)
         self.preemptive = preemptive
+        self.whole = whole
+        self.progress: dict[tuple[int, int, float], float] = {}  # whole: work done on a begun tuple
+        self.passed = [[0.0] * len(p.ops) for p in paths]  # whole: Σ selectivity over finished tuples
         self.in_service: tuple[Unit, float] | None = None  # the unit and the tuple it has begun
         self.strategy = strategy
         repeated = sorted(n for n, k in Counter(op.name for p in self.paths for op in p.ops).items() if k > 1)
         if repeated:  # units are named after their operators, and join partners found by name
             raise ValueError(f"operator names must be unique across paths; repeated: {', '.join(repeated)}")
-        self.sizes = [p.sizes() for p in self.paths]
-        self.unit_costs = [p.unit_costs() for p in self.paths]
+        self.sizes = [[1.0] * (len(p.ops) + 1) if whole else p.sizes() for p in self.paths]
+        self.unit_costs = [[op.cost for op in p.ops] if whole else p.unit_costs() for p in self.paths]
         self.queues: list[list[deque[list[float]]]] = [[deque() for _ in p.ops] for p in self.paths]
         self.now = 0.0
         self.by_name = {op.name: (pi, i) for pi, p in enumerate(self.paths) for i, op in enumerate(p.ops)}
@@ -156,6 +163,38 @@ class Simulator:
             i = best[1]
             arrival, amount, tid = qs[i][0]
             cost = self.unit_costs[u.path][i]
+            if self.whole:
+                begun = (u.path, i, tid)
+                left = amount * cost - self.progress.get(begun, 0.0)
+                if left > budget - used + EPS:  # the budget runs out first: the tuple keeps its progress
+                    self.progress[begun] = self.progress.get(begun, 0.0) + budget - used
+                    used = budget
+                    if not self.preemptive:
+                        self.in_service = (u, tid)
+                    break
+                used += max(left, 0.0)
+                self.progress.pop(begun, None)
+                qs[i].popleft()
+                if self.in_service is not None and self.in_service[1] == tid:
+                    self.in_service = None
+                acc = self.passed[u.path]
+                before = acc[i]
+                acc[i] += amount * self.paths[u.path].ops[i].sel
+                n = float(int(acc[i] + EPS) - int(before + EPS))  # the whole tuples that pass
+                t_end = self.now + used
+                if i + 1 < m:
+                    if n > 0:
+                        _insert(qs[i + 1], arrival, n, tid)
+                    else:
+                        self.completions[int(tid)] = (arrival, t_end, u.path)  # filtered out: it left
+                else:
+                    if n > 0:
+                        self.latencies.append((t_end - arrival, n, u.path))
+                    self.completions[int(tid)] = (arrival, t_end, u.path)
+                    self.out_slot += amount
+                if i == u.last:
+                    break  # a tuple left the unit
+                continue
             need = amount * cost
             if need <= budget - used + EPS:
                 done, used = amount, used + need
@@ -223,9 +262,12 @@ def simulate(
     strategy: Strategy,
     horizon: int | None = None,
     preemptive: bool = True,
+    whole: bool = False,
 ) -> SimResult:
-    """Run ``strategy`` over ``paths``; ``arrivals[path][k]`` input-tuple units arrive at time k."""
-    sim = Simulator(paths, strategy, preemptive)
+    """Run ``strategy`` over ``paths``; ``arrivals[path][k]`` input-tuple units arrive at time k
+    (``preemptive``, ``whole``: see ``Simulator``).
+    """
+    sim = Simulator(paths, strategy, preemptive, whole)
     if horizon is None:
         horizon = max((len(a) for a in arrivals.values()), default=0)
     memory: list[float] = []
