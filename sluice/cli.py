@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -433,6 +434,7 @@ def _experiment(args: argparse.Namespace) -> int:
     known = EXPERIMENTS + ["chain-on-engine"] + shared_joins.EXPERIMENTS + ["overload"]
     names = known if args.name == "all" else [args.name]
     summaries: dict[str, Any] = {}
+    seconds: dict[str, float] = {}
     if args.name == "list":
         print("\n".join(known + ["sweep (with --on-spark)"]))
         return 0
@@ -451,6 +453,7 @@ def _experiment(args: argparse.Namespace) -> int:
     with progress("experiments", total=len(names), unit="exp") as bar:
         for n in names:
             bar.set_postfix_str(n)
+            t0 = time.perf_counter()
             if n == "overload":
                 from sluice.experiments import overload
 
@@ -468,6 +471,7 @@ def _experiment(args: argparse.Namespace) -> int:
                 summary = run(n, args.out, args.slots, args.seed)
                 shown = {c["claim"]: c["agrees"] for c in summary.get("agreement", [])} or summary
             summaries[n] = summary
+            seconds[n] = time.perf_counter() - t0
             print(json.dumps(shown, indent=1))
             files = [f"{n}.{x}" for x in ("csv", "png", "json") if (Path(args.out) / f"{n}.{x}").exists()]
             say(f"{n}: wrote {', '.join(files)} in {args.out}")
@@ -476,7 +480,7 @@ def _experiment(args: argparse.Namespace) -> int:
         from sluice.experiments import page
 
         flags = " --quick" if args.quick else ""
-        written = page.write(Path(args.out), summaries, f"sluice experiment all --out {args.out}{flags}")
+        written = page.write(Path(args.out), summaries, f"sluice experiment all --out {args.out}{flags}", seconds)
         say(f"results page: {written}")
     return 0
 

@@ -221,6 +221,7 @@ def run(out: str | Path, quick: bool = False, seed: int = 0) -> dict[str, Any]:
         queries=queries,
         events_log=[f"[{e.seq}] {e.action}: {e.detail}" for e in st.approx_events][:50],
         agreement=agreement,
+        paper="Motwani et al. 2003 (STREAM) §5; Jiang & Chakravarthy §4 (overload)",
         latency="push-to-output wall time of each output batch (sluice.approx.qos); input is pushed as fast "
         "as the engine takes it, so latency is the processing time of each 250 ms of trace; large's target "
         "(20 ms) switches the strategy to path capacity while missed (the events log says when)",
