@@ -36,7 +36,8 @@ from sluice.scheduling.strategies import make
 
 SLOT = 0.005  # seconds of CPU time per time unit of the chart
 DOMAIN = 1_000_000  # the attributes' values: uniform in [0, DOMAIN)
-ON_ENGINE = ("chain-two-ops", "chain-four-ops")  # single-stream charts of selections (selectivity ≤ 1)
+KEYS = 100  # the join key K: uniform in [0, KEYS); a stored relation holds every key
+ON_ENGINE = ("chain-two-ops", "chain-four-ops", "chain-stored-join")  # the single-stream charts
 TOLERANCE = 0.2
 DEFAULT_BUDGET = 65536  # the engine's own: an operator takes (up to) its whole queue per turn
 BUDGET = 1  # one tuple per operator turn: the model's unit of scheduling (Chain §3)
@@ -58,21 +59,34 @@ def calibrate(rounds: int = 200_000) -> float:
 
 
 def build(path: Path, strategy: str, per_round: float, budget: int | None = None) -> tuple[EmbeddedEngine, Any, int]:
-    """The chart as CQL stages; returns the engine, the last stage's handle and the attribute count."""
+    """The chart as CQL stages; returns the engine, the last stage's handle and the attribute count.
+
+    A stage of selectivity ≤ 1 selects (``burn(Ai, w) < c``); one above 1 (a join with a stored
+    relation, §6.2) joins on ``K`` with relation ``R``, which holds ``round(s)`` rows per key, and
+    burns in its projection (``w`` per output row, so per input tuple the chart's time).
+    """
     n = len(path.ops)
     eng = EmbeddedEngine(
         scheduler=strategy, time_unit="millisecond", start=0, budget=budget or DEFAULT_BUDGET, clock=time.thread_time
     )
     eng.register_function("burn", burn, "integer", ["integer", "integer"])
     cols = ", ".join(f"A{i} integer" for i in range(n))
-    eng.execute(f"REGISTER STREAM S ({cols})")
-    names = ", ".join(f"A{i}" for i in range(n))
+    eng.execute(f"REGISTER STREAM S ({cols}, K integer)")
+    names = ", ".join(f"A{i}" for i in range(n)) + ", K"
     src = "S"
     handle = None
     for i, op in enumerate(path.ops):
-        rounds = max(1, round(op.cost * SLOT / per_round))
-        cut = int(min(op.sel, 1.0) * DOMAIN)
-        body = f"Istream(SELECT {names} FROM {src} [Range Unbounded] WHERE burn(A{i}, {rounds}) < {cut})"
+        if op.sel > 1:
+            copies = round(op.sel)
+            eng.execute(f"REGISTER RELATION R{i} (K integer, X integer)")
+            eng.push(f"R{i}", [(0, "+", k, c) for k in range(KEYS) for c in range(copies)])
+            rounds = max(1, round(op.cost * SLOT / per_round / copies))
+            items = ", ".join(f"burn({src}.A{j}, {rounds}) AS A{j}" if j == i else f"{src}.A{j}" for j in range(n))
+            body = f"Rstream(SELECT {items}, {src}.K FROM {src} [Now], R{i} WHERE {src}.K = R{i}.K)"
+        else:
+            rounds = max(1, round(op.cost * SLOT / per_round))
+            cut = int(op.sel * DOMAIN)
+            body = f"Istream(SELECT {names} FROM {src} [Range Unbounded] WHERE burn(A{i}, {rounds}) < {cut})"
         if i < n - 1:
             eng.execute(f"REGISTER VIEW stage{i} AS {body}")
             src = f"stage{i}"
@@ -101,6 +115,7 @@ def play(
     cols = {"__ts": pa.array(stamps, pa.int64()), "__sign": pa.array(np.ones(len(stamps), np.int8))}
     for i in range(n):
         cols[f"c{i}"] = pa.array(rng.integers(0, DOMAIN, len(stamps)), pa.int64())
+    cols[f"c{n}"] = pa.array(rng.integers(0, KEYS, len(stamps)), pa.int64())
     data = pa.table(cols)
     out: list[pa.Table] = []
     handle.subscribe_arrow(out.append)
