@@ -68,21 +68,31 @@ def test_jiang_workload_is_the_papers_size() -> None:
 
 
 def test_on_engine_reports_engine_beside_model(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr(on_engine, "ON_ENGINE", ("chain-four-ops",))
+    monkeypatch.setattr(on_engine, "ON_ENGINE", ("chain-four-ops", "chain-window-join"))
     monkeypatch.setattr(on_engine, "SLOT", 0.0005)  # small: the test checks the plumbing, not the figures
     s = on_engine.run(tmp_path, slots=120, progress=False)
     rows = s["results"]["chain-four-ops"]
     assert set(rows) == {"chain", "fifo", "greedy", "round-robin"}
     for row in rows.values():
-        names = [n for n, _, _ in row["measured_path"]]
+        ((_, ops),) = row["measured_paths"].items()  # one stream, one path
+        names = [n for n, _, _ in ops]
         assert names[-1].startswith("output") and sum(n.startswith("select") for n in names) == 4
-        assert row["engine"]["peak_queue"] >= 0 and set(row["ratio_to_model"]) == {
-            "peak_queue",
-            "mean_queue",
-            "mean_latency",
-        }
-        assert row["outputs"] >= 0
-    assert len(s["agreement"]) == 2 and (tmp_path / "chain-on-engine.json").exists()
+        assert set(row["ratio_to_model"]) == {"peak_queue", "mean_queue", "mean_latency"}
+    # the window join: a path per stream, through the same join, each the other's partner
+    paths = s["results"]["chain-window-join"]["chain"]["measured_paths"]
+    assert len(paths) == 2
+    joins = [[n for n, _, _ in ops if "join#" in n] for ops in paths.values()]
+    assert all(len(j) == 1 for j in joins) and joins[0][0].split("@")[0] == joins[1][0].split("@")[0]
+    assert len(s["agreement"]) == 4 and (tmp_path / "chain-on-engine.json").exists()
+
+
+def test_engine_memory_counts_what_each_operator_has_to_read() -> None:
+    """A turn-by-turn check of the harness's queue count on a tiny run: rows pushed but not yet
+    released by the source count, once per operator that will read them."""
+    arrivals = {"q": [3, 0, 0, 0, 0, 0]}
+    e = on_engine.play("chain-two-ops", arrivals, "fifo", on_engine.calibrate(20_000), 1)
+    assert e["memory"][0] == 3  # pushed at slot 0, none read yet
+    assert len(e["memory"]) == 6 and e["memory"][-1] <= 3
 
 
 def test_results_page_lists_every_claim(tmp_path) -> None:

@@ -37,7 +37,7 @@ from sluice.scheduling.strategies import make
 SLOT = 0.005  # seconds of CPU time per time unit of the chart
 DOMAIN = 1_000_000  # the attributes' values: uniform in [0, DOMAIN)
 KEYS = 100  # the join key K: uniform in [0, KEYS); a stored relation holds every key
-ON_ENGINE = ("chain-two-ops", "chain-four-ops", "chain-stored-join")  # the single-stream charts
+ON_ENGINE = tuple(CHAIN_SETUPS)
 TOLERANCE = 0.2
 DEFAULT_BUDGET = 65536  # the engine's own: an operator takes (up to) its whole queue per turn
 BUDGET = 1  # one tuple per operator turn: the model's unit of scheduling (Chain §3)
@@ -58,88 +58,153 @@ def calibrate(rounds: int = 200_000) -> float:
     return (time.thread_time() - t) / rounds
 
 
-def build(path: Path, strategy: str, per_round: float, budget: int | None = None) -> tuple[EmbeddedEngine, Any, int]:
-    """The chart as CQL stages; returns the engine, the last stage's handle and the attribute count.
+WIDTH = 4  # attributes A0..A3 on every stream (one per operator of the longest chart), and K
+
+
+def _stages(eng: EmbeddedEngine, src: str, ops: list[tuple[int, Op]], prefix: str, per_round: float, name: str) -> Any:
+    """CQL stages over ``src``, one per (attribute index, operator); the last is query ``name``.
 
     A stage of selectivity ≤ 1 selects (``burn(Ai, w) < c``); one above 1 (a join with a stored
-    relation, §6.2) joins on ``K`` with relation ``R``, which holds ``round(s)`` rows per key, and
-    burns in its projection (``w`` per output row, so per input tuple the chart's time).
+    relation, §6.2) joins on ``K`` with a relation holding ``round(s)`` rows per key and burns in
+    its projection (``w`` per output row, so per input tuple the chart's time).
     """
-    n = len(path.ops)
-    eng = EmbeddedEngine(
-        scheduler=strategy, time_unit="millisecond", start=0, budget=budget or DEFAULT_BUDGET, clock=time.thread_time
-    )
-    eng.register_function("burn", burn, "integer", ["integer", "integer"])
-    cols = ", ".join(f"A{i} integer" for i in range(n))
-    eng.execute(f"REGISTER STREAM S ({cols}, K integer)")
-    names = ", ".join(f"A{i}" for i in range(n)) + ", K"
-    src = "S"
+    names = ", ".join(f"A{i}" for i in range(WIDTH)) + ", K"
     handle = None
-    for i, op in enumerate(path.ops):
+    for k, (i, op) in enumerate(ops):
         if op.sel > 1:
             copies = round(op.sel)
-            eng.execute(f"REGISTER RELATION R{i} (K integer, X integer)")
-            eng.push(f"R{i}", [(0, "+", k, c) for k in range(KEYS) for c in range(copies)])
+            rel = f"{prefix}rel{k}"
+            eng.execute(f"REGISTER RELATION {rel} (K integer, X integer)")
+            eng.push(rel, [(0, "+", key, c) for key in range(KEYS) for c in range(copies)])
             rounds = max(1, round(op.cost * SLOT / per_round / copies))
-            items = ", ".join(f"burn({src}.A{j}, {rounds}) AS A{j}" if j == i else f"{src}.A{j}" for j in range(n))
-            body = f"Rstream(SELECT {items}, {src}.K FROM {src} [Now], R{i} WHERE {src}.K = R{i}.K)"
+            items = ", ".join(f"burn({src}.A{j}, {rounds}) AS A{j}" if j == i else f"{src}.A{j}" for j in range(WIDTH))
+            body = f"Rstream(SELECT {items}, {src}.K FROM {src} [Now], {rel} WHERE {src}.K = {rel}.K)"
         else:
             rounds = max(1, round(op.cost * SLOT / per_round))
             cut = int(op.sel * DOMAIN)
             body = f"Istream(SELECT {names} FROM {src} [Range Unbounded] WHERE burn(A{i}, {rounds}) < {cut})"
-        if i < n - 1:
-            eng.execute(f"REGISTER VIEW stage{i} AS {body}")
-            src = f"stage{i}"
+        if k < len(ops) - 1:
+            src = f"{prefix}s{k}"
+            eng.execute(f"REGISTER VIEW {src} AS {body}")
         else:
-            handle = eng.register_query(body, name="out", retain=0)
-    return eng, handle, n
+            handle = eng.register_query(body, name=name, retain=0)
+    return handle
+
+
+def build(name: str, strategy: str, per_round: float, budget: int | None = None) -> tuple[EmbeddedEngine, list[Any]]:
+    """Experiment ``name``'s queries as CQL stages on one engine; returns it and the queries' handles."""
+    eng = EmbeddedEngine(
+        scheduler=strategy, time_unit="millisecond", start=0, budget=budget or DEFAULT_BUDGET, clock=time.thread_time
+    )
+    eng.register_function("burn", burn, "integer", ["integer", "integer"])
+    setup = CHAIN_SETUPS[name]
+    paths = setup.paths()
+    cols = ", ".join(f"A{i} integer" for i in range(WIDTH)) + ", K integer"
+    for st in dict.fromkeys(setup.stream_of(p) for p in paths):
+        eng.execute(f"REGISTER STREAM {st} ({cols})")
+    handles = []
+    joined = [p for p in paths if any(o.partner for o in p.ops)]
+    if joined:  # §6.3: σ1 on R, the window join of R and S, then σ2, σ3 (Chain §5's two halves)
+        r, _ = joined
+        j = next(k for k, o in enumerate(r.ops) if o.partner)
+        pre, join, post = r.ops[:j], r.ops[j], r.ops[j + 1 :]
+        left = "R"
+        if pre:
+            left = "jr"
+            eng.execute(
+                f"REGISTER VIEW jr AS Istream(SELECT {', '.join(f'A{i}' for i in range(WIDTH))}, K FROM R "
+                f"[Range Unbounded] WHERE burn(A0, {max(1, round(pre[0].cost * SLOT / per_round))}) "
+                f"< {int(pre[0].sel * DOMAIN)})"
+            )
+        rows = round(join.sel * KEYS)  # each arrival meets join.sel of the other side's window on average
+        rounds = max(1, round(join.cost * SLOT / per_round / join.sel))
+        items = ", ".join(f"burn({left}.A{i}, {rounds}) AS A{i}" if i == j else f"{left}.A{i}" for i in range(WIDTH))
+        eng.execute(
+            f"REGISTER VIEW jn AS Istream(SELECT {items}, {left}.K FROM {left} [Rows {rows}], S [Rows {rows}] "
+            f"WHERE {left}.K = S.K)"
+        )
+        handles.append(_stages(eng, "jn", [(j + 1 + k, o) for k, o in enumerate(post)], "jp", per_round, "join"))
+    for k, p in enumerate(x for x in paths if x not in joined):
+        handles.append(_stages(eng, setup.stream_of(p), list(enumerate(p.ops)), f"q{k}", per_round, f"q{k}"))
+    return eng, handles
+
+
+def engine_paths(eng: EmbeddedEngine, handles: list[Any]) -> list[tuple[str, list[Any]]]:
+    """Every path of the engine's plan from a stream source to a query's output: (stream, operators
+    from the source up, the source itself excluded).
+    """
+    reg = eng.registry
+    sources = {id(s): n for n, s in reg.sources.items()}
+    out: list[tuple[str, list[Any]]] = []
+
+    def down(op: Any, above: list[Any]) -> None:
+        if id(op) in sources:
+            if not reg.sources[sources[id(op)]].relation:
+                out.append((sources[id(op)], list(reversed(above))))
+            return
+        for q in op.inputs():
+            down(reg.producer(q), [*above, op])
+
+    for h in handles:
+        assert h.output is not None
+        down(h.output, [])
+    return out
 
 
 def play(
-    path: Path,
-    arrivals: list[int],
+    name: str,
+    arrivals: dict[str, list[int]],
     strategy: str,
     per_round: float,
     seed: int,
     estimates: dict[str, tuple[float, float]] | None = None,
     budget: int | None = BUDGET,
 ) -> dict[str, Any]:
-    """One run on the virtual clock; ``estimates``: static (seconds per tuple, selectivity) per
-    operator; ``budget``: tuples an operator may take per turn (None: the engine's default, its whole queue).
+    """One run on the virtual clock (``arrivals`` per stream); ``estimates``: static (seconds per
+    tuple, selectivity) per operator; ``budget``: tuples an operator may take per turn (None: the
+    engine's default, its whole queue).
     """
-    eng, handle, n = build(path, strategy, per_round, budget)
+    eng, handles = build(name, strategy, per_round, budget)
     if estimates:
         eng.set_estimates(estimates)
     rng = np.random.default_rng(seed)
-    stamps = np.repeat(np.arange(len(arrivals)), arrivals)
-    cols = {"__ts": pa.array(stamps, pa.int64()), "__sign": pa.array(np.ones(len(stamps), np.int8))}
-    for i in range(n):
-        cols[f"c{i}"] = pa.array(rng.integers(0, DOMAIN, len(stamps)), pa.int64())
-    cols[f"c{n}"] = pa.array(rng.integers(0, KEYS, len(stamps)), pa.int64())
-    data = pa.table(cols)
+    stamps = {st: np.repeat(np.arange(len(a)), a) for st, a in arrivals.items()}
+    data = {}
+    for st, ts in stamps.items():
+        cols = {"__ts": pa.array(ts, pa.int64()), "__sign": pa.array(np.ones(len(ts), np.int8))}
+        for i in range(WIDTH):
+            cols[f"c{i}"] = pa.array(rng.integers(0, DOMAIN, len(ts)), pa.int64())
+        cols[f"c{WIDTH}"] = pa.array(rng.integers(0, KEYS, len(ts)), pa.int64())
+        data[st] = pa.table(cols)
     out: list[pa.Table] = []
-    handle.subscribe_arrow(out.append)
-    queues = [q for q in eng.registry.queues() if not q.name.startswith("q:output")]
-    (source,) = [q for q in queues if q.name == "S"]
+    for h in handles:
+        h.subscribe_arrow(out.append)
+    ops = list(eng.operators)
+    queue_of = {q.name: q for q in eng.registry.queues()}
+    readers = {st: len([r for o in ops for r in o.readers if r.queue is queue_of[st]]) for st in arrivals}
+    slots = max(len(a) for a in arrivals.values())
     memory: list[int] = []
     lat: list[float] = []
-    pos, v, held, busy = 0, 0.0, 0, 0.0
-    ops = list(eng.operators)
+    pos = dict.fromkeys(arrivals, 0)
+    v, held, busy = 0.0, 0, 0.0
     turn_cost = [0.0] * len(ops)
     while True:
         # the slots the clock has reached: their arrivals enter; a slot passed during a turn sees the
         # queues as they were when the turn began (the turn's batch is still in service) plus arrivals
-        while len(memory) <= min(int(v), len(arrivals) - 1):
+        while len(memory) <= min(int(v), slots - 1):
             k = len(memory)
-            j = int(np.searchsorted(stamps, k, side="right"))
-            if j > pos:
-                eng.push_batch("S", data.slice(pos, j - pos))
-                held += j - pos
-                pos = j
+            for st, ts in stamps.items():
+                j = int(np.searchsorted(ts, k, side="right"))
+                if j > pos[st]:
+                    eng.push_batch(st, data[st].slice(pos[st], j - pos[st]))
+                    held += (j - pos[st]) * readers[st]
+                    pos[st] = j
             eng.heartbeat(k)
             memory.append(held)
-        # queued, plus pushed rows the source has not yet released into its queue
-        held = sum(q.length for q in queues) + pos - source.enqueued
+        # what each operator has still to read (a path's copy, as the model counts), and pushed rows
+        # the sources have not yet released, once per operator reading them
+        held = sum(r.available() for o in ops for r in o.readers)
+        held += sum((pos[st] - queue_of[st].enqueued) * readers[st] for st in arrivals)
         before = [o.statistics().seconds for o in ops]
         t0 = time.thread_time()
         steps = eng.run(max_steps=1)
@@ -151,7 +216,7 @@ def play(
                 turn_cost[k] += cost * x / total
         busy += cost
         if not steps:
-            if len(memory) >= len(arrivals):
+            if len(memory) >= slots:
                 break
             v = float(len(memory))  # idle: jump to the next slot
             continue
@@ -159,18 +224,32 @@ def play(
         for t in out:  # delivered during the turn: they leave when it ends
             lat.extend((v - np.asarray(t.column("__ts"), dtype=float)).tolist())
         out.clear()
-    st = [o.statistics() for o in ops]
-    # per operator: its turns' cost per tuple in (what the model charges), and its own time per tuple
-    measured = [
-        Op(o.name, max(c / x.tuples_in, 1e-9) if x.tuples_in else 1e-9, x.selectivity if x.tuples_in else 1.0)
-        for o, x, c in zip(ops, st, turn_cost, strict=True)
-    ]
-    own = sum(x.seconds for x in st) / SLOT
+    st_of = {id(o): (o.statistics(), c) for o, c in zip(ops, turn_cost, strict=True)}
+    # per operator: its turns' cost per tuple in (what the model charges) and its selectivity
+    model: list[Path] = []
+    paths = engine_paths(eng, handles)
+    copies: dict[int, list[int]] = {}  # operator: the paths it is on
+    for k, (_, chain) in enumerate(paths):
+        for o in chain:
+            copies.setdefault(id(o), []).append(k)
+    for k, (stream, chain) in enumerate(paths):
+        opz = []
+        for o in chain:
+            ost, charged = st_of[id(o)]
+            shared = copies[id(o)]
+            partner = None
+            if len(o.inputs()) == 2 and len(shared) == 2:  # a two-stream join: the other side's half
+                partner = f"{o.name}@{shared[1] if shared[0] == k else shared[0]}"
+            cost = max(charged / ost.tuples_in, 1e-9) if ost.tuples_in else 1e-9
+            opz.append(Op(f"{o.name}@{k}", cost, ost.selectivity if ost.tuples_in else 1.0, partner))
+        model.append(Path(f"{stream}#{k}", tuple(opz)))
+    own = sum(ost.seconds for ost, _ in st_of.values()) / SLOT
     eng.close()
     return {
         "memory": memory,
         "latency": lat,
-        "ops": measured,
+        "paths": model,
+        "streams": [stream for stream, _ in paths],
         "outputs": len(lat),
         "operator_share_of_turns": round(own / busy, 3) if busy else None,
     }
@@ -182,16 +261,17 @@ def run(out: FsPath, slots: int = 2000, seed: int = 1, progress: bool = True) ->
     results: dict[str, Any] = {}
     batch_rows: dict[str, Any] = {}  # Chain with whole-queue turns (the engine's default budget)
     for name in ON_ENGINE:
-        path = CHAIN_SETUPS[name].paths()[0]
-        arr_f = _arrivals([path], slots, "dec-pkt", seed)[path.name]
-        arrivals = [int(round(a)) for a in arr_f]
+        setup = CHAIN_SETUPS[name]
+        arr = _arrivals(setup.paths(), slots, "dec-pkt", seed, setup.streams)
+        arrivals = {setup.stream_of(p): [int(round(a)) for a in arr[p.name]] for p in setup.paths()}
         # static estimates from a preliminary pass over the data, as Chain §6 did
-        pre = play(path, arrivals, "fifo", per_round, seed)
-        estimates = {o.name: (o.cost * SLOT, o.sel) for o in pre["ops"]}
+        pre = play(name, arrivals, "fifo", per_round, seed)
+        estimates = {o.name.rsplit("@", 1)[0]: (o.cost * SLOT, o.sel) for p in pre["paths"] for o in p.ops}
         rows = {}
         for s in STRATEGIES:
-            e = play(path, arrivals, s, per_round, seed, estimates)
-            model_path = Path("engine", tuple(e["ops"]))
+            e = play(name, arrivals, s, per_round, seed, estimates)
+            by_name = {st.lower(): a for st, a in arrivals.items()}  # the catalog folds names' case
+            model_arrivals = {p.name: by_name[st.lower()] for p, st in zip(e["paths"], e["streams"], strict=True)}
             eng_lat = statistics.fmean(e["latency"]) if e["latency"] else 0.0
             row: dict[str, Any] = {
                 "engine": {
@@ -201,11 +281,13 @@ def run(out: FsPath, slots: int = 2000, seed: int = 1, progress: bool = True) ->
                 },
                 "outputs": e["outputs"],
                 "operator_share_of_turns": e["operator_share_of_turns"],
-                "measured_path": [[o.name, round(o.cost, 4), round(o.sel, 4)] for o in e["ops"]],
+                "measured_paths": {
+                    p.name: [[o.name, round(o.cost, 4), round(o.sel, 4)] for o in p.ops] for p in e["paths"]
+                },
             }
             for model, engine_like in (("model", True), ("fluid_model", False)):
                 sim = simulate(
-                    [model_path], {"engine": arrivals}, make(s), slots, preemptive=not engine_like, whole=engine_like
+                    e["paths"], model_arrivals, make(s), slots, preemptive=not engine_like, whole=engine_like
                 )
                 sim_lat = sum(lat * a for lat, a, _ in sim.latencies) / max(sum(a for _, a, _ in sim.latencies), 1e-12)
                 row[model] = {
@@ -220,7 +302,7 @@ def run(out: FsPath, slots: int = 2000, seed: int = 1, progress: bool = True) ->
             rows[s] = row
             if bar:
                 bar.step(f"{name}/{s}")
-        whole = play(path, arrivals, "chain", per_round, seed, estimates, budget=None)
+        whole = play(name, arrivals, "chain", per_round, seed, estimates, budget=None)
         batch_rows[name] = {
             "peak_queue": max(whole["memory"]),
             "mean_queue": round(statistics.fmean(whole["memory"]), 3),
