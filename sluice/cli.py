@@ -431,12 +431,18 @@ def _experiment(args: argparse.Namespace) -> int:
     from sluice.experiments import shared_joins
     from sluice.experiments.scheduling import EXPERIMENTS, run
 
-    known = EXPERIMENTS + ["chain-on-engine"] + shared_joins.EXPERIMENTS + ["overload"]
+    known = EXPERIMENTS + ["chain-on-engine", "jiang-on-engine"] + shared_joins.EXPERIMENTS + ["overload"]
     names = known if args.name == "all" else [args.name]
     summaries: dict[str, Any] = {}
     seconds: dict[str, float] = {}
     if args.name == "list":
-        print("\n".join(known + ["sweep (with --on-spark)"]))
+        print("\n".join(known + ["sweep (with --on-spark)", "page (the results page from the JSON in --out)"]))
+        return 0
+    if args.name == "page":
+        from sluice.experiments import page
+
+        written = page.rebuild(Path(args.out), known)
+        say(f"results page: {written}")
         return 0
     if args.name == "sweep" or args.on_spark:
         if not args.on_spark:
@@ -467,11 +473,19 @@ def _experiment(args: argparse.Namespace) -> int:
 
                 summary = on_engine.run(Path(args.out), args.slots or (300 if args.quick else 3000), args.seed)
                 shown = {c["claim"]: c["agrees"] for c in summary["agreement"]}
+            elif n == "jiang-on-engine":
+                from sluice.experiments import jiang_engine
+
+                summary = jiang_engine.run(Path(args.out), args.slots or (800 if args.quick else 4000), args.seed)
+                shown = {c["claim"]: c["agrees"] for c in summary["agreement"]}
             else:
                 summary = run(n, args.out, args.slots, args.seed)
                 shown = {c["claim"]: c["agrees"] for c in summary.get("agreement", [])} or summary
             summaries[n] = summary
             seconds[n] = time.perf_counter() - t0
+            page_times = Path(args.out) / "seconds.json"  # for 'sluice experiment page'
+            done = json.loads(page_times.read_text()) if page_times.exists() else {}
+            page_times.write_text(json.dumps(done | {n: round(seconds[n], 1)}, indent=1) + "\n")
             print(json.dumps(shown, indent=1))
             files = [f"{n}.{x}" for x in ("csv", "png", "json") if (Path(args.out) / f"{n}.{x}").exists()]
             say(f"{n}: wrote {', '.join(files)} in {args.out}")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path as FsPath
 from typing import Any
 
@@ -61,15 +62,24 @@ def calibrate(rounds: int = 200_000) -> float:
 WIDTH = 4  # attributes A0..A3 on every stream (one per operator of the longest chart), and K
 
 
-def _stages(eng: EmbeddedEngine, src: str, ops: list[tuple[int, Op]], prefix: str, per_round: float, name: str) -> Any:
+def _stages(
+    eng: EmbeddedEngine,
+    src: str,
+    ops: list[tuple[int, Op]],
+    prefix: str,
+    per_round: float,
+    name: str,
+    width: int = WIDTH,
+    view: bool = False,
+) -> Any:
     """CQL stages over ``src``, one per (attribute index, operator); the last is query ``name``.
 
     A stage of selectivity ≤ 1 selects (``burn(Ai, w) < c``); one above 1 (a join with a stored
     relation, §6.2) joins on ``K`` with a relation holding ``round(s)`` rows per key and burns in
     its projection (``w`` per output row, so per input tuple the chart's time).
     """
-    names = ", ".join(f"A{i}" for i in range(WIDTH)) + ", K"
-    handle = None
+    names = ", ".join(f"A{i}" for i in range(width)) + ", K"
+    handle: Any = None
     for k, (i, op) in enumerate(ops):
         if op.sel > 1:
             copies = round(op.sel)
@@ -77,31 +87,38 @@ def _stages(eng: EmbeddedEngine, src: str, ops: list[tuple[int, Op]], prefix: st
             eng.execute(f"REGISTER RELATION {rel} (K integer, X integer)")
             eng.push(rel, [(0, "+", key, c) for key in range(KEYS) for c in range(copies)])
             rounds = max(1, round(op.cost * SLOT / per_round / copies))
-            items = ", ".join(f"burn({src}.A{j}, {rounds}) AS A{j}" if j == i else f"{src}.A{j}" for j in range(WIDTH))
+            items = ", ".join(f"burn({src}.A{j}, {rounds}) AS A{j}" if j == i else f"{src}.A{j}" for j in range(width))
             body = f"Rstream(SELECT {items}, {src}.K FROM {src} [Now], {rel} WHERE {src}.K = {rel}.K)"
         else:
             rounds = max(1, round(op.cost * SLOT / per_round))
             cut = int(op.sel * DOMAIN)
             body = f"Istream(SELECT {names} FROM {src} [Range Unbounded] WHERE burn(A{i}, {rounds}) < {cut})"
-        if k < len(ops) - 1:
-            src = f"{prefix}s{k}"
+        if k < len(ops) - 1 or view:
+            src = name if k == len(ops) - 1 else f"{prefix}s{k}"
             eng.execute(f"REGISTER VIEW {src} AS {body}")
+            handle = src
         else:
             handle = eng.register_query(body, name=name, retain=0)
-    return handle
+    return handle  # the query's handle, or with ``view`` the last view's name
 
 
-def build(name: str, strategy: str, per_round: float, budget: int | None = None) -> tuple[EmbeddedEngine, list[Any]]:
-    """Experiment ``name``'s queries as CQL stages on one engine; returns it and the queries' handles."""
+def engine(strategy: str, budget: int | None, width: int = WIDTH, streams: Sequence[str] = ()) -> EmbeddedEngine:
+    """An engine timing operators on this thread's CPU clock, with ``burn`` and the streams."""
     eng = EmbeddedEngine(
         scheduler=strategy, time_unit="millisecond", start=0, budget=budget or DEFAULT_BUDGET, clock=time.thread_time
     )
     eng.register_function("burn", burn, "integer", ["integer", "integer"])
+    cols = ", ".join(f"A{i} integer" for i in range(width)) + ", K integer"
+    for st in streams:
+        eng.execute(f"REGISTER STREAM {st} ({cols})")
+    return eng
+
+
+def build(name: str, strategy: str, per_round: float, budget: int | None = None) -> tuple[EmbeddedEngine, list[Any]]:
+    """Experiment ``name``'s queries as CQL stages on one engine; returns it and the queries' handles."""
     setup = CHAIN_SETUPS[name]
     paths = setup.paths()
-    cols = ", ".join(f"A{i} integer" for i in range(WIDTH)) + ", K integer"
-    for st in dict.fromkeys(setup.stream_of(p) for p in paths):
-        eng.execute(f"REGISTER STREAM {st} ({cols})")
+    eng = engine(strategy, budget, streams=list(dict.fromkeys(setup.stream_of(p) for p in paths)))
     handles = []
     joined = [p for p in paths if any(o.partner for o in p.ops)]
     if joined:  # §6.3: σ1 on R, the window join of R and S, then σ2, σ3 (Chain §5's two halves)
@@ -152,19 +169,23 @@ def engine_paths(eng: EmbeddedEngine, handles: list[Any]) -> list[tuple[str, lis
 
 
 def play(
-    name: str,
+    name: str | Callable[[str, float, int | None], tuple[EmbeddedEngine, list[Any]]],
     arrivals: dict[str, list[int]],
     strategy: str,
     per_round: float,
     seed: int,
     estimates: dict[str, tuple[float, float]] | None = None,
     budget: int | None = BUDGET,
+    width: int = WIDTH,
 ) -> dict[str, Any]:
-    """One run on the virtual clock (``arrivals`` per stream); ``estimates``: static (seconds per
-    tuple, selectivity) per operator; ``budget``: tuples an operator may take per turn (None: the
-    engine's default, its whole queue).
+    """One run on the virtual clock (``arrivals`` per stream) of a Chain experiment's queries (by
+    name) or of what ``name(strategy, per_round, budget)`` builds; ``estimates``: static (seconds
+    per tuple, selectivity) per operator; ``budget``: tuples an operator may take per turn (None:
+    the engine's default, its whole queue).
     """
-    eng, handles = build(name, strategy, per_round, budget)
+    eng, handles = (
+        build(name, strategy, per_round, budget) if isinstance(name, str) else name(strategy, per_round, budget)
+    )
     if estimates:
         eng.set_estimates(estimates)
     rng = np.random.default_rng(seed)
@@ -172,9 +193,9 @@ def play(
     data = {}
     for st, ts in stamps.items():
         cols = {"__ts": pa.array(ts, pa.int64()), "__sign": pa.array(np.ones(len(ts), np.int8))}
-        for i in range(WIDTH):
+        for i in range(width):
             cols[f"c{i}"] = pa.array(rng.integers(0, DOMAIN, len(ts)), pa.int64())
-        cols[f"c{WIDTH}"] = pa.array(rng.integers(0, KEYS, len(ts)), pa.int64())
+        cols[f"c{width}"] = pa.array(rng.integers(0, KEYS, len(ts)), pa.int64())
         data[st] = pa.table(cols)
     out: list[pa.Table] = []
     for h in handles:
@@ -185,6 +206,7 @@ def play(
     slots = max(len(a) for a in arrivals.values())
     memory: list[int] = []
     lat: list[float] = []
+    at: list[float] = []  # when each of them was delivered
     pos = dict.fromkeys(arrivals, 0)
     v, held, busy = 0.0, 0, 0.0
     turn_cost = [0.0] * len(ops)
@@ -223,6 +245,7 @@ def play(
         v += cost
         for t in out:  # delivered during the turn: they leave when it ends
             lat.extend((v - np.asarray(t.column("__ts"), dtype=float)).tolist())
+            at.extend([v] * t.num_rows)
         out.clear()
     st_of = {id(o): (o.statistics(), c) for o, c in zip(ops, turn_cost, strict=True)}
     # per operator: its turns' cost per tuple in (what the model charges) and its selectivity
@@ -248,6 +271,7 @@ def play(
     return {
         "memory": memory,
         "latency": lat,
+        "delivered_at": at,
         "paths": model,
         "streams": [stream for stream, _ in paths],
         "outputs": len(lat),

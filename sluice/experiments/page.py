@@ -83,3 +83,13 @@ def write(out: Path, summaries: Mapping[str, Any], command: str, seconds: Mappin
     page = out.resolve().parent / f"{out.resolve().name}.md"
     page.write_text(render(out, summaries, command, seconds))
     return page
+
+
+def rebuild(out: Path, names: list[str]) -> Path:
+    """The page from the experiments' JSON already in ``out`` (and their run times, ``seconds.json``)."""
+    summaries = {n: json.loads((out / f"{n}.json").read_text()) for n in names if (out / f"{n}.json").exists()}
+    if not summaries:
+        raise FileNotFoundError(f"no experiment's JSON in {out}: run 'sluice experiment all --out {out}' first")
+    times = out / "seconds.json"
+    seconds = json.loads(times.read_text()) if times.exists() else {}
+    return write(out, summaries, f"sluice experiment all --out {out}; sluice experiment page --out {out}", seconds)
