@@ -127,7 +127,6 @@ def test_jiang_on_engine_builds_the_116_operators_as_cql(tmp_path, monkeypatch) 
 
     monkeypatch.setattr(on_engine, "SLOT", 0.0002)  # the plumbing, not the figures
     monkeypatch.setattr(jiang_engine, "PROBE_SLOTS", 40)
-    monkeypatch.setattr(jiang_engine, "STRATEGIES", ("path-capacity", "chain"))
     s = jiang_engine.run(tmp_path, slots=240, progress=False)
     for r in s["results"].values():
         assert r["paths"] == 36  # a path per (query, stream), as the model has
