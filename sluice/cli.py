@@ -431,7 +431,7 @@ def _experiment(args: argparse.Namespace) -> int:
     from sluice.experiments import shared_joins
     from sluice.experiments.scheduling import EXPERIMENTS, run
 
-    known = EXPERIMENTS + ["chain-on-engine", "jiang-on-engine"] + shared_joins.EXPERIMENTS + ["overload"]
+    known = EXPERIMENTS + ["chain-on-engine"] + shared_joins.EXPERIMENTS + ["overload"]
     names = known if args.name == "all" else [args.name]
     summaries: dict[str, Any] = {}
     seconds: dict[str, float] = {}
@@ -472,11 +472,6 @@ def _experiment(args: argparse.Namespace) -> int:
                 from sluice.experiments import on_engine
 
                 summary = on_engine.run(Path(args.out), args.slots or (300 if args.quick else 3000), args.seed)
-                shown = {c["claim"]: c["agrees"] for c in summary["agreement"]}
-            elif n == "jiang-on-engine":
-                from sluice.experiments import jiang_engine
-
-                summary = jiang_engine.run(Path(args.out), args.slots or (800 if args.quick else 4000), args.seed)
                 shown = {c["claim"]: c["agrees"] for c in summary["agreement"]}
             else:
                 summary = run(n, args.out, args.slots, args.seed)

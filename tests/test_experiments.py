@@ -120,16 +120,3 @@ def test_static_estimates_and_switching_scheduler_at_run_time() -> None:
     assert [e.row for e in q.results() if e.sign == "+"] == [(t,) for t in range(2, 10)]
     with pytest.raises(SluiceError, match="unknown scheduler"):
         eng.set_scheduler("lottery")
-
-
-def test_jiang_on_engine_builds_the_116_operators_as_cql(tmp_path, monkeypatch) -> None:
-    from sluice.experiments import jiang_engine
-
-    monkeypatch.setattr(on_engine, "SLOT", 0.0002)  # the plumbing, not the figures
-    monkeypatch.setattr(jiang_engine, "PROBE_SLOTS", 40)
-    s = jiang_engine.run(tmp_path, slots=240, progress=False)
-    for r in s["results"].values():
-        assert r["paths"] == 36  # a path per (query, stream), as the model has
-        assert r["operators"] > 116  # each chart operator is a stage: a selection, its window, an Istream
-    assert s["engine_plan_cost_over_chart"] > 0 and 0 < s["arrivals_kept"] <= 1
-    assert [c["agrees"] in (True, False) for c in s["agreement"]] == [True, True]

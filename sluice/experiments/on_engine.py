@@ -70,7 +70,6 @@ def _stages(
     per_round: float,
     name: str,
     width: int = WIDTH,
-    view: bool = False,
 ) -> Any:
     """CQL stages over ``src``, one per (attribute index, operator); the last is query ``name``.
 
@@ -93,13 +92,12 @@ def _stages(
             rounds = max(1, round(op.cost * SLOT / per_round))
             cut = int(op.sel * DOMAIN)
             body = f"Istream(SELECT {names} FROM {src} [Range Unbounded] WHERE burn(A{i}, {rounds}) < {cut})"
-        if k < len(ops) - 1 or view:
-            src = name if k == len(ops) - 1 else f"{prefix}s{k}"
+        if k < len(ops) - 1:
+            src = f"{prefix}s{k}"
             eng.execute(f"REGISTER VIEW {src} AS {body}")
-            handle = src
         else:
             handle = eng.register_query(body, name=name, retain=0)
-    return handle  # the query's handle, or with ``view`` the last view's name
+    return handle
 
 
 def engine(strategy: str, budget: int | None, width: int = WIDTH, streams: Sequence[str] = ()) -> EmbeddedEngine:
@@ -208,7 +206,7 @@ def play(
     lat: list[float] = []
     at: list[float] = []  # when each of them was delivered
     pos = dict.fromkeys(arrivals, 0)
-    v, held, busy = 0.0, 0, 0.0
+    v, held, busy, unattributed = 0.0, 0, 0.0, 0.0
     turn_cost = [0.0] * len(ops)
     while True:
         # the slots the clock has reached: their arrivals enter; a slot passed during a turn sees the
@@ -236,6 +234,8 @@ def play(
         for k, x in enumerate(spent):  # the turn's whole cost (scheduling too), by each operator's share
             if total > 0:
                 turn_cost[k] += cost * x / total
+        if total <= 0:
+            unattributed += cost  # a turn in which no operator did work (time moving on, scheduling)
         busy += cost
         if not steps:
             if len(memory) >= slots:
@@ -276,6 +276,8 @@ def play(
         "streams": [stream for stream, _ in paths],
         "outputs": len(lat),
         "operator_share_of_turns": round(own / busy, 3) if busy else None,
+        "idle_work_per_slot": unattributed / max(slots, 1),
+        "busy": busy,  # time units the engine worked, over the run's slots
     }
 
 
