@@ -83,7 +83,7 @@ def test_on_engine_reports_engine_beside_model(tmp_path, monkeypatch) -> None:
     assert len(paths) == 2
     joins = [[n for n, _, _ in ops if "join#" in n] for ops in paths.values()]
     assert all(len(j) == 1 for j in joins) and joins[0][0].split("@")[0] == joins[1][0].split("@")[0]
-    assert len(s["agreement"]) == 4 and (tmp_path / "chain-on-engine.json").exists()
+    assert len(s["agreement"]) == 6 and (tmp_path / "chain-on-engine.json").exists()
 
 
 def test_engine_memory_counts_what_each_operator_has_to_read() -> None:
