@@ -41,7 +41,12 @@ def _cell(x: Any) -> str:
 def render(out: Path, summaries: Mapping[str, Any], command: str, seconds: Mapping[str, float] | None = None) -> str:
     rel = out.name
     seconds = seconds or {}
-    took = f" It took {sum(seconds.values()) / 60:.1f} minutes on this project's 2-core machine." if seconds else ""
+    timed = [n for n in summaries if n in seconds]
+    took = (
+        f" It took {sum(seconds[n] for n in timed) / 60:.1f} minutes on this project's 2-core machine."
+        if timed and len(timed) == len(summaries)
+        else ""
+    )
     lines = [
         "# The papers' experiments: claims, our figures, agreement",
         "",
