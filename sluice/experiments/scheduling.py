@@ -18,14 +18,15 @@ from __future__ import annotations
 import csv
 import json
 import statistics
-import sys
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path as FsPath
 from typing import Any
 
+import numpy as np
+
 from sluice.experiments.results import claim
+from sluice.progress import progress
 from sluice.scheduling.bound import lp_bound
 from sluice.scheduling.model import Op, Path, lower_envelope
 from sluice.scheduling.simulator import SimResult, simulate
@@ -37,7 +38,6 @@ SEEDS = 5
 NEAR = 1.15  # "almost as well as", "identical": the median ratio to Chain at most this
 WORSE = 1.25  # "performs badly", "much worse": the median ratio to Chain at least this
 STRATEGIES = ["chain", "fifo", "greedy", "round-robin"]
-CHAIN_STRATEGIES = STRATEGIES  # the name the Spark sweep reads
 
 
 def _path_time(p: Path) -> float:
@@ -45,21 +45,16 @@ def _path_time(p: Path) -> float:
 
 
 class Progress:
-    def __init__(self, total: int, label: str, stream: Any = sys.stderr) -> None:
-        self.total, self.label, self.n, self.stream = total, label, 0, stream
-        self.t0 = time.perf_counter()
+    """``step(what)`` on the project's progress bar (``sluice.progress``: tqdm on a terminal only)."""
+
+    def __init__(self, total: int, label: str) -> None:
+        self.bar = progress(label, total=total, unit="run")
 
     def step(self, what: str = "") -> None:
-        self.n += 1
-        width = 30
-        done = int(width * self.n / self.total)
-        secs = time.perf_counter() - self.t0
-        self.stream.write(
-            f"\r{self.label} [{'#' * done}{'.' * (width - done)}] {self.n}/{self.total} {secs:5.1f}s {what:<28}"
-        )
-        if self.n == self.total:
-            self.stream.write("\n")
-        self.stream.flush()
+        self.bar.set_postfix_str(what)
+        self.bar.update()
+        if self.bar.total is not None and self.bar.n >= self.bar.total:
+            self.bar.close()
 
 
 # -- the Chain paper's queries (§6), as operator paths --------------------------------------
@@ -154,7 +149,6 @@ CHAIN_SETUPS: dict[str, Setup] = {
         {"q2": "R", "q3": "R"},
     ),
 }
-CHAIN_EXPERIMENTS: dict[str, Callable[[], list[Path]]] = {k: v.paths for k, v in CHAIN_SETUPS.items()}
 
 
 def _arrivals(
@@ -254,14 +248,9 @@ def overload_peak(paths: Sequence[Path], arrivals: dict[str, list[float]]) -> fl
     """The most work that arrives in any ``OVERLOAD_WINDOW`` time units, per time unit (1: the
     processor just keeps up; the first seed's input).
     """
-    slots = max(len(a) for a in arrivals.values())
-    work = [0.0] * slots
-    for p in paths:
-        t = _path_time(p)
-        for k, a in enumerate(arrivals[p.name]):
-            work[k] += a * t
-    best = max(sum(work[k : k + OVERLOAD_WINDOW]) for k in range(max(1, slots - OVERLOAD_WINDOW + 1)))
-    return round(float(best) / OVERLOAD_WINDOW, 2)
+    work = sum(np.asarray(arrivals[p.name], dtype=float) * _path_time(p) for p in paths)
+    windows = np.convolve(np.asarray(work), np.ones(OVERLOAD_WINDOW), mode="valid")
+    return round(float(windows.max(initial=0.0)) / OVERLOAD_WINDOW, 2)
 
 
 def two_ops_sensitivity(slots: int, seed: int, seeds: int) -> list[dict[str, Any]]:
@@ -464,7 +453,7 @@ def run_lp_excess(
     """Chain on the real charts vs the LP bound (Chain Thm 2: within n = paths, all s ≤ 1)."""
     results: dict[str, Any] = {}
     for name in ("chain-two-ops", "chain-four-ops"):
-        paths = CHAIN_EXPERIMENTS[name]()
+        paths = CHAIN_SETUPS[name].paths()
         arrivals = _arrivals(paths, slots, "synthetic", seed)
         chain = simulate(paths, arrivals, make("chain"), slots).memory
         ts = list(range(0, slots, every))

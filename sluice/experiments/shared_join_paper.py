@@ -70,9 +70,6 @@ def rnd(x: float, nd: int = 2) -> float | None:
     return None if x != x else round(float(x), nd)
 
 
-_claim = claim
-
-
 def _cost_note(rows: dict[str, dict[str, Any]]) -> str:
     """The measured busy time, (unit, band) steps and turns of the join per arrival of each policy."""
     return "; ".join(
@@ -114,7 +111,7 @@ def windows_agreement(results: dict[str, Any], clock: str) -> list[dict[str, Any
             ok = all(b == "greedy" for b in best.values())
             why = "Greedy is best in every mix." if ok else _why_not_greedy(res, best, key, clock)
             claims.append(
-                _claim(
+                claim(
                     f"{variant}: Greedy has the best average response time ({label}) in every window mix",
                     f"§5.1, {fig}",
                     ok,
@@ -135,7 +132,7 @@ def windows_agreement(results: dict[str, Any], clock: str) -> list[dict[str, Any
                 spreads[mix] = None
         ok = all(s is not None and s <= 1.5 for s in spreads.values())
         claims.append(
-            _claim(
+            claim(
                 f"{variant}: LWO's response time is nearly the same for every window "
                 "(max/min of its per-query averages over windows with 20 tuples or more ≤ 1.5)",
                 "§5.1.1, Fig 8 top row; eq. (1)",
@@ -156,7 +153,7 @@ def windows_agreement(results: dict[str, Any], clock: str) -> list[dict[str, Any
                 favour[f"{p}/{mix}"] = [rnd(small), rnd(res[mix][p]["per_window_avg_ms"][-1])]
         ok = all(v[0] is not None and v[1] is not None and v[0] < v[1] for v in favour.values())
         claims.append(
-            _claim(
+            claim(
                 f"{variant}: SWF and Greedy favour small windows "
                 "(the three smallest windows' average below the largest's)",
                 "§5.1.1, Fig 8",
@@ -181,7 +178,7 @@ def _mix_claims(variant: str, res: dict[str, Any]) -> list[dict[str, Any]]:
         ml = res["mostly-large"]
         worst = max(POLICIES, key=_by(ml, "avg_ms"))
         claims.append(
-            _claim(
+            claim(
                 f"{variant}: SWF is the worst of the three on Mostly-Large",
                 "§5.1.1, Fig 8(c)",
                 worst == "swf",
@@ -199,7 +196,7 @@ def _mix_claims(variant: str, res: dict[str, Any]) -> list[dict[str, Any]]:
         _, l_large = _small_large_halves(sl["lwo"])
         ok = g_small <= 1.25 * s_small and g_large <= 1.25 * l_large
         claims.append(
-            _claim(
+            claim(
                 f"{variant}: on Small-Large Greedy is like SWF on the small windows "
                 "and like LWO on the large ones (within 25%)",
                 "§5.1.1, Fig 8(d)",
@@ -223,7 +220,7 @@ def _variants_claim(results: dict[str, Any]) -> dict[str, Any]:
     mixes = [m for m in results["hash"] if m in results["nested-loop"]]
     ranks = {mix: [sorted(POLICIES, key=_by(results[v][mix], "avg_ms")) for v in VARIANTS] for mix in mixes}
     same = {mix: r[0] == r[1] for mix, r in ranks.items()}
-    return _claim(
+    return claim(
         "nested loop resembles hash: the same order of the three policies' averages in every mix",
         "§5.1.2, Fig 9",
         all(same.values()),
@@ -320,7 +317,7 @@ def burst_agreement(results: dict[int, dict[str, dict[str, Any]]], clock: str) -
         ok = all(b == "greedy" for b in best.values())
         gain = {e: rnd(1 - results[e]["greedy"][key] / results[e]["lwo"][key], 3) for e in bursts}
         claims.append(
-            _claim(
+            claim(
                 f"Greedy has the best average response time ({label}) at every burst size",
                 "§5.2, Fig 10(a); Greedy's improvement over LWO up to 80% (burst 4)",
                 ok,
@@ -343,7 +340,7 @@ def burst_agreement(results: dict[int, dict[str, dict[str, Any]]], clock: str) -
 
     growth = {p: rnd(results[hi][p]["avg_ms"] / results[lo][p]["avg_ms"], 1) for p in POLICIES}
     claims.append(
-        _claim(
+        claim(
             f"burstiness widens the gaps between the policies (max/min of their averages at E={hi} above E={lo})",
             "§5.2: 'as the burst size increases, the scheduling becomes more important'",
             gap(hi) > gap(lo),
@@ -362,7 +359,7 @@ def burst_agreement(results: dict[int, dict[str, dict[str, Any]]], clock: str) -
     top = results[hi]
     ratio = top["swf"]["per_window_max_ms"][-1] / top["greedy"]["per_window_max_ms"][-1]
     claims.append(
-        _claim(
+        claim(
             f"at E={hi} SWF's maximum response time for the largest window is well above Greedy's "
             "(Fig 10(c): 125 s vs 25 s)",
             "§5.2, Fig 10(c)",
@@ -406,7 +403,7 @@ def memory_agreement(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         "buffers come from the engine's costs, so the ratio to the JoinBuffer grows with the scaling; "
     )
     return [
-        _claim(
+        claim(
             "the JoinBuffer holds about lambda*w_max elements per stream (at most twice)",
             "§5.3",
             jb_ok,
@@ -414,7 +411,7 @@ def memory_agreement(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "An element stays until it has left the largest window and no queued unit still has it to scan; "
             "a burst puts more than lambda*w_max elements in a window.",
         ),
-        _claim(
+        claim(
             "SWF's input buffer (scheduling queues) stays below 10% of the JoinBuffer",
             "§5.3",
             in_ratio["swf"] < 0.10,
@@ -427,7 +424,7 @@ def memory_agreement(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 f"paper's bound is {PAPER_MEMORY['input_buffer_s_of_arrivals']:g} s."
             ),
         ),
-        _claim(
+        claim(
             "SWF's and Greedy's output buffers stay below 3% of the JoinBuffer",
             "§5.3",
             all(v < 0.03 for v in out_ratio.values()),
@@ -457,7 +454,7 @@ def model_agreement(results: dict[str, Any], clock: str) -> list[dict[str, Any]]
         checked = [r for rs in wide.values() for r in rs]
         ok: bool | None = all(0.85 <= r <= 1.15 for r in checked) if checked else None
         claims.append(
-            _claim(
+            claim(
                 f"{policy.upper()}'s per-window average response time follows {eq} "
                 "(within 15%, windows whose band holds at least 20 of B's tuples)",
                 f"§3.{'1.1' if policy == 'lwo' else '2.1'}, {eq}",
@@ -485,7 +482,7 @@ def model_agreement(results: dict[str, Any], clock: str) -> list[dict[str, Any]]
         exact = {mix: results[mix][policy]["measured_over_engine_model"] for mix in results}
         tol = 0.01 if clock == "work" else 0.5
         claims.append(
-            _claim(
+            claim(
                 f"{policy.upper()} follows {eq} restated with the engine's accounting "
                 f"(engine_model_avg_ms; within {tol:.0%})",
                 f"{eq}, one probe per (unit, band) step"
@@ -508,7 +505,7 @@ def model_agreement(results: dict[str, Any], clock: str) -> list[dict[str, Any]]
     }
     ok = all(v is not None and v <= 1.0 for v in g_better.values())
     claims.append(
-        _claim(
+        claim(
             "Greedy's mean of the per-window averages is at most SWF's in the burst setting (§3.3)",
             "§3.3",
             ok,

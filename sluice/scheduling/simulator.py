@@ -87,7 +87,7 @@ class Simulator:
         self.out_slot = 0.0
         self.decisions = 0
         self._units: dict[Granularity, list[Unit]] = {}
-        self._scan: dict[int, list[tuple[Unit, list[deque[list[float]]], bool]]] = {}
+        self._scan: dict[Granularity, list[tuple[Unit, list[deque[list[float]]], bool]]] = {}
         strategy.prepare(self.paths)
 
     def units(self, granularity: Granularity) -> list[Unit]:
@@ -122,20 +122,19 @@ class Simulator:
             return False
         return any(self.queues[qi][k] for k in range(qj))  # the other side may still deliver
 
-    def ready(self, units: Sequence[Unit]) -> list[Unit]:
-        """The units with a tuple they can process: a queue that is not empty and not blocked."""
-        key = id(units)
-        if key not in self._scan:  # per unit: its queues, and whether a join half may block it
-            self._scan[key] = [
+    def ready(self, granularity: Granularity) -> list[Unit]:
+        """The units at ``granularity`` with a tuple they can process: a queue that is not empty and not blocked."""
+        if granularity not in self._scan:  # per unit: its queues, and whether a join half may block it
+            self._scan[granularity] = [
                 (
                     u,
                     [self.queues[u.path][i] for i in range(u.first, u.last + 1)],
                     any(self.paths[u.path].ops[i].partner for i in range(u.first, u.last + 1)),
                 )
-                for u in units
+                for u in self.units(granularity)
             ]
         out = []
-        for u, qs, partnered in self._scan[key]:
+        for u, qs, partnered in self._scan[granularity]:
             if not partnered:
                 if any(qs):
                     out.append(u)
@@ -222,8 +221,7 @@ class Simulator:
         """Spend one time unit."""
         remaining = 1.0
         while remaining > EPS:
-            units = self.units(self.strategy.granularity)
-            ready = self.ready(units)
+            ready = self.ready(self.strategy.granularity)
             if not ready:
                 break
             if self.in_service is not None and self.in_service[0] in ready:
