@@ -93,7 +93,7 @@ def queries(draw: st.DrawFn) -> str:
     w = draw(windows)
     p = draw(preds)
     where = f" where {q(p)}" if p else ""
-    shape = draw(st.integers(0, 12))
+    shape = draw(st.integers(0, 13))
     if shape == 0:
         if draw(st.booleans()):
             return f"select K, CURRENT_TIME - V from S {w}{where}"
@@ -132,6 +132,11 @@ def queries(draw: st.DrawFn) -> str:
         return "select S.V, S2.W, R.N from S {}, S2 {}, R where {}".format(
             w, w2, " and ".join(["S.K = S2.K", "S2.K = R.K", *one_sided])
         )
+    if shape == 13:  # the stream of an aggregate's changes (the planner's insertions-only aggregate)
+        op = draw(st.sampled_from(["Istream", "Istream", "Dstream"]))
+        cols = draw(st.sampled_from(["K, {a}", "{a}, K", "{a}", "K"]))  # injective or not
+        group = " group by K" if "K" in cols or draw(st.booleans()) else ""
+        return f"{op}(select {cols.format(a=draw(aggs))} from S {w}{where}{group})"
     if shape == 10:
         sub = draw(
             st.sampled_from(

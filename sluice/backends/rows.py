@@ -112,16 +112,15 @@ def admit(
             pc.invert(pc.is_in(pc.fill_null(sign, 0), pa.array([1, -1], sign.type))),
             lambda i: f"sign {sign[i].as_py()!r} is not + or -",
         )
-    cols = list(batch.columns)
     for j, t in enumerate(types):
-        c = cols[META + j]
-        if t.kind is TypeKind.FLOAT and c.null_count < len(c):
-            cols[META + j] = canonical_floats(c)  # NaN is NULL, -0.0 is 0.0
+        if t.kind is TypeKind.FLOAT:
+            c = batch.column(META + j)
+            if c.null_count < len(c):  # NaN is NULL, -0.0 is 0.0
+                batch = batch.set_column(META + j, batch.schema.field(META + j), canonical_floats(c))
         limit = _limit(t)
         if limit is not None:
+            c = batch.column(META + j)
             flag(pc.greater(pc.utf8_length(c), limit), _too_long(c, t))
-    if any(a is not b for a, b in zip(cols, batch.columns, strict=True)):
-        batch = pa.Table.from_arrays(cols, schema=batch.schema)
     if not bad.any():
         return batch, []
     where = locate or (lambda i: f"{name}, row {i + 1}")

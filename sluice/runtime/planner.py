@@ -99,10 +99,15 @@ class Planner:
         self._ordered = _order_sensitive_streams(plan)
         return self._op(plan)
 
-    def _op(self, node: L.LogicalNode) -> Operator:
+    def _op(self, node: L.LogicalNode, insertions: bool = False) -> Operator:
+        """``node``'s operator (shared when an equal subplan has one); ``insertions``: built to
+        emit only its insertions (``_stream_op``), a different operator from the relation's.
+        """
         key: Any = node if self.sharing else (self._query, id(node))
         if isinstance(node, L.StreamOp):  # a canonical-order Istream is a different operator
             key = (key, node in self._ordered)
+        if insertions:
+            key = (key, "insertions")
         memo = self._memo
         if key in memo:
             op = memo[key]
@@ -111,7 +116,7 @@ class Planner:
         fn = self._dispatch.get(type(node))
         if fn is None:
             raise InternalError(f"no physical operator for {type(node).__name__}")
-        op = fn(node)
+        op = self._insertions_of(node) if insertions else fn(node)
         if not isinstance(op, Source):  # built now: its capabilities, from its kind and its inputs'
             op.declare([self._producer(r.queue) for r in op.readers])
             for q in op.outputs:
@@ -372,7 +377,18 @@ class Planner:
         sj.queries.add(self._query)
         return sj.add_port(PortDef(views[0], views[1], self.since), self._query, (starts[0], starts[1]))
 
-    def _aggregate(self, n: L.Aggregate) -> Operator:
+    def _insertions_of(self, n: L.LogicalNode) -> Operator:
+        """An ``_insertions_chain`` node, built to emit its insertions alone."""
+        if isinstance(n, L.Aggregate):
+            return self._aggregate(n, insertions=True)
+        assert isinstance(n, L.Project)
+        child = self._op(n.input, insertions=True)
+        from sluice.plan.expr import render
+
+        detail = ", ".join(render(c, n.input.schema.names) for c in n.columns)
+        return self._new(Project, ProjectSpec(n.schema, n.columns, detail=detail), [child])
+
+    def _aggregate(self, n: L.Aggregate, insertions: bool = False) -> Operator:
         child = self._op(n.input)
         for e in n.exprs():
             _no_current_time(e)
@@ -385,7 +401,9 @@ class Planner:
         fifo = self._fifo(child)
         if fifo:
             detail += "; input deletes in insertion order"
-        return self._new(Aggregate, AggregateSpec(n.schema, n.keys, n.aggs, fifo, detail=detail), [child])
+        if insertions:
+            detail += "; insertions only (read by Istream)"
+        return self._new(Aggregate, AggregateSpec(n.schema, n.keys, n.aggs, fifo, insertions, detail=detail), [child])
 
     def _fifo(self, op: Operator) -> bool:
         """Whether ``op``'s output deletes elements in the order it inserted them: a window over a
@@ -411,12 +429,12 @@ class Planner:
         return self._new(SetOp, spec, [left, right])
 
     def _stream_op(self, n: L.StreamOp) -> Operator:
-        child = self._op(n.input)
         if n.op is L.StreamOpKind.RSTREAM:
-            return self._new(Rstream, RstreamSpec(n.schema), [child])
+            return self._new(Rstream, RstreamSpec(n.schema), [self._op(n.input)])
         # Over an insert-only input Istream is the identity — unless a [Rows N] / Partition By
         # window reads this stream: then each instant must come out in canonical order (the
         # definition of a derived stream), which needs the instant complete.
+        child = self._op(n.input, insertions=n.op is L.StreamOpKind.ISTREAM and _insertions_chain(n.input))
         passthrough = n.op is L.StreamOpKind.ISTREAM and child.insert_only and n not in self._ordered
         pure = not passthrough and child.pure and n not in self._ordered
         detail = "insert-only input: pass-through" if passthrough else "pure input: no netting" if pure else ""
@@ -456,6 +474,25 @@ def window_side(node: L.LogicalNode) -> WindowSide | None:
     if base.kind is not Kind.STREAM or any(has_subquery(c) for c in below):
         return None
     return WindowSide(base, node.spec, tuple(below + above))
+
+
+def _insertions_chain(node: L.LogicalNode) -> bool:
+    """Whether ``node`` is an aggregate under injective projections (each keeps every input column
+    as it is), so that Istream of it is exactly its insertions: the aggregate's output is pure
+    (an instant changes a group by one deletion and one insertion of different rows, and rows
+    of different groups differ in their keys), and so is a projection that keeps every column.
+    The aggregate then need not build the deletions at all (issue #11: half of the sliding
+    count's output).  Nodes with subqueries, CURRENT_TIME or outer references are built by other
+    operators and are left alone.
+    """
+    while isinstance(node, L.Project):
+        if any(has_subquery(c) or uses_current_time(c) for c in node.columns) or has_outer_ref(node):
+            return False
+        kept = {c.index for c in node.columns if isinstance(c, ColRef)}
+        if not kept >= set(range(len(node.input.schema))):
+            return False
+        node = node.input
+    return isinstance(node, L.Aggregate) and not has_outer_ref(node)
 
 
 def _order_sensitive_streams(plan: L.LogicalNode) -> set[L.LogicalNode]:

@@ -48,6 +48,9 @@ class AggregateSpec(OperatorSpec):
     # the input deletes values in the order it inserted them (the planner proves it), so MIN/MAX
     # run vectorised too
     fifo: bool
+    # only a pure Istream reads it (through injective projections): it emits each change's
+    # insertion and never the deletion, which that Istream would drop (``Planner._stream_op``)
+    insertions: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +75,9 @@ class Aggregate(Unary):
         self._fns = self.key_fns + [f for f in self.arg_fns if f is not None]
         self.groups: dict[tuple[Any, ...], _Group] = {}
         self._started = False
-        self._counting = Counting(aggs, self.nkeys) if all(counting(a, fifo) for a in aggs) else None
+        self._counting = (
+            Counting(aggs, self.nkeys, self.spec.insertions) if all(counting(a, fifo) for a in aggs) else None
+        )
         # per aggregate with an argument: counted (and summed) per (instant, group) by Arrow, or fed
         # to its accumulator value by value
         protos = [accumulator(a) for a in aggs]
@@ -81,6 +86,7 @@ class Aggregate(Unary):
         # One run sees whole instants (read_aligned), so each instant's change of a group is one
         # deletion and one insertion of different rows: the output is pure.
         self.pure = True
+        self.insert_only = self.spec.insertions
 
     def _run(self, budget: int) -> int:
         (b,) = self.read_aligned(budget)
@@ -118,7 +124,10 @@ class Aggregate(Unary):
         if start_row is not None:
             s = self.ctx.start
             assert s is not None
-            if changes is not None and changes.num_rows and int(ts_of(changes)[0]) == s and sign_of(changes)[0] < 0:
+            at_start = changes is not None and changes.num_rows > 0 and int(ts_of(changes)[0]) == s
+            if self.spec.insertions and at_start:
+                pass  # row0's insertion merged with its deletion: the change's insertion alone
+            elif changes is not None and at_start and sign_of(changes)[0] < 0:
                 changes = changes.slice(1)  # the deletion of row0 at the first instant
             else:
                 self.emit(from_signed_rows([(s, 1, start_row)], self.types))
@@ -216,6 +225,8 @@ class Aggregate(Unary):
                     out.append((ts, 1, new))
             if not self._visible(grp) and key in self.groups and self.nkeys:
                 del self.groups[key]
+        if self.spec.insertions:
+            out = [o for o in out if o[1] > 0]
         self._emit_changes(from_signed_rows(out, self.types) if out else None, start_row)
 
     def _start_due(self) -> bool:

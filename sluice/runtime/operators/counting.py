@@ -44,8 +44,9 @@ class Counting(Part):
 
     STATE = ("state", "limbs", "lay", "_mag", "gid", "keys", "free", "rejects", "ext")
 
-    def __init__(self, aggs: tuple[AggCall, ...], nkeys: int) -> None:
+    def __init__(self, aggs: tuple[AggCall, ...], nkeys: int, insertions: bool = False) -> None:
         self.aggs, self.nkeys = aggs, nkeys
+        self.insertions = insertions  # each change's insertion only (AggregateSpec.insertions)
         self.nn_row: list[int] = []
         self.sum_row: list[int] = []
         self.inf_row: list[int] = []  # float SUM/AVG: the row counting +inf (the next one −inf)
@@ -326,6 +327,8 @@ class Counting(Part):
                 diff = (no != nn) | (~nn & diff)
             changed |= both & diff
         dels, ins = changed & vis_o, changed & vis_n
+        if self.insertions:
+            return self._insertions(ins, te, order[e], keycols, vals_n, types)
         if not (dels.any() or ins.any()):
             return None
         # each change as (deletion of the old row, insertion of the new), then stably into time order
@@ -344,6 +347,28 @@ class Counting(Part):
             cols.append(pa.array(x, arrow_type(ty), mask=mask))
         sign_out = np.where(is_ins, np.int8(1), np.int8(-1))
         return make(out_ts[out_order], sign_out, cols, types)
+
+    @staticmethod
+    def _insertions(
+        ins: np.ndarray,
+        te: np.ndarray,
+        rows: np.ndarray,
+        keycols: list[Any],
+        vals_n: list[tuple[np.ndarray, np.ndarray | None]],
+        types: list[Any],
+    ) -> pa.Table | None:
+        """The changes' insertions alone (the new rows), in time order: ``apply``'s output
+        without its deletions, as a pure Istream above would keep it.
+        """
+        at = np.flatnonzero(ins)
+        if not len(at):
+            return None
+        at = at[np.argsort(te[at], kind="stable")]
+        take = pa.array(rows[at])
+        cols: list[Any] = [k.take(take) for k in keycols]
+        for (xn, nn), ty in zip(vals_n, types[len(keycols) :], strict=True):
+            cols.append(pa.array(xn.take(at), arrow_type(ty), mask=None if nn is None else nn.take(at)))
+        return make(te[at], 1, cols, types)
 
     def _extremes(
         self,
