@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sluice import EmbeddedEngine, SluiceError, TimeUnit
 from sluice.plan import bind_query
-from sluice.reference import evaluate
+from sluice.reference import Element, evaluate
 from sluice.reference.compare import diff_outputs
 
 DDL = "register stream S (K integer, V integer); register relation R (K integer)"
@@ -176,3 +176,26 @@ def test_a_bounded_output_buffer_keeps_the_last_elements_and_subscribers_see_all
     assert everything.count == len(everything.results()) == 20
     with pytest.raises(SluiceError, match="retain must be"):
         eng.register_query("select * from S", retain=-1)
+
+
+def test_a_subscriber_pushing_into_the_engine_is_seen_by_the_loop_it_interrupts() -> None:
+    """The loop asks again only the units a step may have changed (issue #11); a push from a
+    subscriber runs the engine inside that step, so the interrupted loop asks every unit again:
+    what the push fed is processed by the same run() call, nothing waits for the next one.
+    """
+    eng = EmbeddedEngine()
+    eng.execute("register stream S (A integer); register stream T (A integer)")
+    first = eng.register_query("Istream(select A from S [Range Unbounded] where A > 0)", name="first")
+    second = eng.register_query("select A, count(*) from T [Range 10] group by A", name="second")
+
+    def forward(elements: list[Element]) -> None:
+        eng.push("T", [(ts, *row) for ts, _, row in elements])
+        eng.heartbeat(max(ts for ts, _, _ in elements), "T")
+        eng.run()  # a run inside the interrupted one
+
+    first.subscribe(forward)
+    eng.push("S", [(1, 5), (2, -1), (3, 5), (4, 7)])
+    eng.heartbeat(4, "S")
+    eng.run()
+    assert [r for _, _, r in first.results()] == [(5,), (5,), (7,)]
+    assert second.results() == [(1, "+", (5, 1)), (3, "-", (5, 1)), (3, "+", (5, 2)), (4, "+", (7, 1))]

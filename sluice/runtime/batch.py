@@ -152,6 +152,38 @@ def nbytes(b: pa.Table) -> int:
     return b.num_rows * w if w is not None else b.nbytes
 
 
+MERGE_RUNS = 16  # up to this many alternations a merge is zero-copy slices, beyond it one take
+
+
+def merge_in_time(first: tuple[np.ndarray, pa.Table], then: tuple[np.ndarray, pa.Table]) -> pa.Table:
+    """Two batches, each in order of its times, as one in time order with the times as its
+    timestamps; within an instant ``first``'s elements come before ``then``'s (a stable merge —
+    a window's deletions before its insertions).  When they alternate in few runs (a tumbling
+    window's boundaries) the result is slices of the two, copying nothing; otherwise one take.
+    """
+    (ta, a), (tb, b) = first, then
+    ta, tb = np.asarray(ta, dtype=np.int64), np.asarray(tb, dtype=np.int64)
+    a = a.set_column(0, TS, pa.array(ta))
+    b = b.set_column(0, TS, pa.array(tb))
+    if not len(tb) or not len(ta):
+        return b if len(tb) else a
+    ia = np.searchsorted(ta, tb, side="right")  # each of b's elements follows this many of a's
+    starts = np.flatnonzero(ia[1:] != ia[:-1]) + 1
+    if len(starts) >= MERGE_RUNS:
+        both = pa.concat_tables([a, b])
+        return both.take(pa.array(np.argsort(np.concatenate([ta, tb]), kind="stable")))
+    pieces, done = [], 0
+    for lo, hi in zip([0, *starts.tolist()], [*starts.tolist(), len(tb)], strict=True):
+        k = int(ia[lo])
+        if k > done:
+            pieces.append(a.slice(done, k - done))
+        pieces.append(b.slice(lo, hi - lo))
+        done = k
+    if done < len(ta):
+        pieces.append(a.slice(done))
+    return pa.concat_tables(pieces)
+
+
 def ts_of(b: pa.Table) -> np.ndarray:
     return b.column(0).to_numpy()
 

@@ -35,6 +35,9 @@ class SchedulerLoop:
         self._built_for = -1  # the registry's version the units were built for
         self._granularity: Granularity | None = None
         self._since_prepare = 0
+        self._affects: list[list[int]] = []  # per unit: the units whose work running it may change
+        self._after_source: dict[str, list[int]] = {}  # the same for each source (by name)
+        self._entered = 0  # calls of run() so far (to notice one nested in another)
         self.set_scheduler(scheduler)
 
     def set_scheduler(self, scheduler: str | Strategy, **options: Any) -> None:
@@ -69,10 +72,31 @@ class SchedulerLoop:
         # operators on no path to an output (none today) still get run
         units += [EngineUnit((o,), -1, 0, 0, o.name) for o in inner if id(o) not in covered]
         self._units = units
+        self._index_units(units, list(reg.sources.values()))
         self._built_for = reg.version
         self._granularity = granularity
         self._since_prepare = 0
         return units
+
+    def _index_units(self, units: list[EngineUnit], sources: list[Any]) -> None:
+        """Which units' ``has_work`` running a unit (or a source) can change: those sharing one of
+        its operators, and those reading a queue it writes.  Nothing else changes between two
+        steps of one ``run``, so the loop asks only these again (with hundreds of operators the
+        scan of every unit at every step was most of a small batch's cost: issue #11).
+        """
+        holders: dict[int, set[int]] = {}  # operator → the units holding it
+        readers: dict[int, set[int]] = {}  # queue → the units reading it
+        for i, u in enumerate(units):
+            for op in u.ops:
+                holders.setdefault(id(op), set()).add(i)
+                for r in op.readers:
+                    readers.setdefault(id(r.queue), set()).add(i)
+
+        def touched(op: Any) -> set[int]:
+            return set().union(*(readers.get(id(q), set()) for q in op.outputs))
+
+        self._affects = [sorted(set().union(*(holders[id(op)] | touched(op) for op in u.ops))) for u in units]
+        self._after_source = {s.name: sorted(touched(s)) for s in sources}
 
     def _stale(self) -> bool:
         return (
@@ -89,13 +113,33 @@ class SchedulerLoop:
         sources = list(reg.sources.values())
         outputs = reg.outputs()
         steps = 0
+        self._entered += 1
+        entered = self._entered
+        units: list[EngineUnit] = []
+        built: list[EngineUnit] | None = None  # the units ``work`` is for
+        work: list[bool] = []  # per unit, whether it has work (asked again when dirty)
+        dirty: set[int] = set()
         while max_steps is None or steps < max_steps:
+            if entered != self._entered:  # a run nested in a callback (a push from a subscriber)
+                built, entered = None, self._entered  # changed what any unit has to do: ask all
             for s in sources:
                 if s.has_work():
                     s.run(self.budget)
-            units = self._prepare() if self._stale() else self._units
-            assert units is not None
-            ready = [u for u in units if u.has_work()]
+                    dirty.update(self._after_source.get(s.name, ()))
+            if self._stale() or self._units is None:
+                self._prepare()
+            if built is not self._units:  # (re)built: here, or by a run nested in a callback
+                built = self._units
+                assert built is not None
+                units = built
+                work = [u.has_work() for u in units]
+                affects = self._affects
+                position = {id(u): i for i, u in enumerate(units)}  # (not kept: ids change when pickled)
+            else:
+                for i in dirty:
+                    work[i] = units[i].has_work()
+            dirty.clear()
+            ready = [u for u, w in zip(units, work, strict=True) if w]
             if ready:
                 u = self.strategy.choose(ready, self.view)
                 # One time unit of the strategies' model is one turn of `budget` tuples; a quantum
@@ -105,6 +149,7 @@ class SchedulerLoop:
                 quantum = self.strategy.quantum(u)
                 if quantum is not None:
                     budget = max(1, round(budget * quantum))
+                dirty.update(affects[position[id(u)]])
                 try:
                     done = u.run(budget)
                 except OperatorFailure as f:

@@ -30,6 +30,23 @@ INT64_SAFE = float(2**62)  # sums whose magnitude stays below this cannot overfl
 FLOAT_EXACT = float(2**53)  # integers below this are exact doubles: s / n is then correctly rounded
 
 
+def _dense_integers(c: pa.Array) -> tuple[np.ndarray, list[Any]] | None:
+    """An integer column without NULLs whose values span a narrow range, coded by a lookup table
+    (a counting pass, no hashing): each row's code and the values in code order.  None otherwise.
+    """
+    if not pa.types.is_integer(c.type) or c.null_count or not len(c):
+        return None
+    x = c.to_numpy()
+    lo, hi = int(x.min()), int(x.max())
+    if hi - lo >= 4 * len(x) + 1024:
+        return None
+    off = (x - lo).astype(np.intp)
+    values = np.flatnonzero(np.bincount(off, minlength=hi - lo + 1))
+    lut = np.empty(hi - lo + 1, dtype=np.int64)
+    lut[values] = np.arange(len(values))
+    return lut[off], (values + lo).tolist()
+
+
 class Counting(Part):
     """Per-group state of counting aggregates as columns of one array, updated for a whole batch.
 
@@ -138,10 +155,13 @@ class Counting(Part):
                 self._alloc(())
             return np.zeros(n, dtype=np.int64)
         codes, dicts = [], []
-        for c in keycols:  # hash-based dense codes per column (Arrow), NULL a value of its own
-            d = pc.dictionary_encode(
-                c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c, null_encoding="encode"
-            )
+        for c in keycols:  # dense codes per column, NULL a value of its own
+            dense = _dense_integers(c)
+            if dense is not None:
+                codes.append(dense[0])
+                dicts.append(dense[1])
+                continue
+            d = pc.dictionary_encode(c, null_encoding="encode")  # hash-based (Arrow)
             codes.append(d.indices.to_numpy(zero_copy_only=False).astype(np.int64))
             dicts.append(d.dictionary.to_pylist())
         if len(codes) == 1:
@@ -251,6 +271,7 @@ class Counting(Part):
         n = len(ts)
         if n == 0:
             return None
+        keycols = [c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c for c in keycols]
         gids = self.group_ids(keycols, n)
         deltas = self._deltas(sign, args, n)
         # by group, time order kept within a group (a radix sort when ids fit 16 bits)

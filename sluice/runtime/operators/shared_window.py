@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 from sluice import windows as W
-from sluice.runtime.batch import NEG_INF, POS_INF, concat
+from sluice.runtime.batch import NEG_INF, POS_INF, merge_in_time
 from sluice.runtime.operators.base import Operator, OperatorSpec, PortHandle, new_port, port_line
 from sluice.runtime.operators.join_buffer import Family, JoinBuffer, extent, family
 
@@ -159,13 +159,10 @@ class SharedWindow(Operator):
                 times.append(buf.ts[x - buf.base])
         if not parts:
             return
-        out = concat(parts, self.types)
-        ts = np.concatenate(times)
-        out = out.set_column(0, "__ts", pa.array(ts))
-        order = np.argsort(ts, kind="stable")  # deletions first within an instant
-        if len(order) > 1 and (order[1:] < order[:-1]).any():
-            out = out.take(pa.array(order))
-        self.emit(out, p.index)
+        if len(parts) == 1:
+            self.emit(parts[0].set_column(0, "__ts", pa.array(times[0])), p.index)
+        else:  # deletions first within an instant
+            self.emit(merge_in_time((times[0], parts[0]), (times[1], parts[1])), p.index)
 
     def _signed(self, x: np.ndarray, sign: int) -> pa.Table:
         buf = self.buffer

@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 from sluice import windows as W
 from sluice.errors import InternalError
-from sluice.runtime.batch import NEG_INF, concat, from_signed_rows, to_elements, ts_of
+from sluice.runtime.batch import NEG_INF, concat, from_signed_rows, merge_in_time, to_elements, ts_of
 from sluice.runtime.operators.base import Operator, OperatorSpec, Unary
 from sluice.runtime.synopsis import WindowSynopsis
 
@@ -188,14 +188,8 @@ class TimeWindow(Unary):
         if self.shrinkable:
             self._account(bound, gone)
         self._released = max(self._released, bound)
-        parts = [p for p in (gone, ins) if p[1].num_rows]
-        if not parts:
-            return
-        times = np.concatenate([t for t, _ in parts])
-        b = concat([p for _, p in parts], self.types)
-        b = b.set_column(0, "__ts", pa.array(times.astype(np.int64)))
-        order = np.argsort(times, kind="stable")  # deletions first within an instant
-        self.emit(b.take(pa.array(order)))
+        if gone[1].num_rows or ins[1].num_rows:
+            self.emit(merge_in_time(gone, ins))  # deletions first within an instant
 
     def _account(self, bound: int, gone: tuple[np.ndarray, pa.Table]) -> None:
         """Elements leaving before ``[Range T]`` would let them are missing until it would; the
