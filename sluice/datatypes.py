@@ -15,6 +15,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+import pyarrow as pa
+
 
 class TypeKind(enum.Enum):
     INTEGER = "integer"
@@ -142,3 +144,21 @@ def unify(a: DataType, b: DataType) -> DataType | None:
     if {a.kind, b.kind} <= {TypeKind.TIMESTAMP, TypeKind.INTEGER, TypeKind.BIGINT}:
         return TIMESTAMP
     return None
+
+
+_ARROW = {
+    TypeKind.INTEGER: pa.int64(),
+    TypeKind.BIGINT: pa.int64(),
+    TypeKind.TIMESTAMP: pa.int64(),
+    TypeKind.FLOAT: pa.float64(),
+    TypeKind.CHAR: pa.string(),
+    TypeKind.VARCHAR: pa.string(),
+    TypeKind.BYTE: pa.string(),
+    TypeKind.BOOLEAN: pa.bool_(),
+    TypeKind.NULL: pa.null(),
+}
+
+
+def arrow_type(t: DataType) -> pa.DataType:
+    """The Arrow type that holds values of ``t`` (batches, vectorised UDFs' arguments)."""
+    return _ARROW[t.kind]

@@ -50,7 +50,16 @@ class Engine(Protocol):
 
     def register_view(self, name: str, query: str, columns: Sequence[str] = (), kind: Kind | None = None) -> None: ...
 
-    def register_function(self, name: str, fn: Callable[..., Any], return_type: Any, arg_types: Any = None) -> None: ...
+    def register_function(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        return_type: Any,
+        arg_types: Any = None,
+        *,
+        strict: bool = True,
+        vectorized: bool = False,
+    ) -> None: ...
 
     def register_query(self, query: str, name: str | None = None) -> Any: ...
 

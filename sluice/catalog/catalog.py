@@ -185,8 +185,12 @@ class Catalog:
         arg_types: Sequence[DataType | str] | None = None,
         *,
         strict: bool = True,
+        vectorized: bool = False,
     ) -> FunctionDef:
-        """Register a scalar UDF callable from CQL as ``name(args...)``."""
+        """Register a scalar UDF callable from CQL as ``name(args...)``.  ``strict``: NULL if any
+        argument is NULL, without a call.  ``vectorized``: ``fn`` takes an Arrow array per argument
+        and returns an array of the results, row for row (``FunctionDef``).
+        """
         check_identifier(name, "function name")
         key = name.upper()
         if key in self._functions:
@@ -197,6 +201,7 @@ class Catalog:
             _to_type(return_type),
             None if arg_types is None else tuple(_to_type(t) for t in arg_types),
             strict,
+            vectorized,
         )
         self._functions[key] = d
         return d

@@ -88,7 +88,9 @@ class FunctionDef:
     """A scalar UDF registered from Python.
 
     ``strict`` functions return NULL when any argument is NULL without being called.
-    ``arg_types`` of ``None`` accepts any argument types.
+    ``arg_types`` of ``None`` accepts any argument types.  A ``vectorized`` function takes one
+    Arrow array per argument (a batch's values) and returns an array of as many results: the
+    same answers as calling it on each row, at array speed (``sluice.runtime.vexpr``).
     """
 
     name: str
@@ -96,3 +98,4 @@ class FunctionDef:
     return_type: DataType
     arg_types: tuple[DataType, ...] | None = None
     strict: bool = True
+    vectorized: bool = False

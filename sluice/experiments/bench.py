@@ -56,8 +56,13 @@ DUCKDB = {
 }
 
 
-def doltoeur(x: int) -> float:
-    return x * 0.89
+def doltoeur(x: Any) -> Any:
+    """Q1's currency conversion, registered vectorized: one Arrow multiplication per batch, as
+    the peers inline it (``price * 0.89``); on one row's array the same value as ``x * 0.89``.
+    """
+    import pyarrow.compute as pc
+
+    return pc.multiply(pc.cast(x, "float64"), 0.89)
 
 
 def _norm(row: Any) -> tuple[Any, ...]:
@@ -78,7 +83,7 @@ def _catalog() -> Any:
 
     cat = Catalog(time_unit=TimeUnit.MILLISECOND)
     execute(cat, DDL)
-    cat.register_function("DOLTOEUR", doltoeur, "float", ["bigint"])
+    cat.register_function("DOLTOEUR", doltoeur, "float", ["bigint"], vectorized=True)
     return cat
 
 
@@ -189,7 +194,7 @@ def run_spark(text: str, tables: dict[str, Any], master: str) -> tuple[dict[str,
         eng = SparkEngine(
             master, workdir=tempfile.mkdtemp(prefix="sluice-bench-"), start=0, time_unit=TimeUnit.MILLISECOND
         )
-        eng.register_function("DOLTOEUR", doltoeur, "float", ["bigint"])
+        eng.register_function("DOLTOEUR", doltoeur, "float", ["bigint"], vectorized=True)
         eng.execute(DDL)
         q = eng.register_query(text)
         t0 = time.perf_counter()

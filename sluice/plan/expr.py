@@ -76,6 +76,7 @@ class UdfCall(BExpr):
     type: DataType
     fn: Callable[..., Any] = field(compare=False, repr=False)
     strict: bool = True
+    vectorized: bool = False  # fn takes and returns Arrow arrays (FunctionDef)
 
     def children(self) -> tuple[BExpr, ...]:
         return self.args

@@ -22,10 +22,13 @@ import functools
 import math
 import operator
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from decimal import ROUND_HALF_UP, Context, Decimal
 from typing import Any
 
+import pyarrow as pa
+
+from sluice.datatypes import DataType, arrow_type
 from sluice.plan.numeric import RowError, checked
 
 
@@ -177,13 +180,22 @@ def is_not_null(a: Any) -> bool:
     return a is not None
 
 
-def call_udf(name: str, fn: Callable[..., Any], strict: bool, args: list[Any]) -> Any:
+def call_udf(
+    name: str, fn: Callable[..., Any], strict: bool, args: list[Any], vectorized: Sequence[DataType] | None = None
+) -> Any:
     """A user's function on one row's values: NULL in, NULL out when ``strict``; its failure (or
-    a result that cannot be stored) is the row's :class:`~sluice.plan.numeric.RowError`.
+    a result that cannot be stored) is the row's :class:`~sluice.plan.numeric.RowError`.  A
+    vectorized function (``vectorized``: its arguments' Arrow types) is called on arrays of one value.
     """
     if strict and any(a is None for a in args):
         return None
     try:
+        if vectorized is not None:
+            out = fn(*(pa.array([a], arrow_type(t)) for a, t in zip(args, vectorized, strict=True)))
+            out = out if isinstance(out, pa.Array | pa.ChunkedArray) else pa.array(out)
+            if len(out) != 1:
+                raise ValueError(f"returned {len(out)} values for 1 row")
+            return checked(out[0].as_py())
         return checked(fn(*args))
     except RowError:
         raise

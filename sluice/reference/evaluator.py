@@ -402,7 +402,8 @@ class Evaluator:
                     return self.eval(res, row, ctx)
             return self.eval(e.else_, row, ctx)
         if isinstance(e, UdfCall):
-            return call_udf(e.name, e.fn, e.strict, [self.eval(a, row, ctx) for a in e.args])
+            vec = [a.type for a in e.args] if e.vectorized else None
+            return call_udf(e.name, e.fn, e.strict, [self.eval(a, row, ctx) for a in e.args], vec)
         if isinstance(e, CurrentTime):
             return ctx.ts
         if isinstance(e, Subquery):

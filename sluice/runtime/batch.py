@@ -24,29 +24,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sluice.datatypes import DataType, TypeKind
+from sluice.datatypes import DataType, arrow_type
 
 TS = "__ts"
 SIGN = "__sign"
 META = 2  # columns before the attributes
 NEG_INF = -(2**62)
 POS_INF = 2**62
-
-_ARROW = {
-    TypeKind.INTEGER: pa.int64(),
-    TypeKind.BIGINT: pa.int64(),
-    TypeKind.TIMESTAMP: pa.int64(),
-    TypeKind.FLOAT: pa.float64(),
-    TypeKind.CHAR: pa.string(),
-    TypeKind.VARCHAR: pa.string(),
-    TypeKind.BYTE: pa.string(),
-    TypeKind.BOOLEAN: pa.bool_(),
-    TypeKind.NULL: pa.null(),
-}
-
-
-def arrow_type(t: DataType) -> pa.DataType:
-    return _ARROW[t.kind]
 
 
 def names(n: int) -> list[str]:

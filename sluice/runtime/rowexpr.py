@@ -35,7 +35,8 @@ def eval_row(e: BExpr, row: Row, env: tuple[Row, ...], sub: SubqueryFn, now: int
                 return eval_row(res, row, env, sub, now)
         return eval_row(e.else_, row, env, sub, now)
     if isinstance(e, UdfCall):
-        return call_udf(e.name, e.fn, e.strict, [eval_row(a, row, env, sub, now) for a in e.args])
+        vec = [a.type for a in e.args] if e.vectorized else None
+        return call_udf(e.name, e.fn, e.strict, [eval_row(a, row, env, sub, now) for a in e.args], vec)
     if isinstance(e, Subquery):
         return sub(e, row, env)
     if isinstance(e, CurrentTime):

@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 from sluice.errors import InternalError, SluiceError
 from sluice.plan.expr import BExpr, Call, CaseWhen, ColRef, Const, CurrentTime, OuterRef, Subquery, UdfCall
 from sluice.plan.function_defs import Kernel, Out, RowOnly, by_rows, full, function, values_array
-from sluice.plan.numeric import RowError
+from sluice.plan.numeric import RowError, canonical_floats
 from sluice.plan.scalar import call_udf
 from sluice.runtime.batch import META, arrow_type
 
@@ -90,6 +90,8 @@ def _compile(e: BExpr) -> VFn:
             return pc.case_when(pc.make_struct(*cs), *rs)
 
         return case
+    if isinstance(e, UdfCall) and e.vectorized:
+        return _vectorized_udf(e)
     if isinstance(e, UdfCall):
         args = [_compile(a) for a in e.args]
         fn, strict = e.fn, e.strict
@@ -106,6 +108,34 @@ def _compile(e: BExpr) -> VFn:
             "rewrite with a join, or use the reference evaluator (sluice reference)"
         )
     raise InternalError(f"cannot compile {type(e).__name__}")
+
+
+def _vectorized_udf(e: UdfCall) -> VFn:
+    """A vectorized UDF on a batch's arrays.  Anything it does wrong for the batch (raises,
+    returns too few values or values of another type) sends the batch down ``evaluate_rows``'s
+    row path, which calls it on one row at a time and drops only the rows it fails on.
+    """
+    args = [_compile(a) for a in e.args]
+    types = [arrow_type(a.type) for a in e.args]
+    at = arrow_type(e.type)
+
+    def udf(b: pa.Table, now: int | None) -> Any:
+        n = b.num_rows
+        vals = [full(a(b, now), n, t) for a, t in zip(args, types, strict=True)]
+        vals = [v.combine_chunks() if isinstance(v, pa.ChunkedArray) else v for v in vals]
+        out = e.fn(*vals)
+        out = out if isinstance(out, pa.Array | pa.ChunkedArray) else pa.array(out)
+        if len(out) != n:
+            raise ValueError(f"{e.name} returned {len(out)} values for {n} rows")
+        out = out.cast(at)  # (safe: a value that does not fit raises)
+        if e.strict and vals and any(v.null_count for v in vals):
+            missing = vals[0].is_null()
+            for v in vals[1:]:
+                missing = pc.or_(missing, v.is_null())
+            out = pc.if_else(missing, pa.scalar(None, at), out)
+        return canonical_floats(out) if pa.types.is_floating(at) else out
+
+    return udf
 
 
 def _call(e: Call) -> VFn:

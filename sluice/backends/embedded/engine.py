@@ -184,8 +184,21 @@ class EmbeddedEngine:
     def register_view(self, name: str, query: str, columns: Sequence[str] = (), kind: Kind | None = None) -> None:
         register_view(self.catalog, name, query, columns, kind=kind)
 
-    def register_function(self, name: str, fn: Callable[..., Any], return_type: Any, arg_types: Any = None) -> None:
-        self.catalog.register_function(name, fn, return_type, arg_types)
+    def register_function(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        return_type: Any,
+        arg_types: Any = None,
+        *,
+        strict: bool = True,
+        vectorized: bool = False,
+    ) -> None:
+        """A Python scalar function callable from CQL (``Catalog.register_function``): ``strict``
+        gives NULL for a NULL argument without calling it; a ``vectorized`` one takes an Arrow
+        array per argument and returns the array of results.
+        """
+        self.catalog.register_function(name, fn, return_type, arg_types, strict=strict, vectorized=vectorized)
 
     def register_query(
         self,

@@ -108,7 +108,7 @@ class SparkEngine:
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="sluice-spark-"))
         # every registration by name (lower case), in order: replayed by each key's engine on the workers
         self.ddl: dict[str, str] = {}
-        self.udfs: list[tuple[str, Any, Any, Any, bool]] = []
+        self.udfs: list[tuple[Any, ...]] = []  # (name, fn, return type, argument types, strict, vectorized)
         self.queries: dict[str, SparkQuery] = {}
         self.inbox = Inbox(self.catalog, self.workdir, slack)
         self.runner = Runner(self)
@@ -253,13 +253,21 @@ class SparkEngine:
         return d
 
     def register_function(
-        self, name: str, fn: Any, return_type: Any, arg_types: Any = None, *, strict: bool = True
+        self,
+        name: str,
+        fn: Any,
+        return_type: Any,
+        arg_types: Any = None,
+        *,
+        strict: bool = True,
+        vectorized: bool = False,
     ) -> None:
         """A Python scalar UDF callable from CQL; ``fn`` must pickle (a module-level function)
-        because every partition key's engine on the workers registers it too.
+        because every partition key's engine on the workers registers it too.  ``vectorized``:
+        it takes an Arrow array per argument and returns the array of results.
         """
-        self.catalog.register_function(name, fn, return_type, arg_types, strict=strict)
-        self.udfs.append((name, fn, return_type, arg_types, strict))
+        self.catalog.register_function(name, fn, return_type, arg_types, strict=strict, vectorized=vectorized)
+        self.udfs.append((name, fn, return_type, arg_types, strict, vectorized))
 
     def native_of(self, q: SparkQuery) -> list[NativePlan] | None:
         """The query's native branches, if every expression translates, from any source kind:
@@ -297,8 +305,8 @@ class SparkEngine:
         if any(to_column(p, source_column) is None or overflow(p, source_column) is not None for p in pre.filters):
             return None
         scratch = Catalog(time_unit=self.catalog.time_unit)
-        for name, fn, ret, args, strict in self.udfs:
-            scratch.register_function(name, fn, ret, args, strict=strict)
+        for name, fn, ret, args, strict, *vec in self.udfs:
+            scratch.register_function(name, fn, ret, args, strict=strict, vectorized=bool(vec and vec[0]))
         try:
             execute(scratch, pre.ddl)
             plan = bind_query(scratch, pre.query).plan

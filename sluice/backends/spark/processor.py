@@ -83,7 +83,7 @@ class SluiceProcessor(StatefulProcessor):
         slack: int,
         sources: list[tuple[str, list[DataType]]],
         out_types: list[DataType],
-        udfs: list[tuple[str, Any, Any, Any, bool]] | None = None,
+        udfs: list[tuple[Any, ...]] | None = None,
         scheduler: str = "round-robin",
         lag: int = 0,
         shared_join: str | None = None,
@@ -150,8 +150,8 @@ class SluiceProcessor(StatefulProcessor):
             scheduler=getattr(self, "scheduler", "round-robin"),  # processors pickled before it existed
             shared_join=getattr(self, "shared_join", None),
         )
-        for name, fn, ret, args, strict in self.udfs:
-            eng.catalog.register_function(name, fn, ret, args, strict=strict)
+        for name, fn, ret, args, strict, *vec in self.udfs:  # (processors pickled before vectorized: 5 fields)
+            eng.catalog.register_function(name, fn, ret, args, strict=strict, vectorized=bool(vec and vec[0]))
         eng.execute(self.ddl)
         members = getattr(self, "members", None)  # processors pickled before groups existed
         for name, text, _ in members or [("q", self.query, self.out_types)]:
