@@ -10,6 +10,8 @@ import pickle
 import random
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -481,3 +483,33 @@ def test_the_residual_runs_only_on_pairs_some_query_keeps() -> None:
     eng.close(6)
     assert not eng.rejected() and not eng.failures
     assert q.results() == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(1, 40), min_size=1, max_size=25),  # the batches appended
+    st.integers(0, 60),  # elements dropped from the front
+    st.lists(st.integers(0, 10_000), max_size=40),  # positions taken (any order, repeats)
+)
+def test_a_join_buffer_takes_rows_across_its_chunks(sizes: list[int], drop: int, picks: list[int]) -> None:
+    """``JoinBuffer.take`` per chunk equals a take from the whole table, and appending keeps
+    O(log n) chunks (each element copied O(log n) times, never the whole buffer per batch).
+    """
+    from sluice.datatypes import INTEGER, VARCHAR
+    from sluice.runtime.batch import make
+    from sluice.runtime.operators.join_buffer import JoinBuffer
+
+    buf = JoinBuffer([INTEGER, VARCHAR])
+    n = 0
+    for k in sizes:
+        vals = list(range(n, n + k))
+        cols = [pa.array(vals, pa.int64()), pa.array([f"s{v}" for v in vals])]
+        buf.append(make(list(range(n, n + k)), 1, cols, [INTEGER, VARCHAR]), n, [])
+        n += k
+        assert buf.table.column(0).num_chunks <= 2 * max(1, n).bit_length()
+    buf.drop_before(min(drop, n - 1))
+    held = n - buf.base
+    idx = np.array([buf.base + p % held for p in picks], np.int64)
+    whole = buf.table.combine_chunks().take(pa.array(idx - buf.base))
+    assert buf.take(idx).equals(whole)
+    assert buf.take(idx, [3]).column(0).equals(whole.column(3))

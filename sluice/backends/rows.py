@@ -68,6 +68,20 @@ def _too_long(c: Any, t: DataType) -> Callable[[int], str]:
     return lambda i: f"{c[i].as_py()!r} is longer than {t.sql()}"
 
 
+def _longest_bytes(c: pa.ChunkedArray) -> int:
+    """The most bytes any value of a string column takes, from its offsets (no pass over the
+    characters); a bound on its characters, so a column within its length needs no per-row check.
+    """
+    most = 0
+    for ch in c.chunks:
+        if not pa.types.is_string(ch.type):
+            return 2**62  # (another layout: the per-row check decides)
+        if len(ch):
+            offs = np.frombuffer(ch.buffers()[1], dtype=np.int32, count=len(ch) + 1, offset=4 * ch.offset)
+            most = max(most, int(np.diff(offs).max()))
+    return most
+
+
 def _min_max(c: pa.ChunkedArray) -> tuple[Any, Any]:
     """A column's least and greatest values (None, None when it has none)."""
     if c.num_chunks == 1 and c.null_count == 0 and len(c):
@@ -118,7 +132,7 @@ def admit(
             if c.null_count < len(c):  # NaN is NULL, -0.0 is 0.0
                 batch = batch.set_column(META + j, batch.schema.field(META + j), canonical_floats(c))
         limit = _limit(t)
-        if limit is not None:
+        if limit is not None and _longest_bytes(batch.column(META + j)) > limit:  # (characters ≤ bytes)
             c = batch.column(META + j)
             flag(pc.greater(pc.utf8_length(c), limit), _too_long(c, t))
     if not bad.any():

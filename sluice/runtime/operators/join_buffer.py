@@ -141,8 +141,7 @@ class JoinBuffer(Part):
         if self.index is not None and self.key is not None:
             self.index.append(*key_codes(b.column(META + self.key[0]), self.key[1]))
         self.table = concat([self.table, b], self.types)
-        if self.table.num_columns and self.table.column(0).num_chunks > 32:
-            self.table = self.table.combine_chunks()
+        self._consolidate()
         held = len(self._ts)
         self._ts.extend(ts_of(b).astype(np.int64))
         if self._later is not None and self._earlier is not None:
@@ -189,18 +188,53 @@ class JoinBuffer(Part):
     def codes_at(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """The index's key codes of elements ``idx`` (absolute), and which are not NULL (None: all)."""
         assert self.key is not None
-        col = self.combined().column(META + self.key[0])
         if len(idx) and idx[-1] - idx[0] == len(idx) - 1 and (np.diff(idx) == 1).all():  # a slice, no copy
-            col = col.slice(int(idx[0]) - self.base, len(idx))
+            col = self.table.column(META + self.key[0]).slice(int(idx[0]) - self.base, len(idx))
         else:
-            col = col.take(pa.array(idx - self.base))
+            col = self.take(idx, [META + self.key[0]]).column(0)
         return key_codes(col, self.key[1])
 
-    def combined(self) -> pa.Table:
-        """The table in one chunk: Arrow's take from a table of many chunks costs ~10× more."""
-        if self.table.num_columns and self.table.column(0).num_chunks > 1:
-            self.table = self.table.combine_chunks()
-        return self.table
+    def _consolidate(self) -> None:
+        """Merge the newest chunks while the last holds at least half as many rows as the one
+        before it: the table keeps O(log n) chunks and each element is copied O(log n) times
+        (combining all of it for every take copied the whole buffer per batch: issue #11, Q3).
+        """
+        t = self.table
+        if not t.num_columns or t.column(0).num_chunks < 2:
+            return
+        lens = [len(c) for c in t.column(0).chunks]
+        k = len(lens)
+        while k >= 2 and 2 * lens[k - 1] >= lens[k - 2]:
+            lens[k - 2] += lens[k - 1]
+            k -= 1
+        if k < len(lens):
+            start = sum(lens[: k - 1])
+            tail = t.slice(start).combine_chunks()
+            self.table = pa.concat_tables([t.slice(0, start), tail]) if start else tail
+
+    def take(self, idx: np.ndarray, columns: list[int] | None = None) -> pa.Table:
+        """The rows at absolute positions ``idx`` (any order; of ``columns`` only, if given): a take
+        per chunk they fall in (Arrow's take over many chunks combines them all first).
+        """
+        t = self.table if columns is None else self.table.select(columns)
+        rel = np.asarray(idx, np.int64) - self.base
+        chunks = t.column(0).num_chunks if t.num_columns else 0
+        if chunks <= 1 or any(c.num_chunks != chunks for c in t.columns):
+            return (t.combine_chunks() if chunks > 1 else t).take(pa.array(rel))
+        lens = np.array([len(c) for c in t.column(0).chunks], np.int64)
+        offs = np.concatenate(([0], np.cumsum(lens)))
+        order = None if len(rel) < 2 or bool((rel[1:] >= rel[:-1]).all()) else np.argsort(rel, kind="stable")
+        s = rel if order is None else rel[order]
+        cut = np.searchsorted(s, offs)
+        parts = [
+            t.slice(int(offs[c]), int(lens[c])).take(pa.array(s[cut[c] : cut[c + 1]] - offs[c]))
+            for c in range(len(lens))
+            if cut[c + 1] > cut[c]
+        ]
+        if not parts:
+            return t.slice(0, 0)
+        out = parts[0] if len(parts) == 1 else pa.concat_tables(parts).combine_chunks()
+        return out if order is None else out.take(pa.array(np.argsort(order)))
 
     def rows(self, lo: int, hi: int) -> pa.Table:
         return self.table.slice(lo - self.base, max(0, hi - lo))

@@ -435,8 +435,8 @@ class SharedWindowJoin(Operator):
         if keys and len(i):
             ok = np.ones(len(i), bool)
             for k in keys:
-                a_col = own.table.column(META + k[s]).take(pa.array(i - own.base))
-                b_col = other.table.column(META + k[1 - s]).take(pa.array(j - other.base))
+                a_col = own.take(i, [META + k[s]]).column(0)
+                b_col = other.take(j, [META + k[1 - s]]).column(0)
                 a_col, b_col = comparable(a_col, b_col)
                 eq = pc.fill_null(pc.equal(a_col, b_col), False)
                 ok &= np.asarray(eq.to_numpy(zero_copy_only=False), bool)
@@ -452,8 +452,8 @@ class SharedWindowJoin(Operator):
         own, other = self._buf(s), self._buf(1 - s)
         li, ri = (i, j) if s == LEFT else (j, i)
         lb, rb = (own, other) if s == LEFT else (other, own)
-        lt = lb.combined().take(pa.array(li - lb.base))
-        rt = rb.combined().take(pa.array(ri - rb.base))
+        lt = lb.take(li)
+        rt = rb.take(ri)
         cols = lt.columns[META:] + rt.columns[META:]
         b = make(ts, sign, cols, self.types)
         kept = np.arange(len(i), dtype=np.int64)
