@@ -57,7 +57,8 @@ class SharedJoinStats(OperatorStats):
     ``work``: what the experiments' work clock charges (per step, its probes plus the pairs found,
     at least 1); ``inserted``/``deleted``: per port, the rows released to it; ``pending_units`` and
     ``pending_elements``: join work queued (§5.3's input buffer); ``held_rows``: rows in the
-    ordered output buffer now, ``held_peak`` the most ever.
+    ordered output buffer now, ``held_peak`` the most ever; ``unselected``: elements read that
+    no port's selection keeps (under time-based windows they are not held at all).
     """
 
     steps: int = 0
@@ -71,3 +72,4 @@ class SharedJoinStats(OperatorStats):
     pending_elements: int = 0
     held_rows: int = 0
     held_peak: int = 0
+    unselected: int = 0

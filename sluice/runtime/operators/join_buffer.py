@@ -136,7 +136,10 @@ class JoinBuffer(Part):
     def __len__(self) -> int:
         return len(self.ts)
 
-    def append(self, b: pa.Table, seq0: int, masks: list[np.ndarray | None]) -> None:
+    def append(self, b: pa.Table, seq0: int | np.ndarray, masks: list[np.ndarray | None]) -> None:
+        """Elements ``b`` at input positions ``seq0…`` (or, an array, at those positions), with a
+        mask per port.
+        """
         n = b.num_rows
         if self.index is not None and self.key is not None:
             self.index.append(*key_codes(b.column(META + self.key[0]), self.key[1]))
@@ -147,7 +150,10 @@ class JoinBuffer(Part):
         if self._later is not None and self._earlier is not None:
             self._later.extend(np.full(n, POS_INF, np.int64))
             self._earlier.extend(np.full(n, -1, np.int64))
-        self._seq.extend(np.arange(seq0, seq0 + n, dtype=np.int64))
+        if isinstance(seq0, np.ndarray):
+            self._seq.extend(seq0.astype(np.int64))
+        else:
+            self._seq.extend(np.arange(seq0, seq0 + n, dtype=np.int64))
         for p, m in enumerate(masks):
             old = self._masks[p]
             if m is None and old is None:

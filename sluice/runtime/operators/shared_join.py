@@ -108,6 +108,7 @@ class SharedWindowJoin(Operator):
         "_found",
         "_inserted",
         "_deleted",
+        "_unselected",
     )
     PARTS = ("left", "right")
 
@@ -136,6 +137,7 @@ class SharedWindowJoin(Operator):
         # the join's own counts (``statistics()``): steps, elements probed, pairs examined and found
         # by them; per port, rows released (insertions, deletions)
         self._steps = self._probes = self._examined = self._found = 0
+        self._unselected = 0  # elements read that no port selected (not held)
         self._inserted: list[int] = []
         self._deleted: list[int] = []
         # the band scan checks every pair of the band (§3.1) rather than hashing on equal keys
@@ -284,6 +286,19 @@ class SharedWindowJoin(Operator):
             else:
                 m[r.kept] = ok
             masks.append(m)
+        live = [m for p, m in zip(self.ports, masks, strict=True) if self._active[p.index]]
+        if self.spec.families[s] is Family.TIME and live and all(m is not None for m in live):
+            # An element no active port selects can never be in a pair any port emits, and a port
+            # added later sees only elements from its start on: it need not be held.  (Not under
+            # [Rows N], where the window counts every element, selected or not.)
+            keep = np.logical_or.reduce([m for m in live if m is not None])
+            if not keep.all():
+                at = np.flatnonzero(keep)
+                self._unselected += len(keep) - len(at)
+                if len(at):
+                    masks = [None if m is None else m[at] for m in masks]
+                    self._buf(s).append(b.take(pa.array(at)), seq0 + at, masks)
+                return
         self._buf(s).append(b, seq0, masks)
 
     def _reject_for(self, p: Port, reasons: Sequence[str]) -> None:
@@ -296,6 +311,8 @@ class SharedWindowJoin(Operator):
                 self.queries = saved
 
     def _make_units(self, s: int, lo: int, hi: int) -> list[Unit]:
+        if hi <= lo:  # (every element read was one no port selects)
+            return []
         size = self.spec.options.unit or (hi - lo)
         ts = self._buf(s).ts
         base = self._buf(s).base
@@ -720,6 +737,7 @@ class SharedWindowJoin(Operator):
             pending_elements=self.pending_elements(),
             held_rows=self.held_rows(),
             held_peak=max(self._held_peak, self.held_rows()),
+            unselected=self._unselected,
         )
 
 
