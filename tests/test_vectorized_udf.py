@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 import pytest
 from sluice.backends.embedded import EmbeddedEngine
 from sluice.catalog import Catalog
+from sluice.errors import SluiceError
 from sluice.plan import bind_query, execute
 from sluice.reference import evaluate
 from sluice.reference.compare import diff_outputs
@@ -115,3 +116,36 @@ def test_a_vectorized_udf_on_spark_answers_as_on_the_embedded_engine(spark: Any,
         results.append(sorted(eng.results(q)))
         getattr(eng, "stop", lambda: None)()
     assert results[0] == results[1] and len(results[0]) == 3, results
+
+
+def test_arguments_are_arrays_of_the_registered_types_and_results_cast_as_declared() -> None:
+    """An INTEGER argument to a function registered on FLOAT arrives as a float array (3 / 2 is
+    1.5, as for the row function); a result that does not cast to the declared type loses its row
+    on every path alike (the batch's cast fails, each row's does too) — the reference evaluator's answer.
+    """
+    cat = Catalog()
+    execute(cat, "register stream S (A integer)")
+    cat.register_function("half", lambda x: pc.divide(x, 2), "float", ["float"], vectorized=True)
+    cat.register_function(
+        "thirds", lambda x: pc.divide(pc.cast(x, pa.float64()), 3), "integer", ["integer"], vectorized=True
+    )
+    rows = [(1, 3), (2, 4), (3, 6)]
+    for query, want in (
+        ("Istream(select half(A) from S [Range Unbounded])", [(1.5,), (2.0,), (3.0,)]),
+        ("Istream(select thirds(A) from S [Range Unbounded])", [(1,), (2,)]),  # 4 / 3 is no integer: dropped
+    ):
+        eng = EmbeddedEngine(cat)
+        q = eng.register_query(query)
+        eng.push("S", rows)
+        eng.close()
+        assert sorted(r for _, _, r in q.results()) == want, query
+        expected = evaluate(bind_query(cat, query), {"S": [(t, (a,)) for t, a in rows]}, {}, start=1, until=3)
+        assert not diff_outputs(expected, q.results()), query
+
+
+def test_a_vectorized_function_needs_an_argument() -> None:
+    eng = EmbeddedEngine()
+    eng.execute("register stream S (A integer)")
+    eng.register_function("one", lambda: pa.array([1]), "integer", vectorized=True)
+    with pytest.raises(SluiceError, match="ONE is vectorized: it needs an argument"):
+        eng.register_query("select one() from S [Now]")

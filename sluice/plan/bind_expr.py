@@ -268,7 +268,13 @@ class ExprBinder:
             for want, got, a_ast in zip(udf.arg_types, types, e.args, strict=True):
                 if F.unify(want, got) is None:
                     raise self.error(f"{e.name} expects {want} here, not {got}", a_ast.span)
-        return UdfCall(e.name, args, udf.return_type, udf.fn, udf.strict, udf.vectorized)
+        if udf.vectorized and not args:
+            raise self.error(
+                f"{e.name} is vectorized: it needs an argument (it is given one array per argument, "
+                "as long as the batch)",
+                e.span,
+            )
+        return UdfCall(e.name, args, udf.return_type, udf.fn, udf.strict, udf.vectorized, udf.arg_types)
 
     def _aggregate(self, e: ast.FuncCall, scope: Scope, agg: AggContext | None, clause: str) -> BExpr:
         if agg is None:

@@ -77,6 +77,11 @@ class UdfCall(BExpr):
     fn: Callable[..., Any] = field(compare=False, repr=False)
     strict: bool = True
     vectorized: bool = False  # fn takes and returns Arrow arrays (FunctionDef)
+    arg_types: tuple[DataType, ...] | None = None  # as registered (None: any)
+
+    def array_types(self) -> tuple[DataType, ...]:
+        """The types of the arrays a vectorized function is given: as registered, else the arguments'."""
+        return self.arg_types if self.arg_types is not None else tuple(a.type for a in self.args)
 
     def children(self) -> tuple[BExpr, ...]:
         return self.args

@@ -180,23 +180,40 @@ def is_not_null(a: Any) -> bool:
     return a is not None
 
 
-def call_udf(
-    name: str, fn: Callable[..., Any], strict: bool, args: list[Any], vectorized: Sequence[DataType] | None = None
-) -> Any:
+def call_udf(name: str, fn: Callable[..., Any], strict: bool, args: list[Any]) -> Any:
     """A user's function on one row's values: NULL in, NULL out when ``strict``; its failure (or
-    a result that cannot be stored) is the row's :class:`~sluice.plan.numeric.RowError`.  A
-    vectorized function (``vectorized``: its arguments' Arrow types) is called on arrays of one value.
+    a result that cannot be stored) is the row's :class:`~sluice.plan.numeric.RowError`.
     """
     if strict and any(a is None for a in args):
         return None
     try:
-        if vectorized is not None:
-            out = fn(*(pa.array([a], arrow_type(t)) for a, t in zip(args, vectorized, strict=True)))
-            out = out if isinstance(out, pa.Array | pa.ChunkedArray) else pa.array(out)
-            if len(out) != 1:
-                raise ValueError(f"returned {len(out)} values for 1 row")
-            return checked(out[0].as_py())
         return checked(fn(*args))
+    except RowError:
+        raise
+    except Exception as ex:  # any failure of user code is that row's error, never the engine's
+        raise RowError(f"{name}: {type(ex).__name__}: {ex}") from None
+
+
+def call_vectorized_udf(
+    name: str,
+    fn: Callable[..., Any],
+    strict: bool,
+    args: list[Any],
+    types: Sequence[DataType],
+    result: DataType,
+) -> Any:
+    """A vectorized user function on one row: each value as an array of one of its registered
+    type (``types``), the one result cast to ``result`` as the batch path casts it — so a row gives
+    what the batch gives.  NULL in, NULL out when ``strict``; a failure is the row's ``RowError``.
+    """
+    if strict and any(a is None for a in args):
+        return None
+    try:
+        out = fn(*(pa.array([a], arrow_type(t)) for a, t in zip(args, types, strict=True)))
+        out = out if isinstance(out, pa.Array | pa.ChunkedArray) else pa.array(out)
+        if len(out) != 1:
+            raise ValueError(f"returned {len(out)} values for 1 row")
+        return checked(out.cast(arrow_type(result))[0].as_py())
     except RowError:
         raise
     except Exception as ex:  # any failure of user code is that row's error, never the engine's

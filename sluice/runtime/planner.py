@@ -492,7 +492,9 @@ def _insertions_chain(node: L.LogicalNode) -> bool:
         if not kept >= set(range(len(node.input.schema))):
             return False
         node = node.input
-    return isinstance(node, L.Aggregate) and not has_outer_ref(node)
+    # (with GROUP BY: a keyless aggregate's one row per change is cheap as it is, and its first
+    # instant's row would need the deletion this mode drops to know whether it merged)
+    return isinstance(node, L.Aggregate) and bool(node.keys) and not has_outer_ref(node)
 
 
 def _order_sensitive_streams(plan: L.LogicalNode) -> set[L.LogicalNode]:

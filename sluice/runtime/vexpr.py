@@ -116,7 +116,7 @@ def _vectorized_udf(e: UdfCall) -> VFn:
     row path, which calls it on one row at a time and drops only the rows it fails on.
     """
     args = [_compile(a) for a in e.args]
-    types = [arrow_type(a.type) for a in e.args]
+    types = [arrow_type(t) for t in e.array_types()]
     at = arrow_type(e.type)
 
     def udf(b: pa.Table, now: int | None) -> Any:

@@ -55,15 +55,18 @@ from sluice.scheduling.strategies import Strategy
 
 # EmbeddedEngine.snapshot_state's layout: 2 since a source's lateness state is its Admission's; 3 since
 # the shared window join keeps its work counters in its state; 4 since a time window keeps its range
-# in force and what a shrink cut (``[Range T At Least t]``)
-SNAPSHOT_FORMAT = 4
+# in force and what a shrink cut (``[Range T At Least t]``); 5 since the shared join counts the
+# elements no port selects (and holds none of them)
+SNAPSHOT_FORMAT = 5
 # EmbeddedEngine.checkpoint's: 2 since operator protocol v2 (checkpoints without it are format 1,
 # whose objects this version would misread: refused with a message, never run); 3 since operators
 # are built from specs and the engine is a session over a registry, a scheduler loop and an inspector;
 # 4 since the planner keeps shared window joins and shared windows (an older planner lacks them);
 # 5 since the shared join counts its work and the engine holds a resource manager and a latency meter;
-# 6 since time windows may be resized and the engine holds its usage meter always
-CHECKPOINT_FORMAT = 6
+# 6 since time windows may be resized and the engine holds its usage meter always; 7 since the
+# scheduler loop keeps which units each step affects, aggregates may emit insertions only and user
+# functions may be vectorized (fields an older pickle lacks)
+CHECKPOINT_FORMAT = 7
 
 
 def _shared_join_options(text: str | SharedJoinOptions | None, sharing: bool) -> SharedJoinOptions | None:

@@ -124,10 +124,7 @@ class Aggregate(Unary):
         if start_row is not None:
             s = self.ctx.start
             assert s is not None
-            at_start = changes is not None and changes.num_rows > 0 and int(ts_of(changes)[0]) == s
-            if self.spec.insertions and at_start:
-                pass  # row0's insertion merged with its deletion: the change's insertion alone
-            elif changes is not None and at_start and sign_of(changes)[0] < 0:
+            if changes is not None and changes.num_rows and int(ts_of(changes)[0]) == s and sign_of(changes)[0] < 0:
                 changes = changes.slice(1)  # the deletion of row0 at the first instant
             else:
                 self.emit(from_signed_rows([(s, 1, start_row)], self.types))
