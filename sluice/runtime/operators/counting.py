@@ -176,11 +176,25 @@ class Counting(Part):
             else:
                 _, first, inv = np.unique(np.stack(codes, axis=1), axis=0, return_index=True, return_inverse=True)
             values = [[d[x] for x in c[first].tolist()] for c, d in zip(codes, dicts, strict=True)]
-        ids = np.empty(len(values[0]), dtype=np.int64)
-        for j, key in enumerate(zip(*values, strict=True)):  # once per distinct group of the batch
+        keys = list(zip(*values, strict=True))
+        ids = np.empty(len(keys), dtype=np.int64)
+        new: list[int] = []
+        for j, key in enumerate(keys):  # once per distinct group of the batch
             g = self.gid.get(key)
-            ids[j] = self._alloc(key) if g is None else g
-        return ids[inv.reshape(-1)]
+            if g is None:
+                new.append(j)
+            else:
+                ids[j] = g
+        rows = inv.reshape(-1)
+        if len(new) > 1:
+            # new groups get ids in the order they first appear, whatever the batch boundaries (the
+            # ids order a batch's changes within an instant: the same input gives the same output)
+            first = np.full(len(keys), len(rows), dtype=np.int64)
+            np.minimum.at(first, rows, np.arange(len(rows), dtype=np.int64))
+            new.sort(key=lambda j: int(first[j]))
+        for j in new:
+            ids[j] = self._alloc(keys[j])
+        return ids[rows]
 
     def _relayout(self, i: int, lo: int, hi: int) -> None:
         """Float sum ``i``'s limbs hold bits [lo, hi) too (a value outside its band widens it); a
