@@ -199,3 +199,24 @@ def test_a_subscriber_pushing_into_the_engine_is_seen_by_the_loop_it_interrupts(
     eng.run()
     assert [r for _, _, r in first.results()] == [(5,), (5,), (7,)]
     assert second.results() == [(1, "+", (5, 1)), (3, "-", (5, 1)), (3, "+", (5, 2)), (4, "+", (7, 1))]
+
+
+@pytest.mark.parametrize(
+    "query", ["select K, count(*) from S [Range 3] group by K", "Istream(select K, sum(V) from S [Range 3] group by K)"]
+)
+def test_the_output_order_does_not_depend_on_batch_boundaries(query: str) -> None:
+    """Group ids order a batch's changes within an instant; new groups get them in the order they
+    first appear, so the same input in one batch or row by row gives the same output, in order.
+    """
+    rows = [(t, k, t * k) for t in range(1, 9) for k in (7, 3, 9, 5) if (t + k) % 3]
+    outs = []
+    for step in (len(rows), 1, 5):
+        eng = EmbeddedEngine()
+        eng.execute("register stream S (K integer, V integer)")
+        q = eng.register_query(query)
+        for i in range(0, len(rows), step):
+            eng.push("S", rows[i : i + step])
+            eng.run()
+        eng.close()
+        outs.append(q.results())
+    assert outs[0] == outs[1] == outs[2] and outs[0]
