@@ -29,6 +29,7 @@ from typing import Any
 import pyarrow as pa
 
 from sluice.datatypes import DataType, arrow_type
+from sluice.plan.expr import UdfCall
 from sluice.plan.numeric import RowError, checked
 
 
@@ -206,18 +207,22 @@ def call_vectorized_udf(
     type (``types``), the one result cast to ``result`` as the batch path casts it — so a row gives
     what the batch gives.  NULL in, NULL out when ``strict``; a failure is the row's ``RowError``.
     """
-    if strict and any(a is None for a in args):
-        return None
-    try:
-        out = fn(*(pa.array([a], arrow_type(t)) for a, t in zip(args, types, strict=True)))
+
+    def on_one_row(*values: Any) -> Any:
+        out = fn(*(pa.array([v], arrow_type(t)) for v, t in zip(values, types, strict=True)))
         out = out if isinstance(out, pa.Array | pa.ChunkedArray) else pa.array(out)
         if len(out) != 1:
             raise ValueError(f"returned {len(out)} values for 1 row")
-        return checked(out.cast(arrow_type(result))[0].as_py())
-    except RowError:
-        raise
-    except Exception as ex:  # any failure of user code is that row's error, never the engine's
-        raise RowError(f"{name}: {type(ex).__name__}: {ex}") from None
+        return out.cast(arrow_type(result))[0].as_py()
+
+    return call_udf(name, on_one_row, strict, args)
+
+
+def udf_value(e: UdfCall, args: list[Any]) -> Any:
+    """A user function call's value on one row's argument values, either kind of function."""
+    if e.vectorized:
+        return call_vectorized_udf(e.name, e.fn, e.strict, args, e.array_types(), e.type)
+    return call_udf(e.name, e.fn, e.strict, args)
 
 
 def quantified(results: Iterable[Any], every: bool) -> Any:

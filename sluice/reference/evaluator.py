@@ -59,7 +59,7 @@ from sluice.plan.expr import (
 )
 from sluice.plan.function_defs import function
 from sluice.plan.numeric import RowError, canonical
-from sluice.plan.scalar import call_udf, call_vectorized_udf, not_, quantified
+from sluice.plan.scalar import not_, quantified, udf_value
 from sluice.plan.semantics import coerce, sample_keep, sort_key
 
 StreamData = Sequence[tuple[int, Row]]
@@ -402,10 +402,7 @@ class Evaluator:
                     return self.eval(res, row, ctx)
             return self.eval(e.else_, row, ctx)
         if isinstance(e, UdfCall):
-            vals = [self.eval(a, row, ctx) for a in e.args]
-            if e.vectorized:
-                return call_vectorized_udf(e.name, e.fn, e.strict, vals, e.array_types(), e.type)
-            return call_udf(e.name, e.fn, e.strict, vals)
+            return udf_value(e, [self.eval(a, row, ctx) for a in e.args])
         if isinstance(e, CurrentTime):
             return ctx.ts
         if isinstance(e, Subquery):

@@ -261,12 +261,12 @@ class Planner:
         assert rest is not None
         return self._op(L.Filter(n.input, plain) if plain is not None else n.input), rest
 
-    def _project(self, n: L.Project) -> Operator:
+    def _project(self, n: L.Project, insertions: bool = False) -> Operator:
         if any(has_subquery(c) for c in n.columns):
             return self._subquery_map(n, self._op(n.input), n.columns, False)
         if n.input.kind is Kind.RELATION and any(uses_current_time(c) for c in n.columns):
             return self._ticking(n, n.columns, False)
-        child = self._op(n.input)
+        child = self._op(n.input, insertions)
         from sluice.plan.expr import render
 
         detail = ", ".join(render(c, n.input.schema.names) for c in n.columns)
@@ -382,11 +382,7 @@ class Planner:
         if isinstance(n, L.Aggregate):
             return self._aggregate(n, insertions=True)
         assert isinstance(n, L.Project)
-        child = self._op(n.input, insertions=True)
-        from sluice.plan.expr import render
-
-        detail = ", ".join(render(c, n.input.schema.names) for c in n.columns)
-        return self._new(Project, ProjectSpec(n.schema, n.columns, detail=detail), [child])
+        return self._project(n, insertions=True)
 
     def _aggregate(self, n: L.Aggregate, insertions: bool = False) -> Operator:
         child = self._op(n.input)

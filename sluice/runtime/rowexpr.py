@@ -11,7 +11,7 @@ from typing import Any
 from sluice.errors import InternalError
 from sluice.plan.expr import BExpr, Call, CaseWhen, ColRef, Const, CurrentTime, OuterRef, Subquery, UdfCall
 from sluice.plan.function_defs import function
-from sluice.plan.scalar import call_udf, call_vectorized_udf, not_, quantified
+from sluice.plan.scalar import not_, quantified, udf_value
 
 Row = tuple[Any, ...]
 SubqueryFn = Callable[[Subquery, Row, tuple[Row, ...]], Any]
@@ -35,10 +35,7 @@ def eval_row(e: BExpr, row: Row, env: tuple[Row, ...], sub: SubqueryFn, now: int
                 return eval_row(res, row, env, sub, now)
         return eval_row(e.else_, row, env, sub, now)
     if isinstance(e, UdfCall):
-        vals = [eval_row(a, row, env, sub, now) for a in e.args]
-        if e.vectorized:
-            return call_vectorized_udf(e.name, e.fn, e.strict, vals, e.array_types(), e.type)
-        return call_udf(e.name, e.fn, e.strict, vals)
+        return udf_value(e, [eval_row(a, row, env, sub, now) for a in e.args])
     if isinstance(e, Subquery):
         return sub(e, row, env)
     if isinstance(e, CurrentTime):

@@ -128,7 +128,7 @@ def _vectorized_udf(e: UdfCall) -> VFn:
         if len(out) != n:
             raise ValueError(f"{e.name} returned {len(out)} values for {n} rows")
         out = out.cast(at)  # (safe: a value that does not fit raises)
-        if e.strict and vals and any(v.null_count for v in vals):
+        if e.strict and any(v.null_count for v in vals):  # (a vectorized UDF has arguments: the binder)
             missing = vals[0].is_null()
             for v in vals[1:]:
                 missing = pc.or_(missing, v.is_null())

@@ -36,6 +36,7 @@ from sluice.backends.spark.frames import native_columns, source_column
 from sluice.backends.spark.inbox import Inbox
 from sluice.backends.spark.inspector import Inspector
 from sluice.backends.spark.preagg import PreAggregate, preaggregate
+from sluice.backends.spark.processor import register_udfs
 from sluice.backends.spark.query import SparkQuery
 from sluice.backends.spark.runner import Runner
 from sluice.catalog import Catalog, Kind, SourceDef, ViewDef
@@ -305,8 +306,7 @@ class SparkEngine:
         if any(to_column(p, source_column) is None or overflow(p, source_column) is not None for p in pre.filters):
             return None
         scratch = Catalog(time_unit=self.catalog.time_unit)
-        for name, fn, ret, args, strict, *vec in self.udfs:
-            scratch.register_function(name, fn, ret, args, strict=strict, vectorized=bool(vec and vec[0]))
+        register_udfs(scratch, self.udfs)
         try:
             execute(scratch, pre.ddl)
             plan = bind_query(scratch, pre.query).plan

@@ -72,6 +72,15 @@ def group_output_schema(members: list[list[DataType]]) -> Any:
     )
 
 
+def register_udfs(catalog: Any, udfs: list[tuple[Any, ...]]) -> None:
+    """Register ``SparkEngine.udfs`` — (name, fn, return type, argument types, strict, vectorized) —
+    in a catalog (a processor's engine, the pre-aggregation's scratch one); processors pickled
+    before vectorized UDFs keep five fields.
+    """
+    for name, fn, ret, args, strict, *vec in udfs:
+        catalog.register_function(name, fn, ret, args, strict=strict, vectorized=bool(vec and vec[0]))
+
+
 class SluiceProcessor(StatefulProcessor):
     def __init__(
         self,
@@ -150,8 +159,7 @@ class SluiceProcessor(StatefulProcessor):
             scheduler=getattr(self, "scheduler", "round-robin"),  # processors pickled before it existed
             shared_join=getattr(self, "shared_join", None),
         )
-        for name, fn, ret, args, strict, *vec in self.udfs:  # (processors pickled before vectorized: 5 fields)
-            eng.catalog.register_function(name, fn, ret, args, strict=strict, vectorized=bool(vec and vec[0]))
+        register_udfs(eng.catalog, self.udfs)
         eng.execute(self.ddl)
         members = getattr(self, "members", None)  # processors pickled before groups existed
         for name, text, _ in members or [("q", self.query, self.out_types)]:

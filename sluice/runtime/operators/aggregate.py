@@ -216,14 +216,12 @@ class Aggregate(Unary):
                 new = None
             grp.row = new
             if old != new:
-                if old is not None:
+                if old is not None and not self.spec.insertions:
                     out.append((ts, -1, old))
                 if new is not None:
                     out.append((ts, 1, new))
             if not self._visible(grp) and key in self.groups and self.nkeys:
                 del self.groups[key]
-        if self.spec.insertions:
-            out = [o for o in out if o[1] > 0]
         self._emit_changes(from_signed_rows(out, self.types) if out else None, start_row)
 
     def _start_due(self) -> bool:

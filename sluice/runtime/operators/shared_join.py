@@ -268,7 +268,7 @@ class SharedWindowJoin(Operator):
         self._retain()
         return sum(b.num_rows for b in batches)
 
-    def _append(self, s: int, b: pa.Table, seq0: int) -> None:
+    def _append(self, s: int, b: pa.Table, seq0: int | np.ndarray) -> None:
         masks: list[np.ndarray | None] = []
         for p in self.ports:
             fn = p.filters[s]
@@ -295,10 +295,9 @@ class SharedWindowJoin(Operator):
             if not keep.all():
                 at = np.flatnonzero(keep)
                 self._unselected += len(keep) - len(at)
-                if len(at):
-                    masks = [None if m is None else m[at] for m in masks]
-                    self._buf(s).append(b.take(pa.array(at)), seq0 + at, masks)
-                return
+                if not len(at):
+                    return
+                b, seq0, masks = b.take(pa.array(at)), seq0 + at, [None if m is None else m[at] for m in masks]
         self._buf(s).append(b, seq0, masks)
 
     def _reject_for(self, p: Port, reasons: Sequence[str]) -> None:
