@@ -554,15 +554,25 @@ def test_stream_static_join_runs_natively_and_static_rows_reach_the_processors(s
     handles = [eng.register_query(q) for q in queries]
     eng.push("S", rows)
     eng.close()
-    with pytest.raises(SluiceError, match="static"):
+    with pytest.raises(SluiceError, match=r"R is static \(attach_static\): its contents cannot change"):
         eng.push("R", [(9, "+", 4, "four")])
     assert "static relation R" in eng.explain(handles[0])
     assert "native" not in eng.explain(handles[1])
     assert [eng.stateful(h) for h in handles] == [False, True]
     _, expected = _embedded_twin(ddl, queries, [("R", [(3, "+", k, n) for k, n in static]), ("S", rows)])
-    for h, exp in zip(handles, expected, strict=True):
+    # the same calls on the embedded engine: the same answers, the same refusal
+    emb = EmbeddedEngine()
+    emb.execute(ddl)
+    emb.attach_static("R", static)
+    same = [emb.register_query(q) for q in queries]
+    emb.push("S", rows)
+    emb.close()
+    with pytest.raises(SluiceError, match=r"R is static \(attach_static\): its contents cannot change"):
+        emb.push("R", [(9, "+", 4, "four")])
+    for h, e, exp in zip(handles, same, expected, strict=True):
         got = eng.results(h)
         assert exp and not diff_outputs(exp, got) and len(got) == len(exp), h.bound.text
+        assert not diff_outputs(exp, e.results()) and len(e.results()) == len(exp), h.bound.text
     eng.stop()
 
 

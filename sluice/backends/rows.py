@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sluice.catalog import Schema
+from sluice.catalog import Kind, Schema, SourceDef
 from sluice.datatypes import BIGINT, VARCHAR, DataType, TypeKind
 from sluice.errors import SluiceError
 from sluice.plan.numeric import INT_MAX, INT_MIN, canonical, canonical_floats
@@ -413,3 +413,16 @@ __all__ = [
     "table_to_batch",
     "to_batch",
 ]
+
+
+def static_rows(d: SourceDef, rows: Iterable[Sequence[Any]]) -> pa.Table:
+    """A static relation's rows (attribute tuples, ``attach_static`` on either backend) as one
+    typed batch of insertions stamped 0, through the admission check: a row that does not fit
+    refuses the whole declaration (a static relation is all its rows or nothing).
+    """
+    if d.kind is not Kind.RELATION:
+        raise SluiceError(f"{d.name} is a stream; only a relation can be static")
+    batch, errors = rows_to_batch([(0, "+", *r) for r in rows], d.schema, True, d.name)
+    if errors:
+        raise SluiceError(f"{d.name}: " + "; ".join(errors[:3]))
+    return batch

@@ -327,8 +327,21 @@ class Planner:
         detail = ", ".join(f"{n.schema.names[a]} = {n.schema.names[lw + b]}" for a, b in keys) or "nested loop"
         if residual is not None:
             detail += f"; filter {_render(residual, n)}"
+        for side, other in ((n.right, "left"), (n.left, "right")):
+            static = self._static_source(side)
+            if static is not None:
+                detail += f"; {static} static: {other} input not kept (STREAM §2.2)"
         spec = JoinSpec(n.schema, left.schema.types, right.schema.types, tuple(keys), residual, detail=detail)
         return self._new(Join, spec, [left, right])
+
+    def _static_source(self, node: L.LogicalNode) -> str | None:
+        """The static relation ``node`` selects and projects, if it is one (``Source.static``):
+        its rows enter once, so a join with it need not keep the other input (``Queue.ended``).
+        """
+        while isinstance(node, L.Filter | L.Project):
+            node = node.input
+        src = self.sources.get(node.name.lower()) if isinstance(node, L.Scan) else None
+        return src.name if src is not None and src.static else None
 
     def _shared_join(self, n: L.Join, keys: tuple[tuple[int, int], ...], residual: BExpr | None) -> PortHandle | None:
         """A port of the shared window join of every query joining these two streams on this

@@ -36,6 +36,9 @@ class Queue:
         self._base = 0  # global index of the first held element
         self._end = 0  # global index one past the last element
         self.watermark = NEG_INF
+        # the producer will never append again (a static relation's rows, and σ/π of them, once
+        # sent): a join may then stop keeping the other input's synopsis (STREAM §2.2)
+        self.ended = False
         self._readers: list[Reader] = []
         self.nbytes = 0
         self.peak_nbytes = 0
@@ -49,6 +52,7 @@ class Queue:
             "base": self._base,
             "end": self._end,
             "watermark": self.watermark,
+            "ended": self.ended,
             "peak_nbytes": self.peak_nbytes,
             "enqueued": self.enqueued,
             "cursors": [r.cursor for r in self._readers],
@@ -63,6 +67,7 @@ class Queue:
             )
         self._batches, self._sizes = deque(state["batches"]), deque(state["sizes"])
         self._base, self._end, self.watermark = state["base"], state["end"], state["watermark"]
+        self.ended = state["ended"]
         self.nbytes = sum(self._sizes)
         self.peak_nbytes, self.enqueued = state["peak_nbytes"], state["enqueued"]
         for r, c in zip(self._readers, state["cursors"], strict=True):

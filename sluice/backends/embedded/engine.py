@@ -32,7 +32,7 @@ from sluice.backends.embedded.loop import SchedulerLoop
 from sluice.backends.embedded.query import EngineStats, Query
 from sluice.backends.embedded.registry import QueryRegistry
 from sluice.backends.embedded.usage import UsageMeter
-from sluice.backends.rows import admit_batch, to_batch
+from sluice.backends.rows import admit_batch, static_rows, to_batch
 from sluice.catalog import Catalog, Kind, SourceDef, ViewDef
 from sluice.cql import ast
 from sluice.cql.ast import TimeUnit
@@ -56,8 +56,9 @@ from sluice.scheduling.strategies import Strategy
 # EmbeddedEngine.snapshot_state's layout: 2 since a source's lateness state is its Admission's; 3 since
 # the shared window join keeps its work counters in its state; 4 since a time window keeps its range
 # in force and what a shrink cut (``[Range T At Least t]``); 5 since the shared join counts the
-# elements no port selects (and holds none of them)
-SNAPSHOT_FORMAT = 5
+# elements no port selects (and holds none of them); 6 since queues say whether they ended and a
+# source may be a static relation
+SNAPSHOT_FORMAT = 6
 # EmbeddedEngine.checkpoint's: 2 since operator protocol v2 (checkpoints without it are format 1,
 # whose objects this version would misread: refused with a message, never run); 3 since operators
 # are built from specs and the engine is a session over a registry, a scheduler loop and an inspector;
@@ -65,8 +66,9 @@ SNAPSHOT_FORMAT = 5
 # 5 since the shared join counts its work and the engine holds a resource manager and a latency meter;
 # 6 since time windows may be resized and the engine holds its usage meter always; 7 since the
 # scheduler loop keeps which units each step affects, aggregates may emit insertions only and user
-# functions may be vectorized (fields an older pickle lacks)
-CHECKPOINT_FORMAT = 7
+# functions may be vectorized (fields an older pickle lacks); 8 since queues may end and sources
+# be static relations
+CHECKPOINT_FORMAT = 8
 
 
 def _shared_join_options(text: str | SharedJoinOptions | None, sharing: bool) -> SharedJoinOptions | None:
@@ -348,6 +350,30 @@ class EmbeddedEngine:
         return out
 
     # -- input ---------------------------------------------------------------------------
+    def attach_static(self, name: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Declare a relation static: it holds exactly ``rows`` (attribute tuples) at every instant
+        from the first, and nothing may be pushed to it (as ``SparkEngine.attach_static``).  It
+        holds no query back (complete as far as the other sources are), and a join of it with a
+        stream keeps no synopsis of the stream's side once its rows are in (STREAM §2.2's
+        transformation of a window over a stream joined with a static relation: design 012).
+        """
+        src = self.registry.source(name)
+        d = self.catalog.lookup(name)
+        assert isinstance(d, SourceDef)
+        batch = static_rows(d, rows)
+        if self.registry.running():
+            raise SluiceError(f"attach static relations before the first run() ({d.name})")
+        if src.static or src.admission.accepted or src._pending:
+            raise SluiceError(f"{d.name} already has contents")
+        src.set_static(batch)
+        src.follow = self.registry.others_complete
+
+    def _changeable(self, name: str) -> Source:
+        src = self.registry.source(name)
+        if src.static:
+            raise SluiceError(f"{src.name} is static (attach_static): its contents cannot change")
+        return src
+
     def push(self, name: str, rows: Any, *, ts_column: str = "ts", sign_column: str = "sign") -> None:
         """Push rows to a stream or relation.
 
@@ -355,7 +381,7 @@ class EmbeddedEngine:
         key (and ``sign``), an Arrow table or a pandas frame with a ``ts`` column.  Rows that do
         not fit are rejected, counted and described in ``statistics()``; the rest are accepted.
         """
-        src = self.registry.source(name)
+        src = self._changeable(name)
         tick_ns = self.catalog.time_unit.millis * 1_000_000
         batch, errors = to_batch(rows, src.schema, src.relation, src.name, ts_column, sign_column, tick_ns)
         for msg in errors:
@@ -377,7 +403,7 @@ class EmbeddedEngine:
         """Push an already-typed batch (``__ts``, ``__sign``, ``c0…``): the fast path, through
         the same value checks as every other input (vectorised).
         """
-        src = self.registry.source(name)
+        src = self._changeable(name)
         batch, errors = admit_batch(batch, src.schema, src.name)
         for msg in errors:
             src.reject("malformed", msg)

@@ -58,6 +58,14 @@ class QueryRegistry:
             raise UnknownNameError(f"no stream or relation named {name!r} (registered: {known})")
         return src
 
+    def others_complete(self) -> int:
+        """How far the sources that are not static have completed (a static relation's clock)."""
+        return max((s.admission.complete_upto() for s in self.sources.values() if not s.static), default=NEG_INF)
+
+    def running(self) -> bool:
+        """Whether any source has released anything (input or progress) into the plans."""
+        return any(s._wm_out > NEG_INF or s.output.enqueued for s in self.sources.values())
+
     # -- queries -------------------------------------------------------------------------
     def start(self, bq: BoundQuery, name: str | None, retain: int | None = None, handle: Query | None = None) -> Query:
         """Plan a bound query (rewritten first: ``sluice.plan.rules``) and start it (``handle``:
@@ -69,7 +77,7 @@ class QueryRegistry:
         q = handle if handle is not None else Query(name, bq, retain=retain)
         q._close = self.unregister
         released = max((s._wm_out for s in self.sources.values()), default=NEG_INF)
-        if self.ctx.start is not None and (released > NEG_INF or any(s.output.enqueued for s in self.sources.values())):
+        if self.ctx.start is not None and self.running():
             # Registered while running: the query starts at the first instant not yet released
             # (STREAM §3 assumes queries exist before their streams produce; here from that instant).
             since = max(self.ctx.start, released + 1)

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from sluice.backends.rows import TS_MAX, TS_MIN, admit_batch, rows_to_batch, to_batch
+from sluice.backends.rows import TS_MAX, TS_MIN, admit_batch, rows_to_batch, static_rows, to_batch
 from sluice.catalog import Catalog, Kind, SourceDef
 from sluice.errors import InternalError, SluiceError
 from sluice.runtime.admission import Admission
@@ -72,13 +72,9 @@ class Inbox:
         self.external[d.name.lower()] = (kind, options)
 
     def set_static(self, d: SourceDef, rows: list[tuple[Any, ...]]) -> None:
-        if d.kind is not Kind.RELATION:
-            raise SluiceError(f"{d.name} is a stream; only a relation can be static")
+        batch = static_rows(d, rows)
         if d.name.lower() in self.static or d.name.lower() in self.admission:
             raise SluiceError(f"{d.name} already has contents")
-        batch, errors = rows_to_batch([(0, "+", *r) for r in rows], d.schema, True, d.name)
-        if errors:
-            raise SluiceError(f"{d.name}: " + "; ".join(errors[:3]))
         self.static[d.name.lower()] = [tuple(r) for _, _, r in to_elements(batch)]
 
     def push_static(self, start: int | None) -> None:

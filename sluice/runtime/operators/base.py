@@ -343,7 +343,13 @@ def port_line(op: Operator, index: int, queries: set[str], what: str, since: int
 
 
 class Unary(Operator):
-    """A one-input operator that handles each available batch, then forwards the watermark."""
+    """A one-input operator that handles each available batch, then forwards the watermark.
+
+    ``PASSES_END``: an operator that emits only while it reads (σ, π) — once its input has
+    ended and it has read everything, its own output has ended too (``Queue.ended``).
+    """
+
+    PASSES_END: ClassVar[bool] = False
 
     def _run(self, budget: int) -> int:
         r = self.readers[0]
@@ -351,7 +357,13 @@ class Unary(Operator):
         if b.num_rows:
             self.process(b)
         self.progress(r.watermark())
+        self.pass_end()
         return b.num_rows
+
+    def pass_end(self) -> None:
+        r = self.readers[0]
+        if self.PASSES_END and r.queue.ended and not r.available():
+            self.output.ended = True
 
     def process(self, b: pa.Table) -> None:
         raise NotImplementedError

@@ -61,8 +61,19 @@ class Join(Operator):
             parts.append(self._pairs(self.left.table, dr, delta_left=False))
         if dl.num_rows and dr.num_rows:
             parts.append(self._delta_pairs(dl, dr))
-        self.left.add(dl)
-        self.right.add(dr)
+        # An input that has ended (a static relation's rows, all read) never pairs with what the
+        # other input sends later except as ΔL ⋈ R: the other side's synopsis is not needed
+        # (STREAM §2.2: a stream joined with a static relation needs no window of it).
+        if self._ended(1):
+            if len(self.left):
+                self.left = RelationSynopsis(self.spec.left_types)
+        else:
+            self.left.add(dl)
+        if self._ended(0):
+            if len(self.right):
+                self.right = RelationSynopsis(self.spec.right_types)
+        else:
+            self.right.add(dr)
         out = [p for p in parts if p is not None and p.num_rows]
         if out:
             self.emit(sort_by_ts(concat(out, self.types)))
@@ -70,6 +81,10 @@ class Join(Operator):
         if done > NEG_INF:
             self.advance(done)
         return dl.num_rows + dr.num_rows
+
+    def _ended(self, side: int) -> bool:
+        r = self.readers[side]
+        return r.queue.ended and not r.available()
 
     # -- pairing -------------------------------------------------------------------------
     def _match(self, left: pa.Table, right: pa.Table, loff: int, roff: int) -> tuple[np.ndarray, np.ndarray]:

@@ -39,7 +39,7 @@ class Source(Operator):
     """Built by the engine, not the planner: from a registered stream's or relation's definition."""
 
     spec: SourceSpec
-    STATE = ("_pending", "_buffered", "_contents")
+    STATE = ("_pending", "_buffered", "_contents", "_static", "_static_out")
     PARTS = ("admission",)
 
     def __init__(self, name: str, schema: Schema, ctx: ExecContext, slack: int = 0, relation: bool = False) -> None:
@@ -49,6 +49,11 @@ class Source(Operator):
         self._pending: list[pa.Table] = []
         self._buffered = 0
         self._contents: Counter[tuple[Any, ...]] = Counter()  # relations: what is in it now
+        # a static relation (``set_static``): its rows, inserted at the first instant, then nothing
+        self._static: pa.Table | None = None
+        self._static_out = False
+        # a static relation's clock: every instant the engine's other sources have completed
+        self.follow: Callable[[], int] | None = None
         # a stream's checked elements pass here before they are buffered (the engine's resource
         # manager, under a memory limit: ``sluice.approx.manager``); it returns those it keeps
         self.shed: Callable[[str, pa.Table], pa.Table] | None = None
@@ -85,9 +90,26 @@ class Source(Operator):
     def reject(self, reason: str, message: str, n: int = 1) -> None:
         self.admission.reject(reason, message, n)
 
+    @property
+    def static(self) -> bool:
+        return self._static is not None
+
+    def set_static(self, rows: pa.Table) -> None:
+        """A relation that holds exactly ``rows`` (typed, all insertions) at every instant from
+        the engine's first one, and never changes: they are inserted at that instant, and the
+        relation is complete as far as the engine's other sources are (it holds nothing back);
+        its output queue then ends (``Queue.ended``), so a join need not keep its other input's
+        elements (STREAM §2.2: a stream joined with a static relation needs no window of it).
+        """
+        self._static = rows
+        self._contents.update(row for _, _, row in to_elements(rows))
+
     def complete_upto(self) -> int:
         """Every instant ≤ this is complete on this source."""
-        return self.admission.complete_upto()
+        done = self.admission.complete_upto()
+        if self.follow is not None and self._static is not None:
+            done = max(done, self.follow())
+        return done
 
     def push(self, batch: pa.Table, where: str = "") -> None:
         """Accept a typed batch (``__ts``, ``__sign``, attributes); late elements are rejected."""
@@ -109,6 +131,8 @@ class Source(Operator):
         self.admission.close(until)
 
     def has_work(self) -> bool:
+        if self._static is not None and not self._static_out and self.ctx.start is not None:
+            return True
         return self._buffered > 0 and self._releasable() or self.complete_upto() > self._wm_out
 
     def _releasable(self) -> bool:
@@ -134,6 +158,12 @@ class Source(Operator):
                 n = out.num_rows
         if self.ctx.start is None and done > NEG_INF:
             self.ctx.start = done
+        if self._static is not None and not self._static_out and self.ctx.start is not None:
+            self._static_out = True
+            rows = self._static.set_column(0, "__ts", pa.array(np.full(self._static.num_rows, self.ctx.start)))
+            self.emit(rows)
+            self.output.ended = True
+            n += rows.num_rows
         self.advance(done)
         return n
 
@@ -200,4 +230,6 @@ class Since(Operator):
             if b.num_rows:
                 self.emit(b)
         self.advance(r.watermark())
+        if self._primed and r.queue.ended and not r.available():
+            self.output.ended = True
         return b.num_rows

@@ -38,6 +38,7 @@ class Select(Unary):
     """
 
     spec: SelectSpec
+    PASSES_END = True
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -55,6 +56,7 @@ class Select(Unary):
 @dataclass
 class Project(Unary):
     spec: ProjectSpec
+    PASSES_END = True
 
     def __post_init__(self) -> None:
         super().__post_init__()
