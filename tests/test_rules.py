@@ -101,6 +101,7 @@ def test_rules_are_named_and_explain_lists_the_ones_applied() -> None:
         "push-selection-into-join-inputs",
         "push-selection-below-window",
         "unwrap-stream-round-trips",
+        "unwrap-stream-round-trips-under-time-windows",
     ]
     eng = EmbeddedEngine(_cat())
     q = eng.register_query("select S.V from S [Range 2], R where S.K = R.K and S.V > 0")
@@ -131,6 +132,11 @@ def test_rules_are_named_and_explain_lists_the_ones_applied() -> None:
         # a stream through a relation and back: the stream itself (duplicates at one instant kept)
         "Istream(select K, V * 2 as D from S [Range Unbounded] where V >= 0)",
         "Istream(select * from (Rstream(select K from S [Now])) as X [Range Unbounded] where K > 0)",
+        # a subquery's stream under a window that reads timestamps alone: the stream itself
+        "select K, count(*) from (select K from S where V > 0) as X [Range 3] group by K",
+        "select * from (select K, V * 2 as W from S where K > 0) as X [Now] where W > 1",
+        "Istream(select * from (Istream(select K from S [Range Unbounded] where V >= 0)) as X [Range 2])",
+        "select X.K, T.W from (select K from S where V <> 0) as X [Range 2], T [Now] where X.K = T.K",
     ],
 )
 def test_engine_on_rewritten_plans_equals_the_definition(query: str) -> None:
@@ -280,6 +286,28 @@ def test_a_stream_through_a_relation_and_back_is_the_stream(query: str, unwrappe
     if unwrapped:  # no window and no stream operator left: a stateless stream
         assert not any(isinstance(n, L.Window | L.StreamOp) for n in L.walk_plan(r.plan))
         assert r.plan.kind.value == "stream"
+
+
+@pytest.mark.parametrize(
+    ("query", "unwrapped"),
+    [
+        ("select K, count(*) from (select K from S where V > 0) as X [Range 3] group by K", True),
+        ("select * from (select K, V + 1 as W from S) as X [Now]", True),
+        ("select count(*) from (select K from S) as X [Range Unbounded]", True),
+        # windows that read the order within an instant, which the unwrapped stream does not keep
+        ("select * from (select K from S) as X [Rows 2]", False),
+        ("select * from (select K from S) as X [Partition By K Rows 1]", False),
+        # not a stream through [Range Unbounded] and back
+        ("select * from (Istream(select K from S [Now])) as X [Range 3]", False),
+        ("select * from (select K, CURRENT_TIME as C from S) as X [Range 3]", False),
+    ],
+)
+def test_a_subquery_stream_under_a_time_window_is_the_stream(query: str, unwrapped: bool) -> None:
+    r = _rw(query)
+    assert ("unwrap-stream-round-trips-under-time-windows" in r.applied) is unwrapped
+    if unwrapped:  # one window, over the stream itself: no stream operator and no unbounded window below it
+        windows = [n for n in L.walk_plan(r.plan) if isinstance(n, L.Window)]
+        assert len(windows) == 1 and not any(isinstance(n, L.StreamOp) for n in L.walk_plan(windows[0]))
 
 
 def test_rstream_over_now_is_not_unwrapped_so_elements_before_the_first_instant_stay_out() -> None:

@@ -52,6 +52,9 @@ calling one never move below those four.
     each row alone (STREAM §2.2's equivalences between streams and relations): the query becomes
     a stateless stream, with neither a window synopsis nor Istream.
     At the query's result only (within an instant the order differs: see the rule).
+``unwrap-stream-round-trips-under-time-windows``
+    W(χ(Istream(χ'(S [Range Unbounded])))) = W(χ(χ'(S))) for a window W whose contents depend
+    on timestamps alone (Unbounded, Now, Range): it does not read the order within an instant.
 
 >>> from sluice.catalog import Catalog
 >>> from sluice.plan import bind_query
@@ -316,6 +319,32 @@ def unwrap_stream_round_trips(node: L.LogicalNode) -> L.LogicalNode | None:
     return out
 
 
+def unwrap_stream_round_trips_under_time_windows(node: L.LogicalNode) -> L.LogicalNode | None:
+    """``W(χ₁(Istream(χ₂(S [Range Unbounded]))))`` = ``W(χ₁(χ₂(S)))`` for a window ``W`` whose
+    contents depend on timestamps alone and per-row chains χ: the same stream as a multiset at
+    every instant (``unwrap_stream_round_trips``), and such a window reads nothing else — not
+    the order within an instant, which differs ([Rows N] and Partition By read it: never there).
+    A subquery's default Istream (``(select … from S where …) as X [Range 10]``) then costs
+    neither an unbounded window nor an Istream operator, and the window reads the stream itself.
+    """
+    if not (isinstance(node, L.Window) and node.spec.time_based):
+        return None
+    chain: list[L.Filter | L.Project] = []
+    n = node.input
+    while isinstance(n, L.Filter | L.Project):
+        exprs = [n.predicate] if isinstance(n, L.Filter) else list(n.columns)
+        if not all(_per_element(e) for e in exprs):
+            return None
+        chain.append(n)
+        n = n.input
+    out = unwrap_stream_round_trips(n)
+    if out is None:
+        return None
+    for c in reversed(chain):
+        out = dataclasses.replace(c, input=out)
+    return L.Window(out, node.spec)
+
+
 RULES: tuple[Rule, ...] = (
     Rule("push-selection-below-projection", push_selection_below_projection),
     Rule("push-selection-below-grouping", push_selection_below_grouping),
@@ -326,4 +355,6 @@ RULES: tuple[Rule, ...] = (
     # (root only: within an instant χ(S) has S's arrival order, Istream its own — the same
     # multiset, but a [Rows N] or Partition window above would keep different elements)
     Rule("unwrap-stream-round-trips", unwrap_stream_round_trips, root_only=True),
+    # (below a window that reads timestamps alone, the order within an instant is not read)
+    Rule("unwrap-stream-round-trips-under-time-windows", unwrap_stream_round_trips_under_time_windows),
 )
