@@ -705,3 +705,28 @@ def test_bad_fields_and_bodies_are_400s_not_500s():
     assert c.post("/queries", json={"text": "select A from S", "name": "w"}).status_code == 201
     assert c.patch("/controls/queries/w", json={"weight": 2, "active": 7}).status_code == 400
     assert [q["weight"] for q in c.get("/queries").json()["queries"] if q["name"] == "w"] == [2.0]
+
+
+def test_a_push_to_a_static_relation_is_refused_whole_and_never_journaled(tmp_path):
+    """Review of attach_static: the refusal came after the push was marked admitted, so it was
+    journaled and the restart's replay failed on it (and its bad rows were counted)."""
+    from sluice.server.journal import Journal
+    from sluice.server.session import Refused
+
+    eng = EmbeddedEngine()
+    eng.execute("register stream S (K integer); register relation R (K integer)")
+    eng.attach_static("R", [(1,), (2,)])
+    j = Journal(tmp_path)
+    j.checkpoint(eng)
+    s = ServerSession(eng, journal=j)
+    q = s.execute("select S.K from S, R where S.K = R.K")[0]["name"]
+    with pytest.raises(Refused, match=r"R is static \(attach_static\): its contents cannot change"):
+        s.push("R", "jsonl", jsonl({"ts": 1, "sign": "+", "K": 3}, {"ts": 1, "sign": "+", "K": "x"}))
+    s.push("S", "jsonl", jsonl({"ts": 1, "K": 1}, {"ts": 2, "K": 3}), heartbeat=2)
+    assert [r.kind for r in j.records()] == ["push", "heartbeat"]  # the refused push is not there
+    assert not eng.rejected()
+    assert [e["row"] for e in s.results(q)["elements"]] == [{"K": 1}]
+    again = j.load()
+    assert j.replay(again) == 2  # the restart replays what was taken, and only that
+    assert [tuple(e.row) for e in again.queries[q].results()] == [(1,)]
+    s.close()

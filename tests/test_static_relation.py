@@ -102,6 +102,8 @@ def test_the_stream_side_is_not_kept() -> None:
         eng.close()
         (join,) = [o for o in eng.operators if isinstance(o, Join)]
         held[static] = (len(join.left), len(join.right), sum(o.state_bytes() for o in eng.operators))
+        # static rows are counted as accepted, as pushed ones are (and as Spark counts them)
+        assert {st.name: st.accepted for st in eng.statistics().sources} == {"S": 1000, "R": 4}
         assert len(h.results()) == 1000 * 4 // 5  # keys 1, 2, 2, 4 of 0..4
     assert held[True][:2] == (0, 4)
     assert held[False][:2] == (1000, 4)
@@ -192,3 +194,39 @@ def test_declaration_errors_are_clear_and_change_nothing() -> None:
     ran.run()
     with pytest.raises(SluiceError, match=r"attach static relations before the first run\(\) \(R\)"):
         ran.attach_static("R", STATIC)
+
+
+def test_explain_claims_nothing_where_the_relation_side_ticks() -> None:
+    """Review: σ with CURRENT_TIME over a relation is a ticking operator, which does not pass the
+    end on, so the join keeps the stream's side — EXPLAIN must not say otherwise."""
+    query = "select S.V from S, (select K from R where K < CURRENT_TIME) as X where S.K = X.K"
+    eng, (h,) = _engine(True, [query])
+    assert "TickingMap" in eng.explain(h)
+    assert "not kept" not in eng.explain(h)
+    eng.push("S", [(t, 1, t) for t in range(1, 6)])
+    eng.close()
+    (join,) = [o for o in eng.operators if isinstance(o, Join)]
+    assert len(join.left) == 5 and join.holds_elements()
+
+
+def test_the_memory_estimate_counts_no_join_as_holding_the_stream() -> None:
+    """Review: the resource manager's cost of an element counts its holders; a join whose static
+    input has ended holds none of the stream's elements."""
+    holders = {}
+    for static in (True, False):
+        eng, _ = _engine(static, ["select S.V, R.N from S, R where S.K = R.K"])
+        if not static:
+            eng.push("R", [(0, "+", *r) for r in STATIC])
+        eng.push("S", [(t, t % 5, t) for t in range(20)])
+        eng.run()
+        holders[static] = eng.meter().holders.get("s", 0)
+    assert holders[True] == holders[False] - 1  # (the window below still counts as one)
+
+
+def test_static_relations_alone_answer_at_close() -> None:
+    """Review: with nothing pushed but static relations, ``close()`` inserts them at the first
+    instant (0 if not given, as Spark does) so a query over them answers."""
+    eng, (h, r) = _engine(True, ["select * from R", "Rstream(select count(*) from R)"])
+    eng.close()
+    assert sorted(e.row for e in h.results()) == sorted(STATIC)
+    assert [(e.ts, e.row) for e in r.results()] == [(0, (4,))]

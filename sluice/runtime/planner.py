@@ -338,8 +338,10 @@ class Planner:
         """The static relation ``node`` selects and projects, if it is one (``Source.static``):
         its rows enter once, so a join with it need not keep the other input (``Queue.ended``).
         """
-        while isinstance(node, L.Filter | L.Project):
-            node = node.input
+        while isinstance(node, L.Filter | L.Project) and all(
+            not has_subquery(e) and not uses_current_time(e) for e in node.exprs()
+        ):
+            node = node.input  # (with CURRENT_TIME or a subquery it is another operator, which ticks)
         src = self.sources.get(node.name.lower()) if isinstance(node, L.Scan) else None
         return src.name if src is not None and src.static else None
 

@@ -396,6 +396,8 @@ class ServerSession:
     def _admit(self, p: _Push) -> dict[str, Any]:
         if self.source(p.name) is not p.source:  # (decoded outside the lock)
             raise Refused(f"{p.name} was unregistered while the push was decoded; nothing of it was taken")
+        if self.engine.is_static(p.name):  # refused whole, before anything is counted or journaled
+            raise Refused(f"{p.name} is static (attach_static): its contents cannot change")
         before = self._source_counts(p.name)
         if p.bad:
             self.engine.reject(p.name, [f"{p.name}, row {r.row}: {r.reason}" for r in p.bad])

@@ -366,7 +366,12 @@ class EmbeddedEngine:
         if src.static or src.admission.accepted or src._pending:
             raise SluiceError(f"{d.name} already has contents")
         src.set_static(batch)
+        src.admission.accepted += batch.num_rows  # (counted as Spark counts them)
         src.follow = self.registry.others_complete
+
+    def is_static(self, name: str) -> bool:
+        """Whether ``name`` is a static relation (``attach_static``): pushes to it are refused."""
+        return self.registry.source(name).static
 
     def _changeable(self, name: str) -> Source:
         src = self.registry.source(name)
@@ -425,6 +430,10 @@ class EmbeddedEngine:
         last = max((s.max_seen for s in self.sources.values()), default=NEG_INF)
         if until is None:
             until = last
+            if until == NEG_INF and any(s.static for s in self.sources.values()):
+                # nothing pushed but static relations: their rows at the first instant (0 if
+                # not given, as on Spark), so a query over them answers
+                until = self.ctx.start if self.ctx.start is not None else 0
         for s in self.sources.values():
             s.close(until)
         self.run()

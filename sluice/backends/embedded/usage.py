@@ -21,7 +21,7 @@ class UsageMeter:
         self.registry = registry
         self._version = -1
         self._feeds: list[tuple[Operator, tuple[str, ...]]] = []
-        self._holders: dict[str, int] = {}
+        self._holding: list[tuple[Operator, frozenset[str]]] = []  # stateful operators, the streams they read
         self._windows: tuple[tuple[TimeWindow, tuple[str, ...]], ...] = ()
 
     def _lineage(self) -> None:
@@ -29,7 +29,7 @@ class UsageMeter:
         producer: dict[int, Operator] = {id(q): op for op in reg.all_operators() for q in op.outputs}
         ups: dict[int, frozenset[str]] = {}
         feeds: list[tuple[Operator, tuple[str, ...]]] = []
-        holders: dict[str, int] = {}
+        holding: list[tuple[Operator, frozenset[str]]] = []
         for src in reg.sources.values():
             key = frozenset() if src.relation else frozenset({src.name.lower()})
             ups[id(src)] = key
@@ -43,9 +43,8 @@ class UsageMeter:
             ups[id(op)] = mine
             feeds.append((op, tuple(sorted(mine))))
             if op.stateful:
-                for s in mine:
-                    holders[s] = holders.get(s, 0) + 1
-        self._feeds, self._holders, self._version = feeds, holders, reg.version
+                holding.append((op, mine))
+        self._feeds, self._holding, self._version = feeds, holding, reg.version
         self._windows = tuple((op, s) for op, s in feeds if isinstance(op, TimeWindow) and op.shrinkable)
 
     def windows(self) -> tuple[tuple[TimeWindow, tuple[str, ...]], ...]:
@@ -66,4 +65,9 @@ class UsageMeter:
                 share = b / len(streams)
                 for s in streams:
                     by_stream[s] = by_stream.get(s, 0.0) + share
-        return Usage(total, by_stream, dict(self._holders), self._windows)
+        holders: dict[str, int] = {}
+        for op, read in self._holding:  # (asked now: a join stops holding once an input ended)
+            if op.holds_elements():
+                for s in read:
+                    holders[s] = holders.get(s, 0) + 1
+        return Usage(total, by_stream, holders, self._windows)

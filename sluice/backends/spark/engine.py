@@ -368,6 +368,10 @@ class SparkEngine:
             raise SluiceError(f"attach static relations before the first run() ({d.name})")
         self.inbox.set_static(d, rows)
 
+    def is_static(self, name: str) -> bool:
+        """Whether ``name`` is a static relation (``attach_static``): pushes to it are refused."""
+        return self._source(name).name.lower() in self.inbox.static
+
     def push(self, name: str, rows: Any, *, ts_column: str = "ts", sign_column: str = "sign") -> None:
         """Push rows: tuples ``(ts, v1, …)`` / ``(ts, '+'|'-', v1, …)``, dicts, an Arrow table or a pandas frame."""
         self.inbox.push(name, rows, ts_column, sign_column)

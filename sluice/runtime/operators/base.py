@@ -280,6 +280,12 @@ class Operator(Part):
             for q in self.outputs:
                 q.advance(wm)
 
+    def holds_elements(self) -> bool:
+        """Whether it keeps input elements now (the resource manager's estimate of what an
+        element costs counts each holder): a stateful operator does, unless it says otherwise.
+        """
+        return self.stateful
+
     def synopses(self) -> list[Any]:
         """The synopses this operator keeps (seed §3)."""
         return []

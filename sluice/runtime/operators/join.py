@@ -82,6 +82,11 @@ class Join(Operator):
             self.advance(done)
         return dl.num_rows + dr.num_rows
 
+    def holds_elements(self) -> bool:
+        # once an input ended (a static relation's rows) the other input's elements are not kept,
+        # and the ended side holds a relation's rows, not stream elements
+        return not (self._ended(0) or self._ended(1))
+
     def _ended(self, side: int) -> bool:
         r = self.readers[side]
         return r.queue.ended and not r.available()

@@ -161,6 +161,7 @@ class Source(Operator):
         if self._static is not None and not self._static_out and self.ctx.start is not None:
             self._static_out = True
             rows = self._static.set_column(0, "__ts", pa.array(np.full(self._static.num_rows, self.ctx.start)))
+            self._static = self._static.slice(0, 0)  # (sent: the relation's rows are ``_contents`` now)
             self.emit(rows)
             self.output.ended = True
             n += rows.num_rows
