@@ -61,31 +61,3 @@ def test_spark_processors_run_the_strategy_given(spark, tmp_path) -> None:
     assert q.processor.scheduler == "chain+oldest-first"
     assert q.processor._build().strategy.name == "chain+oldest-first"
     eng.stop()
-
-
-@pytest.mark.spark
-def test_slack_before_the_first_run_gives_the_same_first_instant_on_both_backends(spark, tmp_path) -> None:
-    """Elements the slack admits, stamped before the first element pushed before the first run:
-    both backends take the first instant early enough to keep them (design 004), and answer alike
-    (Spark's processors, built with the driver's first instant, rejected them when it was later).
-    """
-    from sluice.backends.embedded import EmbeddedEngine
-    from sluice.backends.spark.engine import SparkEngine
-    from sluice.reference.compare import diff_outputs
-
-    queries = ["select K, count(*) from S [Range 3] group by K", "select count(*) from S [Range 2]"]
-    got = []
-    for eng in (EmbeddedEngine(slack=3), SparkEngine(spark=spark, workdir=tmp_path, slack=3)):
-        eng.execute("register stream S (K integer, V integer)")
-        hs = [eng.register_query(q) for q in queries]
-        eng.push("S", [(6, 1, 0)])
-        eng.run()
-        eng.push("S", [(4, 2, 0), (5, 3, 0), (7, 1, 1)])
-        eng.close(9)
-        got.append([eng.results(h) for h in hs])
-        assert not eng.rejected()
-        if isinstance(eng, SparkEngine):
-            eng.stop()
-    for q, a, b in zip(queries, *got, strict=True):
-        assert a and not diff_outputs(a, b), q
-    assert min(e.ts for e in got[0][1]) == 3  # count(*)'s first row: the first instant, 6 − slack

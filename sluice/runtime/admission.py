@@ -117,15 +117,3 @@ class Admission(Part):
             self.complete_upto(),
             buffered,
         )
-
-
-def first_instant(smallest: int | None, streams: list[Admission]) -> int | None:
-    """The first instant taken from the data (both backends; ``docs/design/004``): the smallest
-    timestamp pushed, and no later than the smallest a stream that has seen elements may still
-    admit (its largest seen less the slack, or after its heartbeat), so that nothing the slack
-    admits is stamped before it.  None while nothing was pushed.
-    """
-    if smallest is None:
-        return None
-    lows = [a.complete_upto() + 1 for a in streams if a.max_seen > NEG_INF and a.complete_upto() > NEG_INF]
-    return min([smallest, *lows])

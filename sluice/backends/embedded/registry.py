@@ -13,7 +13,6 @@ from sluice.catalog import Kind, SourceDef
 from sluice.errors import SluiceError
 from sluice.plan import BoundQuery
 from sluice.plan.rules import rewrite
-from sluice.runtime.admission import first_instant
 from sluice.runtime.batch import NEG_INF
 from sluice.runtime.operators.base import ExecContext, Operator, OperatorFailure
 from sluice.runtime.operators.shared_join_spec import SharedJoinOptions
@@ -209,8 +208,13 @@ class QueryRegistry:
             firsts = [
                 int(b.column(0).to_numpy().min()) for s in self.sources.values() for b in s._pending if b.num_rows
             ]
-            streams = [s.admission for s in self.sources.values() if not s.relation]
+            if firsts:
+                firsts += [
+                    s.complete_upto() + 1
+                    for s in self.sources.values()
+                    if not s.relation and s.max_seen > NEG_INF and s.complete_upto() > NEG_INF
+                ]
             beats = [s.complete_upto() for s in self.sources.values() if s.complete_upto() > NEG_INF]
-            start = first_instant(min(firsts), streams) if firsts else min(beats) if beats else None
-            if start is not None:
-                self.ctx.start = start
+            cands = firsts or beats
+            if cands:
+                self.ctx.start = min(cands)

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 from sluice.backends.rows import TS_MAX, TS_MIN, admit_batch, rows_to_batch, static_rows, to_batch
 from sluice.catalog import Catalog, Kind, SourceDef
 from sluice.errors import InternalError, SluiceError
-from sluice.runtime.admission import Admission, first_instant
+from sluice.runtime.admission import Admission
 from sluice.runtime.batch import to_elements, ts_of
 
 STATIC_STEM = "part-static-"  # a static relation's one file in a work directory
@@ -77,11 +77,6 @@ class Inbox:
             raise SluiceError(f"{d.name} already has contents")
         self.static[d.name.lower()] = [tuple(r) for _, _, r in to_elements(batch)]
 
-    def first_instant(self) -> int | None:
-        """The first instant from what was pushed, as the embedded engine takes it (design 004)."""
-        streams = [a for key, a in self.admission.items() if self.source(key).kind is Kind.STREAM]
-        return first_instant(self.min_ts, streams)
-
     def push_static(self, start: int | None) -> None:
         """Static relations enter the processors' engines once, inserted at the start: written
         once per work directory with ``seq`` −1, as an attached source's rows are, so that every
@@ -89,7 +84,7 @@ class Inbox:
         — and a query resuming its checkpoint, which read them already, not again (a restarted
         engine used to push them a second time: the resumed query's joins doubled).
         """
-        first = start if start is not None else (self.first_instant() or 0)
+        first = start if start is not None else (self.min_ts or 0)
         for key, rows in self.static.items():
             if key in self._static_written or not rows:
                 continue

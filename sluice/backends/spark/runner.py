@@ -73,7 +73,7 @@ class Runner:
 
     def _first_instant(self) -> int:
         eng = self.engine
-        start = eng.start if eng.start is not None else eng.inbox.first_instant()
+        start = eng.start if eng.start is not None else eng.inbox.min_ts
         if start is None and any(k == "rate" for k, _ in eng.external.values()):
             start = time.time_ns() // 1_000_000 // eng.catalog.time_unit.millis  # the rate source starts now
         return start or 0
@@ -215,7 +215,7 @@ class Runner:
             if q.stream is None:
                 q.native = eng.native_of(q)
             if q.stream is None and q.native is None:  # give every input an event time from the start
-                start = eng.start if eng.start is not None else inbox.first_instant()
+                start = eng.start if eng.start is not None else inbox.min_ts
                 inbox.marker("s", (start or 0) - 1)
         data, markers = inbox.pending()
         inbox.flush_data()
