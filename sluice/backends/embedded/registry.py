@@ -200,20 +200,11 @@ class QueryRegistry:
         raise KeyError(queue.name)
 
     def fix_start(self) -> None:
-        """The first instant, if not given: the smallest timestamp or heartbeat seen so far —
-        and no later than the smallest timestamp a stream that has seen elements may still
-        admit (its slack), so that no element it admits is stamped before the first instant.
-        """
+        """The first instant, if not given: the smallest timestamp or heartbeat seen so far."""
         if self.ctx.start is None:
             firsts = [
                 int(b.column(0).to_numpy().min()) for s in self.sources.values() for b in s._pending if b.num_rows
             ]
-            if firsts:
-                firsts += [
-                    s.complete_upto() + 1
-                    for s in self.sources.values()
-                    if not s.relation and s.max_seen > NEG_INF and s.complete_upto() > NEG_INF
-                ]
             beats = [s.complete_upto() for s in self.sources.values() if s.complete_upto() > NEG_INF]
             cands = firsts or beats
             if cands:

@@ -114,15 +114,6 @@ class Source(Operator):
     def push(self, batch: pa.Table, where: str = "") -> None:
         """Accept a typed batch (``__ts``, ``__sign``, attributes); late elements are rejected."""
         batch = self.admission.admit(batch, where)
-        start = self.ctx.start
-        if start is not None and not self.relation and batch.num_rows and int(ts_of(batch).min()) < start:
-            # the engine's first instant is fixed: a stream element stamped before it is late (a
-            # relation's change is applied at that instant instead, when released)
-            early = ts_of(batch) < start
-            n = int(early.sum())
-            first = int(ts_of(batch)[early][0])
-            self.admission.reject("late", f"{self.name}: element at {first} is before the first instant {start}", n)
-            batch = batch.filter(pa.array(~early))
         if self.shed is not None and not self.relation:
             batch = self.shed(self.name, batch)  # what it drops it counts (not as accepted)
         if batch.num_rows == 0:
@@ -161,8 +152,6 @@ class Source(Operator):
             if out.num_rows:
                 if self.ctx.start is None:
                     self.ctx.start = int(ts[0])
-                if self.relation and ts[0] < self.ctx.start:  # applied at the first instant
-                    out = out.set_column(0, "__ts", pa.array(np.maximum(ts_of(out), self.ctx.start)))
                 if self.relation:
                     out = self._check_deletions(out)
                 self.emit(out)
