@@ -303,20 +303,10 @@ def unwrap_stream_round_trips(node: L.LogicalNode) -> L.LogicalNode | None:
     """
     if not (isinstance(node, L.StreamOp) and node.op is L.StreamOpKind.ISTREAM):
         return None
-    chain: list[L.Filter | L.Project] = []
-    n = node.input
-    while isinstance(n, L.Filter | L.Project):
-        exprs = [n.predicate] if isinstance(n, L.Filter) else list(n.columns)
-        if not all(_per_element(e) for e in exprs):
-            return None
-        chain.append(n)
-        n = n.input
-    if not (isinstance(n, L.Window) and isinstance(n.spec, Unbounded)):
+    found = _per_row_chain(node.input)
+    if found is None or not (isinstance(found[1], L.Window) and isinstance(found[1].spec, Unbounded)):
         return None
-    out = n.input
-    for c in reversed(chain):
-        out = dataclasses.replace(c, input=out)
-    return out
+    return _over(found[0], found[1].input)
 
 
 def unwrap_stream_round_trips_under_time_windows(node: L.LogicalNode) -> L.LogicalNode | None:
@@ -329,20 +319,32 @@ def unwrap_stream_round_trips_under_time_windows(node: L.LogicalNode) -> L.Logic
     """
     if not (isinstance(node, L.Window) and node.spec.time_based):
         return None
+    found = _per_row_chain(node.input)
+    out = unwrap_stream_round_trips(found[1]) if found is not None else None
+    if found is None or out is None:
+        return None
+    return L.Window(_over(found[0], out), node.spec)
+
+
+def _per_row_chain(n: L.LogicalNode) -> tuple[list[L.Filter | L.Project], L.LogicalNode] | None:
+    """The selections and projections from ``n`` down (top first) and the node below them, or
+    None if one of them reads more than its row (a subquery, CURRENT_TIME, an outer row).
+    """
     chain: list[L.Filter | L.Project] = []
-    n = node.input
     while isinstance(n, L.Filter | L.Project):
         exprs = [n.predicate] if isinstance(n, L.Filter) else list(n.columns)
         if not all(_per_element(e) for e in exprs):
             return None
         chain.append(n)
         n = n.input
-    out = unwrap_stream_round_trips(n)
-    if out is None:
-        return None
+    return chain, n
+
+
+def _over(chain: list[L.Filter | L.Project], base: L.LogicalNode) -> L.LogicalNode:
+    """``chain`` (top first) rebuilt over ``base``."""
     for c in reversed(chain):
-        out = dataclasses.replace(c, input=out)
-    return L.Window(out, node.spec)
+        base = dataclasses.replace(c, input=base)
+    return base
 
 
 RULES: tuple[Rule, ...] = (
