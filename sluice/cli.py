@@ -317,7 +317,9 @@ def _run(args: argparse.Namespace) -> int:
         raise SluiceError("--checkpoint is for the embedded engine writing --out DIR (Spark checkpoints by itself)")
     text = read_cql(args.file)
     # what must not change between a run and its resumption
-    fingerprint = hashlib.sha256(repr((text, args.source, args.until, _engine_key(args))).encode()).hexdigest()
+    fingerprint = hashlib.sha256(
+        repr((text, args.source, args.static, args.until, _engine_key(args))).encode()
+    ).hexdigest()
     saved: dict[str, Any] | None = None
     if ck is not None and ck.exists():
         with ck.open("rb") as fh:
@@ -334,6 +336,7 @@ def _run(args: argparse.Namespace) -> int:
         except CQLError as e:
             raise SluiceError(f"{args.file}:{e.render()}") from None
         queries = [r for r in results if hasattr(r, "bound")]
+        _attach_static(eng, args)
     if not queries:
         raise SluiceError(f"{args.file} registers no query")
     files: list[tuple[str, str]] = []
@@ -412,6 +415,32 @@ def _run(args: argparse.Namespace) -> int:
     if ck is not None and ck.exists():
         ck.unlink()  # the run is complete: a new one starts over
     return 0
+
+
+def _attach_static(eng: Any, args: argparse.Namespace) -> None:
+    """``--static NAME=CSV``: each named relation holds the file's rows at every instant."""
+    from sluice.catalog import Kind
+    from sluice.io.csv_input import read_static_csv
+
+    for name, paths in _pairs(args.static, "static").items():
+        try:
+            d = eng.catalog.lookup(name)
+        except KeyError:
+            raise SluiceError(f"--static {name}: no such relation in {args.file}") from None
+        if d.kind is not Kind.RELATION:
+            raise SluiceError(f"--static {d.name}: {d.name} is a stream; only a relation can be static")
+        if name in _pairs(args.source, "source"):
+            raise SluiceError(f"--static {d.name}: also given as --source (a static relation takes no pushes)")
+        rows: list[tuple[Any, ...]] = []
+        for path in paths:
+            if not Path(path).is_file():
+                raise SluiceError(f"--static {name}={path}: no such file")
+            got, errors = read_static_csv(path, d.schema)
+            if errors:  # a static relation is all its rows or none: nothing runs on part of it
+                more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+                raise SluiceError(f"--static {name}: " + "; ".join(errors[:5]) + more)
+            rows += got
+        eng.attach_static(d.name, rows)
 
 
 def _script(args: argparse.Namespace) -> int:
@@ -575,6 +604,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("run", help="run a CQL file's queries over file sources (embedded engine, or --backend spark)")
     p.add_argument("file")
     p.add_argument("--source", action="append", default=[], metavar="NAME=PATH", help=".csv, .jsonl or .parquet")
+    p.add_argument(
+        "--static",
+        action="append",
+        default=[],
+        metavar="NAME=CSV",
+        help="a relation that never changes: rows v1,v2,… (no timestamp or sign), held at every instant",
+    )
     p.add_argument("--out", help="write each query's output to DIR/NAME.out instead of printing it")
     p.add_argument("--until", type=int, default=None, help="complete instants up to this timestamp")
     p.add_argument("--checkpoint", metavar="DIR", help="save the run's state here; a killed run resumes from it")

@@ -204,3 +204,27 @@ def test_unregister_takes_several_names_all_or_none_as_on_spark() -> None:
     assert set(eng.queries) == {"a", "b"}  # nothing went
     eng.unregister("a", "b", "a")
     assert not eng.queries
+
+
+def test_cli_run_takes_static_relations(tmp_path, capsys) -> None:
+    """``--static NAME=CSV``: the relation holds the file's rows (v1,v2,…; header optional) at
+    every instant; a row that does not fit refuses the run with file:line, before anything runs.
+    """
+    (tmp_path / "q.cql").write_text(
+        "REGISTER STREAM S (K integer, V integer);\nREGISTER RELATION R (K integer, N varchar(4));\n"
+        "select S.V, R.N from S, R where S.K = R.K;\n"
+    )
+    (tmp_path / "s.csv").write_text("1,1,10\n2,2,20\n3,3,30\n")
+    (tmp_path / "r.csv").write_text("K,N\n1,one\n3,thr\n")
+    args = ["run", str(tmp_path / "q.cql"), "--source", f"S={tmp_path / 's.csv'}"]
+    assert main([*args, "--static", f"R={tmp_path / 'r.csv'}"]) == 0
+    out, _ = capsys.readouterr()
+    assert "[1]:+:10, one\n[3]:+:30, thr" in out and "20" not in out
+    (tmp_path / "bad.csv").write_text("1,one\nx,two\n3\n")
+    assert main([*args, "--static", f"R={tmp_path / 'bad.csv'}"]) != 0
+    out, err = capsys.readouterr()
+    assert "bad.csv:2: 'x' is not an integer" in err and "bad.csv:3: 1 fields, expected 2" in err and not out
+    assert main([*args, "--static", f"S={tmp_path / 'r.csv'}"]) != 0
+    assert "--static S: S is a stream; only a relation can be static" in capsys.readouterr().err
+    assert main([*args, "--static", f"R={tmp_path / 'r.csv'}", "--source", f"R={tmp_path / 'r.csv'}"]) != 0
+    assert "--static R: also given as --source" in capsys.readouterr().err

@@ -149,6 +149,33 @@ def parse_csv_lines(
     return out, errors
 
 
+def read_static_csv(path: str | Path, schema: Schema) -> tuple[list[tuple[Any, ...]], list[str]]:
+    """A static relation's rows (``v1,v2,…`` per line, no timestamp or sign; a first line naming
+    the columns is a header) and ``file:line: reason`` messages, one per line that does not fit.
+    """
+    p = Path(path)
+    rows: list[tuple[Any, ...]] = []
+    errors: list[str] = []
+    with p.open("rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            where = f"{p}:{lineno}"
+            try:
+                line = raw.decode("utf-8").rstrip("\r\n")
+                if not line.strip():
+                    continue
+                fields = _fields(line)
+                if lineno == 1 and [x.strip().lower() for x in fields] == [c.name.lower() for c in schema.columns]:
+                    continue
+                if len(fields) != len(schema):
+                    raise ValueError(f"{len(fields)} fields, expected {len(schema)}")
+                rows.append(tuple(parse_value(x, c.type) for x, c in zip(fields, schema.columns, strict=True)))
+            except UnicodeDecodeError as e:
+                errors.append(f"{where}: not UTF-8 (byte {raw[e.start]:#04x} at column {e.start + 1})")
+            except ValueError as e:
+                errors.append(f"{where}: {e}")
+    return rows, errors
+
+
 def read_csv(path: str | Path, schema: Schema, relation: bool) -> tuple[list[Any], list[str]]:
     """A CSV file's rows and messages (lines read as bytes: a non-UTF-8 line is reported alone)."""
     p = Path(path)
