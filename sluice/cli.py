@@ -419,26 +419,28 @@ def _run(args: argparse.Namespace) -> int:
 
 def _attach_static(eng: Any, args: argparse.Namespace) -> None:
     """``--static NAME=CSV``: each named relation holds the file's rows at every instant."""
-    from sluice.catalog import Kind
     from sluice.io.csv_input import read_static_csv
 
     for name, paths in _pairs(args.static, "static").items():
         try:
             d = eng.catalog.lookup(name)
         except KeyError:
-            raise SluiceError(f"--static {name}: no such relation in {args.file}") from None
-        if d.kind is not Kind.RELATION:
-            raise SluiceError(f"--static {d.name}: {d.name} is a stream; only a relation can be static")
+            d = None
+        if not isinstance(d, SourceDef) or d.kind is not Kind.RELATION:
+            what = "a stream" if isinstance(d, SourceDef) else "a view" if d is not None else "not registered"
+            raise SluiceError(f"--static {name}: only a registered relation can be static ({name} is {what})")
         if name in _pairs(args.source, "source"):
             raise SluiceError(f"--static {d.name}: also given as --source (a static relation takes no pushes)")
         rows: list[tuple[Any, ...]] = []
         for path in paths:
             if not Path(path).is_file():
-                raise SluiceError(f"--static {name}={path}: no such file")
+                raise SluiceError(f"--static {d.name}={path}: no such file")
+            if Path(path).suffix.lower() not in (".csv", ".txt", ".dat"):
+                raise SluiceError(f"--static {d.name}={path}: a static relation is read from CSV (.csv)")
             got, errors = read_static_csv(path, d.schema)
             if errors:  # a static relation is all its rows or none: nothing runs on part of it
                 more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
-                raise SluiceError(f"--static {name}: " + "; ".join(errors[:5]) + more)
+                raise SluiceError(f"--static {d.name}: " + "; ".join(errors[:5]) + more)
             rows += got
         eng.attach_static(d.name, rows)
 

@@ -160,7 +160,7 @@ def read_static_csv(path: str | Path, schema: Schema) -> tuple[list[tuple[Any, .
         for lineno, raw in enumerate(f, 1):
             where = f"{p}:{lineno}"
             try:
-                line = raw.decode("utf-8").rstrip("\r\n")
+                line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8").rstrip("\r\n")  # (a BOM)
                 if not line.strip():
                     continue
                 fields = _fields(line)
