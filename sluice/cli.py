@@ -428,7 +428,8 @@ def _attach_static(eng: Any, args: argparse.Namespace) -> None:
             d = None
         if not isinstance(d, SourceDef) or d.kind is not Kind.RELATION:
             what = "a stream" if isinstance(d, SourceDef) else "a view" if d is not None else "not registered"
-            raise SluiceError(f"--static {name}: only a registered relation can be static ({name} is {what})")
+            shown = d.name if d is not None else name
+            raise SluiceError(f"--static {shown}: only a registered relation can be static ({shown} is {what})")
         if name in _pairs(args.source, "source"):
             raise SluiceError(f"--static {d.name}: also given as --source (a static relation takes no pushes)")
         rows: list[tuple[Any, ...]] = []

@@ -225,7 +225,7 @@ def test_cli_run_takes_static_relations(tmp_path, capsys) -> None:
     out, err = capsys.readouterr()
     assert "bad.csv:2: 'x' is not an integer" in err and "bad.csv:3: 1 fields, expected 2" in err and not out
     assert main([*args, "--static", f"S={tmp_path / 'r.csv'}"]) != 0
-    assert "--static s: only a registered relation can be static (s is a stream)" in capsys.readouterr().err
+    assert "--static S: only a registered relation can be static (S is a stream)" in capsys.readouterr().err
     (tmp_path / "bom.csv").write_bytes("\ufeffK,N\n1,one\n".encode())  # a spreadsheet's BOM
     assert main([*args, "--static", f"R={tmp_path / 'bom.csv'}"]) == 0
     assert "[1]:+:10, one" in capsys.readouterr().out
