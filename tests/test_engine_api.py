@@ -231,3 +231,30 @@ def test_cli_run_takes_static_relations(tmp_path, capsys) -> None:
     assert "[1]:+:10, one" in capsys.readouterr().out
     assert main([*args, "--static", f"R={tmp_path / 'r.csv'}", "--source", f"R={tmp_path / 'r.csv'}"]) != 0
     assert "--static R: also given as --source" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("s.csv", "ts,A\n1,1\n2,2\n"),  # a header after the mark
+        ("s.csv", "1,1\n2,2\n"),  # data on the first line
+        ("s.jsonl", '{"ts": 1, "A": 1}\n{"ts": 2, "A": 2}\n'),
+    ],
+)
+def test_a_byte_order_mark_is_not_data(tmp_path, capsys, name, text) -> None:
+    """A file a spreadsheet saved starts with a UTF-8 byte-order mark: its first line was
+    rejected (a header as a bad timestamp, a row as lost) — review of --static."""
+    from sluice.catalog import Catalog
+    from sluice.io.csv_input import read_csv
+    from sluice.plan.ddl import execute as ddl
+
+    (tmp_path / "q.cql").write_text("REGISTER STREAM S (A integer);\nselect A from S;\n")
+    (tmp_path / name).write_bytes("\ufeff".encode() + text.encode())
+    assert main(["run", str(tmp_path / "q.cql"), "--source", f"S={tmp_path / name}"]) == 0
+    out, err = capsys.readouterr()
+    assert "[1]:+:1\n[2]:+:2" in out and "rejected" not in err
+    if name.endswith(".csv"):  # the line-by-line reader (sluice reference) too
+        cat = Catalog()
+        ddl(cat, "REGISTER STREAM S (A integer)")
+        rows, errors = read_csv(tmp_path / name, cat.lookup("S").schema, False)
+        assert rows == [(1, (1,)), (2, (2,))] and not errors

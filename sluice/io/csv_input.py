@@ -24,6 +24,7 @@ is parsed line by line instead, so the rules and the messages are the same eithe
 
 from __future__ import annotations
 
+import codecs
 import csv
 import itertools
 from collections.abc import Iterable
@@ -72,6 +73,9 @@ def parse_value(text: str, t: DataType) -> Any:
     return text
 
 
+BOM = codecs.BOM_UTF8  # a UTF-8 byte-order mark, which spreadsheets write first
+
+
 def _is_header(fields: list[str], schema: Schema, relation: bool) -> bool:
     want = ["ts"] + (["sign"] if relation else []) + [c.name.lower() for c in schema.columns]
     return [f.strip().lower() for f in fields] == want
@@ -102,6 +106,8 @@ def parse_csv_lines(
     lead = 2 if relation else 1
     for lineno, raw in enumerate(lines, first_line):
         where = f"{name}:{lineno}"
+        if lineno == 1 and isinstance(raw, bytes):
+            raw = raw.removeprefix(BOM)
         if isinstance(raw, bytes):
             try:
                 line = raw.decode("utf-8")
@@ -160,7 +166,7 @@ def read_static_csv(path: str | Path, schema: Schema) -> tuple[list[tuple[Any, .
         for lineno, raw in enumerate(f, 1):
             where = f"{p}:{lineno}"
             try:
-                line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8").rstrip("\r\n")  # (a BOM)
+                line = (raw.removeprefix(BOM) if lineno == 1 else raw).decode("utf-8").rstrip("\r\n")
                 if not line.strip():
                     continue
                 fields = _fields(line)
@@ -251,6 +257,7 @@ def csv_block(
     batch of its rows that fit and ``file:line: reason`` for each line that does not.
     """
     if first_line == 1:  # a header only if it names the columns
+        data = data.removeprefix(BOM)  # (a spreadsheet's byte-order mark is not data)
         end = data.find(b"\n")
         head = data if end < 0 else data[: end + 1]
         try:

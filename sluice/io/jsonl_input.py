@@ -9,6 +9,7 @@ names the line — the same rules and messages either way.
 
 from __future__ import annotations
 
+import codecs
 import json
 from typing import Any
 
@@ -45,6 +46,8 @@ def jsonl_block(
     """A block of whole lines of a JSONL file (``first_line`` the number of its first) as a typed
     batch of its rows that fit and ``file:line: reason`` for each line that does not.
     """
+    if first_line == 1:
+        data = data.removeprefix(codecs.BOM_UTF8)  # (a byte-order mark is not data)
     fast = _vectorised(data, schema, relation, path, first_line) if data.strip() else None
     if fast is not None:
         return fast
