@@ -651,6 +651,32 @@ def test_cli_run_on_spark_and_the_console_sink(spark, tmp_path, capsys) -> None:
     eng.stop()
 
 
+def test_cli_run_static_relation_on_spark(spark, tmp_path, capsys) -> None:
+    """`sluice run --static` on either backend: the same answers (a native stream–static join on
+    Spark, a join keeping no stream side on the embedded engine)."""
+    from sluice.cli import main
+
+    (tmp_path / "q.cql").write_text(
+        "register stream S (K integer, V integer);\nregister relation R (K integer, N varchar(4));\n"
+        "select S.V, R.N from S, R where S.K = R.K;\n"
+    )
+    (tmp_path / "s.csv").write_text("1,1,10\n2,2,20\n3,3,30\n")
+    (tmp_path / "r.csv").write_text("K,N\n1,one\n3,thr\n")
+    args = [
+        "run",
+        str(tmp_path / "q.cql"),
+        "--source",
+        f"S={tmp_path / 's.csv'}",
+        "--static",
+        f"R={tmp_path / 'r.csv'}",
+    ]
+    got = []
+    for backend in ("embedded", "spark"):
+        assert main([*args, "--backend", backend]) == 0
+        got.append(sorted(line for line in capsys.readouterr().out.splitlines() if not line.startswith("#")))
+    assert got[0] == got[1] == ["[1]:+:10, one", "[3]:+:30, thr"]
+
+
 def test_rows_pushed_before_a_query_is_registered_are_its_input(spark, tmp_path) -> None:
     """Regression (issue: Spark pipeline): both backends keep what was pushed before
     ``register_query``, take a dotted query name, and admit the same rows (bad values rejected
