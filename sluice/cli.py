@@ -421,6 +421,7 @@ def _attach_static(eng: Any, args: argparse.Namespace) -> None:
     """``--static NAME=CSV``: each named relation holds the file's rows at every instant."""
     from sluice.io.csv_input import read_static_csv
 
+    pushed = _pairs(args.source, "source")
     for name, paths in _pairs(args.static, "static").items():
         try:
             d = eng.catalog.lookup(name)
@@ -430,7 +431,7 @@ def _attach_static(eng: Any, args: argparse.Namespace) -> None:
             what = "a stream" if isinstance(d, SourceDef) else "a view" if d is not None else "not registered"
             shown = d.name if d is not None else name
             raise SluiceError(f"--static {shown}: only a registered relation can be static ({shown} is {what})")
-        if name in _pairs(args.source, "source"):
+        if name in pushed:
             raise SluiceError(f"--static {d.name}: also given as --source (a static relation takes no pushes)")
         rows: list[tuple[Any, ...]] = []
         for path in paths:

@@ -410,6 +410,8 @@ __all__ = [
     "check_row",
     "check_value",
     "rows_to_batch",
+    "static_refusal",
+    "static_rows",
     "table_to_batch",
     "to_batch",
 ]
@@ -426,3 +428,8 @@ def static_rows(d: SourceDef, rows: Iterable[Sequence[Any]]) -> pa.Table:
     if errors:
         raise SluiceError(f"{d.name}: " + "; ".join(errors[:3]))
     return batch
+
+
+def static_refusal(name: str) -> SluiceError:
+    """The one refusal of a push to a static relation (both backends, the server)."""
+    return SluiceError(f"{name} is static (attach_static): its contents cannot change")

@@ -76,9 +76,10 @@ def parse_value(text: str, t: DataType) -> Any:
 BOM = codecs.BOM_UTF8  # a UTF-8 byte-order mark, which spreadsheets write first
 
 
-def _is_header(fields: list[str], schema: Schema, relation: bool) -> bool:
-    want = ["ts"] + (["sign"] if relation else []) + [c.name.lower() for c in schema.columns]
-    return [f.strip().lower() for f in fields] == want
+def _is_header(fields: list[str], schema: Schema, relation: bool = False, lead: tuple[str, ...] | None = None) -> bool:
+    """Whether a first line names the columns: ``ts`` (``sign``) then the attributes, or ``lead``."""
+    first = list(lead) if lead is not None else ["ts"] + (["sign"] if relation else [])
+    return [f.strip().lower() for f in fields] == first + [c.name.lower() for c in schema.columns]
 
 
 def _fields(line: str) -> list[str]:
@@ -87,6 +88,26 @@ def _fields(line: str) -> list[str]:
         return next(csv.reader([line], strict=True), [])
     except csv.Error as e:
         raise ValueError("unterminated quote" if "end of data" in str(e) or "EOF" in str(e) else str(e)) from None
+
+
+def _line_fields(raw: str | bytes, lineno: int) -> list[str] | None:
+    """One line's fields (None for a blank line; a first line's byte-order mark dropped);
+    ``ValueError`` saying why it cannot be read (not UTF-8, an unterminated quote).
+    """
+    if isinstance(raw, bytes):
+        if lineno == 1:
+            raw = raw.removeprefix(BOM)
+        try:
+            raw = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError(f"not UTF-8 (byte {raw[e.start]:#04x} at column {e.start + 1})") from None
+    line = raw.rstrip("\r\n")
+    return _fields(line) if line.strip() else None
+
+
+def _values(fields: list[str], schema: Schema) -> tuple[Any, ...]:
+    """A row's attribute values from its fields; ``ValueError`` for one that does not fit."""
+    return tuple(parse_value(f, c.type) for f, c in zip(fields, schema.columns, strict=True))
 
 
 def parse_csv_lines(
@@ -106,23 +127,12 @@ def parse_csv_lines(
     lead = 2 if relation else 1
     for lineno, raw in enumerate(lines, first_line):
         where = f"{name}:{lineno}"
-        if lineno == 1 and isinstance(raw, bytes):
-            raw = raw.removeprefix(BOM)
-        if isinstance(raw, bytes):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                errors.append(f"{where}: not UTF-8 (byte {raw[e.start]:#04x} at column {e.start + 1})")
-                continue
-        else:
-            line = raw
-        line = line.rstrip("\r\n")
-        if not line.strip():
-            continue
         try:
-            fields = _fields(line)
+            fields = _line_fields(raw, lineno)
         except ValueError as e:
             errors.append(f"{where}: {e}")
+            continue
+        if fields is None:
             continue
         if lineno == 1 and _is_header(fields, schema, relation):
             continue
@@ -138,7 +148,7 @@ def parse_csv_lines(
             errors.append(f"{where}: {len(fields)} fields, expected {len(schema) + lead}")
             continue
         try:
-            row = tuple(parse_value(f, c.type) for f, c in zip(fields[lead:], schema.columns, strict=True))
+            row = _values(fields[lead:], schema)
         except ValueError as e:
             errors.append(f"{where}: {e}")
             continue
@@ -164,21 +174,15 @@ def read_static_csv(path: str | Path, schema: Schema) -> tuple[list[tuple[Any, .
     errors: list[str] = []
     with p.open("rb") as f:
         for lineno, raw in enumerate(f, 1):
-            where = f"{p}:{lineno}"
             try:
-                line = (raw.removeprefix(BOM) if lineno == 1 else raw).decode("utf-8").rstrip("\r\n")
-                if not line.strip():
-                    continue
-                fields = _fields(line)
-                if lineno == 1 and [x.strip().lower() for x in fields] == [c.name.lower() for c in schema.columns]:
+                fields = _line_fields(raw, lineno)
+                if fields is None or lineno == 1 and _is_header(fields, schema, lead=()):
                     continue
                 if len(fields) != len(schema):
                     raise ValueError(f"{len(fields)} fields, expected {len(schema)}")
-                rows.append(tuple(parse_value(x, c.type) for x, c in zip(fields, schema.columns, strict=True)))
-            except UnicodeDecodeError as e:
-                errors.append(f"{where}: not UTF-8 (byte {raw[e.start]:#04x} at column {e.start + 1})")
+                rows.append(_values(fields, schema))
             except ValueError as e:
-                errors.append(f"{where}: {e}")
+                errors.append(f"{p}:{lineno}: {e}")
     return rows, errors
 
 

@@ -106,6 +106,13 @@ def has_subquery(e: BExpr) -> bool:
     return any(isinstance(x, Subquery) for x in walk_expr(e))
 
 
+def reads_row_alone(e: BExpr) -> bool:
+    """An expression whose value for a row depends on that row alone: no subquery, no
+    CURRENT_TIME (the instant), no outer row (the rewrite rules; the planner's static inputs).
+    """
+    return not has_subquery(e) and not uses_current_time(e) and not any(isinstance(x, OuterRef) for x in walk_expr(e))
+
+
 def plan_uses_current_time(plan: L.LogicalNode) -> bool:
     """Some expression of the plan, subqueries included, reads CURRENT_TIME."""
     return any(uses_current_time(e) for n in L.walk_plan(plan) for e in n.exprs())

@@ -74,8 +74,8 @@ from dataclasses import dataclass
 
 from sluice.errors import InternalError
 from sluice.plan import logical as L
-from sluice.plan.analysis import conjoin, conjuncts, has_subquery, map_children, shift, substitute, uses_current_time
-from sluice.plan.expr import BExpr, ColRef, OuterRef, UdfCall, walk_expr
+from sluice.plan.analysis import conjoin, conjuncts, has_subquery, map_children, reads_row_alone, shift, substitute
+from sluice.plan.expr import BExpr, ColRef, UdfCall, walk_expr
 from sluice.windows import Unbounded
 
 Rewrite = Callable[[L.LogicalNode], L.LogicalNode | None]
@@ -162,16 +162,11 @@ def _pass(plan: L.LogicalNode, rules: tuple[Rule, ...], applied: list[str]) -> L
 # -- the rules -------------------------------------------------------------------------------------
 
 
-def _per_element(e: BExpr) -> bool:
-    """An expression whose value for a row depends on that row alone (not the instant)."""
-    return not has_subquery(e) and not uses_current_time(e) and not any(isinstance(x, OuterRef) for x in walk_expr(e))
-
-
 def _movable(c: BExpr) -> bool:
     """A conjunct a selection can evaluate anywhere its columns are: no subquery, no
     CURRENT_TIME, no outer row, and at least one column.
     """
-    return _per_element(c) and any(isinstance(x, ColRef) for x in walk_expr(c))
+    return reads_row_alone(c) and any(isinstance(x, ColRef) for x in walk_expr(c))
 
 
 def _split(predicate: BExpr, moves: Callable[[BExpr], bool]) -> tuple[list[BExpr], list[BExpr]]:
@@ -333,7 +328,7 @@ def _per_row_chain(n: L.LogicalNode) -> tuple[list[L.Filter | L.Project], L.Logi
     chain: list[L.Filter | L.Project] = []
     while isinstance(n, L.Filter | L.Project):
         exprs = [n.predicate] if isinstance(n, L.Filter) else list(n.columns)
-        if not all(_per_element(e) for e in exprs):
+        if not all(reads_row_alone(e) for e in exprs):
             return None
         chain.append(n)
         n = n.input

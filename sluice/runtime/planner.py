@@ -28,6 +28,7 @@ from sluice.plan.analysis import (
     equi_key,
     has_outer_ref,
     has_subquery,
+    reads_row_alone,
     uses_current_time,
 )
 from sluice.plan.expr import BExpr, Call, ColRef, walk_expr
@@ -338,10 +339,8 @@ class Planner:
         """The static relation ``node`` selects and projects, if it is one (``Source.static``):
         its rows enter once, so a join with it need not keep the other input (``Queue.ended``).
         """
-        while isinstance(node, L.Filter | L.Project) and all(
-            not has_subquery(e) and not uses_current_time(e) for e in node.exprs()
-        ):
-            node = node.input  # (with CURRENT_TIME or a subquery it is another operator, which ticks)
+        while isinstance(node, L.Filter | L.Project) and all(reads_row_alone(e) for e in node.exprs()):
+            node = node.input  # (otherwise it is another operator — ticking, subquery — which never ends)
         src = self.sources.get(node.name.lower()) if isinstance(node, L.Scan) else None
         return src.name if src is not None and src.static else None
 

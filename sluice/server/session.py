@@ -31,6 +31,7 @@ import pyarrow as pa
 
 from sluice.approx.limits import parse_latency
 from sluice.backends.base import Engine
+from sluice.backends.rows import static_refusal
 from sluice.catalog import Kind, SourceDef, ViewDef
 from sluice.cql import ast
 from sluice.cql.errors import CQLError, Span
@@ -397,7 +398,7 @@ class ServerSession:
         if self.source(p.name) is not p.source:  # (decoded outside the lock)
             raise Refused(f"{p.name} was unregistered while the push was decoded; nothing of it was taken")
         if self.engine.is_static(p.name):  # refused whole, before anything is counted or journaled
-            raise Refused(f"{p.name} is static (attach_static): its contents cannot change")
+            raise Refused(str(static_refusal(p.name)))
         before = self._source_counts(p.name)
         if p.bad:
             self.engine.reject(p.name, [f"{p.name}, row {r.row}: {r.reason}" for r in p.bad])

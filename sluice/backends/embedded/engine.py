@@ -32,7 +32,7 @@ from sluice.backends.embedded.loop import SchedulerLoop
 from sluice.backends.embedded.query import EngineStats, Query
 from sluice.backends.embedded.registry import QueryRegistry
 from sluice.backends.embedded.usage import UsageMeter
-from sluice.backends.rows import admit_batch, static_rows, to_batch
+from sluice.backends.rows import admit_batch, static_refusal, static_rows, to_batch
 from sluice.catalog import Catalog, Kind, SourceDef, ViewDef
 from sluice.cql import ast
 from sluice.cql.ast import TimeUnit
@@ -376,7 +376,7 @@ class EmbeddedEngine:
     def _changeable(self, name: str) -> Source:
         src = self.registry.source(name)
         if src.static:
-            raise SluiceError(f"{src.name} is static (attach_static): its contents cannot change")
+            raise static_refusal(src.name)
         return src
 
     def push(self, name: str, rows: Any, *, ts_column: str = "ts", sign_column: str = "sign") -> None:

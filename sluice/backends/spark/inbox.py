@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from sluice.backends.rows import TS_MAX, TS_MIN, admit_batch, rows_to_batch, static_rows, to_batch
+from sluice.backends.rows import TS_MAX, TS_MIN, admit_batch, rows_to_batch, static_refusal, static_rows, to_batch
 from sluice.catalog import Catalog, Kind, SourceDef
 from sluice.errors import InternalError, SluiceError
 from sluice.runtime.admission import Admission
@@ -129,7 +129,7 @@ class Inbox:
     def _changeable(self, name: str) -> SourceDef:
         d = self.source(name)
         if d.name.lower() in self.static:
-            raise SluiceError(f"{d.name} is static (attach_static): its contents cannot change")
+            raise static_refusal(d.name)
         return d
 
     def _push(self, d: SourceDef, rows: Any, ts_column: str = "ts", sign_column: str = "sign") -> None:

@@ -130,8 +130,12 @@ class Source(Operator):
         """End of input: every instant up to ``until`` (default: the last timestamp seen) completes."""
         self.admission.close(until)
 
+    def _static_due(self) -> bool:
+        """A static relation's rows are still to be sent, and the first instant to send them at is known."""
+        return self._static is not None and not self._static_out and self.ctx.start is not None
+
     def has_work(self) -> bool:
-        if self._static is not None and not self._static_out and self.ctx.start is not None:
+        if self._static_due():
             return True
         return self._buffered > 0 and self._releasable() or self.complete_upto() > self._wm_out
 
@@ -158,7 +162,8 @@ class Source(Operator):
                 n = out.num_rows
         if self.ctx.start is None and done > NEG_INF:
             self.ctx.start = done
-        if self._static is not None and not self._static_out and self.ctx.start is not None:
+        if self._static_due():
+            assert self._static is not None and self.ctx.start is not None
             self._static_out = True
             rows = self._static.set_column(0, "__ts", pa.array(np.full(self._static.num_rows, self.ctx.start)))
             self._static = self._static.slice(0, 0)  # (sent: the relation's rows are ``_contents`` now)
