@@ -650,14 +650,15 @@ def test_a_damaged_journal_record_ends_the_replay_there(tmp_path):
     session, _ = build_session("embedded", tmp_path)
     session.execute("register stream S (A integer); register query q as select A from S")
     session.push("S", "jsonl", jsonl({"ts": 1, "A": 1}))
-    session.push("S", "jsonl", jsonl({"ts": 2, "A": 2}))
+    session.push("S", "jsonl", jsonl({"ts": 2, "A": 2}))  # (and the first instant: a "start" record)
+    session.push("S", "jsonl", jsonl({"ts": 3, "A": 3}))
     log = session.journal._log(session.journal.generation)
     session.close()
     data = bytearray(log.read_bytes())
     data[-3] ^= 0xFF  # a flipped byte in the last record (power lost mid-write)
     log.write_bytes(bytes(data))
     again, restored = build_session("embedded", tmp_path)
-    assert restored["pushes"] == 1
+    assert restored["pushes"] == 2
     again.close()
 
 
@@ -723,10 +724,64 @@ def test_a_push_to_a_static_relation_is_refused_whole_and_never_journaled(tmp_pa
     with pytest.raises(Refused, match=r"R is static \(attach_static\): its contents cannot change"):
         s.push("R", "jsonl", jsonl({"ts": 1, "sign": "+", "K": 3}, {"ts": 1, "sign": "+", "K": "x"}))
     s.push("S", "jsonl", jsonl({"ts": 1, "K": 1}, {"ts": 2, "K": 3}), heartbeat=2)
-    assert [r.kind for r in j.records()] == ["push", "heartbeat"]  # the refused push is not there
+    assert [r.kind for r in j.records()] == ["push", "heartbeat", "start"]  # the refused push is not there
     assert not eng.rejected()
     assert [e["row"] for e in s.results(q)["elements"]] == [{"K": 1}]
     again = j.load()
     assert j.replay(again) == 2  # the restart replays what was taken, and only that
     assert [tuple(e.row) for e in again.queries[q].results()] == [(1,)]
     s.close()
+
+
+def test_a_replay_fixes_the_first_instant_where_the_live_server_did(tmp_path):
+    """Design 004: the first instant is fixed at the first run that can release an element; a
+    replay runs once, after every push, so the journal says where the live server fixed it —
+    else an element the live server rejected as before the first instant would be taken."""
+    from sluice.server.journal import Journal
+
+    eng = EmbeddedEngine(slack=2)
+    eng.execute("register stream S (K integer); register stream T (K integer)")
+    j = Journal(tmp_path)
+    j.checkpoint(eng)
+    s = ServerSession(eng, journal=j)
+    q = s.execute("select K, count(*) from T [Range 5] group by K")[0]["name"]
+    s.push("S", "jsonl", jsonl({"ts": 5, "K": 1}))  # not yet releasable (slack 2): nothing fixed
+    assert eng.ctx.start is None
+    s.push("S", "jsonl", jsonl({"ts": 8, "K": 1}))  # instant 5 complete: fixed at 5
+    assert eng.ctx.start == 5
+    report = s.push("T", "jsonl", jsonl({"ts": 3, "K": 2}, {"ts": 6, "K": 2}))
+    assert report["accepted"] == 2 and report["late"] == 1  # T's first element: before the first instant
+    s.heartbeat(9)
+    live = s.results(q)["elements"]
+    assert [r.kind for r in j.records()] == ["push", "push", "start", "push", "heartbeat"]
+    s.close()  # what a kill leaves
+    again = j.load()
+    assert j.replay(again) == 4
+    assert again.ctx.start == 5
+    assert live and [(e.ts, e.sign, e.row) for e in again.queries[q].results()] == [
+        (e["ts"], e["sign"], tuple(e["row"].values())) for e in live
+    ]
+    assert sum(1 for m in again.rejected() if "before the first instant 5" in m) == 1
+
+
+def test_a_system_sample_does_not_fix_the_first_instant(tmp_path):
+    """Review: a sample of the system streams, pushed after a run that fixed nothing, fixed the
+    first instant from the server's clock — rejecting user rows the data's own rule takes — and a
+    replay (no such record) fixed another."""
+    s, _ = build_session("embedded", tmp_path, slack=3, sample_every=1)
+    s.execute(
+        "register stream S (K integer); register stream T (K integer); "
+        "register query m as select queue, Max(held) from SysQueues [Range 10] group by queue; "
+        "register query q as select K, count(*) from T [Range 5] group by K"
+    )
+    s.push("S", "jsonl", jsonl({"ts": 10, "K": 1}))  # instant 10 not complete (slack 3): nothing fixed
+    assert s.engine.ctx.start is None
+    report = s.push("T", "jsonl", jsonl({"ts": 5, "K": 2}, {"ts": 9, "K": 2}))
+    assert report["late"] == 0
+    s.heartbeat(12)
+    live = s.results("q")["elements"]
+    assert s.engine.ctx.start == 5 and live[0]["ts"] == 5
+    s.close()
+    again, _ = build_session("embedded", tmp_path, slack=3, sample_every=1)
+    assert again.engine.ctx.start == 5 and again.results("q")["elements"] == live
+    again.close()

@@ -444,3 +444,25 @@ def test_a_snapshot_of_the_layout_before_admission_parts_is_refused_with_its_for
     old["format"] = 1
     with pytest.raises(SluiceError, match=f"not an engine state snapshot of format {SNAPSHOT_FORMAT}"):
         eng.restore_state(old)
+
+
+def test_a_query_sharing_a_restored_operator_plans_and_answers(tmp_path) -> None:
+    """Review: after restore the planner's producers were keyed by the queues' ids before pickling,
+    so a query sharing a restored operator failed to plan (InternalError: no operator writes …) —
+    what a restarted server meets when a client registers such a query."""
+    eng = EmbeddedEngine()
+    eng.execute("register relation R (K integer); register stream S (K integer)")
+    eng.register_query("select count(*) from R", "a")
+    eng.register_query("select K, count(*) from S [Range 3] group by K", "c")
+    eng.push("R", [(1, "+", 1)])
+    eng.checkpoint(tmp_path / "e.ckpt")
+    again = EmbeddedEngine.restore(tmp_path / "e.ckpt")
+    b = again.register_query("select count(*) from R", "b")  # shares a's aggregate
+    d = again.register_query("select K, count(*) from S [Range 3] group by K having count(*) > 0", "d")
+    again.push("R", [(3, "+", 2)])
+    again.push("S", [(2, 5), (3, 5)])
+    again.close(4)
+    got = [(e.ts, e.sign, e.row) for e in again.queries["a"].results()]
+    assert got == [(1, "+", (1,)), (3, "-", (1,)), (3, "+", (2,))]
+    assert b.results() == again.queries["a"].results()  # (registered before anything ran: from the start)
+    assert [e.row for e in d.results() if e.sign == "+"] == [(5, 1), (5, 2)]

@@ -197,6 +197,7 @@ def test_a_leftover_temporary_file_does_not_stop_an_engine_starting(spark, tmp_p
     eng.execute("register stream S (K integer)")
     q = eng.register_query("select * from S", name="all")
     eng.push("S", [(1, 5)])
+    eng.heartbeat(1)  # (instant 1 complete: the first instant is fixed, the query starts)
     eng.run()
     eng.stop()
     (tmp_path / "w" / "sources" / "s" / ".part-1-broken.parquet").write_bytes(b"PAR1xyz")
@@ -486,6 +487,7 @@ def test_stateless_queries_over_attached_sources_run_natively_and_keep_late_rows
     ]
     # a file out of timestamp order: one micro-batch, nothing in it late; then a later file with ts 2
     first, late, pushed = [(3, 1, 20), (1, 1, 10), (4, 2, -5)], [(2, 1, 7), (5, 2, 1)], [(1, 1, 1), (6, 2, 200)]
+    early = [(0, 3, 9)]  # before the first instant (1: the earliest pushed): late for every query
     eng = SparkEngine(spark=spark, workdir=tmp_path / "w")
     eng.execute(ddl)
     eng.attach_directory("S", d, "csv")
@@ -493,7 +495,7 @@ def test_stateless_queries_over_attached_sources_run_natively_and_keep_late_rows
     (d / "a.csv").write_text("ts,K,V\n" + "".join(f"{t},{k},{v}\n" for t, k, v in first))
     eng.push("T", pushed)
     eng.run()
-    (d / "b.csv").write_text("ts,K,V\n" + "".join(f"{t},{k},{v}\n" for t, k, v in late))
+    (d / "b.csv").write_text("ts,K,V\n" + "".join(f"{t},{k},{v}\n" for t, k, v in late + early))
     eng.run()
     eng.close(6)
     assert ["native Spark expressions" in eng.explain(h) for h in handles] == [True, True, True, False]
@@ -506,11 +508,13 @@ def test_stateless_queries_over_attached_sources_run_natively_and_keep_late_rows
         got = eng.results(h)
         assert expected and not diff_outputs(expected, got) and len(got) == len(expected), h.bound.text
     assert any(e.ts == 2 for e in eng.results(handles[0]))  # the late row's output, at its own instant
+    for h in handles[:3]:  # the row before the first instant: rejected, counted, by each native query
+        assert eng.statistics()["queries"][h.name]["rejected"] == ["S: element at ts 0 is before the first instant 1"]
     # the stateful query: as the embedded engine, which rejects the late row at ts 2
     emb, (expected,) = _embedded_twin(ddl, queries[3:], [("S", sorted(first)), ("S", late)], until=6)
     assert emb.rejected() and "ts 2" in emb.rejected()[0]
     assert not diff_outputs(expected, eng.results(handles[3]))
-    assert eng.statistics()["queries"]["q4"]["rejected"] == ["1 element(s) arrived behind Spark's watermark (late)"]
+    assert eng.statistics()["queries"]["q4"]["rejected"] == ["2 element(s) arrived behind Spark's watermark (late)"]
     eng.stop()
 
 
@@ -856,3 +860,86 @@ def test_one_engine_contract_the_same_calls_on_both_backends(spark, tmp_path) ->
                 eng.heartbeat(9, "S")
             eng.stop()  # type: ignore[attr-defined]
     assert len(answers[0]) > 2 and not diff_outputs(answers[0], answers[1])
+
+
+def test_the_first_instant_is_fixed_as_in_the_embedded_engine(spark, tmp_path) -> None:
+    """Design 004, "The first instant": fixed once an element can be released, at the earliest
+    element pushed; a stream element before it is late on both engines, and a run() before then
+    releases nothing (the driver does not start the queries yet)."""
+    ddl = "register stream S (K integer, V integer); register stream T (K integer, V integer)"
+    queries = ["select K, count(*) from T [Range 5] group by K", "Rstream(select K from S [Now])", "select * from T"]
+    eng = SparkEngine(spark=spark, workdir=tmp_path, slack=2)
+    emb = EmbeddedEngine(slack=2)
+    for e in (eng, emb):
+        e.execute(ddl)
+        e.heartbeat(2)  # (completes instants, but with nothing pushed yet fixes nothing before a run)
+    hs = [eng.register_query(q) for q in queries]
+    es = [emb.register_query(q) for q in queries]
+    steps = [("S", [(5, 1, 0)]), ("S", [(4, 2, 0), (8, 3, 0)]), ("T", [(3, 1, 1), (6, 1, 2)])]
+    for i, (name, rows) in enumerate(steps):
+        for e in (eng, emb):
+            e.push(name, rows)
+            e.run()
+        assert eng.inbox.first == emb.ctx.start == (None if i == 0 else 4)
+        # at every run the same answers (a stateless query, run natively by Spark, may answer an
+        # instant before it completes: only when, not what — compared at the end)
+        for h, q in zip(hs, es, strict=True) if i == 0 else [(hs[0], es[0])]:
+            assert not diff_outputs(q.results(), eng.results(h)), (i, q.name)
+    for e in (eng, emb):
+        e.close(12)
+    for h, q in zip(hs, es, strict=True):
+        assert q.results() and not diff_outputs(q.results(), eng.results(h)), q.name
+    for e in (eng, emb):
+        assert sum("before the first instant 4" in m for m in e.rejected()) == 1  # T's element at 3
+    eng.stop()
+
+
+def test_close_with_nothing_pushed_answers_nothing_as_the_embedded_engine(spark, tmp_path) -> None:
+    """No input, no first instant: ``count(*)`` has no row at any instant on either engine (Spark
+    fixed the first instant at 0 and answered 0 there)."""
+    query = "select count(*) from S [Range 2]"
+    eng = SparkEngine(spark=spark, workdir=tmp_path)
+    emb = EmbeddedEngine()
+    for e in (eng, emb):
+        e.execute("register stream S (K integer)")
+    h, q = eng.register_query(query), emb.register_query(query)
+    for e in (eng, emb):
+        e.close()
+    assert q.results() == eng.results(h) == [] and emb.ctx.start is None and eng.inbox.first is None
+    eng.stop()
+
+
+@pytest.mark.parametrize(
+    "calls",
+    [
+        # a relation's change before the first instant: applied at it (not dropped by Spark's watermark)
+        [("push", "S", [(5, 1, 1), (6, 1, 2)]), ("run",), ("push", "R", [(2, "+", 1, "a")]), ("close", 8)],
+        # a heartbeat before a source's first push completes it there too (its row at 5 is late)
+        [("heartbeat", 7), ("push", "S", [(5, 1, 1), (9, 1, 2)]), ("run",), ("close", None)],
+        # close(until) below the rows pushed completes to the last of them, as the embedded engine's
+        [("push", "S", [(10, 1, 1)]), ("push", "R", [(10, "+", 1, "a")]), ("close", 5)],
+        # heartbeats alone: the first instant is the heartbeat's
+        [("heartbeat", 2), ("close", None)],
+    ],
+    ids=["relation-before-start", "heartbeat-before-push", "close-below-rows", "heartbeats-alone"],
+)
+def test_first_instant_edges_answer_as_the_embedded_engine(spark, tmp_path, calls) -> None:
+    """Review of the first-instant rule on the Spark driver: the same calls, the same answers."""
+    ddl = "register stream S (K integer, V integer); register relation R (K integer, N varchar(4))"
+    queries = [
+        "select count(*) from S [Range 3]",
+        "select R.N, count(*) from S [Range 4], R where S.K = R.K group by R.N",
+    ]
+    eng = SparkEngine(spark=spark, workdir=tmp_path)
+    emb = EmbeddedEngine()
+    for e in (eng, emb):
+        e.execute(ddl)
+    hs, qs = [eng.register_query(q) for q in queries], [emb.register_query(q) for q in queries]
+    for call, *args in calls:
+        for e in (eng, emb):
+            getattr(e, call)(*args)
+    assert eng.inbox.first == emb.ctx.start
+    for h, q in zip(hs, qs, strict=True):
+        assert not diff_outputs(q.results(), eng.results(h)), (q.name, q.results(), eng.results(h))
+    assert sorted(eng.rejected()) == sorted(emb.rejected())
+    eng.stop()

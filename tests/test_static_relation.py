@@ -190,9 +190,11 @@ def test_declaration_errors_are_clear_and_change_nothing() -> None:
     with pytest.raises(SluiceError, match="R already has contents"):
         pushed.attach_static("R", STATIC)
     ran, _ = _engine(False, ["select * from S"])
-    ran.push("S", [(1, 1, 1)])
-    ran.run()
-    with pytest.raises(SluiceError, match=r"attach static relations before the first run\(\) \(R\)"):
+    ran.push("S", [(1, 1, 1), (2, 1, 1)])
+    ran.run()  # (instant 1 complete: released)
+    with pytest.raises(
+        SluiceError, match=r"attach static relations before the first run\(\) that releases input \(R\)"
+    ):
         ran.attach_static("R", STATIC)
 
 

@@ -48,13 +48,15 @@ calling one never move below those four.
     only the elements that pass (smaller synopses, seed §3.3).
 
 ``unwrap-stream-round-trips``
-    Istream(χ(S [Range Unbounded])) = χ(S) for a chain χ of selections and projections reading
-    each row alone (STREAM §2.2's equivalences between streams and relations): the query becomes
-    a stateless stream, with neither a window synopsis nor Istream.
+    Istream(χ(S [Range Unbounded])) = Rstream(χ(S [Now])) = χ(S) for a chain χ of selections and
+    projections reading each row alone (STREAM §2.2's equivalences between streams and
+    relations): the query becomes a stateless stream, with neither a window synopsis nor a
+    stream operator.
     At the query's result only (within an instant the order differs: see the rule).
 ``unwrap-stream-round-trips-under-time-windows``
-    W(χ(Istream(χ'(S [Range Unbounded])))) = W(χ(χ'(S))) for a window W whose contents depend
-    on timestamps alone (Unbounded, Now, Range): it does not read the order within an instant.
+    W(χ(Istream(χ'(S [Range Unbounded])))) = W(χ(χ'(S))) (and so with Rstream over [Now]) for a
+    window W whose contents depend on timestamps alone (Unbounded, Now, Range): it does not read
+    the order within an instant.
 
 >>> from sluice.catalog import Catalog
 >>> from sluice.plan import bind_query
@@ -76,7 +78,7 @@ from sluice.errors import InternalError
 from sluice.plan import logical as L
 from sluice.plan.analysis import conjoin, conjuncts, has_subquery, map_children, reads_row_alone, shift, substitute
 from sluice.plan.expr import BExpr, ColRef, UdfCall, walk_expr
-from sluice.windows import Unbounded
+from sluice.windows import Now, Unbounded
 
 Rewrite = Callable[[L.LogicalNode], L.LogicalNode | None]
 
@@ -286,20 +288,26 @@ def unwrap_stream_round_trips(node: L.LogicalNode) -> L.LogicalNode | None:
     elements stamped τ: R(τ) = R(τ−1) ⊎ new(τ), and χ maps a multiset row by row,
     χ(A ⊎ B) = χ(A) ⊎ χ(B), so Istream emits χ(new(τ)) at τ — χ of the stream's elements, each
     at its own timestamp (the engine's Istream over an insert-only input was already this
-    pass-through, elements stamped before its first instant included).  Not Istream over [Now] —
-    a tuple arriving at two consecutive instants is not new the second time — nor CURRENT_TIME,
-    whose value at τ differs for old rows.  Not Rstream(χ(S [Now])) either, though the same
-    multiset from the first instant on: Rstream emits nothing before the engine's first instant,
-    and elements stamped earlier can be admitted (a slack, another stream fixing the start, an
-    explicit ``start``) — unwrapped they would pass.  The plan then holds no window synopsis and
-    no Istream operator: the query is a stateless stream.  The same multiset at every instant,
-    not the same order within one: applied to a query's own result only (``root_only``), never
-    to a stream an order-sensitive window reads.
+    pass-through).  Not Istream over [Now] — a tuple arriving at two consecutive instants is not
+    new the second time — nor CURRENT_TIME, whose value at τ differs for old rows.
+    Rstream(χ(S [Now])) = χ(S) as well: S [Now] at τ holds the elements stamped τ, and Rstream
+    emits χ of them at τ, from the first instant on — and no element stamped before the first
+    instant (the engine's, or a late query's) is admitted (design 004, "The first instant"; it
+    was, before session 18, and this shape was not unwrapped then).  The plan then holds no
+    window synopsis and no stream operator: the query is a stateless stream.  The same multiset
+    at every instant, not the same order within one: applied to a query's own result only
+    (``root_only``), never to a stream an order-sensitive window reads.
     """
-    if not (isinstance(node, L.StreamOp) and node.op is L.StreamOpKind.ISTREAM):
+    if not isinstance(node, L.StreamOp):
         return None
     found = _per_row_chain(node.input)
-    if found is None or not (isinstance(found[1], L.Window) and isinstance(found[1].spec, Unbounded)):
+    if found is None or not isinstance(found[1], L.Window):
+        return None
+    spec = found[1].spec
+    if not (
+        (node.op is L.StreamOpKind.ISTREAM and isinstance(spec, Unbounded))
+        or (node.op is L.StreamOpKind.RSTREAM and isinstance(spec, Now))
+    ):
         return None
     return _over(found[0], found[1].input)
 

@@ -91,6 +91,26 @@ class Admission(Part):
             self.max_seen = max(self.max_seen, int(ts.max()))
         return batch
 
+    def from_start(self, batch: pa.Table, start: int | None, relation: bool, where: str = "") -> pa.Table:
+        """Admitted elements (ticks) against the engine's first instant: once it is fixed, a stream
+        element stamped before it is late — the answers begin there, and by definition no derived
+        stream has anything before it (design 004, "The first instant").  A relation's change
+        before it is kept: it applies at it, in the order of its own stamp (``Source._run``
+        raises the stamp when it releases the change, after sorting).
+        """
+        if start is None or relation or batch.num_rows == 0:
+            return batch
+        ts = ts_of(batch)
+        early = ts < start
+        if not early.any():
+            return batch
+        idx = np.flatnonzero(early)
+        for i in idx[:5]:
+            self.reject("late", f"{self.name}{where}: element at ts {int(ts[i])} is before the first instant {start}")
+        if len(idx) > 5:
+            self.rejected["late"] += len(idx) - 5
+        return batch.filter(pa.array(~early))
+
     def heartbeat(self, ts: int, scaled: bool = False) -> None:
         """Instants up to ``ts`` (in the source's unit; in ticks if ``scaled``) are complete."""
         if isinstance(ts, bool) or not isinstance(ts, int | np.integer):

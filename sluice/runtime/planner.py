@@ -92,6 +92,13 @@ class Planner:
             L.StreamOp: self._stream_op,
         }
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickled (a checkpoint restored): queues are new objects, so the producers are keyed
+        by their new ids (stale keys made a query sharing a restored operator fail to plan).
+        """
+        self.__dict__.update(state)
+        self._producers = {id(q): op for op in self._producers.values() for q in op.outputs}
+
     def _bare_join(self, n: L.Join) -> Operator:
         return self._join(n, [])
 

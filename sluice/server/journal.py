@@ -54,14 +54,19 @@ HEADER = 16  # a record: head length (u32), body length (u64), CRC-32 of head an
 class Record:
     """One accepted push (its admitted batch and rejection messages) or heartbeat."""
 
-    kind: str  # "push" | "heartbeat"
+    kind: str  # "push" | "heartbeat" | "start"
     name: str = ""
     batch: pa.Table | None = None
     rejected: list[str] = field(default_factory=list)
     heartbeat: int | None = None
+    start: int | None = None  # "start": the engine fixed its first instant here (design 004)
 
     def apply(self, engine: Any) -> None:
         """Put the record into ``engine`` (a replay, or the system streams' sampler)."""
+        if self.start is not None and engine.ctx.start is None:
+            # where the live engine fixed it, between the pushes before and after — a replay runs
+            # once, at its end, and would fix it from every push (design 004, "The first instant")
+            engine.ctx.start = self.start
         if self.rejected:
             engine.reject(self.name, self.rejected)
         if self.batch is not None and self.batch.num_rows:
@@ -74,7 +79,13 @@ class Record:
 
     def encode(self) -> bytes:
         head = json.dumps(
-            {"kind": self.kind, "name": self.name, "rejected": self.rejected, "heartbeat": self.heartbeat}
+            {
+                "kind": self.kind,
+                "name": self.name,
+                "rejected": self.rejected,
+                "heartbeat": self.heartbeat,
+                "start": self.start,
+            }
         ).encode()
         body = b""
         if self.batch is not None:
@@ -126,15 +137,17 @@ class Journal:
                 return  # torn or damaged (power lost mid-write): nothing after it was answered
             head = json.loads(data[at + HEADER : at + HEADER + hlen])
             batch = pa.ipc.open_stream(pa.py_buffer(data[at + HEADER + hlen : end])).read_all() if blen else None
-            yield Record(head["kind"], head["name"], batch, head["rejected"], head["heartbeat"])
+            yield Record(head["kind"], head["name"], batch, head["rejected"], head["heartbeat"], head.get("start"))
             at = end
 
     def replay(self, engine: EmbeddedEngine) -> int:
-        """Put the journal's pushes and heartbeats into ``engine`` (restored from the checkpoint)."""
+        """Put the journal's pushes and heartbeats into ``engine`` (restored from the checkpoint),
+        and its first instant where the live engine fixed it; returns the pushes and heartbeats.
+        """
         n = 0
         for r in self.records():
             r.apply(engine)
-            n += 1
+            n += r.kind != "start"
         engine.run()
         return n
 

@@ -364,6 +364,7 @@ class ServerSession:
         records: list[Record] = []
         try:
             for p in group:
+                unfixed = self._unfixed()
                 try:
                     p.report = self._admit(p)
                 except Exception as e:  # one push's failure is its own: the others go on
@@ -373,6 +374,8 @@ class ServerSession:
                     msgs = [f"{p.name}, row {r.row}: {r.reason}" for r in p.bad]
                     records.append(Record("push", p.name, p.batch, msgs))
                 records += [Record("heartbeat", n, heartbeat=p.heartbeat) for n in p.heartbeated]
+                if unfixed and not self._unfixed():  # a run inside the push (a memory limit's slices) fixed it
+                    records.append(Record("start", start=self.engine.ctx.start))  # type: ignore[attr-defined]
             if self.journal is not None:
                 try:
                     self.journal.append(records)  # on disk before any of them is answered
@@ -442,11 +445,19 @@ class ServerSession:
             self.engine.heartbeat(ts, n)  # type: ignore[call-arg]
         return names
 
+    def _unfixed(self) -> bool:
+        """Whether the embedded engine's first instant is still to be fixed (design 004)."""
+        return self.embedded and self.engine.ctx.start is None  # type: ignore[attr-defined]
+
     def _run(self) -> None:
+        unfixed = self._unfixed()
         self.engine.run()
+        if unfixed and self.journal is not None and not self._unfixed():
+            # a replay must fix the first instant where this run did (``Record.apply``)
+            self.journal.append([Record("start", start=self.engine.ctx.start)])  # type: ignore[attr-defined]
         if not self.embedded:
             self._poll()
-        for fn in self.after_run:
+        for fn in self.after_run:  # (the system streams' sampler: it waits for the first instant)
             fn()
 
     # -- output --------------------------------------------------------------------------

@@ -132,6 +132,10 @@ class SystemStreams:
         samples (their costs and latencies were measured once) — its queries over system streams
         go on as if the server had not stopped.
         """
+        if self.engine.ctx.start is None:
+            # no sample before the first instant is fixed: pushed, it could fix it — from the
+            # server's own clock, not the data's (design 004, "The first instant")
+            return
         ts = self.now()
         # (after a restart, the journal's replay may have completed later samples than the checkpoint's)
         last = max(self.last, *(self.engine.sources[n].complete_upto() for n in self.names))

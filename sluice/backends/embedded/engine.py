@@ -57,8 +57,9 @@ from sluice.scheduling.strategies import Strategy
 # the shared window join keeps its work counters in its state; 4 since a time window keeps its range
 # in force and what a shrink cut (``[Range T At Least t]``); 5 since the shared join counts the
 # elements no port selects (and holds none of them); 6 since queues say whether they ended and a
-# source may be a static relation
-SNAPSHOT_FORMAT = 6
+# source may be a static relation; 7 since a source keeps its earliest waiting timestamp until the
+# first instant is fixed
+SNAPSHOT_FORMAT = 7
 # EmbeddedEngine.checkpoint's: 2 since operator protocol v2 (checkpoints without it are format 1,
 # whose objects this version would misread: refused with a message, never run); 3 since operators
 # are built from specs and the engine is a session over a registry, a scheduler loop and an inspector;
@@ -67,8 +68,8 @@ SNAPSHOT_FORMAT = 6
 # 6 since time windows may be resized and the engine holds its usage meter always; 7 since the
 # scheduler loop keeps which units each step affects, aggregates may emit insertions only and user
 # functions may be vectorized (fields an older pickle lacks); 8 since queues may end and sources
-# be static relations
-CHECKPOINT_FORMAT = 8
+# be static relations; 9 since sources keep their earliest waiting timestamp (the first instant)
+CHECKPOINT_FORMAT = 9
 
 
 def _shared_join_options(text: str | SharedJoinOptions | None, sharing: bool) -> SharedJoinOptions | None:
@@ -362,7 +363,7 @@ class EmbeddedEngine:
         assert isinstance(d, SourceDef)
         batch = static_rows(d, rows)
         if self.registry.running():
-            raise SluiceError(f"attach static relations before the first run() ({d.name})")
+            raise SluiceError(f"attach static relations before the first run() that releases input ({d.name})")
         if src.static or src.admission.accepted or src._pending:
             raise SluiceError(f"{d.name} already has contents")
         src.set_static(batch)

@@ -122,6 +122,7 @@ class SchedulerLoop:
         while max_steps is None or steps < max_steps:
             if entered != self._entered:  # a run nested in a callback (a push from a subscriber)
                 built, entered = None, self._entered  # changed what any unit has to do: ask all
+            reg.fix_start()  # (a push from a subscriber's callback may make the first element releasable)
             for s in sources:
                 if s.has_work():
                     s.run(self.budget)

@@ -200,12 +200,19 @@ class QueryRegistry:
         raise KeyError(queue.name)
 
     def fix_start(self) -> None:
-        """The first instant, if not given: the smallest timestamp or heartbeat seen so far."""
-        if self.ctx.start is None:
-            firsts = [
-                int(b.column(0).to_numpy().min()) for s in self.sources.values() for b in s._pending if b.num_rows
-            ]
-            beats = [s.complete_upto() for s in self.sources.values() if s.complete_upto() > NEG_INF]
-            cands = firsts or beats
-            if cands:
-                self.ctx.start = min(cands)
+        """The first instant, if not given, fixed lazily (design 004, "The first instant"): when an
+        element can first be released — some source's earliest waiting element is in an instant it
+        has completed — at the earliest element waiting on any source, so none pushed so far is
+        before it; with nothing waiting anywhere, at the earliest instant a heartbeat completed.
+        Until then nothing is released: an element the slack still admits may come before them all.
+        """
+        if self.ctx.start is not None:
+            return
+        firsts = [(lo, s.complete_upto()) for s in self.sources.values() if (lo := s.pending_from()) is not None]
+        if firsts:
+            if any(lo <= done for lo, done in firsts):
+                self.ctx.start = min(lo for lo, _ in firsts)
+            return
+        beats = [done for s in self.sources.values() if (done := s.complete_upto()) > NEG_INF]
+        if beats:
+            self.ctx.start = min(beats)

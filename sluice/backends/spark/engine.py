@@ -111,7 +111,7 @@ class SparkEngine:
         self.ddl: dict[str, str] = {}
         self.udfs: list[tuple[Any, ...]] = []  # (name, fn, return type, argument types, strict, vectorized)
         self.queries: dict[str, SparkQuery] = {}
-        self.inbox = Inbox(self.catalog, self.workdir, slack)
+        self.inbox = Inbox(self.catalog, self.workdir, slack, start)
         self.runner = Runner(self)
         self.inspector = Inspector(self)
 
@@ -329,7 +329,7 @@ class SparkEngine:
     def _attach(self, name: str, kind: str, options: dict[str, Any]) -> None:
         d = self._source(name)
         if any(q.stream is not None for q in self.queries.values()):
-            raise SluiceError(f"attach sources before the first run() ({d.name})")
+            raise SluiceError(f"attach sources before the first run() that releases input ({d.name})")
         self.inbox.attach(d, kind, options)
 
     def attach_directory(self, name: str, path: str | Path, fmt: str = "csv", **options: str) -> None:
@@ -365,7 +365,7 @@ class SparkEngine:
         """
         d = self._source(name)
         if any(q.stream is not None for q in self.queries.values()):
-            raise SluiceError(f"attach static relations before the first run() ({d.name})")
+            raise SluiceError(f"attach static relations before the first run() that releases input ({d.name})")
         self.inbox.set_static(d, rows)
 
     def is_static(self, name: str) -> bool:
@@ -396,6 +396,10 @@ class SparkEngine:
 
     def close(self, until: int | None = None) -> None:
         """End of input: complete every instant up to ``until`` (default: the last timestamp pushed)."""
+        inbox = self.inbox
+        idle = inbox.last_ts is None and inbox.completed is None and not inbox.static and not inbox.external
+        if until is None and idle and inbox.fresh:
+            return  # nothing pushed or completed: no first instant, nothing to answer (as the embedded engine)
         last = self.inbox.last_ts if self.inbox.last_ts is not None else 0
         self.inbox.complete("e", until if until is not None else last, self.start)
         self.run()
@@ -428,7 +432,10 @@ class SparkEngine:
         """Whether the query's Spark plan holds state (a processor); False for native plans."""
         q = self._query(query)
         if q.stream is None:
-            raise SluiceError(f"query {q.name} has not started: run() first")
+            raise SluiceError(
+                f"query {q.name} has not started: run() starts it once the first instant is fixed (an element "
+                "can be released: its instant complete by the slack, a heartbeat or close())"
+            )
         return any(p.get("stateOperators") for p in q.stream.recentProgress)
 
     # -- output and inspection -----------------------------------------------------------

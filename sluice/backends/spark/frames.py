@@ -223,7 +223,13 @@ def _timed_rows(eng: SparkEngine, q: SparkQuery, d: SourceDef, delay: int, keep:
     slack = F.lit(eng.slack)
     names = [f"c{j}" for j in range(len(d.schema))]
     data = query_rows(source_frame(eng, d.name), q)
-    data = data.select("seq", F.lit("d").alias("kind"), "ts", "sign", *names, (F.col("ts") * scale).alias("et"))
+    et_data = F.col("ts") * scale
+    if d.kind is Kind.RELATION and eng.inbox.first is not None:
+        # a change before the first instant applies at it (its processors' engines raise its ts
+        # there): its event time too, or Spark's watermark — raised to the start by the "s"
+        # marker — would drop it (design 004, "The first instant")
+        et_data = F.greatest(et_data, F.lit(eng.inbox.first))
+    data = data.select("seq", F.lit("d").alias("kind"), "ts", "sign", *names, et_data.alias("et"))
     # With Spark's delay of slack + 1, h(τ) completes ticks < (τ+1)·scale and e(u) ticks ≤ u.
     et = (
         F.when(F.col("kind") == "h", (F.col("ts") + 1) * scale + slack)
@@ -409,6 +415,9 @@ def native_frame(eng: SparkEngine, q: SparkQuery) -> Any:
 def native_branch(eng: SparkEngine, q: SparkQuery, plan: NativePlan) -> Any:
     d = eng._source(plan.source)
     frame = query_rows(source_frame(eng, d.name), q)
+    early = _before_first(eng, d, frame)
+    if early is not None:  # each such row once, a note, before any join or filter
+        frame, notes = early
     if plan.static is not None:  # a stream–static join: Spark joins each element with the rows
         r = eng._source(plan.static)
         rows = eng.static[r.name.lower()]
@@ -443,9 +452,30 @@ def native_branch(eng: SparkEngine, q: SparkQuery, plan: NativePlan) -> Any:
     # an attached source's row whose ts Spark could not read (NULL): rejected with a note
     no_ts = F.col("ts").isNull()
     untimed = F.lit(f"{d.name}: a row without a valid ts was rejected (query {q.name})")
-    return frame.select(
+    out = frame.select(
         F.when(no_ts, F.lit(0)).otherwise(ts).alias("ts"),
         F.when(bad | no_ts, F.lit(0)).otherwise(F.lit(1)).cast("int").alias("sign"),
         *cols,
         F.when(no_ts, untimed).when(bad, note).otherwise(F.lit(None)).cast("string").alias("note"),
     )
+    if early is None:
+        return out
+    nulls = [F.lit(None).cast(spark_type(t)).alias(f"c{j}") for j, t in enumerate(types)]
+    return out.unionByName(notes.select("ts", F.lit(0).cast("int").alias("sign"), *nulls, "note"))
+
+
+def _before_first(eng: SparkEngine, d: SourceDef, frame: Any) -> tuple[Any, Any] | None:
+    """A source's rows stamped before the first instant — ones Spark read itself (the driver
+    never saw them) — are late, as on the embedded engine and in the processors (design 004, "The
+    first instant"): (the other rows, those as notes ``ts, note``).  None when the first instant
+    is a guess on a work directory an earlier engine wrote (its queries keep their own).
+    """
+    inbox = eng.inbox
+    if inbox.first is None or (inbox.guessed and not inbox.fresh):
+        return None
+    ts = (F.col("ts") * F.lit(eng.catalog.scale(d))).cast("long")
+    early = F.coalesce(ts < F.lit(inbox.first), F.lit(False))
+    text = F.concat(
+        F.lit(f"{d.name}: element at ts "), ts.cast("string"), F.lit(f" is before the first instant {inbox.first}")
+    )
+    return frame.where(~early), frame.where(early).select(ts.alias("ts"), text.cast("string").alias("note"))

@@ -26,14 +26,14 @@ from sluice.backends.rows import TS_MAX, TS_MIN, admit_batch, rows_to_batch, sta
 from sluice.catalog import Catalog, Kind, SourceDef
 from sluice.errors import InternalError, SluiceError
 from sluice.runtime.admission import Admission
-from sluice.runtime.batch import to_elements, ts_of
+from sluice.runtime.batch import NEG_INF, to_elements, ts_of
 
 STATIC_STEM = "part-static-"  # a static relation's one file in a work directory
 RETIRED = "retired"  # the files of unregistered sources
 
 
 class Inbox:
-    def __init__(self, catalog: Catalog, workdir: Path, slack: int) -> None:
+    def __init__(self, catalog: Catalog, workdir: Path, slack: int, start: int | None = None) -> None:
         self.catalog = catalog
         self.workdir = workdir
         self.slack = slack
@@ -46,6 +46,15 @@ class Inbox:
         # checkpoint already read them
         self.seq = _last_seq(workdir)
         self.released = self.seq  # events handed to Spark (flushed); later ones are every new query's input
+        self.fresh = self.seq == 0  # no earlier engine wrote into the work directory
+        # the first instant: given, or fixed as the embedded engine fixes it (``fix_first``)
+        self.first = start
+        # ``first`` not fixed by the rule but taken when queries had to start (``Runner._first_instant``):
+        # the driver then rejects nothing by it (a resumed processor keeps its own first instant)
+        self.guessed = False
+        self._firsts: dict[str, int] = {}  # per source, its earliest element pushed before ``first`` is fixed
+        self.completed: int | None = None  # the latest heartbeat
+        self.ended: int | None = None  # where close() ended the input (ticks)
         self.min_ts: int | None = None
         self.last_ts: int | None = None
         self._batches: dict[str, list[pa.Table]] = {}  # source -> pending event batches
@@ -64,7 +73,11 @@ class Inbox:
     def admission_of(self, d: SourceDef) -> Admission:
         key = d.name.lower()
         if key not in self.admission:
-            self.admission[key] = Admission(d.name, self.slack, self.catalog.scale(d))
+            adm = self.admission[key] = Admission(d.name, self.slack, self.catalog.scale(d))
+            if self.completed is not None:  # what heartbeats completed holds for every source (as embedded)
+                adm.heartbeat(self.completed)
+            if self.ended is not None:
+                adm.close(self.ended)
         return self.admission[key]
 
     # -- sources Spark reads itself, and static relations --------------------------------
@@ -84,7 +97,7 @@ class Inbox:
         — and a query resuming its checkpoint, which read them already, not again (a restarted
         engine used to push them a second time: the resumed query's joins doubled).
         """
-        first = start if start is not None else (self.min_ts or 0)
+        first = start if start is not None else (self.first if self.first is not None else (self.min_ts or 0))
         for key, rows in self.static.items():
             if key in self._static_written or not rows:
                 continue
@@ -109,7 +122,7 @@ class Inbox:
         written files go (no query reads them; one registered again under the name starts empty).
         """
         key = d.name.lower()
-        for held in (self.admission, self.external, self.static, self._batches):
+        for held in (self.admission, self.external, self.static, self._batches, self._firsts):
             held.pop(key, None)
         self._static_written.discard(key)
         directory = self.workdir / "sources" / key
@@ -143,6 +156,8 @@ class Inbox:
         for msg in errors:
             adm.reject("malformed", msg)
         batch = adm.admit(batch)  # in ticks
+        if not self.guessed:  # (a relation's change before it: its processors' engines apply it there)
+            batch = adm.from_start(batch, self.first, d.kind is Kind.RELATION)
         adm.accepted += batch.num_rows
         if batch.num_rows == 0:
             return
@@ -152,6 +167,9 @@ class Inbox:
         ticks = ts_of(batch)
         lo, hi = int(ticks.min()), int(ticks.max())
         self.min_ts = lo if self.min_ts is None else min(self.min_ts, lo)
+        if self.first is None:
+            key = d.name.lower()
+            self._firsts[key] = min(self._firsts.get(key, lo), lo)
         self.last_ts = hi if self.last_ts is None else max(self.last_ts, hi)
         ts = batch.column(0) if adm.scale == 1 else pa.array(ticks // adm.scale)  # as pushed: the processor scales
         cols = {"seq": seq, "ts": ts, "sign": batch.column(1).cast(pa.int32())}
@@ -182,10 +200,36 @@ class Inbox:
         """
         if isinstance(ts, bool) or not isinstance(ts, int) or not TS_MIN <= ts <= TS_MAX:
             raise SluiceError(f"a heartbeat is an integer timestamp in {TS_MIN}..{TS_MAX}, not {ts!r}")
-        self.push_static(start)
         self.marker(kind, ts)
+        if kind == "e":  # (ticks, as the embedded engine's close: every source complete to it or its last)
+            self.ended = ts if self.ended is None else max(self.ended, ts)
+        else:
+            self.completed = ts if self.completed is None else max(self.completed, ts)
         for adm in self.admission.values():
-            adm.heartbeat(ts)
+            if kind == "e":
+                adm.close(ts)
+            else:
+                adm.heartbeat(ts)
+        if self.first is not None:  # (else ``Runner.run`` writes them once it is fixed, before the markers)
+            self.push_static(start)
+
+    def fix_first(self) -> int | None:
+        """The first instant by the embedded engine's rule (``Registry.fix_start``, design 004):
+        fixed once an element can be released — some source's earliest element is in an instant it
+        has completed — at the earliest element pushed to any source; with nothing pushed, at the
+        earliest instant a heartbeat completed.  None: nothing can be released yet.
+        """
+        if self.first is not None:
+            return self.first
+        if self._firsts:
+            if any(lo <= self.admission[k].complete_upto() for k, lo in self._firsts.items()):
+                self.first = min(self._firsts.values())
+                self._firsts.clear()
+        else:
+            beats = [b for d in self.catalog.sources if (b := self.admission_of(d).complete_upto()) > NEG_INF]
+            if beats:
+                self.first = min(beats)
+        return self.first
 
     # -- to Spark ------------------------------------------------------------------------
     def pending(self) -> tuple[bool, bool]:

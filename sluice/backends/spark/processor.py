@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from sluice.datatypes import DataType
 from sluice.errors import SluiceError
-from sluice.runtime.batch import arrow_type, dumps, make
+from sluice.runtime.batch import arrow_type, dumps, make, sort_by_ts, ts_of
 
 try:  # pyspark is an optional dependency of the embedded-only install
     from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
@@ -181,6 +181,21 @@ class SluiceProcessor(StatefulProcessor):
         sign = run["sign"].to_numpy().astype(np.int8)
         return make(ts, sign, cols, types)
 
+    def _at_start(self, eng: Any, src: str, b: pa.Table) -> pa.Table:
+        """A relation's changes stamped before the first instant apply at it (design 004): raised
+        here, in the order of their own stamps, before this engine's lateness rule sees them —
+        Spark's watermark completes instants on every source at once, so the stamp the driver
+        admitted by the relation's own lateness would be behind it.  (A relation in a coarser unit
+        than the engine's: at the first of its instants not before the start.)
+        """
+        if not eng.sources[src.lower()].relation or b.num_rows == 0:
+            return b
+        at = -(-self.start // eng.catalog.scale(eng.catalog.lookup(src)))  # (in the relation's unit)
+        if int(ts_of(b).min()) >= at:
+            return b
+        b = sort_by_ts(b)
+        return b.set_column(0, "__ts", pa.array(np.maximum(ts_of(b), at)))
+
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
         eng = self._engine()
         before = {n: len(s.messages) for n, s in eng.sources.items()}
@@ -197,7 +212,7 @@ class SluiceProcessor(StatefulProcessor):
         for m in marks:
             run = events.iloc[lo:m]
             for src in pd.unique(run["src"]):
-                eng.push_batch(src, self._batch(run[run["src"] == src], src))
+                eng.push_batch(src, self._at_start(eng, src, self._batch(run[run["src"] == src], src)))
             if m < len(events):
                 ts = int(events["ts"].iat[m])
                 if kinds[m] == "h":

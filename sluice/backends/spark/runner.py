@@ -71,12 +71,21 @@ class Runner:
     def _buckets_file(self, q: SparkQuery) -> Path:
         return self.engine.workdir / q.label / "buckets"
 
-    def _first_instant(self) -> int:
-        eng = self.engine
-        start = eng.start if eng.start is not None else eng.inbox.min_ts
-        if start is None and any(k == "rate" for k, _ in eng.external.values()):
-            start = time.time_ns() // 1_000_000 // eng.catalog.time_unit.millis  # the rate source starts now
-        return start or 0
+    def _first_instant(self) -> int | None:
+        """The processors' first instant: the embedded engine's (``Inbox.fix_first``), None while
+        nothing can be released yet — unless Spark reads a source itself (the driver does not see
+        its data) or queries resume on a work directory an earlier engine wrote: then, as soon as
+        they run, the earliest instant pushed, the rate source's now, or 0.
+        """
+        eng, inbox = self.engine, self.engine.inbox
+        start = inbox.fix_first()
+        if start is None and (eng.external or not inbox.fresh):
+            start = inbox.min_ts
+            if start is None and any(k == "rate" for k, _ in eng.external.values()):
+                start = time.time_ns() // 1_000_000 // eng.catalog.time_unit.millis  # the rate source starts now
+            inbox.first = start = start or 0
+            inbox.guessed = True
+        return start
 
     def _group(self, q: SparkQuery) -> list[SparkQuery]:
         """The queries starting now that run in one processor with ``q``: each joins the same two
@@ -147,6 +156,8 @@ class Runner:
             saved = eng.workdir / q.label / MEMBERS
             if not saved.exists():
                 write_atomic(saved, json.dumps(list(names)).encode())
+        first = eng.inbox.first
+        assert first is not None, "queries start once the first instant is fixed (run)"
         ddl, text = "\n".join(eng.ddl.values()), q.bound.text
         inputs = [(d.name, list(d.schema.types)) for d in map(eng._source, q.sources)]
         if q.preagg is not None:  # the processor runs the rewritten query over Spark's partials
@@ -155,7 +166,7 @@ class Runner:
         proc = SluiceProcessor(
             ddl,
             text,
-            self._first_instant(),
+            first,
             eng.catalog.time_unit.name,
             eng.seed,
             eng.slack,
@@ -210,13 +221,15 @@ class Runner:
     def run(self) -> None:
         """Hand Spark every event pushed so far and wait until each query has processed them."""
         eng, inbox = self.engine, self.engine.inbox
-        inbox.push_static(eng.start)
+        start = self._first_instant()
+        if start is None:
+            return  # nothing can be released yet: the first instant is not fixed (design 004)
+        inbox.push_static(start)
         for q in eng.queries.values():
             if q.stream is None:
                 q.native = eng.native_of(q)
             if q.stream is None and q.native is None:  # give every input an event time from the start
-                start = eng.start if eng.start is not None else inbox.min_ts
-                inbox.marker("s", (start or 0) - 1)
+                inbox.marker("s", start - 1)
         data, markers = inbox.pending()
         inbox.flush_data()
         if markers:

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 from sluice.catalog import Schema
 from sluice.runtime.admission import Admission
-from sluice.runtime.batch import NEG_INF, concat, from_rows, sort_by_ts, to_elements, ts_of
+from sluice.runtime.batch import concat, from_rows, sort_by_ts, to_elements, ts_of
 from sluice.runtime.operators.base import ExecContext, Operator, OperatorSpec
 from sluice.runtime.queue import Queue
 from sluice.runtime.stats import SourceStats
@@ -39,7 +39,7 @@ class Source(Operator):
     """Built by the engine, not the planner: from a registered stream's or relation's definition."""
 
     spec: SourceSpec
-    STATE = ("_pending", "_buffered", "_contents", "_static", "_static_out")
+    STATE = ("_pending", "_buffered", "_contents", "_static", "_static_out", "_lo")
     PARTS = ("admission",)
 
     def __init__(self, name: str, schema: Schema, ctx: ExecContext, slack: int = 0, relation: bool = False) -> None:
@@ -48,6 +48,7 @@ class Source(Operator):
         self.insert_only = not relation
         self._pending: list[pa.Table] = []
         self._buffered = 0
+        self._lo: int | None = None  # the earliest timestamp waiting, while the first instant is not fixed
         self._contents: Counter[tuple[Any, ...]] = Counter()  # relations: what is in it now
         # a static relation (``set_static``): its rows, inserted at the first instant, then nothing
         self._static: pa.Table | None = None
@@ -114,13 +115,23 @@ class Source(Operator):
     def push(self, batch: pa.Table, where: str = "") -> None:
         """Accept a typed batch (``__ts``, ``__sign``, attributes); late elements are rejected."""
         batch = self.admission.admit(batch, where)
+        batch = self.admission.from_start(batch, self.ctx.start, self.relation, where)
         if self.shed is not None and not self.relation:
             batch = self.shed(self.name, batch)  # what it drops it counts (not as accepted)
         if batch.num_rows == 0:
             return
         self._pending.append(batch)
         self._buffered += batch.num_rows
+        if self.ctx.start is None:  # (kept for ``pending_from``: no rescan of every batch at each run)
+            lo = int(ts_of(batch).min())
+            self._lo = lo if self._lo is None else min(self._lo, lo)
         self.admission.accepted += batch.num_rows
+
+    def pending_from(self) -> int | None:
+        """While the first instant is not fixed (nothing released yet), the smallest timestamp of
+        the elements waiting here (None: none wait).
+        """
+        return self._lo
 
     def heartbeat(self, ts: int, scaled: bool = False) -> None:
         """Instants up to ``ts`` (in this source's unit; in ticks if ``scaled``) are complete."""
@@ -135,6 +146,8 @@ class Source(Operator):
         return self._static is not None and not self._static_out and self.ctx.start is not None
 
     def has_work(self) -> bool:
+        if self.ctx.start is None:
+            return False  # nothing is released before the first instant is fixed (``Registry.fix_start``)
         if self._static_due():
             return True
         return self._buffered > 0 and self._releasable() or self.complete_upto() > self._wm_out
@@ -146,6 +159,8 @@ class Source(Operator):
     def _run(self, budget: int) -> int:
         done = self.complete_upto()
         n = 0
+        if self.ctx.start is None:
+            return 0
         if self._pending:
             allb = sort_by_ts(concat(self._pending, self.types))
             ts = ts_of(allb)
@@ -154,14 +169,12 @@ class Source(Operator):
             self._pending = [rest] if rest.num_rows else []
             self._buffered = rest.num_rows
             if out.num_rows:
-                if self.ctx.start is None:
-                    self.ctx.start = int(ts[0])
                 if self.relation:
+                    if int(ts[0]) < self.ctx.start:  # changes before the first instant apply at it, in order
+                        out = out.set_column(0, "__ts", pa.array(np.maximum(ts_of(out), self.ctx.start)))
                     out = self._check_deletions(out)
                 self.emit(out)
                 n = out.num_rows
-        if self.ctx.start is None and done > NEG_INF:
-            self.ctx.start = done
         if self._static_due():
             assert self._static is not None and self.ctx.start is not None
             self._static_out = True
