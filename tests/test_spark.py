@@ -943,3 +943,65 @@ def test_first_instant_edges_answer_as_the_embedded_engine(spark, tmp_path, call
         assert not diff_outputs(q.results(), eng.results(h)), (q.name, q.results(), eng.results(h))
     assert sorted(eng.rejected()) == sorted(emb.rejected())
     eng.stop()
+
+
+FIRST_INSTANT_QUERIES = [
+    "select K, count(*) from S [Range 3] group by K",
+    "Istream(select S.K, T.V from S [Range 2], T [Rows 2] where S.K = T.K)",
+    "select R.N, count(*) from S [Range 3], R where S.K = R.K group by R.N",
+    "Rstream(select K from T [Now])",
+]
+
+
+@pytest.mark.slow
+@settings(
+    max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(
+    steps=st.lists(
+        st.tuples(st.sampled_from(["S", "T", "R", "run", "heartbeat"]), st.integers(-3, 3), st.integers(0, 2)),
+        min_size=3,
+        max_size=12,
+    ),
+    slack=st.integers(0, 3),
+)
+def test_the_first_instant_under_random_calls_is_the_embedded_engines(spark, tmp_path_factory, steps, slack) -> None:
+    """Design 004: pushes out of order, runs and heartbeats at random points — the driver fixes the
+    same first instant as the embedded engine, takes and rejects the same rows, and the answers
+    after close() are the same."""
+    ddl = (
+        "register stream S (K integer, V integer); register stream T (K integer, V integer); "
+        "register relation R (K integer, N varchar(4))"
+    )
+    eng = SparkEngine(spark=spark, workdir=tmp_path_factory.mktemp("first"), slack=slack)
+    emb = EmbeddedEngine(slack=slack)
+    for e in (eng, emb):
+        e.execute(ddl)
+    hs, qs = (
+        [eng.register_query(q) for q in FIRST_INSTANT_QUERIES],
+        [emb.register_query(q) for q in FIRST_INSTANT_QUERIES],
+    )
+    clock, beat = 10, 0
+    for i, (what, jitter, k) in enumerate(steps):
+        clock += i % 2
+        t = max(clock + jitter, 0)
+        for e in (eng, emb):
+            if what == "run":
+                e.run()
+            elif what == "heartbeat":
+                beat = max(beat, t - 4)
+                e.heartbeat(beat)
+            elif what == "R":
+                e.push("R", [(t, "+", k, f"n{k}")])
+            else:
+                e.push(what, [(t, k, i)])
+    for e in (eng, emb):
+        e.close(clock + 5)
+    assert eng.inbox.first == emb.ctx.start
+    counts = {s.name: (s.accepted, s.rejected) for s in emb.statistics().sources}
+    assert {s.name: (s.accepted, s.rejected) for s in eng.statistics()["sources"]} == {
+        n: c for n, c in counts.items() if c != (0, 0) or n.lower() in eng.inbox.admission
+    }
+    for h, q in zip(hs, qs, strict=True):
+        assert not diff_outputs(q.results(), eng.results(h)), (q.name, steps)
+    eng.stop()
