@@ -45,6 +45,7 @@ class Inspector:
             scheduler=self.loop.strategy.name,
             steps=self.loop.steps,
             synopses=tuple((o.name, syn.statistics()) for o in ops for syn in o.synopses()),
+            first_instant=reg.ctx.start,
             **self._limits(),
         )
 

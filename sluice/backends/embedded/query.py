@@ -46,6 +46,9 @@ class EngineStats:
     approximations: tuple[tuple[str, Approximation], ...] = ()
     approx_events: tuple[Event, ...] = ()
     latency: tuple[tuple[str, LatencyStats], ...] = ()  # each query's output latency (sluice.approx.qos)
+    # the engine's first instant; None while it is not fixed — nothing is released until some
+    # source's earliest element is in an instant it completed (design 004, "The first instant")
+    first_instant: int | None = None
 
     @property
     def memory_bytes(self) -> int:

@@ -100,6 +100,7 @@ class Inspector:
         return {
             "rejected": self.rejected(),
             "sources": tuple(adm.statistics() for adm in eng.inbox.admission.values()),
+            "first_instant": eng.inbox.first,  # None: not fixed yet (design 004), no query started
             "queries": {
                 n: {"rejected": list(q.notes) + ([late_note(q)] if q.dropped else [])} for n, q in eng.queries.items()
             },
