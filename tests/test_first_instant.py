@@ -117,8 +117,9 @@ def test_the_spark_driver_fixes_the_first_instant_by_the_same_rule(tmp_path) -> 
     cat = Catalog()
     execute(cat, "register stream S (K integer); register stream T (K integer)")
     inbox = Inbox(cat, tmp_path, slack=2)
-    inbox.complete("h", 2, None)
-    inbox.push("S", [(5, 1)])
+    inbox.complete("h", 4, None)
+    inbox.push("S", [(5, 1), (3, 1)])  # S first pushed after the heartbeat: complete to 4 too (3 is late)
+    assert inbox.admission["s"].rejected["late"] == 1
     assert inbox.first is None and inbox.fix_first() is None  # S's instant 5 is not complete
     inbox.forget(cat.lookup("S"))
     inbox.push("T", [(9, 1), (20, 1)])

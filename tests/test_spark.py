@@ -915,11 +915,14 @@ def test_close_with_nothing_pushed_answers_nothing_as_the_embedded_engine(spark,
         # a relation's change before the first instant: applied at it (not dropped by Spark's watermark)
         [("push", "S", [(5, 1, 1), (6, 1, 2)]), ("run",), ("push", "R", [(2, "+", 1, "a")]), ("close", 8)],
         # a heartbeat before a source's first push completes it there too (its row at 5 is late)
-        [("heartbeat", 7), ("push", "S", [(5, 1, 1), (9, 1, 2)]), ("run",), ("close", None)],
+        pytest.param(
+            [("heartbeat", 7), ("push", "S", [(5, 1, 1), (9, 1, 2)]), ("run",), ("close", None)],
+            marks=pytest.mark.slow,  # (the driver's side: test_first_instant's inbox test, in the default suite)
+        ),
         # close(until) below the rows pushed completes to the last of them, as the embedded engine's
         [("push", "S", [(10, 1, 1)]), ("push", "R", [(10, "+", 1, "a")]), ("close", 5)],
         # heartbeats alone: the first instant is the heartbeat's
-        [("heartbeat", 2), ("close", None)],
+        pytest.param([("heartbeat", 2), ("close", None)], marks=pytest.mark.slow),
     ],
     ids=["relation-before-start", "heartbeat-before-push", "close-below-rows", "heartbeats-alone"],
 )
