@@ -16,6 +16,7 @@ with its reason, never silently dropped.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -137,3 +138,17 @@ class Admission(Part):
             self.complete_upto(),
             buffered,
         )
+
+
+def first_instant(waiting: Iterable[tuple[int, int]], completed: Iterable[int]) -> int | None:
+    """The first instant by design 004's rule, for both backends (``QueryRegistry.fix_start``,
+    ``Inbox.fix_first``): ``waiting`` holds (earliest waiting stamp, completed instant) for each
+    source with elements waiting; once one of them is in an instant its source completed, the
+    earliest of them all.  With nothing waiting anywhere, the earliest instant a source completed
+    (``completed``: each source's; read only then).  None: nothing can be released yet.
+    """
+    firsts = list(waiting)
+    if firsts:
+        return min(lo for lo, _ in firsts) if any(lo <= done for lo, done in firsts) else None
+    beats = [done for done in completed if done > NEG_INF]
+    return min(beats) if beats else None

@@ -13,6 +13,7 @@ from sluice.catalog import Kind, SourceDef
 from sluice.errors import SluiceError
 from sluice.plan import BoundQuery
 from sluice.plan.rules import rewrite
+from sluice.runtime.admission import first_instant
 from sluice.runtime.batch import NEG_INF
 from sluice.runtime.operators.base import ExecContext, Operator, OperatorFailure
 from sluice.runtime.operators.shared_join_spec import SharedJoinOptions
@@ -200,19 +201,11 @@ class QueryRegistry:
         raise KeyError(queue.name)
 
     def fix_start(self) -> None:
-        """The first instant, if not given, fixed lazily (design 004, "The first instant"): when an
-        element can first be released — some source's earliest waiting element is in an instant it
-        has completed — at the earliest element waiting on any source, so none pushed so far is
-        before it; with nothing waiting anywhere, at the earliest instant a heartbeat completed.
-        Until then nothing is released: an element the slack still admits may come before them all.
+        """The first instant, if not given, fixed lazily (``admission.first_instant``, design 004):
+        once an element can be released, at the earliest element waiting on any source, so none
+        pushed so far is before it.  Until then nothing is released.
         """
-        if self.ctx.start is not None:
-            return
-        firsts = [(lo, s.complete_upto()) for s in self.sources.values() if (lo := s.pending_from()) is not None]
-        if firsts:
-            if any(lo <= done for lo, done in firsts):
-                self.ctx.start = min(lo for lo, _ in firsts)
-            return
-        beats = [done for s in self.sources.values() if (done := s.complete_upto()) > NEG_INF]
-        if beats:
-            self.ctx.start = min(beats)
+        if self.ctx.start is None:
+            srcs = self.sources.values()
+            waiting = ((lo, s.complete_upto()) for s in srcs if (lo := s.pending_from()) is not None)
+            self.ctx.start = first_instant(waiting, (s.complete_upto() for s in srcs))

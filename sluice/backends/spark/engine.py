@@ -400,8 +400,8 @@ class SparkEngine:
         idle = inbox.last_ts is None and inbox.completed is None and not inbox.static and not inbox.external
         if until is None and idle and inbox.fresh:
             return  # nothing pushed or completed: no first instant, nothing to answer (as the embedded engine)
-        last = self.inbox.last_ts if self.inbox.last_ts is not None else 0
-        self.inbox.complete("e", until if until is not None else last, self.start)
+        last = inbox.last_ts if inbox.last_ts is not None else 0
+        inbox.complete("e", until if until is not None else last, self.start)
         self.run()
 
     # -- running -------------------------------------------------------------------------

@@ -25,8 +25,8 @@ import pyarrow.parquet as pq
 from sluice.backends.rows import TS_MAX, TS_MIN, admit_batch, rows_to_batch, static_refusal, static_rows, to_batch
 from sluice.catalog import Catalog, Kind, SourceDef
 from sluice.errors import InternalError, SluiceError
-from sluice.runtime.admission import Admission
-from sluice.runtime.batch import NEG_INF, to_elements, ts_of
+from sluice.runtime.admission import Admission, first_instant
+from sluice.runtime.batch import to_elements, ts_of
 
 STATIC_STEM = "part-static-"  # a static relation's one file in a work directory
 RETIRED = "retired"  # the files of unregistered sources
@@ -214,21 +214,24 @@ class Inbox:
             self.push_static(start)
 
     def fix_first(self) -> int | None:
-        """The first instant by the embedded engine's rule (``Registry.fix_start``, design 004):
-        fixed once an element can be released — some source's earliest element is in an instant it
-        has completed — at the earliest element pushed to any source; with nothing pushed, at the
-        earliest instant a heartbeat completed.  None: nothing can be released yet.
+        """The first instant by the embedded engine's rule (``admission.first_instant``, design
+        004), from what was pushed (a source never pushed is complete to what heartbeats and ends
+        said); None: nothing can be released yet.
         """
-        if self.first is not None:
-            return self.first
-        if self._firsts:
-            if any(lo <= self.admission[k].complete_upto() for k, lo in self._firsts.items()):
-                self.first = min(self._firsts.values())
+        if self.first is None:
+            waiting = ((lo, self.admission[k].complete_upto()) for k, lo in self._firsts.items())
+            self.first = first_instant(waiting, (self.admission_of(d).complete_upto() for d in self.catalog.sources))
+            if self.first is not None:
                 self._firsts.clear()
-        else:
-            beats = [b for d in self.catalog.sources if (b := self.admission_of(d).complete_upto()) > NEG_INF]
-            if beats:
-                self.first = min(beats)
+        return self.first
+
+    def guess_first(self, fallback: int | None) -> int:
+        """When Spark reads a source itself, or queries resume on an earlier engine's work
+        directory, the driver cannot see all the data: the first instant is then the earliest
+        instant pushed, else ``fallback``, else 0 — a guess, by which the driver rejects nothing.
+        """
+        self.first = self.min_ts if self.min_ts is not None else (fallback or 0)
+        self.guessed = True
         return self.first
 
     # -- to Spark ------------------------------------------------------------------------

@@ -80,11 +80,10 @@ class Runner:
         eng, inbox = self.engine, self.engine.inbox
         start = inbox.fix_first()
         if start is None and (eng.external or not inbox.fresh):
-            start = inbox.min_ts
-            if start is None and any(k == "rate" for k, _ in eng.external.values()):
-                start = time.time_ns() // 1_000_000 // eng.catalog.time_unit.millis  # the rate source starts now
-            inbox.first = start = start or 0
-            inbox.guessed = True
+            now = None
+            if any(k == "rate" for k, _ in eng.external.values()):
+                now = time.time_ns() // 1_000_000 // eng.catalog.time_unit.millis  # the rate source starts now
+            start = inbox.guess_first(now)
         return start
 
     def _group(self, q: SparkQuery) -> list[SparkQuery]:

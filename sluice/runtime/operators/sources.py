@@ -157,10 +157,10 @@ class Source(Operator):
         return any(int(ts_of(b).min()) <= done for b in self._pending)
 
     def _run(self, budget: int) -> int:
-        done = self.complete_upto()
-        n = 0
         if self.ctx.start is None:
             return 0
+        done = self.complete_upto()
+        n = 0
         if self._pending:
             allb = sort_by_ts(concat(self._pending, self.types))
             ts = ts_of(allb)
