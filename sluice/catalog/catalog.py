@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from sluice.catalog.schema import Column, FunctionDef, Kind, Schema, SourceDef, ViewDef
-from sluice.cql.ast import TimeUnit
+from sluice.cql.ast import ArrivalConstraint, TimeUnit
 from sluice.datatypes import DataType, parse_type_name
 from sluice.errors import SluiceError
 
@@ -46,6 +46,7 @@ class CatalogError(SluiceError):
 
 
 ColumnSpec = tuple[str, DataType | str]
+ConstraintSpec = ArrivalConstraint | tuple[str, str] | tuple[str, str, int]  # (kind, column[, k])
 
 
 def _to_type(t: DataType | str) -> DataType:
@@ -127,7 +128,12 @@ class Catalog:
             raise CatalogError(f"{name!r} is already registered")
 
     def register_source(
-        self, name: str, kind: Kind, columns: Iterable[ColumnSpec], unit: TimeUnit | str | None = None
+        self,
+        name: str,
+        kind: Kind,
+        columns: Iterable[ColumnSpec],
+        unit: TimeUnit | str | None = None,
+        constraints: Iterable[ConstraintSpec] = (),
     ) -> SourceDef:
         self._check_free(name)
         if unit is not None:
@@ -150,16 +156,21 @@ class Catalog:
             if c.name.lower() in seen:
                 raise CatalogError(f"attribute {c.name!r} appears twice in {name!r}")
             seen.add(c.name.lower())
-        d = SourceDef(name, kind, Schema(cols), unit)
+        d = SourceDef(name, kind, Schema(cols), unit, _constraints(name, kind, Schema(cols), constraints))
         self._sources[name.lower()] = d
         suffix = f" UNIT {unit.name.lower()}" if unit is not None else ""
+        suffix += "".join(f" {c.sql()}" for c in d.constraints)
         self._persist(name, kind.value, f"REGISTER {kind.value.upper()} {name} ({d.schema.sql()}){suffix}")
         return d
 
     def register_stream(
-        self, name: str, columns: Iterable[ColumnSpec], unit: TimeUnit | str | None = None
+        self,
+        name: str,
+        columns: Iterable[ColumnSpec],
+        unit: TimeUnit | str | None = None,
+        constraints: Iterable[ConstraintSpec] = (),
     ) -> SourceDef:
-        return self.register_source(name, Kind.STREAM, columns, unit)
+        return self.register_source(name, Kind.STREAM, columns, unit, constraints)
 
     def register_relation(
         self, name: str, columns: Iterable[ColumnSpec], unit: TimeUnit | str | None = None
@@ -260,3 +271,32 @@ class Catalog:
         """A duration in ticks of the time unit, or None if it is not a whole number of ticks."""
         q, r = divmod(millis, self.time_unit.millis)
         return None if r else q
+
+
+def _constraints(
+    name: str, kind: Kind, schema: Schema, given: Iterable[ConstraintSpec]
+) -> tuple[ArrivalConstraint, ...]:
+    """A stream's k-constraints, checked: each names one of its attributes once per kind, with
+    an adherence k ≥ 0; a relation has none (it has no order of arrival to constrain).
+    """
+    out: list[ArrivalConstraint] = []
+    for c in given:
+        try:
+            c = ArrivalConstraint.of(c)
+        except ValueError as e:
+            raise CatalogError(f"{name}: {e}") from None
+        if kind is not Kind.STREAM:
+            raise CatalogError(f"{name}: {c.kind} BY is a constraint on a stream's order; a relation has none")
+        try:
+            column = schema.columns[schema.index(c.column)].name
+        except KeyError:
+            raise CatalogError(
+                f"{name}: {c.kind} BY {c.column} names no attribute of {name} (attributes: {', '.join(schema.names)})"
+            ) from None
+        if not 0 <= c.k < 2**31:
+            raise CatalogError(f"{name}: {c.kind} BY {column} WITHIN {c.k}: k counts elements, 0 to 2^31 - 1")
+        c = ArrivalConstraint(c.kind, column, c.k)
+        if any(o.kind == c.kind and o.column.lower() == column.lower() for o in out):
+            raise CatalogError(f"{name}: {c.kind} BY {column} is given twice")
+        out.append(c)
+    return tuple(out)

@@ -69,6 +69,8 @@ class SourceDef:
     kind: Kind
     schema: Schema
     unit: ast.TimeUnit | None = None  # what its timestamps count, if not the catalog's tick
+    # k-constraints on a stream's order (STREAM §4.1), each naming one of its attributes
+    constraints: tuple[ast.ArrivalConstraint, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

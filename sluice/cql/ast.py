@@ -422,13 +422,51 @@ class ColumnDef(Node):
 
 
 @dataclass(frozen=True, slots=True)
+class ArrivalConstraint:
+    """A k-constraint on a stream's order (STREAM §4.1; Babu, Srivastava and Widom's
+    k-constraints): ``ORDERED BY a WITHIN k`` — an element is never below the ``a`` of one more
+    than ``k`` elements before it; ``CLUSTERED BY a WITHIN k`` — between two elements with the same
+    ``a`` come at most ``k`` with another.  Positions count the stream's admitted elements in its
+    order (timestamps, ties in arrival order).  Design 023.
+
+    >>> ArrivalConstraint.of(("ordered", "oid", 2))
+    ArrivalConstraint(kind='ORDERED', column='oid', k=2)
+    """
+
+    kind: str  # 'ORDERED' | 'CLUSTERED'
+    column: str
+    k: int = 0
+
+    KINDS = ("ORDERED", "CLUSTERED")
+
+    @classmethod
+    def of(cls, c: ArrivalConstraint | tuple[str, str] | tuple[str, str, int]) -> ArrivalConstraint:
+        """A constraint, or ``(kind, column[, k])``."""
+        if isinstance(c, ArrivalConstraint):
+            return c
+        if not isinstance(c, tuple) or len(c) not in (2, 3):
+            raise ValueError(f"a constraint is (kind, column[, k]), e.g. ('ordered', 'oid', 2), not {c!r}")
+        kind, column = c[0], c[1]
+        k = c[2] if len(c) == 3 else 0
+        if not isinstance(kind, str) or kind.upper() not in cls.KINDS:
+            raise ValueError(f"a constraint's kind is 'ordered' or 'clustered', not {kind!r}")
+        if isinstance(k, bool) or not isinstance(k, int):
+            raise ValueError(f"a constraint's adherence k is a whole number of elements, not {k!r}")
+        return cls(kind.upper(), str(column), k)
+
+    def sql(self) -> str:
+        return f"{self.kind} BY {self.column} WITHIN {self.k}"
+
+
+@dataclass(frozen=True, slots=True)
 class RegisterSource(Statement):
-    """``REGISTER STREAM|RELATION name (attr type, ...)``."""
+    """``REGISTER STREAM|RELATION name (attr type, ...) [UNIT u] [ORDERED|CLUSTERED BY a [WITHIN k]]…``."""
 
     kind: str  # 'STREAM' | 'RELATION'
     name: str
     columns: tuple[ColumnDef, ...]
     unit: TimeUnit | None = None  # what one of its timestamps counts (default: the catalog's tick)
+    constraints: tuple[ArrivalConstraint, ...] = ()
     span: Span = _span()
 
 

@@ -198,7 +198,27 @@ class Parser:
                 self.fail("expected a time unit", hint="units: millisecond, second, minute, hour, day")
             self.advance()
             unit = _UNITS[t.upper]
-        return ast.RegisterSource(kind, name, cols, unit, span=self.span_from(start))
+        constraints: list[ast.ArrivalConstraint] = []
+        while self.is_kw("ORDERED", "CLUSTERED"):
+            constraints.append(self.arrival_constraint())
+        return ast.RegisterSource(kind, name, cols, unit, tuple(constraints), span=self.span_from(start))
+
+    def arrival_constraint(self) -> ast.ArrivalConstraint:
+        """``ORDERED|CLUSTERED BY a [WITHIN k]`` (STREAM §4.1's k-constraints; k defaults to 0)."""
+        word = self.advance()
+        self.expect_kw("BY")
+        column = self.ident("an attribute name").text
+        k = 0
+        if self.accept_kw("WITHIN"):
+            n = self.tok
+            if n.type is not T.INTEGER:
+                self.fail(
+                    "expected a whole number of elements after WITHIN",
+                    hint=f"e.g. {word.upper} BY {column} WITHIN 3 (the adherence k: 0 is strict)",
+                )
+            self.advance()
+            k = int(n.text)
+        return ast.ArrivalConstraint(word.upper, column, k)
 
     def column_def(self) -> ast.ColumnDef:
         name_tok = self.ident("an attribute name")

@@ -138,6 +138,7 @@ _PRINTERS: dict[type, Callable[[Any], str]] = {
     ast.RegisterSource: lambda n: (
         f"REGISTER {n.kind} {n.name} ({', '.join(to_cql(c) for c in n.columns)})"
         + (f" UNIT {n.unit.name.lower()}" if n.unit is not None else "")
+        + "".join(f" {c.sql()}" for c in n.constraints)
     ),
     ast.RegisterView: lambda n: (
         f"REGISTER VIEW {n.name}" + (f" ({', '.join(n.columns)})" if n.columns else "") + f" AS {to_cql(n.query)}"

@@ -26,6 +26,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from sluice.catalog import Kind
 from sluice.plan import logical as L
 from sluice.plan.expr import BExpr, Call, ColRef, CurrentTime, OuterRef, Subquery, walk_expr
 
@@ -183,6 +184,42 @@ def insert_only(node: L.LogicalNode) -> bool:
     if isinstance(node, L.Filter | L.Project | L.Join):
         return all(insert_only(c) for c in node.inputs())
     return False
+
+
+def stream_order(node: L.LogicalNode, col: int) -> tuple[str, int, bool] | None:
+    """``(stream, column, whole)`` when ``node`` only ever inserts, and its insertions are
+    elements of one stream in that stream's order — a subsequence: selections, projections and
+    samples that read each row alone, around one window holding every element (``[Range
+    Unbounded]``) — with output column ``col`` a copy of the stream's ``column``; else None.
+    ``whole``: with a value of the column, every element having it is kept (no sample, and each
+    selection reads that column alone).  A k-constraint of the stream (STREAM §4.1) then holds
+    of what ``node`` inserts: ``ORDERED BY`` of any subsequence, ``CLUSTERED BY`` of a whole one
+    (dropping some elements of a value can put more than k others between two that are left).
+    """
+    windows, whole = 0, True
+    while True:
+        if isinstance(node, L.Scan):
+            return (node.name.lower(), col, whole) if node.source_kind is Kind.STREAM and windows == 1 else None
+        if isinstance(node, L.Window):
+            if not node.spec.insert_only or windows:
+                return None
+            windows += 1
+            node = node.input
+        elif isinstance(node, L.Sample):
+            whole = False
+            node = node.input
+        elif isinstance(node, L.Filter):
+            if not reads_row_alone(node.predicate):
+                return None
+            whole = whole and {x.index for x in walk_expr(node.predicate) if isinstance(x, ColRef)} <= {col}
+            node = node.input
+        elif isinstance(node, L.Project):
+            c = node.columns[col]
+            if not isinstance(c, ColRef) or not all(reads_row_alone(e) for e in node.columns):
+                return None
+            node, col = node.input, c.index
+        else:
+            return None
 
 
 def trace(node: L.LogicalNode, col: int) -> tuple[str, int] | None:

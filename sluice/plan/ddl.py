@@ -40,6 +40,7 @@ def execute_statement(catalog: Catalog, stmt: ast.Statement, source: str, stmt_t
                 Kind.STREAM if stmt.kind == "STREAM" else Kind.RELATION,
                 [(c.name, c.type) for c in stmt.columns],
                 stmt.unit,
+                stmt.constraints,
             )
         except CatalogError as e:
             raise BindError(str(e), stmt.span, source) from None

@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from sluice.errors import SluiceError
 from sluice.runtime.batch import NEG_INF, POS_INF, ts_of
+from sluice.runtime.constraints import Arrivals
 from sluice.runtime.operators.base import Part
 from sluice.runtime.stats import SourceStats
 
@@ -111,6 +112,17 @@ class Admission(Part):
         if len(idx) > 5:
             self.rejected["late"] += len(idx) - 5
         return batch.filter(pa.array(~early))
+
+    def constrained(self, arrivals: Arrivals, batch: pa.Table) -> pa.Table:
+        """The elements of ``batch`` (in the stream's order) that keep its k-constraints
+        (``sluice.runtime.constraints``); the rest rejected with their reason, "constraint".
+        """
+        kept, why = arrivals.check(batch)
+        for msg in why:
+            self.reject("constraint", msg)
+        if batch.num_rows - kept.num_rows > len(why):
+            self.rejected["constraint"] += batch.num_rows - kept.num_rows - len(why)
+        return kept
 
     def heartbeat(self, ts: int, scaled: bool = False) -> None:
         """Instants up to ``ts`` (in the source's unit; in ticks if ``scaled``) are complete."""

@@ -29,12 +29,13 @@ from sluice.plan.analysis import (
     has_outer_ref,
     has_subquery,
     reads_row_alone,
+    stream_order,
     uses_current_time,
 )
 from sluice.plan.expr import BExpr, Call, ColRef, walk_expr
 from sluice.runtime.operators.aggregate import Aggregate, AggregateSpec, Distinct, DistinctSpec
 from sluice.runtime.operators.base import ExecContext, Operator, OperatorSpec, PortHandle
-from sluice.runtime.operators.join import Join, JoinSpec
+from sluice.runtime.operators.join import Join, JoinSpec, KeyGuard
 from sluice.runtime.operators.join_buffer import Family, family
 from sluice.runtime.operators.relational import SetOp, SetOpSpec
 from sluice.runtime.operators.shared_join import SharedWindowJoin
@@ -327,7 +328,10 @@ class Planner:
         residual = conjoin(here)
         for c in here:
             _no_current_time(c)
-        if self.shared_join is not None and self.sharing:
+        found = self._key_guards(n, keys)
+        # (a join its inputs' k-constraints let forget rows is its own: the shared window join
+        # keeps every row its largest window holds)
+        if self.shared_join is not None and self.sharing and not found:
             port = self._shared_join(n, tuple(keys), residual)
             if port is not None:
                 return port
@@ -339,8 +343,36 @@ class Planner:
             static = self._static_source(side)
             if static is not None:
                 detail += f"; {static} static: {other} input not kept (STREAM §2.2)"
-        spec = JoinSpec(n.schema, left.schema.types, right.schema.types, tuple(keys), residual, detail=detail)
+        for g, stream in found:
+            detail += (
+                f"; {stream} {g.constraint.sql()}: {('right', 'left')[g.side]} rows whose key it closed "
+                "not kept (STREAM §4.1)"
+            )
+        guards = tuple(g for g, _ in found)
+        spec = JoinSpec(n.schema, left.schema.types, right.schema.types, tuple(keys), residual, guards, detail=detail)
         return self._new(Join, spec, [left, right])
+
+    def _key_guards(self, n: L.Join, keys: list[tuple[int, int]]) -> list[tuple[KeyGuard, str]]:
+        """The k-constraints (STREAM §4.1) an input's join keys adhere to, with their streams: the
+        input inserts a stream's elements in its order (``stream_order``) and the stream declares
+        one on the key — the same type on both sides, so the other side's keys compare as they are.
+        """
+        out: list[tuple[KeyGuard, str]] = []
+        for side, node in ((0, n.left), (1, n.right)):
+            for j, key in enumerate(keys):
+                if n.left.schema.types[key[0]] != n.right.schema.types[key[1]]:
+                    continue
+                found = stream_order(node, key[side])
+                src = self.sources.get(found[0]) if found is not None else None
+                if found is None or src is None:
+                    continue
+                column, whole = src.schema.names[found[1]].lower(), found[2]
+                out += [
+                    (KeyGuard(side, j, c), src.name)
+                    for c in src.constraints
+                    if c.column.lower() == column and (whole or c.kind == "ORDERED")
+                ]
+        return out
 
     def _static_source(self, node: L.LogicalNode) -> str | None:
         """The static relation ``node`` selects and projects, if it is one (``Source.static``):

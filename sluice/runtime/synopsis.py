@@ -117,6 +117,14 @@ class RelationSynopsis(_Budgeted):
             self.table = consolidate(self.table)
             self._fresh = 0
 
+    def drop(self, mask: np.ndarray) -> None:
+        """Forget the rows ``mask`` marks (rows no later change can pair with: a join's
+        k-constraints, STREAM §4.1).
+        """
+        if mask.any():
+            self.table = self.table.filter(pa.array(~mask))
+            self._fresh = min(self._fresh, self.table.num_rows)
+
     def query(self) -> pa.Table:
         """The multiset, consolidated: attributes plus the count ``__w``."""
         if self._fresh:

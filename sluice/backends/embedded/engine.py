@@ -33,7 +33,7 @@ from sluice.backends.embedded.query import EngineStats, Query
 from sluice.backends.embedded.registry import QueryRegistry
 from sluice.backends.embedded.usage import UsageMeter
 from sluice.backends.rows import admit_batch, static_refusal, static_rows, to_batch
-from sluice.catalog import Catalog, Kind, SourceDef, ViewDef
+from sluice.catalog import Catalog, ConstraintSpec, Kind, SourceDef, ViewDef
 from sluice.cql import ast
 from sluice.cql.ast import TimeUnit
 from sluice.cql.parser import parse_query, parse_script
@@ -177,10 +177,18 @@ class EmbeddedEngine:
             self.registry.source(d.name).shed = self.limits.admit
 
     def register_stream(
-        self, name: str, columns: Sequence[tuple[str, Any]], unit: TimeUnit | str | None = None
+        self,
+        name: str,
+        columns: Sequence[tuple[str, Any]],
+        unit: TimeUnit | str | None = None,
+        constraints: Sequence[ConstraintSpec] = (),
     ) -> None:
-        """A stream; ``unit`` says what its timestamps count if not the catalog's tick (coarser only)."""
-        self._add_source(self.catalog.register_stream(name, columns, unit))
+        """A stream; ``unit`` says what its timestamps count if not the catalog's tick (coarser only);
+        ``constraints``: its k-constraints (``("ordered", "oid", 2)``, or ``ast.ArrivalConstraint``;
+        CQL: ``ORDERED BY oid WITHIN 2``) — elements that violate one are rejected as the source
+        releases them, and joins keep less (STREAM §4.1, design 023).
+        """
+        self._add_source(self.catalog.register_stream(name, columns, unit, constraints))
 
     def register_relation(
         self, name: str, columns: Sequence[tuple[str, Any]], unit: TimeUnit | str | None = None

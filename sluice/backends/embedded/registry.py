@@ -48,7 +48,7 @@ class QueryRegistry:
 
     # -- sources -------------------------------------------------------------------------
     def add_source(self, d: SourceDef, scale: int) -> None:
-        src = Source(d.name, d.schema, self.ctx, self.slack, d.kind is Kind.RELATION)
+        src = Source(d.name, d.schema, self.ctx, self.slack, d.kind is Kind.RELATION, d.constraints)
         src.admission.scale = scale
         self.sources[d.name.lower()] = src
 

@@ -22,6 +22,7 @@ embedded engine's own operators (``docs/design/007``).  The DataFrames themselve
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,7 +40,7 @@ from sluice.backends.spark.preagg import PreAggregate, preaggregate
 from sluice.backends.spark.processor import register_udfs
 from sluice.backends.spark.query import SparkQuery
 from sluice.backends.spark.runner import Runner
-from sluice.catalog import Catalog, Kind, SourceDef, ViewDef
+from sluice.catalog import Catalog, ConstraintSpec, Kind, SourceDef, ViewDef
 from sluice.cql import ast
 from sluice.cql.ast import TimeUnit
 from sluice.cql.parser import parse_script
@@ -148,16 +149,25 @@ class SparkEngine:
                 out.append(explain_plan(bind_query(self.catalog, stmt.query, source=text).plan))
             else:
                 assert isinstance(stmt, ast.RegisterSource | ast.RegisterView)  # (the rest are handled above)
+                if isinstance(stmt, ast.RegisterSource):
+                    self._constraints_allowed(stmt.name, stmt.constraints)
                 execute_statement(self.catalog, stmt, text, src)
+                if isinstance(stmt, ast.RegisterSource):  # (checked by the driver: see ``_register``)
+                    stmt = dataclasses.replace(stmt, constraints=())
                 self.ddl[stmt.name.lower()] = to_cql(stmt) + ";"
                 out.append(None)
         return out
 
     def register_stream(
-        self, name: str, columns: Sequence[tuple[str, Any]], unit: TimeUnit | str | None = None
+        self,
+        name: str,
+        columns: Sequence[tuple[str, Any]],
+        unit: TimeUnit | str | None = None,
+        constraints: Sequence[ConstraintSpec] = (),
     ) -> None:
         """A stream, as ``EmbeddedEngine.register_stream`` (``unit``: what its timestamps count)."""
-        self._register(self.catalog.register_stream(name, columns, unit))
+        self._constraints_allowed(name, constraints)
+        self._register(self.catalog.register_stream(name, columns, unit, constraints))
 
     def register_relation(
         self, name: str, columns: Sequence[tuple[str, Any]], unit: TimeUnit | str | None = None
@@ -171,7 +181,17 @@ class SparkEngine:
         """
         kind = "RELATION" if d.kind is Kind.RELATION else "STREAM"
         cols = tuple(ast.ColumnDef(c.name, c.type) for c in d.schema.columns)
+        # without its k-constraints: the driver checks them as rows are pushed (``Inbox``); a
+        # processor's engine sees one key's rows, where CLUSTERED BY need not hold
         self.ddl[d.name.lower()] = to_cql(ast.RegisterSource(kind, d.name, cols, d.unit)) + ";"
+
+    def _constraints_allowed(self, name: str, constraints: Sequence[Any]) -> None:
+        if constraints and self.slack:
+            raise SluiceError(
+                f"{name}: k-constraints (ORDERED BY, CLUSTERED BY) need slack 0 on Spark — its driver "
+                f"checks them as rows are pushed, the stream's order only when none may arrive out of "
+                f"order (this engine's slack is {self.slack}; the embedded engine checks them with any)"
+            )
 
     def register_view(self, name: str, query: str, columns: Sequence[str] = (), kind: Kind | None = None) -> None:
         """A named view (STREAM's ``vquery``/``vtable``), checked as ``EmbeddedEngine.register_view``."""
@@ -328,6 +348,11 @@ class SparkEngine:
 
     def _attach(self, name: str, kind: str, options: dict[str, Any]) -> None:
         d = self._source(name)
+        if d.constraints:
+            raise SluiceError(
+                f"{d.name} declares k-constraints, which the driver checks as rows are pushed; Spark "
+                "would read these rows itself, unchecked: push them, or declare the stream without"
+            )
         if any(q.stream is not None for q in self.queries.values()):
             raise SluiceError(f"attach sources before the first run() that releases input ({d.name})")
         self.inbox.attach(d, kind, options)

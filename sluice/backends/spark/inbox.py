@@ -27,6 +27,7 @@ from sluice.catalog import Catalog, Kind, SourceDef
 from sluice.errors import InternalError, SluiceError
 from sluice.runtime.admission import Admission, first_instant
 from sluice.runtime.batch import to_elements, ts_of
+from sluice.runtime.constraints import Arrivals
 
 STATIC_STEM = "part-static-"  # a static relation's one file in a work directory
 RETIRED = "retired"  # the files of unregistered sources
@@ -38,6 +39,9 @@ class Inbox:
         self.workdir = workdir
         self.slack = slack
         self.admission: dict[str, Admission] = {}  # per source, created at its first input
+        # per stream with k-constraints (STREAM §4.1): checked here, in the order rows are pushed —
+        # the stream's order, as the engine rejects out-of-order rows without a slack
+        self.arrivals: dict[str, Arrivals] = {}
         # source -> (kind, options): "directory" (path, format, options), "rate", "socket"
         self.external: dict[str, tuple[str, dict[str, Any]]] = {}
         self.static: dict[str, list[tuple[Any, ...]]] = {}  # relation -> its fixed rows
@@ -122,7 +126,7 @@ class Inbox:
         written files go (no query reads them; one registered again under the name starts empty).
         """
         key = d.name.lower()
-        for held in (self.admission, self.external, self.static, self._batches, self._firsts):
+        for held in (self.admission, self.arrivals, self.external, self.static, self._batches, self._firsts):
             held.pop(key, None)
         self._static_written.discard(key)
         directory = self.workdir / "sources" / key
@@ -158,6 +162,8 @@ class Inbox:
         batch = adm.admit(batch)  # in ticks
         if not self.guessed:  # (a relation's change before it: its processors' engines apply it there)
             batch = adm.from_start(batch, self.first, d.kind is Kind.RELATION)
+        if d.constraints:
+            batch = self._check_constraints(d, adm, batch)
         adm.accepted += batch.num_rows
         if batch.num_rows == 0:
             return
@@ -175,6 +181,16 @@ class Inbox:
         cols = {"seq": seq, "ts": ts, "sign": batch.column(1).cast(pa.int32())}
         cols.update({f"c{j}": batch.column(2 + j) for j in range(len(d.schema))})
         self._batches.setdefault(d.name.lower(), []).append(pa.table(cols))
+
+    def _check_constraints(self, d: SourceDef, adm: Admission, batch: pa.Table) -> pa.Table:
+        """A stream's k-constraints, as the embedded engine's source checks them when it releases
+        its elements (``Source._check_constraints``): here as they are pushed, which is the same
+        order with no slack (``SparkEngine`` refuses constraints with one).
+        """
+        key = d.name.lower()
+        if key not in self.arrivals:
+            self.arrivals[key] = Arrivals(d.name, [(c, d.schema.index(c.column)) for c in d.constraints])
+        return adm.constrained(self.arrivals[key], batch)
 
     def reject(self, name: str, messages: Sequence[str]) -> None:
         """Count rows rejected before they reached the engine (a reader's bad lines), as malformed."""

@@ -6,6 +6,12 @@ element already in a synopsis is older than every new one, and the output of a r
 ``ΔL ⋈ R`` (at ΔL's stamps) + ``L ⋈ ΔR`` (at ΔR's) + ``ΔL ⋈ ΔR`` (at the later stamp).
 Equality conjuncts become hash-join keys (Arrow's hash join); the rest of the condition filters
 the joined rows.  Without keys the pairs are a cross product (nested loop).
+
+**k-constraints (STREAM §4.1).** When an input only inserts, in a stream's order, and that
+stream is declared ``ORDERED BY`` or ``CLUSTERED BY`` a join key (``KeyGuard``, found by the
+planner), the join tracks the promise over what it reads (``sluice.runtime.constraints``): a row
+of the *other* synopsis whose key that input will never have again pairs with nothing later and
+is forgotten.  The source rejects elements that break the promise, so no pair is ever missed.
 """
 
 from __future__ import annotations
@@ -16,13 +22,26 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from sluice.cql.ast import ArrivalConstraint
 from sluice.datatypes import DataType
 from sluice.plan.expr import BExpr
 from sluice.runtime.batch import META, NEG_INF, concat, make, sort_by_ts, ts_of
+from sluice.runtime.constraints import Arrivals
 from sluice.runtime.keys import comparable
 from sluice.runtime.operators.base import Operator, OperatorSpec
 from sluice.runtime.synopsis import RelationSynopsis, W
 from sluice.runtime.vexpr import compile_expr, evaluate_rows, truth_mask
+
+
+@dataclass(frozen=True, slots=True)
+class KeyGuard:
+    """Input ``side`` (0 left, 1 right) only inserts, in the order of a stream that adheres to
+    ``constraint`` on join key ``key`` (an index of ``JoinSpec.keys``).
+    """
+
+    side: int
+    key: int
+    constraint: ArrivalConstraint
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,12 +50,14 @@ class JoinSpec(OperatorSpec):
     right_types: tuple[DataType, ...]
     keys: tuple[tuple[int, int], ...]  # (left column, right column) pairs that must be equal
     residual: BExpr | None  # the rest of the condition, over the joined row
+    guards: tuple[KeyGuard, ...] = ()  # k-constraints an input's keys adhere to (STREAM §4.1)
 
 
 @dataclass
 class Join(Operator):
     spec: JoinSpec
     STATE = ("left", "right")
+    PARTS = ("left_order", "right_order")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -44,6 +65,16 @@ class Join(Operator):
         self.residual = compile_expr(self.spec.residual) if self.spec.residual is not None else None
         self.left = RelationSynopsis(self.spec.left_types)
         self.right = RelationSynopsis(self.spec.right_types)
+        # what each input's k-constraints promise about its keys, tracked over what it read
+        self.left_order, self.right_order = (self._order(side) for side in (0, 1))
+
+    def _guards(self, side: int) -> list[KeyGuard]:
+        return [g for g in self.spec.guards if g.side == side]
+
+    def _order(self, side: int) -> Arrivals | None:
+        gs = self._guards(side)
+        cols = [(g.constraint, self.spec.keys[g.key][side]) for g in gs]
+        return Arrivals(f"{self.name} {'left' if side == 0 else 'right'}", cols) if gs else None
 
     def declare(self, inputs: Sequence[Operator]) -> None:
         self.insert_only = all(i.insert_only for i in inputs)
@@ -64,16 +95,21 @@ class Join(Operator):
         # An input that has ended (a static relation's rows, all read) never pairs with what the
         # other input sends later except as ΔL ⋈ R: the other side's synopsis is not needed
         # (STREAM §2.2: a stream joined with a static relation needs no window of it).
+        closing = [o is not None and o.track(d) for o, d in ((self.left_order, dl), (self.right_order, dr))]
         if self._ended(1):
             if len(self.left):
                 self.left = RelationSynopsis(self.spec.left_types)
         else:
-            self.left.add(dl)
+            self.left.add(self._needed(dl, 0, META))
+            if closing[1]:
+                self.left.drop(self._unneeded(self.left.table, 0, 0))
         if self._ended(0):
             if len(self.right):
                 self.right = RelationSynopsis(self.spec.right_types)
         else:
-            self.right.add(dr)
+            self.right.add(self._needed(dr, 1, META))
+            if closing[0]:
+                self.right.drop(self._unneeded(self.right.table, 1, 0))
         out = [p for p in parts if p is not None and p.num_rows]
         if out:
             self.emit(sort_by_ts(concat(out, self.types)))
@@ -81,6 +117,22 @@ class Join(Operator):
         if done > NEG_INF:
             self.advance(done)
         return dl.num_rows + dr.num_rows
+
+    def _unneeded(self, rows: pa.Table, side: int, off: int) -> np.ndarray:
+        """Which of ``rows`` (of input ``side``; attributes from column ``off``) have a key the
+        other input's k-constraints closed: no later change of it pairs with them.
+        """
+        order = self.right_order if side == 0 else self.left_order
+        mask = np.zeros(rows.num_rows, dtype=bool)
+        if order is None or not rows.num_rows:
+            return mask
+        for j, g in enumerate(self._guards(1 - side)):
+            mask |= order.closed(j, rows.column(off + self.spec.keys[g.key][side]))
+        return mask
+
+    def _needed(self, delta: pa.Table, side: int, off: int) -> pa.Table:
+        mask = self._unneeded(delta, side, off)
+        return delta.filter(pa.array(~mask)) if mask.any() else delta
 
     def holds_elements(self) -> bool:
         # once an input ended (a static relation's rows) the other input's elements are not kept,
@@ -158,3 +210,7 @@ class Join(Operator):
 
     def synopses(self) -> list[Any]:
         return [self.left, self.right]
+
+    def state_bytes(self) -> int:
+        orders = (o for o in (self.left_order, self.right_order) if o is not None)
+        return super().state_bytes() + sum(o.nbytes() for o in orders)

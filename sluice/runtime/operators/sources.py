@@ -15,8 +15,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 from sluice.catalog import Schema
+from sluice.cql.ast import ArrivalConstraint
 from sluice.runtime.admission import Admission
 from sluice.runtime.batch import concat, from_rows, sort_by_ts, to_elements, ts_of
+from sluice.runtime.constraints import Arrivals
 from sluice.runtime.operators.base import ExecContext, Operator, OperatorSpec
 from sluice.runtime.queue import Queue
 from sluice.runtime.stats import SourceStats
@@ -40,11 +42,22 @@ class Source(Operator):
 
     spec: SourceSpec
     STATE = ("_pending", "_buffered", "_contents", "_static", "_static_out", "_lo")
-    PARTS = ("admission",)
+    PARTS = ("admission", "arrivals")
 
-    def __init__(self, name: str, schema: Schema, ctx: ExecContext, slack: int = 0, relation: bool = False) -> None:
+    def __init__(
+        self,
+        name: str,
+        schema: Schema,
+        ctx: ExecContext,
+        slack: int = 0,
+        relation: bool = False,
+        constraints: tuple[ArrivalConstraint, ...] = (),
+    ) -> None:
         super().__init__(SourceSpec(schema, slack, relation), name, [], Queue(name, schema.types), ctx)
         self.admission = Admission(name, slack)  # the lateness rule and what it rejected (the engine sets its scale)
+        # a stream's k-constraints (STREAM §4.1), checked as it releases its elements
+        self.constraints = constraints
+        self.arrivals = Arrivals(name, [(c, schema.index(c.column)) for c in constraints])
         self.insert_only = not relation
         self._pending: list[pa.Table] = []
         self._buffered = 0
@@ -169,6 +182,8 @@ class Source(Operator):
             self._pending = [rest] if rest.num_rows else []
             self._buffered = rest.num_rows
             if out.num_rows:
+                if self.arrivals:
+                    out = self._check_constraints(out)
                 if self.relation:
                     if int(ts[0]) < self.ctx.start:  # changes before the first instant apply at it, in order
                         out = out.set_column(0, "__ts", pa.array(np.maximum(ts_of(out), self.ctx.start)))
@@ -185,6 +200,14 @@ class Source(Operator):
             n += rows.num_rows
         self.advance(done)
         return n
+
+    def _check_constraints(self, b: pa.Table) -> pa.Table:
+        """Released elements, in the stream's order, against its k-constraints: one that violates
+        one is rejected with its reason (counted when pushed, it is not accepted after all).
+        """
+        kept = self.admission.constrained(self.arrivals, b)
+        self.admission.accepted -= b.num_rows - kept.num_rows
+        return kept
 
     def _check_deletions(self, b: pa.Table) -> pa.Table:
         """A relation may only delete what it holds; a bad deletion is rejected with its row."""

@@ -1,0 +1,309 @@
+"""k-constraints on a stream's order (STREAM §4.1; Babu, Srivastava and Widom, *Exploiting
+k-constraints to reduce memory overhead in continuous queries over data streams*): checked where
+a source releases its elements, and what they promise, read where a join keeps a synopsis.
+
+A stream's order is the order its source releases it: by timestamp, ties in arrival order.
+Positions count the elements *admitted* so far (a rejected element takes none), so whether an
+element is admitted depends only on the stream's order, never on how it was batched:
+
+* ``ORDERED BY a WITHIN k`` — an element's ``a`` is not below the ``a`` of any element more than
+  ``k`` positions before it.  Every later element is therefore ≥ the *floor*: the largest ``a``
+  of all but the last ``k`` elements.
+* ``CLUSTERED BY a WITHIN k`` — between two elements with the same ``a`` come at most ``k``
+  elements with another ``a``.  Once ``k + 1`` others followed the last ``v``, ``v`` is *closed*:
+  no later element has it.
+
+NULL has no place in either order: an element with NULL in a constrained attribute violates it.
+A subsequence of a stream that adheres (what σ, a sample or a late query's ``Since`` pass on)
+adheres too — positions only get closer — so an operator reading one through such operators can
+track the promise itself, from what it has read (:class:`Arrivals`, ``track``).
+
+>>> import pyarrow as pa
+>>> a = Arrivals("S", [(ArrivalConstraint("ORDERED", "a", 1), 0)])
+>>> b = pa.table({"__ts": pa.array([1, 2, 3, 4, 5]), "__sign": pa.array([1] * 5, pa.int8()),
+...               "a": pa.array([3, 1, 2, 0, 4])})
+>>> kept, why = a.check(b)
+>>> kept.column("a").to_pylist(), a.orders[0].floor
+([3, 1, 4], 3)
+>>> print(why[0])
+S: element at ts 3: a = 2 violates ORDERED BY a WITHIN 1: below 3, which came more than 1 element(s) before it
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from sluice.cql.ast import ArrivalConstraint
+from sluice.errors import InternalError
+from sluice.runtime.batch import META, ts_of
+from sluice.runtime.operators.base import Part
+
+_VECTOR_TRIES = 8  # violations in one batch handled by re-checking the rest vectorised; then one by one
+
+
+def _values(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """A column without NULLs as NumPy values (int64, float64, bool or str objects)."""
+    return np.asarray(col.to_numpy(zero_copy_only=False))
+
+
+class _Ordered:
+    """``ORDERED BY a WITHIN k``: the last ``k`` values and the largest before them."""
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+        self.n = 0
+        self.recent: np.ndarray | None = None  # the last min(k, n) values, oldest first
+        self.floor: Any = None  # the largest value before them (None: none yet)
+
+    def floors(self, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each of ``v``, as if all before it were admitted: whether a floor binds it, and the
+        floor (the largest value more than ``k`` positions before it).
+        """
+        recent = v[:0] if self.recent is None else self.recent.astype(v.dtype, copy=False)
+        pm = np.maximum.accumulate(np.concatenate([recent, v]))
+        idx = np.arange(len(v)) + len(recent) - self.k - 1  # the last position binding each
+        bound = idx >= 0
+        f = pm[np.maximum(idx, 0)]
+        if self.floor is not None:
+            f = np.where(bound, np.maximum(f, self.floor), self.floor)
+            bound = np.ones(len(v), dtype=bool)
+        return bound, f
+
+    def violations(self, v: np.ndarray) -> np.ndarray:
+        bound, f = self.floors(v)
+        return bound & (v < f)
+
+    def explain(self, v: np.ndarray) -> str:
+        f = self.floors(v)[1][0]
+        return f"below {_py(f)!r}, which came more than {self.k} element(s) before it"
+
+    def add(self, v: np.ndarray) -> bool:
+        """Admit ``v`` (they adhere); True if the floor rose."""
+        if not len(v):
+            return False
+        recent = v[:0] if self.recent is None else self.recent.astype(v.dtype, copy=False)
+        comb = np.concatenate([recent, v])
+        self.n += len(v)
+        cut = len(comb) - self.k
+        rose = False
+        if cut > 0:
+            top = _py(comb[:cut].max())
+            if self.floor is None or top > self.floor:
+                self.floor, rose = top, True
+            self.recent = comb[cut:].copy()
+        else:
+            self.recent = comb.copy()
+        return rose
+
+    def closed(self, v: np.ndarray) -> np.ndarray:
+        """Which of ``v`` no later element can have."""
+        if self.floor is None or not len(v):
+            return np.zeros(len(v), dtype=bool)
+        return v < self.floor
+
+    def nbytes(self) -> int:
+        return 0 if self.recent is None else int(self.recent.nbytes)
+
+
+class _ValueSet:
+    """A growing set of values as sorted NumPy runs (a binary counter of sizes: O(log n) runs),
+    8 bytes a number — the closed values of a clustered stream, which can be many.
+    """
+
+    def __init__(self) -> None:
+        self.runs: list[np.ndarray] = []
+
+    def add(self, v: np.ndarray) -> None:
+        if not len(v):
+            return
+        run = np.unique(v)
+        while self.runs and len(self.runs[-1]) <= 2 * len(run):
+            run = np.union1d(self.runs.pop(), run)
+        self.runs.append(run)
+
+    def contains(self, v: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(v), dtype=bool)
+        for run in self.runs:
+            if not len(v):
+                break
+            i = np.minimum(np.searchsorted(run, v), len(run) - 1)
+            out |= run[i] == v
+        return out
+
+    def __len__(self) -> int:
+        return sum(len(r) for r in self.runs)
+
+    def nbytes(self) -> int:
+        return sum(int(r.nbytes) for r in self.runs)
+
+
+class _Clustered:
+    """``CLUSTERED BY a WITHIN k``: where each open value was last, and the closed ones."""
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+        self.n = 0
+        self.last: dict[Any, int] = {}  # open values → their last position
+        self.closed_set = _ValueSet()
+
+    def violations(self, v: np.ndarray) -> np.ndarray:
+        m = len(v)
+        if not m:
+            return np.zeros(0, dtype=bool)
+        pos = self.n + np.arange(m)
+        uniq, inv = np.unique(v, return_inverse=True)
+        order = np.argsort(inv, kind="stable")
+        s = inv[order]
+        first = np.ones(m, dtype=bool)
+        first[1:] = s[1:] != s[:-1]
+        prev = np.full(m, -1, dtype=np.int64)
+        prev[order[1:]] = pos[order[:-1]]
+        bad = np.zeros(m, dtype=bool)
+        heads = order[first]  # each value's first element in this batch
+        before = self.closed_set.contains(uniq[inv[heads]])
+        bad[heads[before]] = True
+        for h in heads[~before]:
+            prev[h] = self.last.get(v[h].item() if hasattr(v[h], "item") else v[h], -1)
+        has = prev >= 0
+        bad |= has & (pos - prev - 1 > self.k)
+        return bad
+
+    def explain(self, v: np.ndarray) -> str:
+        return f"it came back after more than {self.k} element(s) with other values"
+
+    def add(self, v: np.ndarray) -> bool:
+        """Admit ``v`` (they adhere); True if a value closed."""
+        m = len(v)
+        if not m:
+            return False
+        uniq, inv = np.unique(v, return_inverse=True)
+        lastpos = np.full(len(uniq), -1, dtype=np.int64)
+        np.maximum.at(lastpos, inv, self.n + np.arange(m))
+        for u, p in zip(uniq.tolist(), lastpos.tolist(), strict=True):
+            self.last[u] = p
+        self.n += m
+        edge = self.n - 1 - self.k  # a value last seen before this position is closed
+        gone = [u for u, p in self.last.items() if p < edge]
+        for u in gone:
+            del self.last[u]
+        if gone:
+            self.closed_set.add(np.asarray(gone, dtype=v.dtype))
+        return bool(gone)
+
+    def closed(self, v: np.ndarray) -> np.ndarray:
+        return self.closed_set.contains(v) if len(v) else np.zeros(0, dtype=bool)
+
+    def nbytes(self) -> int:
+        return self.closed_set.nbytes() + 16 * len(self.last)
+
+
+def _order(c: ArrivalConstraint) -> _Ordered | _Clustered:
+    return _Ordered(c.k) if c.kind == "ORDERED" else _Clustered(c.k)
+
+
+class Arrivals(Part):
+    """The k-constraints over one sequence of rows: a source's (``check``: violations rejected)
+    or what an operator reads (``track``: the input adheres, checked where it entered).
+    ``constraints`` pairs each with the attribute (0-based, after the timestamp and sign) it reads.
+    """
+
+    STATE = ("orders",)
+
+    def __init__(self, name: str, constraints: Sequence[tuple[ArrivalConstraint, int]]) -> None:
+        self.name = name
+        self.constraints = list(constraints)
+        self.orders: list[_Ordered | _Clustered] = [_order(c) for c, _ in self.constraints]
+
+    def __bool__(self) -> bool:
+        return bool(self.constraints)
+
+    def _columns(self, b: pa.Table) -> list[pa.ChunkedArray]:
+        return [b.column(META + i) for _, i in self.constraints]
+
+    def check(self, b: pa.Table, where: str = "") -> tuple[pa.Table, list[str]]:
+        """The elements of ``b`` (in the stream's order) that adhere — each checked against the
+        elements admitted before it — and why the first five of the rest violate.
+        """
+        why: list[str] = []
+        if not self.constraints or b.num_rows == 0:
+            return b, why
+        cols = self._columns(b)
+        keep = np.ones(b.num_rows, dtype=bool)
+        for (c, _), col in zip(self.constraints, cols, strict=True):
+            if col.null_count:
+                nulls = np.asarray(col.is_null().to_numpy(zero_copy_only=False))
+                for i in np.flatnonzero(nulls & keep)[: 5 - len(why)]:
+                    why.append(self._note(b, int(i), f"NULL {c.column} violates {c.sql()}", where))
+                keep &= ~nulls
+        idx = np.flatnonzero(keep)
+        vals = [_values(col.take(pa.array(idx))) for col in cols]
+        lo, tries = 0, 0
+        while lo < len(idx):
+            part = [v[lo:] for v in vals]
+            bad = np.zeros(len(idx) - lo, dtype=bool)
+            for o, v in zip(self.orders, part, strict=True):
+                bad |= o.violations(v)
+            first = int(np.argmax(bad)) if bad.any() else len(bad)
+            tries += 1
+            if first == len(bad) or tries <= _VECTOR_TRIES:
+                for o, v in zip(self.orders, part, strict=True):
+                    o.add(v[:first])
+                if first == len(bad):
+                    break
+                if len(why) < 5:
+                    why.append(
+                        self._why(b, int(idx[lo + first]), [v[lo + first : lo + first + 1] for v in vals], where)
+                    )
+                keep[idx[lo + first]] = False
+                lo += first + 1
+                continue
+            for j in range(lo, len(idx)):  # many violations: one by one
+                one = [v[j : j + 1] for v in vals]
+                if any(o.violations(x)[0] for o, x in zip(self.orders, one, strict=True)):
+                    if len(why) < 5:
+                        why.append(self._why(b, int(idx[j]), [v[j : j + 1] for v in vals], where))
+                    keep[idx[j]] = False
+                else:
+                    for o, x in zip(self.orders, one, strict=True):
+                        o.add(x)
+            break
+        return (b if keep.all() else b.filter(pa.array(keep))), why
+
+    def _why(self, b: pa.Table, i: int, values: list[np.ndarray], where: str) -> str:
+        """Why element ``i`` of ``b`` (its constrained values: one-element arrays) violates."""
+        for (c, _), o, v in zip(self.constraints, self.orders, values, strict=True):
+            if o.violations(v)[0]:
+                return self._note(b, i, f"{c.column} = {_py(v[0])!r} violates {c.sql()}: {o.explain(v)}", where)
+        raise InternalError(f"{self.name}: no constraint rejects {values!r}")
+
+    def _note(self, b: pa.Table, i: int, what: str, where: str) -> str:
+        return f"{self.name}{where}: element at ts {int(ts_of(b)[i])}: {what}"
+
+    def track(self, b: pa.Table) -> bool:
+        """Read ``b`` (it adheres: checked where it entered); True if more values closed."""
+        changed = False
+        for o, col in zip(self.orders, self._columns(b), strict=True):
+            if col.null_count:
+                col = col.filter(col.is_valid())
+            changed |= o.add(_values(col))
+        return changed
+
+    def closed(self, j: int, col: pa.ChunkedArray | pa.Array) -> np.ndarray:
+        """Which values of ``col`` constraint ``j``'s sequence will never have again."""
+        valid = np.asarray(col.is_valid().to_numpy(zero_copy_only=False)) if col.null_count else None
+        if valid is not None:
+            out = np.zeros(len(col), dtype=bool)
+            out[valid] = self.orders[j].closed(_values(col.filter(pa.array(valid))))
+            return out
+        return self.orders[j].closed(_values(col))
+
+    def nbytes(self) -> int:
+        return sum(o.nbytes() for o in self.orders)
+
+
+def _py(v: Any) -> Any:
+    return v.item() if hasattr(v, "item") else v
