@@ -157,6 +157,11 @@ QUERIES = [
     "Istream(select X.a, Y.a from O as X, O as Y where X.oid = Y.oid and X.a < Y.a)",
     "select P.k, F.b from (select oid + 0 as j, oid as k from O) as P, F where P.k = F.oid and P.j >= 0",
     "Dstream(select O.a, F.b from O, F [Range 2] where O.oid = F.oid and O.a = F.b)",
+    # grouped by a constrained attribute: counting aggregates, value-level ones, a selection
+    "select oid, count(*), sum(a), avg(a) from O group by oid",
+    "select oid, max(b), count(distinct b) from F group by oid",
+    "Istream(select oid, count(*) from F where b > 0 group by oid)",
+    "select oid, a, count(*) from O group by a, oid",
 ]
 
 
@@ -300,6 +305,39 @@ def test_clustered_arrival_lets_the_join_forget_finished_orders() -> None:
     # orders come first is referential integrity, which this does not declare)
     assert len(j.left) <= 2 and len(j.right) == 1500
     assert j.right_order is not None and 500 * 8 <= j.right_order.nbytes() <= 500 * 8 + 2 * 16
+
+
+@pytest.mark.parametrize(
+    "query, counting",
+    [
+        ("select oid, count(*), sum(qty) from F group by oid", True),
+        ("select oid, count(distinct qty) from F group by oid", False),
+    ],
+)
+def test_grouping_forgets_the_groups_it_closed(query, counting) -> None:
+    """Per-order totals over fulfillments ordered by orderID within 3: the aggregate keeps a few
+    groups, not one per order — counting aggregates and value-level ones alike.
+    """
+    sizes, answers = [], []
+    for decl in ("", "ordered by oid within 3"):
+        eng = EmbeddedEngine()
+        eng.execute(f"register stream F (oid integer, qty integer) {decl}")
+        q = eng.register_query(query)
+        rng = random.Random(1)
+        rows = [(t, t // 2 - rng.randint(0, 1), rng.randint(1, 9)) for t in range(1, 4001)]
+        for lo in range(0, len(rows), 250):
+            eng.push("F", rows[lo : lo + 250])
+            eng.run()
+        eng.close()
+        assert not eng.rejected()
+        (agg,) = [op for op in eng.operators if op.kind == "Aggregate"]
+        assert (agg._counting is not None) == counting
+        sizes.append(agg.state_bytes())
+        answers.append(sorted(q.results()))
+        if decl:
+            assert "F ORDERED BY oid WITHIN 3: groups it closed forgotten" in eng.explain(q.name)
+    assert answers[0] == answers[1]
+    assert sizes[1] * 50 < sizes[0], sizes
 
 
 def test_a_violation_is_rejected_with_its_reason_and_the_engine_goes_on() -> None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from sluice.catalog import Kind
+from sluice.cql.ast import ArrivalConstraint
 from sluice.errors import InternalError
 from sluice.plan import logical as L
 from sluice.plan.analysis import (
@@ -33,7 +34,7 @@ from sluice.plan.analysis import (
     uses_current_time,
 )
 from sluice.plan.expr import BExpr, Call, ColRef, walk_expr
-from sluice.runtime.operators.aggregate import Aggregate, AggregateSpec, Distinct, DistinctSpec
+from sluice.runtime.operators.aggregate import Aggregate, AggregateSpec, Distinct, DistinctSpec, GroupGuard
 from sluice.runtime.operators.base import ExecContext, Operator, OperatorSpec, PortHandle
 from sluice.runtime.operators.join import Join, JoinSpec, KeyGuard
 from sluice.runtime.operators.join_buffer import Family, family
@@ -362,17 +363,19 @@ class Planner:
             for j, key in enumerate(keys):
                 if n.left.schema.types[key[0]] != n.right.schema.types[key[1]]:
                     continue
-                found = stream_order(node, key[side])
-                src = self.sources.get(found[0]) if found is not None else None
-                if found is None or src is None:
-                    continue
-                column, whole = src.schema.names[found[1]].lower(), found[2]
-                out += [
-                    (KeyGuard(side, j, c), src.name)
-                    for c in src.constraints
-                    if c.column.lower() == column and (whole or c.kind == "ORDERED")
-                ]
+                out += [(KeyGuard(side, j, c), stream) for c, stream in self._adhering(node, key[side])]
         return out
+
+    def _adhering(self, node: L.LogicalNode, col: int) -> list[tuple[ArrivalConstraint, str]]:
+        """The k-constraints column ``col`` of what ``node`` inserts adheres to, with their
+        stream (``stream_order``: ``CLUSTERED BY`` only where no element of a value is dropped).
+        """
+        found = stream_order(node, col)
+        src = self.sources.get(found[0]) if found is not None else None
+        if found is None or src is None:
+            return []
+        column, whole = src.schema.names[found[1]].lower(), found[2]
+        return [(c, src.name) for c in src.constraints if c.column.lower() == column and (whole or c.kind == "ORDERED")]
 
     def _static_source(self, node: L.LogicalNode) -> str | None:
         """The static relation ``node`` selects and projects, if it is one (``Source.static``):
@@ -452,7 +455,14 @@ class Planner:
             detail += "; input deletes in insertion order"
         if insertions:
             detail += "; insertions only (read by Istream)"
-        return self._new(Aggregate, AggregateSpec(n.schema, n.keys, n.aggs, fifo, insertions, detail=detail), [child])
+        guards: list[GroupGuard] = []
+        for j, k in enumerate(n.keys):
+            if isinstance(k, ColRef):
+                for c, stream in self._adhering(n.input, k.index):
+                    guards.append(GroupGuard(j, k.index, c))
+                    detail += f"; {stream} {c.sql()}: groups it closed forgotten (STREAM §4.1)"
+        spec = AggregateSpec(n.schema, n.keys, n.aggs, fifo, insertions, tuple(guards), detail=detail)
+        return self._new(Aggregate, spec, [child])
 
     def _fifo(self, op: Operator) -> bool:
         """Whether ``op``'s output deletes elements in the order it inserted them: a window over a

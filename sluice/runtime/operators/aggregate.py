@@ -13,6 +13,10 @@ Two exact ways, chosen per query by its aggregates:
 At each instant a group changed, the old row is deleted and the new one inserted (an unchanged
 row emits nothing).  Without GROUP BY there is always exactly one row, from the engine's first
 instant (``COUNT(*) = 0`` over nothing).
+
+Over an input that only inserts a stream's elements in its order, a group whose key a
+k-constraint of the stream closed (STREAM §4.1: ``GroupGuard``) never changes again: its state
+is forgotten (its row stays what it is).
 """
 
 from __future__ import annotations
@@ -22,13 +26,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from sluice.cql.ast import ArrivalConstraint
+from sluice.datatypes import arrow_type
 from sluice.plan.accumulators import Accumulator, IntegerSum, Summable, accumulator, counting
 from sluice.plan.expr import AggCall, BExpr
 from sluice.plan.function_defs import full
 from sluice.plan.numeric import row_fits
 from sluice.runtime.batch import TS, from_signed_rows, sign_of, signed_counts, ts_of
+from sluice.runtime.constraints import Arrivals
 from sluice.runtime.operators.base import Operator, OperatorSpec, Unary
 from sluice.runtime.operators.counting import INT64_SAFE, Counting
 from sluice.runtime.vexpr import compile_expr, evaluate_rows
@@ -42,6 +50,15 @@ class _Group:
 
 
 @dataclass(frozen=True, slots=True)
+class GroupGuard:
+    """Grouping key ``key`` is input column ``column``, whose insertions adhere to ``constraint``."""
+
+    key: int
+    column: int
+    constraint: ArrivalConstraint
+
+
+@dataclass(frozen=True, slots=True)
 class AggregateSpec(OperatorSpec):
     keys: tuple[BExpr, ...]
     aggs: tuple[AggCall, ...]
@@ -51,6 +68,7 @@ class AggregateSpec(OperatorSpec):
     # only a pure Istream reads it (through injective projections): it emits each change's
     # insertion and never the deletion, which that Istream would drop (``Planner._stream_op``)
     insertions: bool = False
+    guards: tuple[GroupGuard, ...] = ()  # k-constraints its input's grouping keys adhere to
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +80,7 @@ class DistinctSpec(OperatorSpec):
 class Aggregate(Unary):
     spec: AggregateSpec
     STATE = ("groups", "_started")
-    PARTS = ("_counting",)
+    PARTS = ("_counting", "order")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -78,6 +96,8 @@ class Aggregate(Unary):
         self._counting = (
             Counting(aggs, self.nkeys, self.spec.insertions) if all(counting(a, fifo) for a in aggs) else None
         )
+        guards = [(g.constraint, g.column) for g in self.spec.guards]
+        self.order = Arrivals(self.name, guards) if guards else None
         # per aggregate with an argument: counted (and summed) per (instant, group) by Arrow, or fed
         # to its accumulator value by value
         protos = [accumulator(a) for a in aggs]
@@ -143,6 +163,27 @@ class Aggregate(Unary):
         return r.batch, keycols, [None if f is None else next(vals) for f in self.arg_fns]
 
     def process(self, b: pa.Table) -> None:
+        closing = self.order is not None and self.order.track(b)
+        self._process(b)
+        if closing:
+            self._forget_closed()
+
+    def _forget_closed(self) -> None:
+        """Forget the groups whose key the input's k-constraints closed: no element of theirs comes."""
+        assert self.order is not None
+        keys = list(self._counting.gid) if self._counting is not None else list(self.groups)
+        if not keys:
+            return
+        gone = np.zeros(len(keys), dtype=bool)
+        for j, g in enumerate(self.spec.guards):
+            gone |= self.order.closed(j, pa.array([k[g.key] for k in keys], arrow_type(self.types[g.key])))
+        dead = [k for k, d in zip(keys, gone.tolist(), strict=True) if d]
+        if self._counting is not None:
+            self._counting.forget(dead)
+        for k in dead:
+            self.groups.pop(k, None)
+
+    def _process(self, b: pa.Table) -> None:
         start_row = self._take_start()
         b, keycols, argcols = self._evaluate(b)
         if self._counting is not None:

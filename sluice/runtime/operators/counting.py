@@ -122,6 +122,21 @@ class Counting(Part):
         self.free: list[int] = []
         self.rejects: list[str] = []  # rows not emitted since the last batch (a SUM beyond 64 bits)
 
+    def forget(self, keys: list[tuple[Any, ...]]) -> None:
+        """Drop these groups' state (no element of theirs comes again: ``Aggregate._forget_closed``);
+        their ids are free for new groups.
+        """
+        for key in keys:
+            g = self.gid.pop(key, None)
+            if g is None:
+                continue
+            self.keys[g] = None
+            self.state[g] = 0
+            self.limbs[g] = 0
+            self.free.append(g)
+            for queues in self.ext.values():
+                queues.pop(g, None)
+
     def reject_rows(self, op: Operator) -> None:
         op.reject_rows(self.rejects)
         self.rejects = []
