@@ -1,0 +1,127 @@
+"""k-constraints (STREAM §4.1, design 023) on and off, same data, same run.
+
+STREAM §4.1's example: Orders (one per millisecond) joined with Fulfillments (1 to 5 per
+order, each 0 to 5 ms after it), ``Istream(select O.oid, F.qty from O, F where O.oid = F.oid)``
+over ``[Range Unbounded]`` — 1,000,000 events in all by default, pushed as typed Arrow batches
+of 10,000 per stream with a heartbeat after each.  Without constraints both join synopses hold
+every element; declared ``ORDERED BY oid`` (Orders) and ``ORDERED BY oid WITHIN k``
+(Fulfillments, k the smallest that holds, computed from the data), the join keeps what can
+still pair.  Both runs' answers are checked equal to DuckDB's hash join of the same tables (the
+whole answer at once, 1 thread), timed in the same run as the baseline.  Reported: the better of
+two runs each, and the peak of the join's state (synopses plus what the constraints track).
+
+    .venv/bin/python benchmarks/constraints.py [--events N]
+
+Writes `benchmarks/results/constraints.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+from sluice.backends.embedded import EmbeddedEngine
+from sluice.experiments.results import write_results
+
+QUERY = "Istream(select O.oid, F.qty from O, F where O.oid = F.oid)"
+
+
+def data(events: int, seed: int = 1) -> tuple[pa.Table, pa.Table]:
+    rng = np.random.default_rng(seed)
+    n = events // 4  # 1 order : 3 fulfillments on average
+    oid = np.arange(n, dtype=np.int64)
+    pieces = rng.integers(1, 6, n)
+    f_oid = np.repeat(oid, pieces)
+    f_ts = f_oid + rng.integers(0, 6, len(f_oid))
+    order = np.argsort(f_ts, kind="stable")
+    orders = pa.table({"ts": oid, "oid": oid, "x": np.zeros(n, np.int64)})
+    fills = pa.table({"ts": f_ts[order], "oid": f_oid[order], "qty": rng.integers(1, 10, len(f_oid))[order]})
+    return orders, fills
+
+
+def smallest_k(v: np.ndarray) -> int:
+    """The least k with ``ORDERED BY … WITHIN k`` true of ``v``: for each element, how far back
+    the first larger value is (prefix maxima are sorted, so a binary search finds it).
+    """
+    pm = np.maximum.accumulate(v)
+    first = np.searchsorted(pm, v, side="right")
+    return int(np.max(np.where(first < np.arange(len(v)), np.arange(len(v)) - first, 0)))
+
+
+def run(orders: pa.Table, fills: pa.Table, ddl: str, batch: int = 10_000) -> dict[str, Any]:
+    eng = EmbeddedEngine(time_unit="millisecond", start=0)
+    eng.execute(ddl)
+    q = eng.register_query(QUERY)
+    peak = 0
+    t0 = time.perf_counter()
+    end = int(max(orders.column("ts")[-1].as_py(), fills.column("ts")[-1].as_py()))
+    fts = fills.column("ts").to_numpy()
+    lo_f = 0
+    for i in range(0, orders.num_rows, batch):
+        o = orders.slice(i, batch)
+        upto = int(o.column("ts")[-1].as_py())
+        hi_f = int(np.searchsorted(fts, upto, side="right"))
+        eng.push("O", o)
+        eng.push("F", fills.slice(lo_f, hi_f - lo_f))
+        lo_f = hi_f
+        eng.heartbeat(upto)
+        eng.run()
+        peak = max(peak, sum(u.state_bytes() for u in eng.operators if u.stateful))
+    eng.push("F", fills.slice(lo_f))
+    eng.close(end)
+    dt = time.perf_counter() - t0
+    joins = [u for u in eng.operators if u.kind in ("Join", "SharedWindowJoin")]
+    got = sorted(e.row for e in q.results())
+    assert not eng.rejected(), eng.rejected()[:3]
+    events = orders.num_rows + fills.num_rows
+    return {"answer": got, "seconds": round(dt, 3), "events_per_s": round(events / dt), "output": len(got),
+            "peak_state_bytes": peak, "join": joins[0].kind}  # fmt: skip
+
+
+def duckdb_join(orders: pa.Table, fills: pa.Table) -> tuple[list[tuple[int, int]], float]:
+    con = duckdb.connect()
+    con.execute("SET threads TO 1")
+    con.register("o", orders)
+    con.register("f", fills)
+    t0 = time.perf_counter()
+    rows = con.execute("select o.oid, f.qty from o join f on o.oid = f.oid").fetchall()
+    return sorted(rows), time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--out", default="benchmarks/results/constraints.json")
+    args = ap.parse_args()
+    orders, fills = data(args.events)
+    k = smallest_k(fills.column("oid").to_numpy())
+    plain = "register stream O (oid integer, x integer); register stream F (oid integer, qty integer)"
+    declared = (
+        "register stream O (oid integer, x integer) ordered by oid; "
+        f"register stream F (oid integer, qty integer) ordered by oid within {k}"
+    )
+    base, base_s = duckdb_join(orders, fills)
+    base_s = min(base_s, duckdb_join(orders, fills)[1])
+    out: dict[str, Any] = {"events": orders.num_rows + fills.num_rows, "k": k, "duckdb_seconds": round(base_s, 3)}
+    for name, ddl in (("without", plain), ("with", declared)):
+        best: dict[str, Any] | None = None
+        for _ in range(2):
+            r = run(orders, fills, ddl)
+            if best is None or r["seconds"] < best["seconds"]:
+                best = r
+        assert best is not None
+        assert best.pop("answer") == base, f"{name} constraints: answer differs from DuckDB's"
+        best["vs_duckdb"] = round(base_s / best["seconds"], 3)
+        out[name] = best
+        print(f"{name:>7} constraints: {best}", flush=True)
+    out["state_ratio"] = round(out["without"]["peak_state_bytes"] / max(1, out["with"]["peak_state_bytes"]), 1)
+    print(f"DuckDB {base_s:.3f} s; k = {k}; join state {out['state_ratio']}x smaller with constraints")
+    write_results(args.out, "constraints", query=QUERY, batch=10_000, **out)
+
+
+if __name__ == "__main__":
+    main()
