@@ -58,8 +58,8 @@ from sluice.scheduling.strategies import Strategy
 # in force and what a shrink cut (``[Range T At Least t]``); 5 since the shared join counts the
 # elements no port selects (and holds none of them); 6 since queues say whether they ended and a
 # source may be a static relation; 7 since a source keeps its earliest waiting timestamp until the
-# first instant is fixed
-SNAPSHOT_FORMAT = 7
+# first instant is fixed; 8 since sources, joins and aggregates keep what k-constraints track
+SNAPSHOT_FORMAT = 8
 # EmbeddedEngine.checkpoint's: 2 since operator protocol v2 (checkpoints without it are format 1,
 # whose objects this version would misread: refused with a message, never run); 3 since operators
 # are built from specs and the engine is a session over a registry, a scheduler loop and an inspector;
@@ -68,8 +68,9 @@ SNAPSHOT_FORMAT = 7
 # 6 since time windows may be resized and the engine holds its usage meter always; 7 since the
 # scheduler loop keeps which units each step affects, aggregates may emit insertions only and user
 # functions may be vectorized (fields an older pickle lacks); 8 since queues may end and sources
-# be static relations; 9 since sources keep their earliest waiting timestamp (the first instant)
-CHECKPOINT_FORMAT = 9
+# be static relations; 9 since sources keep their earliest waiting timestamp (the first instant);
+# 10 since sources, joins and aggregates keep what k-constraints track
+CHECKPOINT_FORMAT = 10
 
 
 def _shared_join_options(text: str | SharedJoinOptions | None, sharing: bool) -> SharedJoinOptions | None:
