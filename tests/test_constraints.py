@@ -43,6 +43,8 @@ def admitted(values: list[tuple[Any, ...]], constraints: list[tuple[str, int, in
                 ok = False
             elif kind == "ORDERED":  # not below any element more than k positions before it
                 ok = ok and all(not v < w[col] for w in kept[: max(0, len(kept) - k)])
+            elif kind == "UNIQUE":  # no element before it has it
+                ok = ok and all(w[col] != v for w in kept)
             else:  # at most k elements with another value between two with this one
                 last = [i for i, w in enumerate(kept) if w[col] == v]
                 ok = ok and (not last or len(kept) - last[-1] - 1 <= k)
@@ -62,13 +64,16 @@ def _batch(rows: list[tuple[Any, ...]], types: list[pa.DataType]) -> pa.Table:
     return pa.table(cols)
 
 
-constraint = st.tuples(st.sampled_from(["ORDERED", "CLUSTERED"]), st.integers(0, 1), st.integers(0, 3))
+constraint = st.one_of(
+    st.tuples(st.sampled_from(["ORDERED", "CLUSTERED"]), st.integers(0, 1), st.integers(0, 3)),
+    st.tuples(st.just("UNIQUE"), st.integers(0, 1), st.just(0)),
+)
 
 
 @settings(max_examples=200, deadline=None)
 @given(
-    ints=st.lists(st.one_of(st.none(), st.integers(0, 6)), max_size=40),
-    strs=st.lists(st.sampled_from(["a", "b", "c", "d"]), max_size=40),
+    ints=st.lists(st.one_of(st.none(), st.integers(0, 12)), max_size=40),
+    strs=st.lists(st.sampled_from(["a", "b", "c", "d", "e", "f"]), max_size=40),
     cons=st.lists(constraint, min_size=1, max_size=2, unique_by=lambda c: (c[0], c[1])),
     cuts=st.lists(st.integers(1, 9), max_size=10),
 )
@@ -104,16 +109,16 @@ def test_many_violations_in_one_batch_are_checked_one_by_one() -> None:
 
 
 def test_ddl_round_trips_and_persists(tmp_path) -> None:
-    text = "REGISTER STREAM F (oid integer, item varchar(8)) UNIT second ORDERED BY oid WITHIN 3 CLUSTERED BY item"
+    text = "REGISTER STREAM F (oid integer, item varchar(8)) UNIT second ORDERED BY oid WITHIN 3 UNIQUE BY item"
     (stmt,) = parse_script(text)
-    assert to_cql(stmt) == text + " WITHIN 0"
+    assert to_cql(stmt) == text
     cat = open_catalog(tmp_path / "c.db")
     execute(cat, text)
     cat.close()
     again = open_catalog(tmp_path / "c.db")
     assert again.lookup("F").constraints == (
         ArrivalConstraint("ORDERED", "oid", 3),
-        ArrivalConstraint("CLUSTERED", "item", 0),
+        ArrivalConstraint("UNIQUE", "item", 0),
     )
 
 
@@ -137,8 +142,12 @@ def test_the_api_takes_constraints_and_refuses_bad_ones() -> None:
     eng = EmbeddedEngine()
     eng.register_stream("S", [("a", "integer")], constraints=[("ordered", "a", 2)])
     assert eng.catalog.lookup("S").constraints == (ArrivalConstraint("ORDERED", "a", 2),)
-    with pytest.raises(CatalogError, match="kind is 'ordered' or 'clustered'"):
+    with pytest.raises(CatalogError, match="kind is 'ordered', 'clustered' or 'unique'"):
         eng.register_stream("T", [("a", "integer")], constraints=[("sorted", "a")])
+    with pytest.raises(CatalogError, match="UNIQUE BY a takes no adherence k"):
+        eng.register_stream("T", [("a", "integer")], constraints=[("unique", "a", 1)])
+    with pytest.raises(ParseError, match="UNIQUE BY takes no WITHIN"):
+        eng.execute("register stream U (a integer) unique by a within 1")
     with pytest.raises(ParseError, match="whole number of elements after WITHIN"):
         eng.execute("register stream U (a integer) ordered by a within -1")
 
@@ -166,6 +175,8 @@ QUERIES = [
 
 
 def _decl(kind: str, k: int) -> str:
+    if kind == "UNIQUE":
+        return "UNIQUE BY oid"
     return f"{kind} BY oid WITHIN {k}" if kind else ""
 
 
@@ -183,8 +194,8 @@ def _stream(rng: random.Random, n: int, noise: int) -> list[tuple[int, int, int]
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     seed=st.integers(0, 10**6),
-    o_kind=st.sampled_from(["", "ORDERED", "CLUSTERED"]),
-    f_kind=st.sampled_from(["ORDERED", "CLUSTERED"]),
+    o_kind=st.sampled_from(["", "ORDERED", "CLUSTERED", "UNIQUE"]),
+    f_kind=st.sampled_from(["ORDERED", "CLUSTERED", "UNIQUE"]),
     ks=st.tuples(st.integers(0, 3), st.integers(0, 3)),
     noise=st.integers(0, 3),
     slack=st.integers(0, 2),
@@ -231,7 +242,11 @@ def test_answers_equal_the_definition_over_the_admitted_elements(
         arrived = [row for _, _, n, row in pushes if n == name]
         ordered = sorted(arrived, key=lambda r: r[0])  # stable: ties keep arrival order
         kind, k = kinds[name]
-        ok = admitted([r[1:] for r in ordered], [(kind, 0, k)]) if kind else [True] * len(ordered)
+        ok = (
+            admitted([r[1:] for r in ordered], [(kind, 0, 0 if kind == "UNIQUE" else k)])
+            if kind
+            else [True] * len(ordered)
+        )
         data[name] = [(t, (o, v)) for (t, o, v), good in zip(ordered, ok, strict=True) if good]
         rejected += ok.count(False)
     assert sum(s.rejected for s in eng.statistics().sources) == rejected
@@ -305,6 +320,37 @@ def test_clustered_arrival_lets_the_join_forget_finished_orders() -> None:
     # orders come first is referential integrity, which this does not declare)
     assert len(j.left) <= 2 and len(j.right) == 1500
     assert j.right_order is not None and 500 * 8 <= j.right_order.nbytes() <= 500 * 8 + 2 * 16
+
+
+def test_the_papers_example_keeps_no_fulfillment_and_an_order_until_its_last_one() -> None:
+    """STREAM §4.1: with each order once (UNIQUE BY: the join is many-one) and arriving before its
+    fulfillments, "we need not maintain a join synopsis for the F operand at all"; with the
+    fulfillments clustered by orderID, "we need only save O tuples for a given orderID until the
+    next orderID is seen".
+    """
+    eng = EmbeddedEngine()
+    eng.execute(
+        "register stream O (oid integer, x integer) unique by oid; "
+        "register stream F (oid integer, qty integer) clustered by oid"
+    )
+    q = eng.register_query("Istream(select O.oid, F.qty from O, F where O.oid = F.oid)")
+    ids = list(range(1, 301))
+    random.Random(2).shuffle(ids)  # in no order: only unique, and each before its fulfillments
+    peak = [0, 0]
+    for n, i in enumerate(ids):
+        eng.push("O", [(3 * n + 1, i, 0)])
+        eng.push("F", [(3 * n + 2, i, 1), (3 * n + 3, i, 2)])
+        eng.heartbeat(3 * n + 3)
+        eng.run()
+        (j,) = [op for op in eng.operators if isinstance(op, Join)]
+        peak = [max(peak[0], len(j.left)), max(peak[1], len(j.right))]
+    eng.push("O", [(1000, 7, 0)])  # order 7 again: rejected
+    eng.close()
+    assert len(q.results()) == 600 and peak == [1, 0]
+    assert eng.rejected() == ["O: element at ts 1000: oid = 7 violates UNIQUE BY oid: an element before it had it"]
+    text = eng.explain(q.name)
+    assert "O UNIQUE BY oid: right rows whose key it closed not kept" in text
+    assert "F CLUSTERED BY oid WITHIN 0: left rows whose key it closed not kept" in text
 
 
 @pytest.mark.parametrize(

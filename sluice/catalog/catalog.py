@@ -286,13 +286,15 @@ def _constraints(
         except ValueError as e:
             raise CatalogError(f"{name}: {e}") from None
         if kind is not Kind.STREAM:
-            raise CatalogError(f"{name}: {c.kind} BY is a constraint on a stream's order; a relation has none")
+            raise CatalogError(f"{name}: {c.kind} BY is a constraint on a stream's elements; a relation has none")
         try:
             column = schema.columns[schema.index(c.column)].name
         except KeyError:
             raise CatalogError(
                 f"{name}: {c.kind} BY {c.column} names no attribute of {name} (attributes: {', '.join(schema.names)})"
             ) from None
+        if c.kind == "UNIQUE" and c.k:
+            raise CatalogError(f"{name}: UNIQUE BY {column} takes no adherence k (a value appears once)")
         if not 0 <= c.k < 2**31:
             raise CatalogError(f"{name}: {c.kind} BY {column} WITHIN {c.k}: k counts elements, 0 to 2^31 - 1")
         c = ArrivalConstraint(c.kind, column, c.k)

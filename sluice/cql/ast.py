@@ -423,21 +423,22 @@ class ColumnDef(Node):
 
 @dataclass(frozen=True, slots=True)
 class ArrivalConstraint:
-    """A k-constraint on a stream's order (STREAM §4.1; Babu, Srivastava and Widom's
+    """A constraint on a stream's elements (STREAM §4.1; Babu, Srivastava and Widom's
     k-constraints): ``ORDERED BY a WITHIN k`` — an element is never below the ``a`` of one more
     than ``k`` elements before it; ``CLUSTERED BY a WITHIN k`` — between two elements with the same
-    ``a`` come at most ``k`` with another.  Positions count the stream's admitted elements in its
-    order (timestamps, ties in arrival order).  Design 023.
+    ``a`` come at most ``k`` with another; ``UNIQUE BY a`` — no two elements have the same ``a``
+    (a join with it is many-one).  Positions count the stream's admitted elements in its order
+    (timestamps, ties in arrival order).  Design 023.
 
     >>> ArrivalConstraint.of(("ordered", "oid", 2))
     ArrivalConstraint(kind='ORDERED', column='oid', k=2)
     """
 
-    kind: str  # 'ORDERED' | 'CLUSTERED'
+    kind: str  # 'ORDERED' | 'CLUSTERED' | 'UNIQUE'
     column: str
     k: int = 0
 
-    KINDS = ("ORDERED", "CLUSTERED")
+    KINDS = ("ORDERED", "CLUSTERED", "UNIQUE")
 
     @classmethod
     def of(cls, c: ArrivalConstraint | tuple[str, str] | tuple[str, str, int]) -> ArrivalConstraint:
@@ -449,18 +450,18 @@ class ArrivalConstraint:
         kind, column = c[0], c[1]
         k = c[2] if len(c) == 3 else 0
         if not isinstance(kind, str) or kind.upper() not in cls.KINDS:
-            raise ValueError(f"a constraint's kind is 'ordered' or 'clustered', not {kind!r}")
+            raise ValueError(f"a constraint's kind is 'ordered', 'clustered' or 'unique', not {kind!r}")
         if isinstance(k, bool) or not isinstance(k, int):
             raise ValueError(f"a constraint's adherence k is a whole number of elements, not {k!r}")
         return cls(kind.upper(), str(column), k)
 
     def sql(self) -> str:
-        return f"{self.kind} BY {self.column} WITHIN {self.k}"
+        return f"{self.kind} BY {self.column}" + ("" if self.kind == "UNIQUE" else f" WITHIN {self.k}")
 
 
 @dataclass(frozen=True, slots=True)
 class RegisterSource(Statement):
-    """``REGISTER STREAM|RELATION name (attr type, ...) [UNIT u] [ORDERED|CLUSTERED BY a [WITHIN k]]…``."""
+    """``REGISTER STREAM|RELATION name (attr type, ...) [UNIT u] [ORDERED|CLUSTERED|UNIQUE BY a [WITHIN k]]…``."""
 
     kind: str  # 'STREAM' | 'RELATION'
     name: str

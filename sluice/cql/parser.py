@@ -199,16 +199,20 @@ class Parser:
             self.advance()
             unit = _UNITS[t.upper]
         constraints: list[ast.ArrivalConstraint] = []
-        while self.is_kw("ORDERED", "CLUSTERED"):
+        while self.is_kw("ORDERED", "CLUSTERED", "UNIQUE"):
             constraints.append(self.arrival_constraint())
         return ast.RegisterSource(kind, name, cols, unit, tuple(constraints), span=self.span_from(start))
 
     def arrival_constraint(self) -> ast.ArrivalConstraint:
-        """``ORDERED|CLUSTERED BY a [WITHIN k]`` (STREAM §4.1's k-constraints; k defaults to 0)."""
+        """``ORDERED|CLUSTERED BY a [WITHIN k]`` (STREAM §4.1's k-constraints; k defaults to 0),
+        ``UNIQUE BY a``.
+        """
         word = self.advance()
         self.expect_kw("BY")
         column = self.ident("an attribute name").text
         k = 0
+        if word.upper == "UNIQUE" and self.is_kw("WITHIN"):
+            self.fail("UNIQUE BY takes no WITHIN", hint="each value appears in at most one element")
         if self.accept_kw("WITHIN"):
             n = self.tok
             if n.type is not T.INTEGER:

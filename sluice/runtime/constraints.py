@@ -12,11 +12,14 @@ element is admitted depends only on the stream's order, never on how it was batc
 * ``CLUSTERED BY a WITHIN k`` — between two elements with the same ``a`` come at most ``k``
   elements with another ``a``.  Once ``k + 1`` others followed the last ``v``, ``v`` is *closed*:
   no later element has it.
+* ``UNIQUE BY a`` — no two elements have the same ``a`` (a join on it is many-one): a value is
+  closed once it appeared.
 
 NULL has no place in either order: an element with NULL in a constrained attribute violates it.
-A subsequence of a stream that adheres (what σ, a sample or a late query's ``Since`` pass on)
-adheres too — positions only get closer — so an operator reading one through such operators can
-track the promise itself, from what it has read (:class:`Arrivals`, ``track``).
+A subsequence of a stream that adheres to ``ORDERED BY`` or ``UNIQUE BY`` (what σ, a sample or a
+late query's ``Since`` pass on) adheres too — positions only get closer — and one to ``CLUSTERED
+BY`` if it keeps all or none of each value's elements; so an operator reading one through such
+operators can track the promise itself, from what it has read (:class:`Arrivals`, ``track``).
 
 >>> import pyarrow as pa
 >>> a = Arrivals("S", [(ArrivalConstraint("ORDERED", "a", 1), 0)])
@@ -201,7 +204,41 @@ class _Clustered:
         return self.closed_set.nbytes() + 16 * len(self.last)
 
 
-def _order(c: ArrivalConstraint) -> _Ordered | _Clustered:
+class _Unique:
+    """``UNIQUE BY a``: every value seen (each is closed once it appeared)."""
+
+    def __init__(self) -> None:
+        self.seen = _ValueSet()
+
+    def violations(self, v: np.ndarray) -> np.ndarray:
+        bad = self.seen.contains(v)
+        if len(v) > 1:
+            _, first = np.unique(v, return_index=True)
+            again = np.ones(len(v), dtype=bool)
+            again[first] = False
+            bad |= again
+        return bad
+
+    def explain(self, v: np.ndarray) -> str:
+        return "an element before it had it"
+
+    def add(self, v: np.ndarray) -> bool:
+        self.seen.add(v)
+        return bool(len(v))
+
+    def closed(self, v: np.ndarray) -> np.ndarray:
+        return self.seen.contains(v) if len(v) else np.zeros(0, dtype=bool)
+
+    def nbytes(self) -> int:
+        return self.seen.nbytes()
+
+
+_Order = _Ordered | _Clustered | _Unique
+
+
+def _order(c: ArrivalConstraint) -> _Order:
+    if c.kind == "UNIQUE":
+        return _Unique()
     return _Ordered(c.k) if c.kind == "ORDERED" else _Clustered(c.k)
 
 
@@ -216,7 +253,7 @@ class Arrivals(Part):
     def __init__(self, name: str, constraints: Sequence[tuple[ArrivalConstraint, int]]) -> None:
         self.name = name
         self.constraints = list(constraints)
-        self.orders: list[_Ordered | _Clustered] = [_order(c) for c, _ in self.constraints]
+        self.orders: list[_Order] = [_order(c) for c, _ in self.constraints]
 
     def __bool__(self) -> bool:
         return bool(self.constraints)

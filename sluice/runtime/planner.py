@@ -375,7 +375,9 @@ class Planner:
         if found is None or src is None:
             return []
         column, whole = src.schema.names[found[1]].lower(), found[2]
-        return [(c, src.name) for c in src.constraints if c.column.lower() == column and (whole or c.kind == "ORDERED")]
+        return [
+            (c, src.name) for c in src.constraints if c.column.lower() == column and (whole or c.kind != "CLUSTERED")
+        ]
 
     def _static_source(self, node: L.LogicalNode) -> str | None:
         """The static relation ``node`` selects and projects, if it is one (``Source.static``):
