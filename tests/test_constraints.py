@@ -298,17 +298,19 @@ def test_the_join_keeps_only_what_can_still_pair() -> None:
     assert "O ORDERED BY oid WITHIN 0: right rows whose key it closed not kept" in eng1.explain(q1.name)
 
 
+def _order_join(o: str, f: str) -> tuple[EmbeddedEngine, Any]:
+    """Orders ⋈ Fulfillments with these declarations after each stream's attributes."""
+    eng = EmbeddedEngine()
+    eng.execute(f"register stream O (oid integer, x integer) {o}; register stream F (oid integer, qty integer) {f}")
+    return eng, eng.register_query("Istream(select O.oid, F.qty from O, F where O.oid = F.oid)")
+
+
 def test_clustered_arrival_lets_the_join_forget_finished_orders() -> None:
     """Fulfillments clustered by orderID (each order's pieces together) but in no order: an
     order's row leaves the join when its cluster closed — the closed orderIDs are kept, as
     numbers (8 bytes each): an order arriving after its cluster closed is not kept either.
     """
-    eng = EmbeddedEngine()
-    eng.execute(
-        "register stream O (oid integer, x integer); "
-        "register stream F (oid integer, qty integer) clustered by oid within 1"
-    )
-    q = eng.register_query("Istream(select O.oid, F.qty from O, F where O.oid = F.oid)")
+    eng, q = _order_join("", "clustered by oid within 1")
     ids = list(range(1, 501))
     random.Random(5).shuffle(ids)
     eng.push("O", [(1, i, 0) for i in ids])
@@ -328,12 +330,7 @@ def test_the_papers_example_keeps_no_fulfillment_and_an_order_until_its_last_one
     fulfillments clustered by orderID, "we need only save O tuples for a given orderID until the
     next orderID is seen".
     """
-    eng = EmbeddedEngine()
-    eng.execute(
-        "register stream O (oid integer, x integer) unique by oid; "
-        "register stream F (oid integer, qty integer) clustered by oid"
-    )
-    q = eng.register_query("Istream(select O.oid, F.qty from O, F where O.oid = F.oid)")
+    eng, q = _order_join("unique by oid", "clustered by oid")
     ids = list(range(1, 301))
     random.Random(2).shuffle(ids)  # in no order: only unique, and each before its fulfillments
     peak = [0, 0]
