@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from sluice.catalog.schema import Column, FunctionDef, Kind, Schema, SourceDef, ViewDef
-from sluice.cql.ast import ArrivalConstraint, TimeUnit
+from sluice.cql.ast import StreamConstraint, TimeUnit
 from sluice.datatypes import DataType, parse_type_name
 from sluice.errors import SluiceError
 
@@ -46,7 +46,7 @@ class CatalogError(SluiceError):
 
 
 ColumnSpec = tuple[str, DataType | str]
-ConstraintSpec = ArrivalConstraint | tuple[str, str] | tuple[str, str, int]  # (kind, column[, k])
+ConstraintSpec = StreamConstraint | tuple[str, str] | tuple[str, str, int]  # (kind, column[, k])
 
 
 def _to_type(t: DataType | str) -> DataType:
@@ -275,14 +275,14 @@ class Catalog:
 
 def _constraints(
     name: str, kind: Kind, schema: Schema, given: Iterable[ConstraintSpec]
-) -> tuple[ArrivalConstraint, ...]:
+) -> tuple[StreamConstraint, ...]:
     """A stream's k-constraints, checked: each names one of its attributes once per kind, with
     an adherence k ≥ 0; a relation has none (it has no order of arrival to constrain).
     """
-    out: list[ArrivalConstraint] = []
+    out: list[StreamConstraint] = []
     for c in given:
         try:
-            c = ArrivalConstraint.of(c)
+            c = StreamConstraint.of(c)
         except ValueError as e:
             raise CatalogError(f"{name}: {e}") from None
         if kind is not Kind.STREAM:
@@ -297,7 +297,7 @@ def _constraints(
             raise CatalogError(f"{name}: UNIQUE BY {column} takes no adherence k (a value appears once)")
         if not 0 <= c.k < 2**31:
             raise CatalogError(f"{name}: {c.kind} BY {column} WITHIN {c.k}: k counts elements, 0 to 2^31 - 1")
-        c = ArrivalConstraint(c.kind, column, c.k)
+        c = StreamConstraint(c.kind, column, c.k)
         if any(o.kind == c.kind and o.column.lower() == column.lower() for o in out):
             raise CatalogError(f"{name}: {c.kind} BY {column} is given twice")
         out.append(c)

@@ -70,7 +70,7 @@ class SourceDef:
     schema: Schema
     unit: ast.TimeUnit | None = None  # what its timestamps count, if not the catalog's tick
     # k-constraints on a stream's order (STREAM §4.1), each naming one of its attributes
-    constraints: tuple[ast.ArrivalConstraint, ...] = ()
+    constraints: tuple[ast.StreamConstraint, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

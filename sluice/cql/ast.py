@@ -422,7 +422,7 @@ class ColumnDef(Node):
 
 
 @dataclass(frozen=True, slots=True)
-class ArrivalConstraint:
+class StreamConstraint:
     """A constraint on a stream's elements (STREAM §4.1; Babu, Srivastava and Widom's
     k-constraints): ``ORDERED BY a WITHIN k`` — an element is never below the ``a`` of one more
     than ``k`` elements before it; ``CLUSTERED BY a WITHIN k`` — between two elements with the same
@@ -430,8 +430,8 @@ class ArrivalConstraint:
     (a join with it is many-one).  Positions count the stream's admitted elements in its order
     (timestamps, ties in arrival order).  Design 023.
 
-    >>> ArrivalConstraint.of(("ordered", "oid", 2))
-    ArrivalConstraint(kind='ORDERED', column='oid', k=2)
+    >>> StreamConstraint.of(("ordered", "oid", 2))
+    StreamConstraint(kind='ORDERED', column='oid', k=2)
     """
 
     kind: str  # 'ORDERED' | 'CLUSTERED' | 'UNIQUE'
@@ -441,9 +441,9 @@ class ArrivalConstraint:
     KINDS = ("ORDERED", "CLUSTERED", "UNIQUE")
 
     @classmethod
-    def of(cls, c: ArrivalConstraint | tuple[str, str] | tuple[str, str, int]) -> ArrivalConstraint:
+    def of(cls, c: StreamConstraint | tuple[str, str] | tuple[str, str, int]) -> StreamConstraint:
         """A constraint, or ``(kind, column[, k])``."""
-        if isinstance(c, ArrivalConstraint):
+        if isinstance(c, StreamConstraint):
             return c
         if not isinstance(c, tuple) or len(c) not in (2, 3):
             raise ValueError(f"a constraint is (kind, column[, k]), e.g. ('ordered', 'oid', 2), not {c!r}")
@@ -467,7 +467,7 @@ class RegisterSource(Statement):
     name: str
     columns: tuple[ColumnDef, ...]
     unit: TimeUnit | None = None  # what one of its timestamps counts (default: the catalog's tick)
-    constraints: tuple[ArrivalConstraint, ...] = ()
+    constraints: tuple[StreamConstraint, ...] = ()
     span: Span = _span()
 
 

@@ -198,12 +198,12 @@ class Parser:
                 self.fail("expected a time unit", hint="units: millisecond, second, minute, hour, day")
             self.advance()
             unit = _UNITS[t.upper]
-        constraints: list[ast.ArrivalConstraint] = []
+        constraints: list[ast.StreamConstraint] = []
         while self.is_kw("ORDERED", "CLUSTERED", "UNIQUE"):
             constraints.append(self.arrival_constraint())
         return ast.RegisterSource(kind, name, cols, unit, tuple(constraints), span=self.span_from(start))
 
-    def arrival_constraint(self) -> ast.ArrivalConstraint:
+    def arrival_constraint(self) -> ast.StreamConstraint:
         """``ORDERED|CLUSTERED BY a [WITHIN k]`` (STREAM §4.1's k-constraints; k defaults to 0),
         ``UNIQUE BY a``.
         """
@@ -222,7 +222,7 @@ class Parser:
                 )
             self.advance()
             k = int(n.text)
-        return ast.ArrivalConstraint(word.upper, column, k)
+        return ast.StreamConstraint(word.upper, column, k)
 
     def column_def(self) -> ast.ColumnDef:
         name_tok = self.ident("an attribute name")

@@ -191,10 +191,11 @@ def stream_order(node: L.LogicalNode, col: int) -> tuple[str, int, bool] | None:
     elements of one stream in that stream's order — a subsequence: selections, projections and
     samples that read each row alone, around one window holding every element (``[Range
     Unbounded]``) — with output column ``col`` a copy of the stream's ``column``; else None.
-    ``whole``: with a value of the column, every element having it is kept (no sample, and each
-    selection reads that column alone).  A k-constraint of the stream (STREAM §4.1) then holds
-    of what ``node`` inserts: ``ORDERED BY`` of any subsequence, ``CLUSTERED BY`` of a whole one
-    (dropping some elements of a value can put more than k others between two that are left).
+    ``whole``: with a value of the column, every element having it is kept (no sample, each
+    selection reads that column alone, each projection only copies columns).  A constraint of the
+    stream (STREAM §4.1) then holds of what ``node`` inserts: ``ORDERED BY`` and ``UNIQUE BY`` of
+    any subsequence, ``CLUSTERED BY`` of a whole one (dropping some elements of a value can put
+    more than k others between two that are left).
     """
     windows, whole = 0, True
     while True:
@@ -217,6 +218,9 @@ def stream_order(node: L.LogicalNode, col: int) -> tuple[str, int, bool] | None:
             c = node.columns[col]
             if not isinstance(c, ColRef) or not all(reads_row_alone(e) for e in node.columns):
                 return None
+            # a computed column can fail on one row and not another (an overflow, a user's
+            # function), dropping that row alone: only copies keep every element of a value
+            whole = whole and all(isinstance(e, ColRef) for e in node.columns)
             node, col = node.input, c.index
         else:
             return None

@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from sluice.errors import SluiceError
 from sluice.runtime.batch import NEG_INF, POS_INF, ts_of
-from sluice.runtime.constraints import Arrivals
+from sluice.runtime.constraints import Constraints
 from sluice.runtime.operators.base import Part
 from sluice.runtime.stats import SourceStats
 
@@ -113,7 +113,7 @@ class Admission(Part):
             self.rejected["late"] += len(idx) - 5
         return batch.filter(pa.array(~early))
 
-    def constrained(self, arrivals: Arrivals, batch: pa.Table) -> pa.Table:
+    def constrained(self, arrivals: Constraints, batch: pa.Table) -> pa.Table:
         """The elements of ``batch`` (in the stream's order) that keep its k-constraints
         (``sluice.runtime.constraints``); the rest rejected with their reason, "constraint".
         """

@@ -1,6 +1,7 @@
-"""k-constraints on a stream's order (STREAM §4.1; Babu, Srivastava and Widom, *Exploiting
-k-constraints to reduce memory overhead in continuous queries over data streams*): checked where
-a source releases its elements, and what they promise, read where a join keeps a synopsis.
+"""Constraints on a stream's elements — STREAM §4.1's k-constraints (Babu, Srivastava and Widom,
+*Exploiting k-constraints to reduce memory overhead in continuous queries over data streams*) and
+its many-one joins: checked where a source releases its elements, and what they promise, read
+where a join or an aggregate keeps state.
 
 A stream's order is the order its source releases it: by timestamp, ties in arrival order.
 Positions count the elements *admitted* so far (a rejected element takes none), so whether an
@@ -15,18 +16,18 @@ element is admitted depends only on the stream's order, never on how it was batc
 * ``UNIQUE BY a`` — no two elements have the same ``a`` (a join on it is many-one): a value is
   closed once it appeared.
 
-NULL has no place in either order: an element with NULL in a constrained attribute violates it.
+NULL has no place in any of them: an element with NULL in a constrained attribute violates it.
 A subsequence of a stream that adheres to ``ORDERED BY`` or ``UNIQUE BY`` (what σ, a sample or a
 late query's ``Since`` pass on) adheres too — positions only get closer — and one to ``CLUSTERED
 BY`` if it keeps all or none of each value's elements; so an operator reading one through such
-operators can track the promise itself, from what it has read (:class:`Arrivals`, ``track``).
+operators can track the promise itself, from what it has read (:class:`Constraints`, ``track``).
 
 >>> import pyarrow as pa
->>> a = Arrivals("S", [(ArrivalConstraint("ORDERED", "a", 1), 0)])
+>>> a = Constraints("S", [(StreamConstraint("ORDERED", "a", 1), 0)])
 >>> b = pa.table({"__ts": pa.array([1, 2, 3, 4, 5]), "__sign": pa.array([1] * 5, pa.int8()),
 ...               "a": pa.array([3, 1, 2, 0, 4])})
 >>> kept, why = a.check(b)
->>> kept.column("a").to_pylist(), a.orders[0].floor
+>>> kept.column("a").to_pylist(), a.checks[0].floor
 ([3, 1, 4], 3)
 >>> print(why[0])
 S: element at ts 3: a = 2 violates ORDERED BY a WITHIN 1: below 3, which came more than 1 element(s) before it
@@ -40,7 +41,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from sluice.cql.ast import ArrivalConstraint
+from sluice.cql.ast import StreamConstraint
 from sluice.errors import InternalError
 from sluice.runtime.batch import META, ts_of
 from sluice.runtime.operators.base import Part
@@ -58,7 +59,6 @@ class _Ordered:
 
     def __init__(self, k: int) -> None:
         self.k = k
-        self.n = 0
         self.recent: np.ndarray | None = None  # the last min(k, n) values, oldest first
         self.floor: Any = None  # the largest value before them (None: none yet)
 
@@ -90,7 +90,6 @@ class _Ordered:
             return False
         recent = v[:0] if self.recent is None else self.recent.astype(v.dtype, copy=False)
         comb = np.concatenate([recent, v])
-        self.n += len(v)
         cut = len(comb) - self.k
         rose = False
         if cut > 0:
@@ -170,7 +169,7 @@ class _Clustered:
         before = self.closed_set.contains(uniq[inv[heads]])
         bad[heads[before]] = True
         for h in heads[~before]:
-            prev[h] = self.last.get(v[h].item() if hasattr(v[h], "item") else v[h], -1)
+            prev[h] = self.last.get(_py(v[h]), -1)
         has = prev >= 0
         bad |= has & (pos - prev - 1 > self.k)
         return bad
@@ -233,27 +232,27 @@ class _Unique:
         return self.seen.nbytes()
 
 
-_Order = _Ordered | _Clustered | _Unique
+_Check = _Ordered | _Clustered | _Unique
 
 
-def _order(c: ArrivalConstraint) -> _Order:
+def _check(c: StreamConstraint) -> _Check:
     if c.kind == "UNIQUE":
         return _Unique()
     return _Ordered(c.k) if c.kind == "ORDERED" else _Clustered(c.k)
 
 
-class Arrivals(Part):
+class Constraints(Part):
     """The k-constraints over one sequence of rows: a source's (``check``: violations rejected)
     or what an operator reads (``track``: the input adheres, checked where it entered).
     ``constraints`` pairs each with the attribute (0-based, after the timestamp and sign) it reads.
     """
 
-    STATE = ("orders",)
+    STATE = ("checks",)
 
-    def __init__(self, name: str, constraints: Sequence[tuple[ArrivalConstraint, int]]) -> None:
+    def __init__(self, name: str, constraints: Sequence[tuple[StreamConstraint, int]]) -> None:
         self.name = name
         self.constraints = list(constraints)
-        self.orders: list[_Order] = [_order(c) for c, _ in self.constraints]
+        self.checks: list[_Check] = [_check(c) for c, _ in self.constraints]
 
     def __bool__(self) -> bool:
         return bool(self.constraints)
@@ -261,7 +260,7 @@ class Arrivals(Part):
     def _columns(self, b: pa.Table) -> list[pa.ChunkedArray]:
         return [b.column(META + i) for _, i in self.constraints]
 
-    def check(self, b: pa.Table, where: str = "") -> tuple[pa.Table, list[str]]:
+    def check(self, b: pa.Table) -> tuple[pa.Table, list[str]]:
         """The elements of ``b`` (in the stream's order) that adhere — each checked against the
         elements admitted before it — and why the first five of the rest violate.
         """
@@ -274,7 +273,7 @@ class Arrivals(Part):
             if col.null_count:
                 nulls = np.asarray(col.is_null().to_numpy(zero_copy_only=False))
                 for i in np.flatnonzero(nulls & keep)[: 5 - len(why)]:
-                    why.append(self._note(b, int(i), f"NULL {c.column} violates {c.sql()}", where))
+                    why.append(self._note(b, int(i), f"NULL {c.column} violates {c.sql()}"))
                 keep &= ~nulls
         idx = np.flatnonzero(keep)
         vals = [_values(col.take(pa.array(idx))) for col in cols]
@@ -282,48 +281,46 @@ class Arrivals(Part):
         while lo < len(idx):
             part = [v[lo:] for v in vals]
             bad = np.zeros(len(idx) - lo, dtype=bool)
-            for o, v in zip(self.orders, part, strict=True):
+            for o, v in zip(self.checks, part, strict=True):
                 bad |= o.violations(v)
             first = int(np.argmax(bad)) if bad.any() else len(bad)
             tries += 1
             if first == len(bad) or tries <= _VECTOR_TRIES:
-                for o, v in zip(self.orders, part, strict=True):
+                for o, v in zip(self.checks, part, strict=True):
                     o.add(v[:first])
                 if first == len(bad):
                     break
                 if len(why) < 5:
-                    why.append(
-                        self._why(b, int(idx[lo + first]), [v[lo + first : lo + first + 1] for v in vals], where)
-                    )
+                    why.append(self._why(b, int(idx[lo + first]), [v[lo + first : lo + first + 1] for v in vals]))
                 keep[idx[lo + first]] = False
                 lo += first + 1
                 continue
             for j in range(lo, len(idx)):  # many violations: one by one
                 one = [v[j : j + 1] for v in vals]
-                if any(o.violations(x)[0] for o, x in zip(self.orders, one, strict=True)):
+                if any(o.violations(x)[0] for o, x in zip(self.checks, one, strict=True)):
                     if len(why) < 5:
-                        why.append(self._why(b, int(idx[j]), [v[j : j + 1] for v in vals], where))
+                        why.append(self._why(b, int(idx[j]), [v[j : j + 1] for v in vals]))
                     keep[idx[j]] = False
                 else:
-                    for o, x in zip(self.orders, one, strict=True):
+                    for o, x in zip(self.checks, one, strict=True):
                         o.add(x)
             break
         return (b if keep.all() else b.filter(pa.array(keep))), why
 
-    def _why(self, b: pa.Table, i: int, values: list[np.ndarray], where: str) -> str:
+    def _why(self, b: pa.Table, i: int, values: list[np.ndarray]) -> str:
         """Why element ``i`` of ``b`` (its constrained values: one-element arrays) violates."""
-        for (c, _), o, v in zip(self.constraints, self.orders, values, strict=True):
+        for (c, _), o, v in zip(self.constraints, self.checks, values, strict=True):
             if o.violations(v)[0]:
-                return self._note(b, i, f"{c.column} = {_py(v[0])!r} violates {c.sql()}: {o.explain(v)}", where)
+                return self._note(b, i, f"{c.column} = {_py(v[0])!r} violates {c.sql()}: {o.explain(v)}")
         raise InternalError(f"{self.name}: no constraint rejects {values!r}")
 
-    def _note(self, b: pa.Table, i: int, what: str, where: str) -> str:
-        return f"{self.name}{where}: element at ts {int(ts_of(b)[i])}: {what}"
+    def _note(self, b: pa.Table, i: int, what: str) -> str:
+        return f"{self.name}: element at ts {int(ts_of(b)[i])}: {what}"
 
     def track(self, b: pa.Table) -> bool:
         """Read ``b`` (it adheres: checked where it entered); True if more values closed."""
         changed = False
-        for o, col in zip(self.orders, self._columns(b), strict=True):
+        for o, col in zip(self.checks, self._columns(b), strict=True):
             if col.null_count:
                 col = col.filter(col.is_valid())
             changed |= o.add(_values(col))
@@ -334,12 +331,12 @@ class Arrivals(Part):
         valid = np.asarray(col.is_valid().to_numpy(zero_copy_only=False)) if col.null_count else None
         if valid is not None:
             out = np.zeros(len(col), dtype=bool)
-            out[valid] = self.orders[j].closed(_values(col.filter(pa.array(valid))))
+            out[valid] = self.checks[j].closed(_values(col.filter(pa.array(valid))))
             return out
-        return self.orders[j].closed(_values(col))
+        return self.checks[j].closed(_values(col))
 
     def nbytes(self) -> int:
-        return sum(o.nbytes() for o in self.orders)
+        return sum(o.nbytes() for o in self.checks)
 
 
 def _py(v: Any) -> Any:

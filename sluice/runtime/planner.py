@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from sluice.catalog import Kind
-from sluice.cql.ast import ArrivalConstraint
+from sluice.cql.ast import StreamConstraint
+from sluice.datatypes import arrow_type
 from sluice.errors import InternalError
 from sluice.plan import logical as L
 from sluice.plan.analysis import (
@@ -344,11 +345,12 @@ class Planner:
             static = self._static_source(side)
             if static is not None:
                 detail += f"; {static} static: {other} input not kept (STREAM §2.2)"
-        for g, stream in found:
-            detail += (
-                f"; {stream} {g.constraint.sql()}: {('right', 'left')[g.side]} rows whose key it closed "
-                "not kept (STREAM §4.1)"
-            )
+        for said in dict.fromkeys(
+            f"; {stream} {g.constraint.sql()}: {('right', 'left')[g.side]} rows whose key it closed not kept "
+            "(STREAM §4.1)"
+            for g, stream in found
+        ):
+            detail += said
         guards = tuple(g for g, _ in found)
         spec = JoinSpec(n.schema, left.schema.types, right.schema.types, tuple(keys), residual, guards, detail=detail)
         return self._new(Join, spec, [left, right])
@@ -361,12 +363,12 @@ class Planner:
         out: list[tuple[KeyGuard, str]] = []
         for side, node in ((0, n.left), (1, n.right)):
             for j, key in enumerate(keys):
-                if n.left.schema.types[key[0]] != n.right.schema.types[key[1]]:
-                    continue
+                if arrow_type(n.left.schema.types[key[0]]) != arrow_type(n.right.schema.types[key[1]]):
+                    continue  # (the other side's keys are compared with this side's values as they are)
                 out += [(KeyGuard(side, j, c), stream) for c, stream in self._adhering(node, key[side])]
         return out
 
-    def _adhering(self, node: L.LogicalNode, col: int) -> list[tuple[ArrivalConstraint, str]]:
+    def _adhering(self, node: L.LogicalNode, col: int) -> list[tuple[StreamConstraint, str]]:
         """The k-constraints column ``col`` of what ``node`` inserts adheres to, with their
         stream (``stream_order``: ``CLUSTERED BY`` only where no element of a value is dropped).
         """

@@ -185,7 +185,7 @@ class EmbeddedEngine:
         constraints: Sequence[ConstraintSpec] = (),
     ) -> None:
         """A stream; ``unit`` says what its timestamps count if not the catalog's tick (coarser only);
-        ``constraints``: its k-constraints (``("ordered", "oid", 2)``, or ``ast.ArrivalConstraint``;
+        ``constraints``: its k-constraints (``("ordered", "oid", 2)``, or ``ast.StreamConstraint``;
         CQL: ``ORDERED BY oid WITHIN 2``) — elements that violate one are rejected as the source
         releases them, and joins keep less (STREAM §4.1, design 023).
         """

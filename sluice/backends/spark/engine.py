@@ -149,7 +149,7 @@ class SparkEngine:
                 out.append(explain_plan(bind_query(self.catalog, stmt.query, source=text).plan))
             else:
                 assert isinstance(stmt, ast.RegisterSource | ast.RegisterView)  # (the rest are handled above)
-                if isinstance(stmt, ast.RegisterSource):
+                if isinstance(stmt, ast.RegisterSource) and stmt.kind == "STREAM":
                     self._constraints_allowed(stmt.name, stmt.constraints)
                 execute_statement(self.catalog, stmt, text, src)
                 if isinstance(stmt, ast.RegisterSource):  # (checked by the driver: see ``_register``)
@@ -186,6 +186,12 @@ class SparkEngine:
         self.ddl[d.name.lower()] = to_cql(ast.RegisterSource(kind, d.name, cols, d.unit)) + ";"
 
     def _constraints_allowed(self, name: str, constraints: Sequence[Any]) -> None:
+        """A stream's constraints need slack 0 here (what else is wrong with them the catalog says)."""
+        try:
+            for c in constraints:
+                ast.StreamConstraint.of(c)
+        except ValueError:
+            return  # (the catalog refuses it, with the reason)
         if constraints and self.slack:
             raise SluiceError(
                 f"{name}: k-constraints (ORDERED BY, CLUSTERED BY) need slack 0 on Spark — its driver "

@@ -27,7 +27,7 @@ from sluice.catalog import Catalog, Kind, SourceDef
 from sluice.errors import InternalError, SluiceError
 from sluice.runtime.admission import Admission, first_instant
 from sluice.runtime.batch import to_elements, ts_of
-from sluice.runtime.constraints import Arrivals
+from sluice.runtime.constraints import Constraints
 
 STATIC_STEM = "part-static-"  # a static relation's one file in a work directory
 RETIRED = "retired"  # the files of unregistered sources
@@ -41,7 +41,7 @@ class Inbox:
         self.admission: dict[str, Admission] = {}  # per source, created at its first input
         # per stream with k-constraints (STREAM §4.1): checked here, in the order rows are pushed —
         # the stream's order, as the engine rejects out-of-order rows without a slack
-        self.arrivals: dict[str, Arrivals] = {}
+        self.checkers: dict[str, Constraints] = {}
         # source -> (kind, options): "directory" (path, format, options), "rate", "socket"
         self.external: dict[str, tuple[str, dict[str, Any]]] = {}
         self.static: dict[str, list[tuple[Any, ...]]] = {}  # relation -> its fixed rows
@@ -126,7 +126,7 @@ class Inbox:
         written files go (no query reads them; one registered again under the name starts empty).
         """
         key = d.name.lower()
-        for held in (self.admission, self.arrivals, self.external, self.static, self._batches, self._firsts):
+        for held in (self.admission, self.checkers, self.external, self.static, self._batches, self._firsts):
             held.pop(key, None)
         self._static_written.discard(key)
         directory = self.workdir / "sources" / key
@@ -188,9 +188,9 @@ class Inbox:
         order with no slack (``SparkEngine`` refuses constraints with one).
         """
         key = d.name.lower()
-        if key not in self.arrivals:
-            self.arrivals[key] = Arrivals(d.name, [(c, d.schema.index(c.column)) for c in d.constraints])
-        return adm.constrained(self.arrivals[key], batch)
+        if key not in self.checkers:
+            self.checkers[key] = Constraints(d.name, [(c, d.schema.index(c.column)) for c in d.constraints])
+        return adm.constrained(self.checkers[key], batch)
 
     def reject(self, name: str, messages: Sequence[str]) -> None:
         """Count rows rejected before they reached the engine (a reader's bad lines), as malformed."""

@@ -29,14 +29,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from sluice.cql.ast import ArrivalConstraint
+from sluice.cql.ast import StreamConstraint
 from sluice.datatypes import arrow_type
 from sluice.plan.accumulators import Accumulator, IntegerSum, Summable, accumulator, counting
 from sluice.plan.expr import AggCall, BExpr
 from sluice.plan.function_defs import full
 from sluice.plan.numeric import row_fits
 from sluice.runtime.batch import TS, from_signed_rows, sign_of, signed_counts, ts_of
-from sluice.runtime.constraints import Arrivals
+from sluice.runtime.constraints import Constraints
 from sluice.runtime.operators.base import Operator, OperatorSpec, Unary
 from sluice.runtime.operators.counting import INT64_SAFE, Counting
 from sluice.runtime.vexpr import compile_expr, evaluate_rows
@@ -55,7 +55,7 @@ class GroupGuard:
 
     key: int
     column: int
-    constraint: ArrivalConstraint
+    constraint: StreamConstraint
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +80,7 @@ class DistinctSpec(OperatorSpec):
 class Aggregate(Unary):
     spec: AggregateSpec
     STATE = ("groups", "_started")
-    PARTS = ("_counting", "order")
+    PARTS = ("_counting", "promise")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -97,7 +97,7 @@ class Aggregate(Unary):
             Counting(aggs, self.nkeys, self.spec.insertions) if all(counting(a, fifo) for a in aggs) else None
         )
         guards = [(g.constraint, g.column) for g in self.spec.guards]
-        self.order = Arrivals(self.name, guards) if guards else None
+        self.promise = Constraints(self.name, guards) if guards else None
         # per aggregate with an argument: counted (and summed) per (instant, group) by Arrow, or fed
         # to its accumulator value by value
         protos = [accumulator(a) for a in aggs]
@@ -163,20 +163,20 @@ class Aggregate(Unary):
         return r.batch, keycols, [None if f is None else next(vals) for f in self.arg_fns]
 
     def process(self, b: pa.Table) -> None:
-        closing = self.order is not None and self.order.track(b)
+        closing = self.promise is not None and self.promise.track(b)
         self._process(b)
         if closing:
             self._forget_closed()
 
     def _forget_closed(self) -> None:
         """Forget the groups whose key the input's k-constraints closed: no element of theirs comes."""
-        assert self.order is not None
+        assert self.promise is not None
         keys = list(self._counting.gid) if self._counting is not None else list(self.groups)
         if not keys:
             return
         gone = np.zeros(len(keys), dtype=bool)
         for j, g in enumerate(self.spec.guards):
-            gone |= self.order.closed(j, pa.array([k[g.key] for k in keys], arrow_type(self.types[g.key])))
+            gone |= self.promise.closed(j, pa.array([k[g.key] for k in keys], arrow_type(self.types[g.key])))
         dead = [k for k, d in zip(keys, gone.tolist(), strict=True) if d]
         if self._counting is not None:
             self._counting.forget(dead)
@@ -279,9 +279,10 @@ class Aggregate(Unary):
         return self.aligned_has_work() or self._start_due()
 
     def state_bytes(self) -> int:
+        tracked = self.promise.nbytes() if self.promise is not None else 0
         if self._counting is not None:
-            return self._counting.state_bytes()
-        return sum(64 + 16 * sum(a.entries for a in g.accs if a is not None) for g in self.groups.values())
+            return self._counting.state_bytes() + tracked
+        return tracked + sum(64 + 16 * sum(a.entries for a in g.accs if a is not None) for g in self.groups.values())
 
 
 @dataclass

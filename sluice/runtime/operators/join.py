@@ -22,11 +22,11 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from sluice.cql.ast import ArrivalConstraint
+from sluice.cql.ast import StreamConstraint
 from sluice.datatypes import DataType
 from sluice.plan.expr import BExpr
 from sluice.runtime.batch import META, NEG_INF, concat, make, sort_by_ts, ts_of
-from sluice.runtime.constraints import Arrivals
+from sluice.runtime.constraints import Constraints
 from sluice.runtime.keys import comparable
 from sluice.runtime.operators.base import Operator, OperatorSpec
 from sluice.runtime.synopsis import RelationSynopsis, W
@@ -41,7 +41,7 @@ class KeyGuard:
 
     side: int
     key: int
-    constraint: ArrivalConstraint
+    constraint: StreamConstraint
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +57,7 @@ class JoinSpec(OperatorSpec):
 class Join(Operator):
     spec: JoinSpec
     STATE = ("left", "right")
-    PARTS = ("left_order", "right_order")
+    PARTS = ("left_promise", "right_promise")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -66,15 +66,25 @@ class Join(Operator):
         self.left = RelationSynopsis(self.spec.left_types)
         self.right = RelationSynopsis(self.spec.right_types)
         # what each input's k-constraints promise about its keys, tracked over what it read
-        self.left_order, self.right_order = (self._order(side) for side in (0, 1))
+        (self.left_promise, ls), (self.right_promise, rs) = (self._promise(side) for side in (0, 1))
+        self._slots = (ls, rs)  # per side, per guard: which of its promise's constraints it reads
 
     def _guards(self, side: int) -> list[KeyGuard]:
         return [g for g in self.spec.guards if g.side == side]
 
-    def _order(self, side: int) -> Arrivals | None:
-        gs = self._guards(side)
-        cols = [(g.constraint, self.spec.keys[g.key][side]) for g in gs]
-        return Arrivals(f"{self.name} {'left' if side == 0 else 'right'}", cols) if gs else None
+    def _promise(self, side: int) -> tuple[Constraints | None, list[int]]:
+        """What input ``side``'s constraints promise, each (constraint, column) tracked once
+        (one column may be in several keys), and where each of its guards finds it.
+        """
+        tracked: list[tuple[StreamConstraint, int]] = []
+        slots = []
+        for g in self._guards(side):
+            item = (g.constraint, self.spec.keys[g.key][side])
+            if item not in tracked:
+                tracked.append(item)
+            slots.append(tracked.index(item))
+        name = f"{self.name} {'left' if side == 0 else 'right'}"
+        return (Constraints(name, tracked) if tracked else None), slots
 
     def declare(self, inputs: Sequence[Operator]) -> None:
         self.insert_only = all(i.insert_only for i in inputs)
@@ -95,19 +105,19 @@ class Join(Operator):
         # An input that has ended (a static relation's rows, all read) never pairs with what the
         # other input sends later except as ΔL ⋈ R: the other side's synopsis is not needed
         # (STREAM §2.2: a stream joined with a static relation needs no window of it).
-        closing = [o is not None and o.track(d) for o, d in ((self.left_order, dl), (self.right_order, dr))]
+        closing = [o is not None and o.track(d) for o, d in ((self.left_promise, dl), (self.right_promise, dr))]
         if self._ended(1):
             if len(self.left):
                 self.left = RelationSynopsis(self.spec.left_types)
         else:
-            self.left.add(self._needed(dl, 0, META))
+            self.left.add(self._needed(dl, 0))
             if closing[1]:
                 self.left.drop(self._unneeded(self.left.table, 0, 0))
         if self._ended(0):
             if len(self.right):
                 self.right = RelationSynopsis(self.spec.right_types)
         else:
-            self.right.add(self._needed(dr, 1, META))
+            self.right.add(self._needed(dr, 1))
             if closing[0]:
                 self.right.drop(self._unneeded(self.right.table, 1, 0))
         out = [p for p in parts if p is not None and p.num_rows]
@@ -122,16 +132,17 @@ class Join(Operator):
         """Which of ``rows`` (of input ``side``; attributes from column ``off``) have a key the
         other input's k-constraints closed: no later change of it pairs with them.
         """
-        order = self.right_order if side == 0 else self.left_order
+        promise = self.right_promise if side == 0 else self.left_promise
         mask = np.zeros(rows.num_rows, dtype=bool)
-        if order is None or not rows.num_rows:
+        if promise is None or not rows.num_rows:
             return mask
-        for j, g in enumerate(self._guards(1 - side)):
-            mask |= order.closed(j, rows.column(off + self.spec.keys[g.key][side]))
+        for g, slot in zip(self._guards(1 - side), self._slots[1 - side], strict=True):
+            mask |= promise.closed(slot, rows.column(off + self.spec.keys[g.key][side]))
         return mask
 
-    def _needed(self, delta: pa.Table, side: int, off: int) -> pa.Table:
-        mask = self._unneeded(delta, side, off)
+    def _needed(self, delta: pa.Table, side: int) -> pa.Table:
+        """Input ``side``'s signed elements that still need keeping."""
+        mask = self._unneeded(delta, side, META)
         return delta.filter(pa.array(~mask)) if mask.any() else delta
 
     def holds_elements(self) -> bool:
@@ -212,5 +223,5 @@ class Join(Operator):
         return [self.left, self.right]
 
     def state_bytes(self) -> int:
-        orders = (o for o in (self.left_order, self.right_order) if o is not None)
-        return super().state_bytes() + sum(o.nbytes() for o in orders)
+        promises = (p for p in (self.left_promise, self.right_promise) if p is not None)
+        return super().state_bytes() + sum(p.nbytes() for p in promises)

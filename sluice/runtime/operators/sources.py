@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 from sluice.catalog import Schema
-from sluice.cql.ast import ArrivalConstraint
+from sluice.cql.ast import StreamConstraint
 from sluice.runtime.admission import Admission
 from sluice.runtime.batch import concat, from_rows, sort_by_ts, to_elements, ts_of
-from sluice.runtime.constraints import Arrivals
+from sluice.runtime.constraints import Constraints
 from sluice.runtime.operators.base import ExecContext, Operator, OperatorSpec
 from sluice.runtime.queue import Queue
 from sluice.runtime.stats import SourceStats
@@ -42,7 +42,7 @@ class Source(Operator):
 
     spec: SourceSpec
     STATE = ("_pending", "_buffered", "_contents", "_static", "_static_out", "_lo")
-    PARTS = ("admission", "arrivals")
+    PARTS = ("admission", "checker")
 
     def __init__(
         self,
@@ -51,13 +51,13 @@ class Source(Operator):
         ctx: ExecContext,
         slack: int = 0,
         relation: bool = False,
-        constraints: tuple[ArrivalConstraint, ...] = (),
+        constraints: tuple[StreamConstraint, ...] = (),
     ) -> None:
         super().__init__(SourceSpec(schema, slack, relation), name, [], Queue(name, schema.types), ctx)
         self.admission = Admission(name, slack)  # the lateness rule and what it rejected (the engine sets its scale)
         # a stream's k-constraints (STREAM §4.1), checked as it releases its elements
         self.constraints = constraints
-        self.arrivals = Arrivals(name, [(c, schema.index(c.column)) for c in constraints])
+        self.checker = Constraints(name, [(c, schema.index(c.column)) for c in constraints])
         self.insert_only = not relation
         self._pending: list[pa.Table] = []
         self._buffered = 0
@@ -182,7 +182,7 @@ class Source(Operator):
             self._pending = [rest] if rest.num_rows else []
             self._buffered = rest.num_rows
             if out.num_rows:
-                if self.arrivals:
+                if self.checker:
                     out = self._check_constraints(out)
                 if self.relation:
                     if int(ts[0]) < self.ctx.start:  # changes before the first instant apply at it, in order
@@ -205,7 +205,7 @@ class Source(Operator):
         """Released elements, in the stream's order, against its k-constraints: one that violates
         one is rejected with its reason (counted when pushed, it is not accepted after all).
         """
-        kept = self.admission.constrained(self.arrivals, b)
+        kept = self.admission.constrained(self.checker, b)
         self.admission.accepted -= b.num_rows - kept.num_rows
         return kept
 
@@ -227,7 +227,7 @@ class Source(Operator):
         return self.admission.statistics(self._buffered)
 
     def state_bytes(self) -> int:
-        return sum(b.nbytes for b in self._pending)
+        return sum(b.nbytes for b in self._pending) + self.checker.nbytes()
 
 
 @dataclass
