@@ -13,7 +13,7 @@ from sluice.errors import SluiceError
 pytestmark = pytest.mark.spark
 
 DDL = (
-    "register stream O (oid integer, x integer) ordered by oid within 1; "
+    "register stream O (oid integer, x integer) ordered by oid within 1 unique by oid; "
     "register stream F (oid integer, qty integer) clustered by oid"
 )
 QUERIES = {
@@ -47,6 +47,12 @@ def test_the_driver_rejects_what_the_embedded_sources_reject(spark, tmp_path) ->
     assert stats == {s.name: (s.accepted, dict(s.rejected_reasons)) for s in embedded.statistics().sources}
     assert stats["O"] == (4, {"constraint": 2}) and stats["F"] == (5, {"constraint": 1})
     assert sorted(eng.rejected()) == sorted(embedded.rejected())
+    # the processors' engines read ORDERED BY and UNIQUE BY (true of one key's rows), not CLUSTERED BY
+    assert eng.ddl["o"].endswith("ORDERED BY oid WITHIN 1 UNIQUE BY oid;") and "CLUSTERED" not in eng.ddl["f"]
+    worker = EmbeddedEngine()  # a processor's engine is built from that DDL and the query's text
+    worker.execute("\n".join(eng.ddl.values()))
+    plan = worker.explain(worker.register_query(QUERIES["joined"]).name)
+    assert "O UNIQUE BY oid: right rows whose key it closed not kept" in plan
 
 
 def test_spark_refuses_what_it_cannot_check(spark, tmp_path) -> None:

@@ -22,7 +22,6 @@ embedded engine's own operators (``docs/design/007``).  The DataFrames themselve
 
 from __future__ import annotations
 
-import dataclasses
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -152,9 +151,10 @@ class SparkEngine:
                 if isinstance(stmt, ast.RegisterSource) and stmt.kind == "STREAM":
                     self._constraints_allowed(stmt.name, stmt.constraints)
                 execute_statement(self.catalog, stmt, text, src)
-                if isinstance(stmt, ast.RegisterSource):  # (checked by the driver: see ``_register``)
-                    stmt = dataclasses.replace(stmt, constraints=())
-                self.ddl[stmt.name.lower()] = to_cql(stmt) + ";"
+                if isinstance(stmt, ast.RegisterSource):
+                    self._register(self._source(stmt.name))
+                else:
+                    self.ddl[stmt.name.lower()] = to_cql(stmt) + ";"
                 out.append(None)
         return out
 
@@ -181,9 +181,12 @@ class SparkEngine:
         """
         kind = "RELATION" if d.kind is Kind.RELATION else "STREAM"
         cols = tuple(ast.ColumnDef(c.name, c.type) for c in d.schema.columns)
-        # without its k-constraints: the driver checks them as rows are pushed (``Inbox``); a
-        # processor's engine sees one key's rows, where CLUSTERED BY need not hold
-        self.ddl[d.name.lower()] = to_cql(ast.RegisterSource(kind, d.name, cols, d.unit)) + ";"
+        # The driver checks the stream's constraints as rows are pushed (``Inbox``).  A processor's
+        # engine sees one key's rows, in the driver's order: ORDERED BY and UNIQUE BY hold of any
+        # subsequence (its joins and aggregates then forget state, and its check rejects nothing),
+        # CLUSTERED BY need not (design 023)
+        kept = tuple(c for c in d.constraints if c.kind != "CLUSTERED")
+        self.ddl[d.name.lower()] = to_cql(ast.RegisterSource(kind, d.name, cols, d.unit, kept)) + ";"
 
     def _constraints_allowed(self, name: str, constraints: Sequence[Any]) -> None:
         """A stream's constraints need slack 0 here (what else is wrong with them the catalog says)."""
