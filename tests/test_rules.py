@@ -94,6 +94,8 @@ def test_each_selection_rule_fires_where_it_applies() -> None:
 
 def test_rules_are_named_and_explain_lists_the_ones_applied() -> None:
     assert [r.name for r in RULES] == [
+        "order-joins-to-avoid-cross-products",
+        "merge-column-projections",
         "push-selection-below-projection",
         "push-selection-below-grouping",
         "push-selection-below-distinct-and-streams",
@@ -140,6 +142,11 @@ def test_rules_are_named_and_explain_lists_the_ones_applied() -> None:
         # Rstream over [Now]: the stream itself (the elements stamped τ, at τ)
         "Rstream(select K, V * 2 as D from S [Now] where V >= 0)",
         "select K, count(*) from (Rstream(select K from S [Now] where V > 0)) as X [Range 3] group by K",
+        # joins reordered so that no two inputs without a conjunct between them are joined first
+        "select S.V, T.W, R.N from S [Range 3], T [Now], R where S.K = R.K and T.K = R.K",
+        "Istream(select * from S [Range Unbounded], T [Range 2], S as U [Rows 2] where S.K = U.K and T.W = U.V + 1)",
+        "select R.N, count(*), sum(T.W) from S [Range 4], T [Range 2], R where S.K = R.K and T.K = R.K group by R.N",
+        "select * from S [Range 2], T [Range 2], R, S as U [Now] where S.K < U.K and T.K = R.K and R.K = U.V",
     ],
 )
 def test_engine_on_rewritten_plans_equals_the_definition(query: str) -> None:
@@ -333,3 +340,35 @@ def test_rstream_over_now_answers_nothing_before_the_first_instant() -> None:
         eng.close()
         assert eng.ctx.start == (start or 4) and len(eng.rejected()) == late
         assert [tuple(e) for e in q.results()] == expected
+
+
+@pytest.mark.parametrize(
+    "query, reordered",
+    [
+        ("select * from S [Range 2], T [Range 2], R where S.K = R.K and T.K = R.K", True),  # S × T first
+        ("select * from S [Range 2], R, T [Range 2] where S.K = R.K and T.K = R.K", False),  # connected as written
+        ("select * from S [Range 2], T [Range 2], R where S.K = R.K", True),  # T's cross product comes last
+        ("select * from S [Range 2], T [Range 2], R where S.K = T.K", False),
+        ("select * from S [Range 2], T [Range 2], R where S.K = R.K and T.K in (select K from R)", False),  # a subquery
+    ],
+)
+def test_joins_are_reordered_only_to_avoid_a_cross_product(query: str, reordered: bool) -> None:
+    r = _rw(query)
+    assert ("order-joins-to-avoid-cross-products" in r.applied) == reordered
+    assert r.plan.schema == bind_query(_cat(), query).plan.schema
+    if reordered:  # S ⋈ R first, then T; one projection restores the written column order
+        text = explain(r.plan)
+        assert text.count("Project") == 1
+        assert text.index("Scan stream S") < text.index("Scan relation R") < text.index("Scan stream T")
+
+
+def test_merged_projections_only_copy_columns() -> None:
+    """π over a projection that computes is not merged: the inner one may fail on a row (an
+    overflow) that the outer one does not read, and that row must stay out."""
+    r = _rw("select K from (select K, V * 4611686018427387904 as X from S [Range 2]) as Q")
+    assert "merge-column-projections" not in r.applied
+    eng = EmbeddedEngine(_cat(), start=0)
+    q = eng.register_query("select K from (select K, V * 4611686018427387904 as X from S [Range 2]) as Q")
+    eng.push("S", [(1, 1, 1), (2, 2, 2)])  # 2 · 2^62 overflows: that row is rejected
+    eng.close(2)
+    assert sorted(e.row for e in q.results() if e.sign == "+") == [(1,)]

@@ -47,6 +47,16 @@ calling one never move below those four.
     Partition By, whose contents depend on which other elements arrived.  The window then holds
     only the elements that pass (smaller synopses, seed §3.3).
 
+``order-joins-to-avoid-cross-products``
+    (L₁ ⋈ … ⋈ Lₙ) with conjuncts p = π(L_{o₁} ⋈ … ⋈ L_{oₙ}) with p re-read, for n ≥ 3 inputs and
+    the order o that keeps the written one but takes next, each time, the first input a conjunct
+    links to those already joined (join is associative and commutative on multisets; π restores
+    the column order).  Issue #15 item 2's "join order chosen by cost", first step: the cost it
+    knows without statistics is that a cross product can be quadratic.
+
+``merge-column-projections``
+    π_a(π_b(x)) = π_{a∘b}(x) when π_b only copies columns (it cannot fail on a row).
+
 ``unwrap-stream-round-trips``
     Istream(χ(S [Range Unbounded])) = Rstream(χ(S [Now])) = χ(S) for a chain χ of selections and
     projections reading each row alone (STREAM §2.2's equivalences between streams and
@@ -204,6 +214,81 @@ def push_selection_into_join_inputs(node: L.LogicalNode) -> L.LogicalNode | None
     return _select(joined, here)
 
 
+def order_joins_to_avoid_cross_products(node: L.LogicalNode) -> L.LogicalNode | None:
+    """A join of three or more inputs, reordered so that each input joins one already joined
+    through a conjunct, where the written order would join two with none between them (a cross
+    product: ``from A, B, C where A.k = C.k and B.k = C.k`` first pairs every A with every B).
+    Join is associative and commutative on multisets; the predicate is re-read at the new column
+    positions and a projection restores the written column order.  Among connected inputs the
+    written order is kept, so a plan with no avoidable cross product is left as it is; the
+    selection rules then push each conjunct down to the join that first has its columns.
+    """
+    if not isinstance(node, L.Join) and not (isinstance(node, L.Filter) and isinstance(node.input, L.Join)):
+        return None
+    flat = _flatten_joins(node)
+    if flat is None or len(flat[0]) < 3:
+        return None
+    leaves, cs = flat
+    owner: list[int] = []
+    for i, leaf in enumerate(leaves):
+        owner += [i] * len(leaf.schema)
+    uses = [{owner[x.index] for x in walk_expr(c) if isinstance(x, ColRef)} for c in cs]
+    order, rest = [0], list(range(1, len(leaves)))
+    while rest:
+        joined = set(order)
+        linked = (i for i in rest if any(i in u and u - {i} and u <= joined | {i} for u in uses))
+        nxt = next(linked, rest[0])
+        order.append(nxt)
+        rest.remove(nxt)
+    if order == sorted(order):
+        return None
+    starts = [sum(len(leaves[j].schema) for j in range(i)) for i in range(len(leaves))]
+    cols = node.schema.columns
+    pos: dict[int, BExpr] = {}
+    for i in order:
+        for k in range(len(leaves[i].schema)):
+            old = starts[i] + k
+            pos[old] = ColRef(len(pos), cols[old].type, cols[old].name)
+    tree = leaves[order[0]]
+    for i in order[1:]:
+        tree = L.Join(tree, leaves[i])
+    body = _select(tree, [substitute(c, pos) for c in cs])
+    return L.Project(body, tuple(pos[i] for i in range(len(cols))), node.schema)
+
+
+def merge_column_projections(node: L.LogicalNode) -> L.LogicalNode | None:
+    """π_a(π_b(x)) = π_{a∘b}(x) when π_b only copies columns (each of its expressions a column
+    reference): a composed expression reads the same values, and π_b cannot fail on a row, so no
+    row it would have dropped passes.  (The projection ``order-joins-to-avoid-cross-products``
+    puts over a reordered join then costs no operator under a projection of the query's own.)
+    """
+    if not (isinstance(node, L.Project) and isinstance(node.input, L.Project)):
+        return None
+    inner = node.input
+    if not all(isinstance(c, ColRef) for c in inner.columns) or not all(reads_row_alone(c) for c in node.columns):
+        return None
+    return L.Project(inner.input, tuple(substitute(c, inner.columns) for c in node.columns), node.out_schema)
+
+
+def _flatten_joins(n: L.LogicalNode) -> tuple[list[L.LogicalNode], list[BExpr]] | None:
+    """The inputs of a tree of joins (through selections directly above its joins) in the
+    written order, and those selections' conjuncts over their concatenated columns; None if one
+    of them cannot move (a subquery, CURRENT_TIME, an outer row, no column).
+    """
+    if isinstance(n, L.Filter) and isinstance(n.input, L.Join):
+        cs = conjuncts(n.predicate)
+        inner = _flatten_joins(n.input)
+        return None if inner is None or not all(_movable(c) for c in cs) else (inner[0], inner[1] + cs)
+    if isinstance(n, L.Join):
+        left = _flatten_joins(n.left) if isinstance(n.left, L.Join | L.Filter) else ([n.left], [])
+        right = _flatten_joins(n.right) if isinstance(n.right, L.Join | L.Filter) else ([n.right], [])
+        if left is None or right is None:
+            return None
+        width = len(n.left.schema)
+        return left[0] + right[0], left[1] + [shift(c, width) for c in right[1]]
+    return [n], []  # a selection over something else is part of that input
+
+
 def push_selection_below_window(node: L.LogicalNode) -> L.LogicalNode | None:
     if not (isinstance(node, L.Filter) and isinstance(node.input, L.Window) and node.input.spec.time_based):
         return None
@@ -351,6 +436,8 @@ def _over(chain: list[L.Filter | L.Project], base: L.LogicalNode) -> L.LogicalNo
 
 
 RULES: tuple[Rule, ...] = (
+    Rule("order-joins-to-avoid-cross-products", order_joins_to_avoid_cross_products),
+    Rule("merge-column-projections", merge_column_projections),
     Rule("push-selection-below-projection", push_selection_below_projection),
     Rule("push-selection-below-grouping", push_selection_below_grouping),
     Rule("push-selection-below-distinct-and-streams", push_selection_below_distinct_and_streams),
