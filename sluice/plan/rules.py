@@ -86,7 +86,16 @@ from dataclasses import dataclass
 
 from sluice.errors import InternalError
 from sluice.plan import logical as L
-from sluice.plan.analysis import conjoin, conjuncts, has_subquery, map_children, reads_row_alone, shift, substitute
+from sluice.plan.analysis import (
+    conjoin,
+    conjuncts,
+    has_subquery,
+    map_children,
+    map_columns,
+    reads_row_alone,
+    shift,
+    substitute,
+)
 from sluice.plan.expr import BExpr, ColRef, UdfCall, walk_expr
 from sluice.windows import Now, Unbounded
 
@@ -222,17 +231,21 @@ def order_joins_to_avoid_cross_products(node: L.LogicalNode) -> L.LogicalNode | 
     positions and a projection restores the written column order.  Among connected inputs the
     written order is kept, so a plan with no avoidable cross product is left as it is; the
     selection rules then push each conjunct down to the join that first has its columns.
-    Only where every input is a window over a stream: a join's cost on the engine depends on its
-    inputs' kind (two windows join in a shared window join, which reads their elements'
-    lifetimes; a join of derived relations pairs a whole run's changes), and with a relation
-    among the inputs the written order can be the cheaper one — measured in design 012.
+    Only where every input is a stream through the same window: the engine's cost of a join of a
+    derived relation grows with how often its rows change, not only with how many there are (it
+    pairs a whole run's changes), so joining a short window with a long one first can cost more
+    than the cross product of two short ones; with one window for all, the first join's result
+    only gets smaller by the conjunct — measured in design 012.
     """
     if not isinstance(node, L.Join) and not (isinstance(node, L.Filter) and isinstance(node.input, L.Join)):
         return None
     flat = _flatten_joins(node)
-    if flat is None or len(flat[0]) < 3 or not all(_windowed(leaf) for leaf in flat[0]):
+    if flat is None or len(flat[0]) < 3:
         return None
     leaves, cs = flat
+    windows = {_window_of(leaf) for leaf in leaves}
+    if len(windows) != 1 or None in windows:
+        return None
     owner: list[int] = []
     for i, leaf in enumerate(leaves):
         owner += [i] * len(leaf.schema)
@@ -248,16 +261,16 @@ def order_joins_to_avoid_cross_products(node: L.LogicalNode) -> L.LogicalNode | 
         return None
     starts = [sum(len(leaves[j].schema) for j in range(i)) for i in range(len(leaves))]
     cols = node.schema.columns
-    pos: dict[int, BExpr] = {}
+    pos: dict[int, int] = {}
     for i in order:
         for k in range(len(leaves[i].schema)):
-            old = starts[i] + k
-            pos[old] = ColRef(len(pos), cols[old].type, cols[old].name)
+            pos[starts[i] + k] = len(pos)
     tree = leaves[order[0]]
     for i in order[1:]:
         tree = L.Join(tree, leaves[i])
-    body = _select(tree, [substitute(c, pos) for c in cs])
-    return L.Project(body, tuple(pos[i] for i in range(len(cols))), node.schema)
+    body = _select(tree, [map_columns(c, lambda r: dataclasses.replace(r, index=pos[r.index])) for c in cs])
+    back = tuple(ColRef(pos[i], c.type, c.name) for i, c in enumerate(cols))
+    return L.Project(body, back, node.schema)
 
 
 def merge_column_projections(node: L.LogicalNode) -> L.LogicalNode | None:
@@ -271,33 +284,44 @@ def merge_column_projections(node: L.LogicalNode) -> L.LogicalNode | None:
     inner = node.input
     if not all(isinstance(c, ColRef) for c in inner.columns) or not all(reads_row_alone(c) for c in node.columns):
         return None
-    return L.Project(inner.input, tuple(substitute(c, inner.columns) for c in node.columns), node.out_schema)
+    at = [c.index for c in inner.columns if isinstance(c, ColRef)]  # (each is one: checked above)
+    cols = tuple(map_columns(c, lambda r: dataclasses.replace(r, index=at[r.index])) for c in node.columns)
+    return L.Project(inner.input, cols, node.out_schema)
 
 
-def _windowed(n: L.LogicalNode) -> bool:
-    """A window over a stream, under selections and projections."""
+def _window_of(n: L.LogicalNode) -> object | None:
+    """The window (its definition) ``n`` reads a stream through, under selections and
+    projections; None if it is not a window.
+    """
     while isinstance(n, L.Filter | L.Project):
         n = n.input
-    return isinstance(n, L.Window)
+    return n.spec if isinstance(n, L.Window) else None
 
 
 def _flatten_joins(n: L.LogicalNode) -> tuple[list[L.LogicalNode], list[BExpr]] | None:
-    """The inputs of a tree of joins (through selections directly above its joins) in the
-    written order, and those selections' conjuncts over their concatenated columns; None if one
-    of them cannot move (a subquery, CURRENT_TIME, an outer row, no column).
+    """The inputs of a tree of joins (with the selection above it, if any) in the written order,
+    and that selection's conjuncts; None if one cannot move (a subquery, CURRENT_TIME, an outer
+    row, no column) or a selection sits on a join inside the tree — its conjuncts are not merged
+    with others (a selection's conjuncts are evaluated together, and one of them would then read
+    rows an inner WHERE rules out: the rules never merge selections).
     """
+    cs: list[BExpr] = []
     if isinstance(n, L.Filter) and isinstance(n.input, L.Join):
         cs = conjuncts(n.predicate)
-        inner = _flatten_joins(n.input)
-        return None if inner is None or not all(_movable(c) for c in cs) else (inner[0], inner[1] + cs)
-    if isinstance(n, L.Join):
-        left = _flatten_joins(n.left) if isinstance(n.left, L.Join | L.Filter) else ([n.left], [])
-        right = _flatten_joins(n.right) if isinstance(n.right, L.Join | L.Filter) else ([n.right], [])
-        if left is None or right is None:
+        if not all(_movable(c) for c in cs):
             return None
-        width = len(n.left.schema)
-        return left[0] + right[0], left[1] + [shift(c, width) for c in right[1]]
-    return [n], []  # a selection over something else is part of that input
+        n = n.input
+    leaves = _join_inputs(n)
+    return None if leaves is None else (leaves, cs)
+
+
+def _join_inputs(n: L.LogicalNode) -> list[L.LogicalNode] | None:
+    if isinstance(n, L.Filter) and isinstance(n.input, L.Join):
+        return None
+    if not isinstance(n, L.Join):
+        return [n]  # (a selection over something else is part of that input)
+    left, right = _join_inputs(n.left), _join_inputs(n.right)
+    return None if left is None or right is None else left + right
 
 
 def push_selection_below_window(node: L.LogicalNode) -> L.LogicalNode | None:

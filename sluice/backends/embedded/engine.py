@@ -58,8 +58,10 @@ from sluice.scheduling.strategies import Strategy
 # in force and what a shrink cut (``[Range T At Least t]``); 5 since the shared join counts the
 # elements no port selects (and holds none of them); 6 since queues say whether they ended and a
 # source may be a static relation; 7 since a source keeps its earliest waiting timestamp until the
-# first instant is fixed; 8 since sources, joins and aggregates keep what k-constraints track
-SNAPSHOT_FORMAT = 8
+# first instant is fixed; 8 since sources, joins and aggregates keep what k-constraints track; 9
+# since each operator's entry names what it computes (``_plan_mark``: a rewrite rule can give the
+# same operator names and kinds to another plan)
+SNAPSHOT_FORMAT = 9
 # EmbeddedEngine.checkpoint's: 2 since operator protocol v2 (checkpoints without it are format 1,
 # whose objects this version would misread: refused with a message, never run); 3 since operators
 # are built from specs and the engine is a session over a registry, a scheduler loop and an inspector;
@@ -71,6 +73,15 @@ SNAPSHOT_FORMAT = 8
 # be static relations; 9 since sources keep their earliest waiting timestamp (the first instant);
 # 10 since sources, joins and aggregates keep what k-constraints track
 CHECKPOINT_FORMAT = 10
+
+
+def _plan_mark(o: Operator) -> str:
+    """What an operator computes, as a snapshot records it: its kind, EXPLAIN detail and output
+    columns (a plan rewritten otherwise — another version's rules — may keep its operators' names
+    and kinds: ``S × T`` and ``S ⋈ U`` are both ``join#3``; their state must not be swapped).
+    """
+    cols = ", ".join(f"{c.name} {c.type.sql()}" for c in o.spec.schema.columns)
+    return f"{o.kind} [{o.spec.detail}] ({cols})"
 
 
 def _shared_join_options(text: str | SharedJoinOptions | None, sharing: bool) -> SharedJoinOptions | None:
@@ -531,7 +542,7 @@ class EmbeddedEngine:
             "format": SNAPSHOT_FORMAT,
             "start": reg.ctx.start,
             "steps": self.loop.steps,
-            "operators": {o.name: (o.kind, o.snapshot()) for o in reg.all_operators()},
+            "operators": {o.name: (_plan_mark(o), o.snapshot()) for o in reg.all_operators()},
             "queues": {q.name: q.snapshot() for q in reg.queues()},
             "queries": {n: q.snapshot() for n, q in reg.queries.items()},
             "failures": dict(reg.failures),
@@ -559,10 +570,10 @@ class EmbeddedEngine:
         queues: dict[str, Queue] = {q.name: q for q in reg.queues()}
         differ("operators", ops, state["operators"])
         differ("queues", queues, state["queues"])
-        for name, (kind, _) in state["operators"].items():
-            if ops[name].kind != kind:
+        for name, (mark, _) in state["operators"].items():
+            if _plan_mark(ops[name]) != mark:
                 raise SluiceError(
-                    f"the snapshot is of a different plan: {name} is a {kind} there, {ops[name].kind} here"
+                    f"the snapshot is of a different plan: {name} is {mark} there, {_plan_mark(ops[name])} here"
                 )
         for name, (_, st) in state["operators"].items():
             ops[name].restore(st)
