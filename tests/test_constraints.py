@@ -194,19 +194,38 @@ def _stream(rng: random.Random, n: int, noise: int) -> list[tuple[int, int, int]
     return rows
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    seed=st.integers(0, 10**6),
-    o_kind=st.sampled_from(["", "ORDERED", "CLUSTERED", "UNIQUE"]),
-    f_kind=st.sampled_from(["ORDERED", "CLUSTERED", "UNIQUE"]),
-    ks=st.tuples(st.integers(0, 3), st.integers(0, 3)),
-    noise=st.integers(0, 3),
-    slack=st.integers(0, 2),
-    chunk=st.integers(1, 9),
-    snapshots=st.booleans(),
-)
+CASES = {
+    "seed": st.integers(0, 10**6),
+    "o_kind": st.sampled_from(["", "ORDERED", "CLUSTERED", "UNIQUE"]),
+    "f_kind": st.sampled_from(["ORDERED", "CLUSTERED", "UNIQUE"]),
+    "ks": st.tuples(st.integers(0, 3), st.integers(0, 3)),
+    "noise": st.integers(0, 3),
+    "slack": st.integers(0, 2),
+    "chunk": st.integers(1, 9),
+    "snapshots": st.booleans(),
+}
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(**CASES)
 def test_answers_equal_the_definition_over_the_admitted_elements(
     seed, o_kind, f_kind, ks, noise, slack, chunk, snapshots
+) -> None:
+    """Every query shape over random constrained streams (a few cases; ``-m slow``: many)."""
+    _answers_equal_the_definition(seed, o_kind, f_kind, ks, noise, slack, chunk, snapshots)
+
+
+@pytest.mark.slow
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(**CASES)
+def test_answers_equal_the_definition_over_the_admitted_elements_many_cases(
+    seed, o_kind, f_kind, ks, noise, slack, chunk, snapshots
+) -> None:
+    _answers_equal_the_definition(seed, o_kind, f_kind, ks, noise, slack, chunk, snapshots)
+
+
+def _answers_equal_the_definition(
+    seed: int, o_kind: str, f_kind: str, ks: tuple[int, int], noise: int, slack: int, chunk: int, snapshots: bool
 ) -> None:
     rng = random.Random(seed)
     ddl = DDL.format(o=_decl(o_kind, ks[0]), f=_decl(f_kind, ks[1]))
