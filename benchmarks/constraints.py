@@ -35,9 +35,10 @@ QUERY = "Istream(select O.oid, F.qty from O, F where O.oid = F.oid)"
 
 def data(events: int, seed: int = 1) -> tuple[pa.Table, pa.Table]:
     rng = np.random.default_rng(seed)
-    n = events // 4  # 1 order : 3 fulfillments on average
+    pieces = rng.integers(1, 6, events)  # 1 order : 3 fulfillments on average
+    n = int(np.searchsorted(np.arange(1, events + 1) + np.cumsum(pieces), events)) + 1  # orders: ≥ events in all
+    pieces = pieces[:n]
     oid = np.arange(n, dtype=np.int64)
-    pieces = rng.integers(1, 6, n)
     f_oid = np.repeat(oid, pieces)
     f_ts = f_oid + rng.integers(0, 6, len(f_oid))
     order = np.argsort(f_ts, kind="stable")

@@ -47,7 +47,7 @@ Answer = list[tuple[int, int, int, int]]
 
 
 def data(events: int) -> dict[str, pa.Table]:
-    n = events // 3
+    n = -(-events // 3)  # (at least ``events`` in all)
     rng = np.random.default_rng(1)
     ts = np.arange(n, dtype=np.int64) // 10
     keys = {s: rng.integers(0, 10_000, n) for s in "ABC"}

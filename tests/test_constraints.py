@@ -194,34 +194,33 @@ def _stream(rng: random.Random, n: int, noise: int) -> list[tuple[int, int, int]
     return rows
 
 
-CASES = {
-    "seed": st.integers(0, 10**6),
-    "o_kind": st.sampled_from(["", "ORDERED", "CLUSTERED", "UNIQUE"]),
-    "f_kind": st.sampled_from(["ORDERED", "CLUSTERED", "UNIQUE"]),
-    "ks": st.tuples(st.integers(0, 3), st.integers(0, 3)),
-    "noise": st.integers(0, 3),
-    "slack": st.integers(0, 2),
-    "chunk": st.integers(1, 9),
-    "snapshots": st.booleans(),
-}
+CASE = st.fixed_dictionaries(
+    {
+        "seed": st.integers(0, 10**6),
+        "o_kind": st.sampled_from(["", "ORDERED", "CLUSTERED", "UNIQUE"]),
+        "f_kind": st.sampled_from(["ORDERED", "CLUSTERED", "UNIQUE"]),
+        "ks": st.tuples(st.integers(0, 3), st.integers(0, 3)),
+        "noise": st.integers(0, 3),
+        "slack": st.integers(0, 2),
+        "chunk": st.integers(1, 9),
+        "snapshots": st.booleans(),
+    }
+)
+SLOW_OK = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(**CASES)
-def test_answers_equal_the_definition_over_the_admitted_elements(
-    seed, o_kind, f_kind, ks, noise, slack, chunk, snapshots
-) -> None:
+@settings(max_examples=12, **SLOW_OK)
+@given(case=CASE)
+def test_answers_equal_the_definition_over_the_admitted_elements(case) -> None:
     """Every query shape over random constrained streams (a few cases; ``-m slow``: many)."""
-    _answers_equal_the_definition(seed, o_kind, f_kind, ks, noise, slack, chunk, snapshots)
+    _answers_equal_the_definition(**case)
 
 
 @pytest.mark.slow
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(**CASES)
-def test_answers_equal_the_definition_over_the_admitted_elements_many_cases(
-    seed, o_kind, f_kind, ks, noise, slack, chunk, snapshots
-) -> None:
-    _answers_equal_the_definition(seed, o_kind, f_kind, ks, noise, slack, chunk, snapshots)
+@settings(max_examples=100, **SLOW_OK)
+@given(case=CASE)
+def test_answers_equal_the_definition_over_the_admitted_elements_many_cases(case) -> None:
+    _answers_equal_the_definition(**case)
 
 
 def _answers_equal_the_definition(

@@ -167,6 +167,11 @@ def shift(e: BExpr, by: int) -> BExpr:
     return map_columns(e, lambda c: dataclasses.replace(c, index=c.index + by))
 
 
+def reindex(e: BExpr, at: Sequence[int] | Mapping[int, int]) -> BExpr:
+    """``e`` reading column ``at[i]`` wherever it read column ``i`` (names kept)."""
+    return map_columns(e, lambda c: dataclasses.replace(c, index=at[c.index]))
+
+
 def substitute(e: BExpr, cols: Sequence[BExpr] | Mapping[int, BExpr]) -> BExpr:
     """``e`` with each column reference replaced by the expression at its position in ``cols``."""
     return map_columns(e, lambda c: cols[c.index])

@@ -91,8 +91,8 @@ from sluice.plan.analysis import (
     conjuncts,
     has_subquery,
     map_children,
-    map_columns,
     reads_row_alone,
+    reindex,
     shift,
     substitute,
 )
@@ -246,9 +246,9 @@ def order_joins_to_avoid_cross_products(node: L.LogicalNode) -> L.LogicalNode | 
     windows = {_window_of(leaf) for leaf in leaves}
     if len(windows) != 1 or None in windows:
         return None
-    owner: list[int] = []
-    for i, leaf in enumerate(leaves):
-        owner += [i] * len(leaf.schema)
+    widths = [len(leaf.schema) for leaf in leaves]
+    starts = [sum(widths[:i]) for i in range(len(leaves))]
+    owner = [i for i, w in enumerate(widths) for _ in range(w)]  # column → its input
     uses = [{owner[x.index] for x in walk_expr(c) if isinstance(x, ColRef)} for c in cs]
     order, rest = [0], list(range(1, len(leaves)))
     while rest:
@@ -259,16 +259,15 @@ def order_joins_to_avoid_cross_products(node: L.LogicalNode) -> L.LogicalNode | 
         rest.remove(nxt)
     if order == sorted(order):
         return None
-    starts = [sum(len(leaves[j].schema) for j in range(i)) for i in range(len(leaves))]
     cols = node.schema.columns
-    pos: dict[int, int] = {}
+    pos: dict[int, int] = {}  # written position → new one
     for i in order:
-        for k in range(len(leaves[i].schema)):
+        for k in range(widths[i]):
             pos[starts[i] + k] = len(pos)
     tree = leaves[order[0]]
     for i in order[1:]:
         tree = L.Join(tree, leaves[i])
-    body = _select(tree, [map_columns(c, lambda r: dataclasses.replace(r, index=pos[r.index])) for c in cs])
+    body = _select(tree, [reindex(c, pos) for c in cs])
     back = tuple(ColRef(pos[i], c.type, c.name) for i, c in enumerate(cols))
     return L.Project(body, back, node.schema)
 
@@ -285,8 +284,7 @@ def merge_column_projections(node: L.LogicalNode) -> L.LogicalNode | None:
     if not all(isinstance(c, ColRef) for c in inner.columns) or not all(reads_row_alone(c) for c in node.columns):
         return None
     at = [c.index for c in inner.columns if isinstance(c, ColRef)]  # (each is one: checked above)
-    cols = tuple(map_columns(c, lambda r: dataclasses.replace(r, index=at[r.index])) for c in node.columns)
-    return L.Project(inner.input, cols, node.out_schema)
+    return L.Project(inner.input, tuple(reindex(c, at) for c in node.columns), node.out_schema)
 
 
 def _window_of(n: L.LogicalNode) -> object | None:

@@ -113,11 +113,11 @@ class Admission(Part):
             self.rejected["late"] += len(idx) - 5
         return batch.filter(pa.array(~early))
 
-    def constrained(self, arrivals: Constraints, batch: pa.Table) -> pa.Table:
+    def constrained(self, checker: Constraints, batch: pa.Table) -> pa.Table:
         """The elements of ``batch`` (in the stream's order) that keep its k-constraints
         (``sluice.runtime.constraints``); the rest rejected with their reason, "constraint".
         """
-        kept, why = arrivals.check(batch)
+        kept, why = checker.check(batch)
         for msg in why:
             self.reject("constraint", msg)
         if batch.num_rows - kept.num_rows > len(why):

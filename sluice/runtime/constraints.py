@@ -62,13 +62,17 @@ class _Ordered:
         self.recent: np.ndarray | None = None  # the last min(k, n) values, oldest first
         self.floor: Any = None  # the largest value before them (None: none yet)
 
+    def _after_recent(self, v: np.ndarray) -> np.ndarray:
+        """The last ``k`` values admitted, then ``v``."""
+        return v if self.recent is None else np.concatenate([self.recent.astype(v.dtype, copy=False), v])
+
     def floors(self, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each of ``v``, as if all before it were admitted: whether a floor binds it, and the
         floor (the largest value more than ``k`` positions before it).
         """
-        recent = v[:0] if self.recent is None else self.recent.astype(v.dtype, copy=False)
-        pm = np.maximum.accumulate(np.concatenate([recent, v]))
-        idx = np.arange(len(v)) + len(recent) - self.k - 1  # the last position binding each
+        comb = self._after_recent(v)
+        pm = np.maximum.accumulate(comb)
+        idx = np.arange(len(v)) + len(comb) - len(v) - self.k - 1  # the last position binding each
         bound = idx >= 0
         f = pm[np.maximum(idx, 0)]
         if self.floor is not None:
@@ -88,8 +92,7 @@ class _Ordered:
         """Admit ``v`` (they adhere); True if the floor rose."""
         if not len(v):
             return False
-        recent = v[:0] if self.recent is None else self.recent.astype(v.dtype, copy=False)
-        comb = np.concatenate([recent, v])
+        comb = self._after_recent(v)
         cut = len(comb) - self.k
         rose = False
         if cut > 0:
@@ -144,13 +147,26 @@ class _ValueSet:
 
 
 class _Clustered:
-    """``CLUSTERED BY a WITHIN k``: where each open value was last, and the closed ones."""
+    """``CLUSTERED BY a WITHIN k``: where each open value was last (sorted arrays: at most
+    ``k + 1`` values, and those of the last batch), and the closed ones.
+    """
 
     def __init__(self, k: int) -> None:
         self.k = k
         self.n = 0
-        self.last: dict[Any, int] = {}  # open values → their last position
+        self.open_values: np.ndarray | None = None  # sorted
+        self.open_last: np.ndarray = np.zeros(0, dtype=np.int64)  # each one's last position
         self.closed_set = _ValueSet()
+
+    def _last_of(self, u: np.ndarray) -> np.ndarray:
+        """The last position of each of ``u`` while open, else −1."""
+        out = np.full(len(u), -1, dtype=np.int64)
+        ov = self.open_values
+        if ov is not None and len(ov) and len(u):
+            i = np.minimum(np.searchsorted(ov, u), len(ov) - 1)
+            hit = ov[i] == u
+            out[hit] = self.open_last[i[hit]]
+        return out
 
     def violations(self, v: np.ndarray) -> np.ndarray:
         m = len(v)
@@ -164,14 +180,11 @@ class _Clustered:
         first[1:] = s[1:] != s[:-1]
         prev = np.full(m, -1, dtype=np.int64)
         prev[order[1:]] = pos[order[:-1]]
+        heads = order[first]  # each value's first element in this batch, in the order of ``uniq``
+        prev[heads] = self._last_of(uniq)
         bad = np.zeros(m, dtype=bool)
-        heads = order[first]  # each value's first element in this batch
-        before = self.closed_set.contains(uniq[inv[heads]])
-        bad[heads[before]] = True
-        for h in heads[~before]:
-            prev[h] = self.last.get(_py(v[h]), -1)
-        has = prev >= 0
-        bad |= has & (pos - prev - 1 > self.k)
+        bad[heads] = self.closed_set.contains(uniq)
+        bad |= (prev >= 0) & (pos - prev - 1 > self.k)
         return bad
 
     def explain(self, v: np.ndarray) -> str:
@@ -183,24 +196,25 @@ class _Clustered:
         if not m:
             return False
         uniq, inv = np.unique(v, return_inverse=True)
-        lastpos = np.full(len(uniq), -1, dtype=np.int64)
-        np.maximum.at(lastpos, inv, self.n + np.arange(m))
-        for u, p in zip(uniq.tolist(), lastpos.tolist(), strict=True):
-            self.last[u] = p
+        last = np.full(len(uniq), -1, dtype=np.int64)
+        np.maximum.at(last, inv, self.n + np.arange(m))
         self.n += m
-        edge = self.n - 1 - self.k  # a value last seen before this position is closed
-        gone = [u for u, p in self.last.items() if p < edge]
-        for u in gone:
-            del self.last[u]
-        if gone:
-            self.closed_set.add(np.asarray(gone, dtype=v.dtype))
-        return bool(gone)
+        if self.open_values is not None and len(self.open_values):
+            older = ~np.isin(self.open_values, uniq)  # (the batch's positions are the later ones)
+            values = np.concatenate([self.open_values[older].astype(uniq.dtype, copy=False), uniq])
+            last = np.concatenate([self.open_last[older], last])
+            order = np.argsort(values, kind="stable")
+            uniq, last = values[order], last[order]
+        gone = last < self.n - 1 - self.k  # last seen more than k elements ago: closed
+        self.closed_set.add(uniq[gone])
+        self.open_values, self.open_last = uniq[~gone], last[~gone]
+        return bool(gone.any())
 
     def closed(self, v: np.ndarray) -> np.ndarray:
         return self.closed_set.contains(v) if len(v) else np.zeros(0, dtype=bool)
 
     def nbytes(self) -> int:
-        return self.closed_set.nbytes() + 16 * len(self.last)
+        return self.closed_set.nbytes() + (0 if self.open_values is None else 16 * len(self.open_values))
 
 
 class _Unique:
@@ -254,6 +268,11 @@ class Constraints(Part):
         self.constraints = list(constraints)
         self.checks: list[_Check] = [_check(c) for c, _ in self.constraints]
 
+    @classmethod
+    def of_stream(cls, name: str, schema: Any, constraints: Sequence[StreamConstraint]) -> Constraints:
+        """A stream's constraints, each reading the attribute it names."""
+        return cls(name, [(c, schema.index(c.column)) for c in constraints])
+
     def __bool__(self) -> bool:
         return bool(self.constraints)
 
@@ -277,34 +296,27 @@ class Constraints(Part):
                 keep &= ~nulls
         idx = np.flatnonzero(keep)
         vals = [_values(col.take(pa.array(idx))) for col in cols]
-        lo, tries = 0, 0
+        lo, seen = 0, 0
         while lo < len(idx):
-            part = [v[lo:] for v in vals]
-            bad = np.zeros(len(idx) - lo, dtype=bool)
+            # vectorised over the rest of the batch, re-checked after each violation; past a few
+            # violations in one batch, one element at a time
+            end = len(idx) if seen < _VECTOR_TRIES else lo + 1
+            part = [v[lo:end] for v in vals]
+            bad = np.zeros(end - lo, dtype=bool)
             for o, v in zip(self.checks, part, strict=True):
                 bad |= o.violations(v)
-            first = int(np.argmax(bad)) if bad.any() else len(bad)
-            tries += 1
-            if first == len(bad) or tries <= _VECTOR_TRIES:
-                for o, v in zip(self.checks, part, strict=True):
-                    o.add(v[:first])
-                if first == len(bad):
-                    break
-                if len(why) < 5:
-                    why.append(self._why(b, int(idx[lo + first]), [v[lo + first : lo + first + 1] for v in vals]))
-                keep[idx[lo + first]] = False
-                lo += first + 1
+            first = int(np.argmax(bad)) if bad.any() else end - lo
+            for o, v in zip(self.checks, part, strict=True):
+                o.add(v[:first])
+            if first == end - lo:
+                lo = end
                 continue
-            for j in range(lo, len(idx)):  # many violations: one by one
-                one = [v[j : j + 1] for v in vals]
-                if any(o.violations(x)[0] for o, x in zip(self.checks, one, strict=True)):
-                    if len(why) < 5:
-                        why.append(self._why(b, int(idx[j]), [v[j : j + 1] for v in vals]))
-                    keep[idx[j]] = False
-                else:
-                    for o, x in zip(self.checks, one, strict=True):
-                        o.add(x)
-            break
+            at = lo + first
+            seen += 1
+            if len(why) < 5:
+                why.append(self._why(b, int(idx[at]), [v[at : at + 1] for v in vals]))
+            keep[idx[at]] = False
+            lo = at + 1
         return (b if keep.all() else b.filter(pa.array(keep))), why
 
     def _why(self, b: pa.Table, i: int, values: list[np.ndarray]) -> str:

@@ -189,7 +189,7 @@ class Inbox:
         """
         key = d.name.lower()
         if key not in self.checkers:
-            self.checkers[key] = Constraints(d.name, [(c, d.schema.index(c.column)) for c in d.constraints])
+            self.checkers[key] = Constraints.of_stream(d.name, d.schema, d.constraints)
         return adm.constrained(self.checkers[key], batch)
 
     def reject(self, name: str, messages: Sequence[str]) -> None:

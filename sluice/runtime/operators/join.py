@@ -8,7 +8,7 @@ Equality conjuncts become hash-join keys (Arrow's hash join); the rest of the co
 the joined rows.  Without keys the pairs are a cross product (nested loop).
 
 **k-constraints (STREAM §4.1).** When an input only inserts, in a stream's order, and that
-stream is declared ``ORDERED BY`` or ``CLUSTERED BY`` a join key (``KeyGuard``, found by the
+stream declares ``ORDERED BY``, ``CLUSTERED BY`` or ``UNIQUE BY`` a join key (``KeyGuard``, found by the
 planner), the join tracks the promise over what it reads (``sluice.runtime.constraints``): a row
 of the *other* synopsis whose key that input will never have again pairs with nothing later and
 is forgotten.  The source rejects elements that break the promise, so no pair is ever missed.

@@ -56,8 +56,7 @@ class Source(Operator):
         super().__init__(SourceSpec(schema, slack, relation), name, [], Queue(name, schema.types), ctx)
         self.admission = Admission(name, slack)  # the lateness rule and what it rejected (the engine sets its scale)
         # a stream's k-constraints (STREAM §4.1), checked as it releases its elements
-        self.constraints = constraints
-        self.checker = Constraints(name, [(c, schema.index(c.column)) for c in constraints])
+        self.checker = Constraints.of_stream(name, schema, constraints)
         self.insert_only = not relation
         self._pending: list[pa.Table] = []
         self._buffered = 0
@@ -71,6 +70,10 @@ class Source(Operator):
         # a stream's checked elements pass here before they are buffered (the engine's resource
         # manager, under a memory limit: ``sluice.approx.manager``); it returns those it keeps
         self.shed: Callable[[str, pa.Table], pa.Table] | None = None
+
+    @property
+    def constraints(self) -> tuple[StreamConstraint, ...]:
+        return tuple(c for c, _ in self.checker.constraints)
 
     @property
     def slack(self) -> int:
