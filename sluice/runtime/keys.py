@@ -15,10 +15,14 @@ finite, integral and in BIGINT's range — and matches nothing otherwise.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+
+INT64_SAFE = float(2**62)  # integers whose magnitude stays below this cannot overflow int64
 
 
 def comparable(a: Any, b: Any) -> tuple[Any, Any]:
@@ -42,3 +46,54 @@ def as_integer(f: Any) -> pa.Array:
     with np.errstate(invalid="ignore"):
         ok = np.isfinite(v) & (np.floor(v) == v) & (v >= -(2.0**63)) & (v < 2.0**63)
     return pa.array(np.where(ok, v, 0).astype(np.int64), mask=~ok)
+
+
+def dense_integers(c: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray] | None:
+    """An integer column without NULLs whose values span a narrow range, coded by a lookup table
+    (a counting pass, no hashing): each row's code and the values in code order.  None otherwise.
+    """
+    if not pa.types.is_integer(c.type) or c.null_count or not len(c):
+        return None
+    x = c.to_numpy()
+    lo, hi = int(x.min()), int(x.max())
+    if hi - lo >= 4 * len(x) + 1024:
+        return None
+    off = (x - lo).astype(np.intp)
+    values = np.flatnonzero(np.bincount(off, minlength=hi - lo + 1))
+    lut = np.empty(hi - lo + 1, dtype=np.int64)
+    lut[values] = np.arange(len(values))
+    return lut[off], values + lo
+
+
+def column_codes(c: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, Any]:
+    """Each row's dense code (NULL a value of its own; equal where Arrow's group-by sees equal
+    values: NaNs alike, ``-0.0`` apart from ``0.0``) and the values in code order (an Arrow or
+    NumPy array).
+    """
+    dense = dense_integers(c)
+    if dense is not None:
+        return dense
+    if isinstance(c, pa.ChunkedArray):
+        c = c.combine_chunks()
+    d = pc.dictionary_encode(c, null_encoding="encode")  # hash-based (Arrow)
+    return d.indices.to_numpy(zero_copy_only=False).astype(np.int64), d.dictionary
+
+
+def row_codes(cols: Sequence[pa.Array | pa.ChunkedArray], n: int) -> tuple[np.ndarray, np.ndarray | None, list[Any]]:
+    """Each row's group over several columns (equal rows, one id; dense), each group's first row
+    (None with one column: its codes are the groups) and each column's values in code order.
+    """
+    if not cols:
+        return np.zeros(n, np.int64), np.zeros(min(n, 1), np.int64), []
+    coded = [column_codes(c) for c in cols]
+    codes, dicts = [c for c, _ in coded], [d for _, d in coded]
+    if len(codes) == 1:
+        return codes[0], None, dicts
+    if float(np.prod([float(len(d)) for d in dicts])) < INT64_SAFE:
+        combined = codes[0]
+        for c, d in zip(codes[1:], dicts[1:], strict=True):
+            combined = combined * len(d) + c
+        _, first, inv = np.unique(combined, return_index=True, return_inverse=True)
+    else:
+        _, first, inv = np.unique(np.stack(codes, axis=1), axis=0, return_index=True, return_inverse=True)
+    return inv.reshape(-1), first, dicts

@@ -24,27 +24,10 @@ from sluice.plan import limbs
 from sluice.plan.expr import AggCall, AggKind
 from sluice.plan.numeric import INT_MAX, INT_MIN
 from sluice.runtime.batch import arrow_type, make
+from sluice.runtime.keys import INT64_SAFE, row_codes
 from sluice.runtime.operators.base import Operator, Part
 
-INT64_SAFE = float(2**62)  # sums whose magnitude stays below this cannot overflow int64
 FLOAT_EXACT = float(2**53)  # integers below this are exact doubles: s / n is then correctly rounded
-
-
-def _dense_integers(c: pa.Array) -> tuple[np.ndarray, list[Any]] | None:
-    """An integer column without NULLs whose values span a narrow range, coded by a lookup table
-    (a counting pass, no hashing): each row's code and the values in code order.  None otherwise.
-    """
-    if not pa.types.is_integer(c.type) or c.null_count or not len(c):
-        return None
-    x = c.to_numpy()
-    lo, hi = int(x.min()), int(x.max())
-    if hi - lo >= 4 * len(x) + 1024:
-        return None
-    off = (x - lo).astype(np.intp)
-    values = np.flatnonzero(np.bincount(off, minlength=hi - lo + 1))
-    lut = np.empty(hi - lo + 1, dtype=np.int64)
-    lut[values] = np.arange(len(values))
-    return lut[off], (values + lo).tolist()
 
 
 class Counting(Part):
@@ -169,28 +152,12 @@ class Counting(Part):
             if () not in self.gid:
                 self._alloc(())
             return np.zeros(n, dtype=np.int64)
-        codes, dicts = [], []
-        for c in keycols:  # dense codes per column, NULL a value of its own
-            dense = _dense_integers(c)
-            if dense is not None:
-                codes.append(dense[0])
-                dicts.append(dense[1])
-                continue
-            d = pc.dictionary_encode(c, null_encoding="encode")  # hash-based (Arrow)
-            codes.append(d.indices.to_numpy(zero_copy_only=False).astype(np.int64))
-            dicts.append(d.dictionary.to_pylist())
-        if len(codes) == 1:
-            inv, values = codes[0], [dicts[0]]
+        inv, first, dicts = row_codes(keycols, n)
+        if first is None:  # one column: its codes are the groups, its values in code order
+            d = dicts[0]
+            values = [d.tolist() if isinstance(d, np.ndarray) else d.to_pylist()]
         else:
-            radix = float(np.prod([float(len(d)) for d in dicts]))
-            if radix < INT64_SAFE:
-                combined = codes[0]
-                for c, d in zip(codes[1:], dicts[1:], strict=True):
-                    combined = combined * len(d) + c
-                _, first, inv = np.unique(combined, return_index=True, return_inverse=True)
-            else:
-                _, first, inv = np.unique(np.stack(codes, axis=1), axis=0, return_index=True, return_inverse=True)
-            values = [[d[x] for x in c[first].tolist()] for c, d in zip(codes, dicts, strict=True)]
+            values = [c.take(pa.array(first)).to_pylist() for c in keycols]
         keys = list(zip(*values, strict=True))
         ids = np.empty(len(keys), dtype=np.int64)
         new: list[int] = []
@@ -204,9 +171,9 @@ class Counting(Part):
         if len(new) > 1:
             # new groups get ids in the order they first appear, whatever the batch boundaries (the
             # ids order a batch's changes within an instant: the same input gives the same output)
-            first = np.full(len(keys), len(rows), dtype=np.int64)
-            np.minimum.at(first, rows, np.arange(len(rows), dtype=np.int64))
-            new.sort(key=lambda j: int(first[j]))
+            seen = np.full(len(keys), len(rows), dtype=np.int64)
+            np.minimum.at(seen, rows, np.arange(len(rows), dtype=np.int64))
+            new.sort(key=lambda j: int(seen[j]))
         for j in new:
             ids[j] = self._alloc(keys[j])
         return ids[rows]

@@ -1,9 +1,14 @@
 """Symmetric join of two relations given as signed deltas (seed §3: one synopsis per input).
 
-A join is bilinear: each pair (l, r) of signed elements contributes ``sign_l · sign_r`` at
-``max(ts_l, ts_r)``.  Each run processes only elements with ``ts ≤ min(watermarks)``, so every
-element already in a synopsis is older than every new one, and the output of a run is
-``ΔL ⋈ R`` (at ΔL's stamps) + ``L ⋈ ΔR`` (at ΔR's) + ``ΔL ⋈ ΔR`` (at the later stamp).
+A join is bilinear.  Each run processes only elements with ``ts ≤ min(watermarks)``, so every
+element already in a synopsis is older than every new one.  A run's changes are read as lifetimes
+(``sluice.runtime.lifetimes``): with ``L'``, ``R'`` the rows held all run long (the synopses less
+the copies the run deletes) and ``ΔL``, ``ΔR`` the lifetimes that start or end in it, the output
+is ``ΔL ⋈ R'`` (at ΔL's starts and ends) + ``L' ⋈ ΔR`` + the pairs of ``ΔL × ΔR`` that overlap
+(entering at the later start, leaving at the earlier end; an interval join).  Pairing the run's
+signed elements instead — each insertion and deletion with each of the other side's — also pairs
+lifetimes that never met, whose outputs cancel: with short windows and batches spanning many
+instants that was nearly all the work (issue #11; a 3-way window join 26× faster).
 Equality conjuncts become hash-join keys (Arrow's hash join); the rest of the condition filters
 the joined rows.  Without keys the pairs are a cross product (nested loop).
 
@@ -25,9 +30,10 @@ import pyarrow as pa
 from sluice.cql.ast import StreamConstraint
 from sluice.datatypes import DataType
 from sluice.plan.expr import BExpr
-from sluice.runtime.batch import META, NEG_INF, concat, make, sort_by_ts, ts_of
+from sluice.runtime.batch import META, NEG_INF, POS_INF, concat, make, sort_by_ts, ts_of
 from sluice.runtime.constraints import Constraints
 from sluice.runtime.keys import comparable
+from sluice.runtime.lifetimes import Lifetimes, lifetimes, overlapping
 from sluice.runtime.operators.base import Operator, OperatorSpec
 from sluice.runtime.synopsis import RelationSynopsis, W
 from sluice.runtime.vexpr import compile_expr, evaluate_rows, truth_mask
@@ -95,13 +101,23 @@ class Join(Operator):
     def _run(self, budget: int) -> int:
         bound = self._arrival_bound()
         dl, dr = self.read_aligned(budget)
-        parts = []
-        if dl.num_rows:
-            parts.append(self._pairs(dl, self.right.table, delta_left=True))
-        if dr.num_rows:
-            parts.append(self._pairs(self.left.table, dr, delta_left=False))
+        parts, add_l, add_r, left_gone, right_gone = [], dl, dr, False, False
         if dl.num_rows and dr.num_rows:
-            parts.append(self._delta_pairs(dl, dr))
+            # Both inputs changed: read as lifetimes, a pair of changes contributes only where the
+            # two lifetimes meet (``sluice.runtime.lifetimes``) — not every insertion with every
+            # deletion of the run, whose outputs cancel.  Copies held before the run that it
+            # deletes leave the synopses first: they then hold what is there all run long.
+            ll, lr = lifetimes(dl), lifetimes(dr)
+            parts.append(self._overlaps(ll, dl, lr, dr))
+            self.left.add(_take(dl, ll.gone))
+            self.right.add(_take(dr, lr.gone))
+            add_l, add_r = _take(dl, ll.kept), _take(dr, lr.kept)
+            left_gone, right_gone = bool(len(ll.gone)), bool(len(lr.gone))
+        # (consolidated after deletions: a row and its deletion would pair twice, and cancel)
+        if dl.num_rows:
+            parts.append(self._pairs(dl, self.right.query() if right_gone else self.right.table, delta_left=True))
+        if dr.num_rows:
+            parts.append(self._pairs(self.left.query() if left_gone else self.left.table, dr, delta_left=False))
         # An input that has ended (a static relation's rows, all read) never pairs with what the
         # other input sends later except as ΔL ⋈ R: the other side's synopsis is not needed
         # (STREAM §2.2: a stream joined with a static relation needs no window of it).
@@ -110,14 +126,14 @@ class Join(Operator):
             if len(self.left):
                 self.left = RelationSynopsis(self.spec.left_types)
         else:
-            self.left.add(self._needed(dl, 0))
+            self.left.add(self._needed(add_l, 0))
             if closing[1]:
                 self.left.drop(self._unneeded(self.left.table, 0, 0))
         if self._ended(0):
             if len(self.right):
                 self.right = RelationSynopsis(self.spec.right_types)
         else:
-            self.right.add(self._needed(dr, 1))
+            self.right.add(self._needed(add_r, 1))
             if closing[0]:
                 self.right.drop(self._unneeded(self.right.table, 1, 0))
         out = [p for p in parts if p is not None and p.num_rows]
@@ -203,6 +219,7 @@ class Join(Operator):
         return b.take(pa.array(np.repeat(np.arange(len(w)), reps)))
 
     def _pairs(self, left: pa.Table, right: pa.Table, delta_left: bool) -> pa.Table | None:
+        """One input's changes with the rows the other held all run (weighted), at the changes' instants."""
         if delta_left:  # left: signed elements; right: weighted synopsis
             i, j = self._match(left, right, META, 0)
             ts = ts_of(left)[i]
@@ -213,11 +230,21 @@ class Join(Operator):
         w = left.column(W).to_numpy()[i] * right.column(1).to_numpy()[j].astype(np.int64)
         return self._build(left, right, i, j, 0, META, ts, w)
 
-    def _delta_pairs(self, dl: pa.Table, dr: pa.Table) -> pa.Table | None:
-        i, j = self._match(dl, dr, META, META)
-        ts = np.maximum(ts_of(dl)[i], ts_of(dr)[j])
-        w = dl.column(1).to_numpy()[i].astype(np.int64) * dr.column(1).to_numpy()[j].astype(np.int64)
-        return self._build(dl, dr, i, j, META, META, ts, w)
+    def _overlaps(self, ll: Lifetimes, dl: pa.Table, lr: Lifetimes, dr: pa.Table) -> pa.Table | None:
+        """Pairs of the run's lifetimes, one per side: a pair holds while both do, so it enters
+        at the later start and leaves at the earlier end — if that comes later (no output for
+        lifetimes that never met: the insertion–deletion pairs that would cancel).
+        """
+        left, right = ll.rows(dl), lr.rows(dr)
+        keys = self.spec.keys
+        i, j = overlapping([left.column(META + a) for a, _ in keys], ll, [right.column(META + b) for _, b in keys], lr)
+        lo = np.maximum(ll.start[i], lr.start[j])
+        hi = np.minimum(ll.end[i], lr.end[j])
+        enter, leave = lo > NEG_INF, hi < POS_INF
+        ii, jj = np.concatenate([i[enter], i[leave]]), np.concatenate([j[enter], j[leave]])
+        ts = np.concatenate([lo[enter], hi[leave]])
+        w = np.concatenate([np.ones(int(enter.sum()), np.int64), -np.ones(int(leave.sum()), np.int64)])
+        return self._build(left, right, ii, jj, META, META, ts, w)
 
     def synopses(self) -> list[Any]:
         return [self.left, self.right]
@@ -225,3 +252,7 @@ class Join(Operator):
     def state_bytes(self) -> int:
         promises = (p for p in (self.left_promise, self.right_promise) if p is not None)
         return super().state_bytes() + sum(p.nbytes() for p in promises)
+
+
+def _take(delta: pa.Table, rows: np.ndarray) -> pa.Table:
+    return delta if len(rows) == delta.num_rows else delta.take(pa.array(rows))
