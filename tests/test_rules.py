@@ -94,6 +94,7 @@ def test_each_selection_rule_fires_where_it_applies() -> None:
 
 def test_rules_are_named_and_explain_lists_the_ones_applied() -> None:
     assert [r.name for r in RULES] == [
+        "scalar-subquery-to-join",
         "order-joins-to-avoid-cross-products",
         "merge-column-projections",
         "push-selection-below-projection",
@@ -147,6 +148,12 @@ def test_rules_are_named_and_explain_lists_the_ones_applied() -> None:
         "Istream(select * from S [Rows 2], T [Rows 2], S as U [Rows 2] where S.K = U.K and T.W = U.V + 1)",
         "select U.W, count(*), sum(T.W) from S [Now], T [Now], T as U [Now] where S.K = U.K and T.K = U.K group by U.W",
         "select * from S [Range 2], T [Range 2], T as X [Range 2], S as U [Range 2] where S.K < U.K and T.K = X.K and X.K = U.V",
+        # a comparison with an uncorrelated one-row subquery: a join with it
+        "Rstream(select S.K, S.V from S [Range 3 Slide 3] where S.V = (select max(V) from S [Range 3 Slide 3]))",
+        "select S.K from S [Range 4] where S.V >= (select avg(W) from T [Rows 2]) and S.K <> 1",
+        "select count(*) from S [Now] where (select count(*) from T [Range 2]) > S.V",
+        "select S.V from S [Range 3] where S.V < (select max(W) from T [Range 5] where W > 1 having count(*) > 1)",
+        "Istream(select S.V from S [Range 2], R where S.K = R.K and R.K = (select min(K) from T [Range 3]))",
     ],
 )
 def test_engine_on_rewritten_plans_equals_the_definition(query: str) -> None:
@@ -410,3 +417,26 @@ def test_a_snapshot_of_another_plan_is_refused() -> None:
         SluiceError, match="the snapshot is of a different plan: sharedwindowjoin#1 is SharedWindowJoin \\[no keys"
     ):
         new.restore_state(state)
+
+
+@pytest.mark.parametrize(
+    "query, joined",
+    [
+        ("select S.V from S [Range 2] where S.V = (select max(W) from T [Range 2])", True),
+        ("select S.V from S [Range 2] where (select max(W) from T [Range 2]) <> S.V + 1 and S.K > 0", True),
+        # NULL (no row) could make these TRUE, or the subquery may have several rows, or read the outer row
+        ("select S.V from S [Range 2] where S.V = (select max(W) from T [Range 2]) or S.K = 0", False),
+        ("select S.V from S [Range 2] where (select max(W) from T [Range 2]) is null", False),
+        ("select S.V from S [Range 2] where coalesce((select max(W) from T [Range 2]), 0) = S.V", False),
+        ("select S.V from S [Range 2] where S.V = (select W from T [Now])", False),
+        ("select S.V from S [Range 2] where S.V = (select max(W) from T [Range 2] group by K)", False),
+        ("select S.V from S [Range 2] where S.V = (select max(W) from T [Range 2] where T.K = S.K)", False),
+        ("select S.V from S [Range 2] where S.V in (select max(W) from T [Range 2])", False),
+    ],
+)
+def test_a_scalar_subquery_becomes_a_join_only_where_null_cannot_count(query: str, joined: bool) -> None:
+    r = _rw(query)
+    assert ("scalar-subquery-to-join" in r.applied) == joined
+    assert r.plan.schema == bind_query(_cat(), query).plan.schema
+    if joined:
+        assert "Subquery" not in repr(r.plan) and "Join" in explain(r.plan)

@@ -56,6 +56,13 @@ calling one never move below those four.
 
 ``merge-column-projections``
     π_a(π_b(x)) = π_{a∘b}(x) when π_b only copies columns (it cannot fail on a row).
+``scalar-subquery-to-join``
+    σ_{x θ (Q) ∧ p}(R) = π_R(σ_{x θ m ∧ p}(R × Q)) for a comparison θ and an uncorrelated scalar
+    subquery Q that has at most one row at every instant (a grouping without keys, under
+    selections and projections that copy columns): with one row m the conditions are the same;
+    with none, x θ NULL is never TRUE and R × Q is empty.  The subquery operator re-evaluated the
+    comparison for every row of R at each instant Q or R changed; a join pairs R's changes with
+    Q's one row (and its key when θ is =).
 
 ``unwrap-stream-round-trips``
     Istream(χ(S [Range Unbounded])) = Rstream(χ(S [Now])) = χ(S) for a chain χ of selections and
@@ -91,12 +98,14 @@ from sluice.plan.analysis import (
     conjuncts,
     has_subquery,
     map_children,
+    plan_has_subquery,
+    plan_uses_current_time,
     reads_row_alone,
     reindex,
     shift,
     substitute,
 )
-from sluice.plan.expr import BExpr, ColRef, UdfCall, walk_expr
+from sluice.plan.expr import BExpr, Call, ColRef, OuterRef, Subquery, UdfCall, walk_expr
 from sluice.windows import Now, Unbounded
 
 Rewrite = Callable[[L.LogicalNode], L.LogicalNode | None]
@@ -287,6 +296,55 @@ def merge_column_projections(node: L.LogicalNode) -> L.LogicalNode | None:
     return L.Project(inner.input, tuple(reindex(c, at) for c in node.columns), node.out_schema)
 
 
+_COMPARISONS = frozenset({"eq", "ne", "lt", "le", "gt", "ge"})
+
+
+def scalar_subquery_to_join(node: L.LogicalNode) -> L.LogicalNode | None:
+    """A WHERE conjunct comparing a row's value with an uncorrelated scalar subquery of at most
+    one row, as a join with that subquery (NEXMark Q7's ``price = (select max(price) …)``).
+    Only a conjunct that *is* the comparison: NULL (no row) makes it not TRUE, as the join has
+    no pair; under OR, NOT, IS NULL or a function, NULL may count, and the rule declines.  The
+    other conjuncts stay as they were (they read the same columns, at the same positions).
+    """
+    if not (isinstance(node, L.Filter) and node.input.kind is L.Kind.RELATION):
+        return None
+    cs = conjuncts(node.predicate)
+    found = next(((k, q) for k, c in enumerate(cs) if (q := _one_row_subquery(c)) is not None), None)
+    if found is None or any(has_subquery(c) for k, c in enumerate(cs) if k != found[0]):
+        return None
+    k, q = found
+    width = len(node.input.schema)
+    m = ColRef(width, q.type, "subquery")
+    c = cs[k]
+    assert isinstance(c, Call)
+    cs[k] = Call(c.fn, tuple(m if a is q else a for a in c.args), c.type)
+    joined = L.Filter(L.Join(node.input, q.plan), conjoin(cs) or cs[k])
+    back = tuple(ColRef(i, col.type, col.name) for i, col in enumerate(node.input.schema.columns))
+    return L.Project(joined, back, node.input.schema)
+
+
+def _one_row_subquery(c: BExpr) -> Subquery | None:
+    """The scalar subquery ``c`` compares a row's own value with, if it has at most one row at
+    every instant and reads nothing from outside (no outer row, CURRENT_TIME, nested subquery).
+    """
+    if not (isinstance(c, Call) and c.fn in _COMPARISONS and len(c.args) == 2):
+        return None
+    a, b = c.args
+    q, other = (b, a) if isinstance(b, Subquery) else (a, b)
+    if not (isinstance(q, Subquery) and q.kind == "SCALAR" and reads_row_alone(other)):
+        return None
+    if plan_has_subquery(q.plan) or plan_uses_current_time(q.plan) or _reads_outer_rows(q.plan):
+        return None
+    n = q.plan
+    while isinstance(n, L.Filter) or (isinstance(n, L.Project) and all(isinstance(x, ColRef) for x in n.columns)):
+        n = n.input
+    return q if isinstance(n, L.Aggregate) and not n.keys and len(q.plan.schema) == 1 else None
+
+
+def _reads_outer_rows(plan: L.LogicalNode) -> bool:
+    return any(isinstance(x, OuterRef) for n in L.walk_plan(plan) for e in n.exprs() for x in walk_expr(e))
+
+
 def _window_of(n: L.LogicalNode) -> object | None:
     """The window (its definition) ``n`` reads a stream through, under selections and
     projections; None if it is not a window.
@@ -469,6 +527,7 @@ def _over(chain: list[L.Filter | L.Project], base: L.LogicalNode) -> L.LogicalNo
 
 
 RULES: tuple[Rule, ...] = (
+    Rule("scalar-subquery-to-join", scalar_subquery_to_join),
     Rule("order-joins-to-avoid-cross-products", order_joins_to_avoid_cross_products),
     Rule("merge-column-projections", merge_column_projections),
     Rule("push-selection-below-projection", push_selection_below_projection),
