@@ -56,13 +56,16 @@ calling one never move below those four.
 
 ``merge-column-projections``
     π_a(π_b(x)) = π_{a∘b}(x) when π_b only copies columns (it cannot fail on a row).
-``scalar-subquery-to-join``
+``subquery-comparison-to-join``
     σ_{x θ (Q) ∧ p}(R) = π_R(σ_{x θ m ∧ p}(R × Q)) for a comparison θ and an uncorrelated scalar
     subquery Q that has at most one row at every instant (a grouping without keys, under
     selections and projections that copy columns): with one row m the conditions are the same;
-    with none, x θ NULL is never TRUE and R × Q is empty.  The subquery operator re-evaluated the
-    comparison for every row of R at each instant Q or R changed; a join pairs R's changes with
-    Q's one row (and its key when θ is =).
+    with none, x θ NULL is never TRUE and R × Q is empty.  And a quantified comparison with an
+    uncorrelated subquery Q of one column c, through the one row of a grouping of Q:
+    x θ ANY (Q) is TRUE exactly when x θ the least (θ ∈ {>, ≥}) or greatest (θ ∈ {<, ≤})
+    non-NULL c is; x θ ALL (Q) when Q is empty, or holds no NULL and x θ its greatest (least)
+    c.  The subquery operator re-evaluated the comparison for every row of R at each instant Q
+    or R changed; a join pairs R's changes with Q's one row (on a key when θ is =).
 
 ``unwrap-stream-round-trips``
     Istream(χ(S [Range Unbounded])) = Rstream(χ(S [Now])) = χ(S) for a chain χ of selections and
@@ -91,6 +94,8 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from sluice.catalog.schema import Column, Schema
+from sluice.datatypes import BIGINT, BOOLEAN
 from sluice.errors import InternalError
 from sluice.plan import logical as L
 from sluice.plan.analysis import (
@@ -105,7 +110,7 @@ from sluice.plan.analysis import (
     shift,
     substitute,
 )
-from sluice.plan.expr import BExpr, Call, ColRef, OuterRef, Subquery, UdfCall, walk_expr
+from sluice.plan.expr import AggCall, AggKind, BExpr, Call, ColRef, Const, OuterRef, Subquery, UdfCall, walk_expr
 from sluice.windows import Now, Unbounded
 
 Rewrite = Callable[[L.LogicalNode], L.LogicalNode | None]
@@ -299,46 +304,70 @@ def merge_column_projections(node: L.LogicalNode) -> L.LogicalNode | None:
 _COMPARISONS = frozenset({"eq", "ne", "lt", "le", "gt", "ge"})
 
 
-def scalar_subquery_to_join(node: L.LogicalNode) -> L.LogicalNode | None:
-    """A WHERE conjunct comparing a row's value with an uncorrelated scalar subquery of at most
-    one row, as a join with that subquery (NEXMark Q7's ``price = (select max(price) …)``).
-    Only a conjunct that *is* the comparison: NULL (no row) makes it not TRUE, as the join has
-    no pair; under OR, NOT, IS NULL or a function, NULL may count, and the rule declines.  The
-    other conjuncts stay as they were (they read the same columns, at the same positions).
+def subquery_comparison_to_join(node: L.LogicalNode) -> L.LogicalNode | None:
+    """A WHERE conjunct comparing a row's value with an uncorrelated subquery (scalar, of at most
+    one row; or quantified, ALL/ANY with <, ≤, >, ≥) as a join with one row computed from it
+    (NEXMark Q7's ``price = (select max(price) …)``, Q5's ``num >= all (select count(*) …)``).
+    Only a conjunct that *is* the comparison: one that is not TRUE drops the row either way, but
+    under OR, NOT, IS NULL or a function an UNKNOWN may count, and the rule declines.  The other
+    conjuncts stay as they were (they read the same columns, at the same positions).
     """
     if not (isinstance(node, L.Filter) and node.input.kind is L.Kind.RELATION):
         return None
     cs = conjuncts(node.predicate)
-    found = next(((k, q) for k, c in enumerate(cs) if (q := _one_row_subquery(c)) is not None), None)
+    width = len(node.input.schema)
+    found = next(((k, j) for k, c in enumerate(cs) if (j := _as_join(c, width)) is not None), None)
     if found is None or any(has_subquery(c) for k, c in enumerate(cs) if k != found[0]):
         return None
-    k, q = found
-    width = len(node.input.schema)
-    m = ColRef(width, q.type, "subquery")
-    c = cs[k]
-    assert isinstance(c, Call)
-    cs[k] = Call(c.fn, tuple(m if a is q else a for a in c.args), c.type)
-    joined = L.Filter(L.Join(node.input, q.plan), conjoin(cs) or cs[k])
+    k, (one_row, cs[k]) = found
+    joined = L.Filter(L.Join(node.input, one_row), conjoin(cs) or cs[k])
     back = tuple(ColRef(i, col.type, col.name) for i, col in enumerate(node.input.schema.columns))
     return L.Project(joined, back, node.input.schema)
 
 
-def _one_row_subquery(c: BExpr) -> Subquery | None:
-    """The scalar subquery ``c`` compares a row's own value with, if it has at most one row at
-    every instant and reads nothing from outside (no outer row, CURRENT_TIME, nested subquery).
+def _as_join(c: BExpr, width: int) -> tuple[L.LogicalNode, BExpr] | None:
+    """The one-row relation conjunct ``c`` compares with and ``c`` over the joined row (its
+    columns from ``width`` on), if ``c`` compares a row's value with an uncorrelated subquery.
     """
-    if not (isinstance(c, Call) and c.fn in _COMPARISONS and len(c.args) == 2):
+    if isinstance(c, Call) and c.fn in _COMPARISONS and len(c.args) == 2:
+        q = next((a for a in c.args if isinstance(a, Subquery)), None)
+        other = c.args[1] if q is c.args[0] else c.args[0]
+        if q is None or q.kind != "SCALAR" or not reads_row_alone(other) or not _independent(q.plan):
+            return None
+        n = q.plan
+        while isinstance(n, L.Filter) or (isinstance(n, L.Project) and all(isinstance(x, ColRef) for x in n.columns)):
+            n = n.input
+        if not (isinstance(n, L.Aggregate) and not n.keys and len(q.plan.schema) == 1):
+            return None  # (it may have several rows)
+        m = ColRef(width, q.type, "subquery")
+        return q.plan, Call(c.fn, tuple(m if a is q else a for a in c.args), c.type)
+    if not (isinstance(c, Subquery) and c.kind == "QUANT" and c.op in ("lt", "le", "gt", "ge") and not c.negated):
         return None
-    a, b = c.args
-    q, other = (b, a) if isinstance(b, Subquery) else (a, b)
-    if not (isinstance(q, Subquery) and q.kind == "SCALAR" and reads_row_alone(other)):
+    x = c.operand
+    if x is None or not reads_row_alone(x) or not _independent(c.plan) or len(c.plan.schema) != 1:
         return None
-    if plan_has_subquery(q.plan) or plan_uses_current_time(q.plan) or _reads_outer_rows(q.plan):
+    t = c.plan.schema.types[0]
+    if t != x.type:
         return None
-    n = q.plan
-    while isinstance(n, L.Filter) or (isinstance(n, L.Project) and all(isinstance(x, ColRef) for x in n.columns)):
-        n = n.input
-    return q if isinstance(n, L.Aggregate) and not n.keys and len(q.plan.schema) == 1 else None
+    col = ColRef(0, t, c.plan.schema.columns[0].name)
+    every = c.quantifier == "ALL"
+    extreme = AggKind.MAX if (c.op in ("gt", "ge")) == every else AggKind.MIN
+    aggs: tuple[AggCall, ...] = (AggCall(extreme, col, False, t),)
+    if every:
+        aggs = (AggCall(AggKind.COUNT, None, False, BIGINT), AggCall(AggKind.COUNT, col, False, BIGINT), *aggs)
+    one_row = L.Aggregate(c.plan, (), aggs, Schema(tuple(Column(a.render((col.name,)), a.type) for a in aggs)))
+    m = ColRef(width + len(aggs) - 1, t, "subquery")
+    compare = Call(c.op, (x, m), BOOLEAN)
+    if not every:
+        return one_row, compare
+    rows, values = ColRef(width, BIGINT, "count"), ColRef(width + 1, BIGINT, "count")
+    no_null = Call("and", (Call("eq", (values, rows), BOOLEAN), compare), BOOLEAN)
+    return one_row, Call("or", (Call("eq", (rows, Const(0, BIGINT)), BOOLEAN), no_null), BOOLEAN)
+
+
+def _independent(plan: L.LogicalNode) -> bool:
+    """Reads nothing from outside itself: no outer row, no CURRENT_TIME, no nested subquery."""
+    return not (plan_has_subquery(plan) or plan_uses_current_time(plan) or _reads_outer_rows(plan))
 
 
 def _reads_outer_rows(plan: L.LogicalNode) -> bool:
@@ -527,7 +556,7 @@ def _over(chain: list[L.Filter | L.Project], base: L.LogicalNode) -> L.LogicalNo
 
 
 RULES: tuple[Rule, ...] = (
-    Rule("scalar-subquery-to-join", scalar_subquery_to_join),
+    Rule("subquery-comparison-to-join", subquery_comparison_to_join),
     Rule("order-joins-to-avoid-cross-products", order_joins_to_avoid_cross_products),
     Rule("merge-column-projections", merge_column_projections),
     Rule("push-selection-below-projection", push_selection_below_projection),
