@@ -67,6 +67,7 @@ def run_engine(
             eng.restore_state(pickle.loads(blob))
     eng.close(until)
     assert not eng.rejected(), eng.rejected()
+    assert not eng.failures, eng.failures  # (an operator that raised stops its queries)
     if engines is not None:
         engines.append(eng)
     return q.results()

@@ -11,7 +11,11 @@ it expires, the negative tuple marking the end).
 
 Copies of one tuple are interchangeable, so a deletion may end any copy held at that instant: the
 first deletions end copies held before the run (as many as the relation needs never to go
-negative), the rest end the run's own insertions, first in, first out.
+negative), the rest end the run's own insertions, first in, first out.  A relation that deletes
+in the order it inserted (a window over a stream) needs no grouping: its k-th deletion ends the
+k-th oldest copy — those held before the run first, then the run's insertions in order (checked
+equal, tuple by tuple: a relation that breaks the promise is an internal error, never a wrong
+answer).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sluice.errors import InternalError
 from sluice.runtime.batch import META, NEG_INF, POS_INF, sign_of, ts_of
 from sluice.runtime.keys import comparable, row_codes
 
@@ -52,8 +57,10 @@ class Lifetimes:
         return delta.take(pa.array(self.row))
 
 
-def lifetimes(delta: pa.Table) -> Lifetimes:
-    """Pair each deletion of ``delta`` with the insertion (or the copy held before) it ends."""
+def lifetimes(delta: pa.Table, fifo_held: int | None = None) -> Lifetimes:
+    """Pair each deletion of ``delta`` with the insertion (or the copy held before) it ends;
+    ``fifo_held``: the relation deletes oldest first and held this many copies before the run.
+    """
     n = delta.num_rows
     ts, sign = ts_of(delta).astype(np.int64), sign_of(delta)
     everything = np.arange(n, dtype=np.int64)
@@ -62,8 +69,17 @@ def lifetimes(delta: pa.Table) -> Lifetimes:
         return Lifetimes(everything, ts, np.full(n, POS_INF, np.int64), none, everything)
     if bool((sign < 0).all()):  # deletions only: every one ends a copy held before the run
         return Lifetimes(everything, np.full(n, NEG_INF, np.int64), ts, everything, none)
+    if fifo_held is not None:
+        found = _in_order(delta, ts, sign, fifo_held)
+        if found is None:
+            raise InternalError("a relation said to delete oldest first deleted another tuple")
+        return found
     group, _, _ = row_codes(delta.columns[META:], n)
-    order = np.argsort(group, kind="stable")  # by tuple, in arrival order within each
+    # by tuple, by instant, within an instant insertions first (the relation at an instant's end
+    # is what counts: a copy inserted and deleted at one instant lives for none of them, in
+    # whichever order they came), then in arrival order
+    by_instant = np.lexsort((sign < 0, ts))
+    order = by_instant[np.argsort(group[by_instant], kind="stable")]
     g = group[order]
     ins = sign[order] > 0
     head = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])  # each tuple's first position
@@ -98,6 +114,36 @@ def lifetimes(delta: pa.Table) -> Lifetimes:
     start = np.concatenate([ts[ins_el], np.full(len(gone), NEG_INF, np.int64)])
     stop = np.concatenate([end[ins_el], ts[gone]])
     return Lifetimes(row, start, stop, gone, kept)
+
+
+def _in_order(delta: pa.Table, ts: np.ndarray, sign: np.ndarray, held: int) -> Lifetimes | None:
+    """The lifetimes of a relation that deletes oldest first, by position; None if a deletion
+    does not end an equal tuple inserted before it (then it does not delete in that order).
+    """
+    ins = np.flatnonzero(sign > 0)
+    dels = np.flatnonzero(sign < 0)
+    g = min(len(dels), held)
+    gone, ending = dels[:g], dels[g:]
+    k = len(ending)
+    # (within an instant a window emits its deletions first: a copy may come and go at one
+    # instant, after its deletion — an empty lifetime)
+    if k > len(ins) or not bool((ts[ending] >= ts[ins[:k]]).all()):
+        return None
+    if k:
+        a = delta.take(pa.array(ins[:k])).columns[META:]
+        b = delta.take(pa.array(ending)).columns[META:]
+        for x, y in zip(a, b, strict=True):
+            same = pc.equal(x, y) if not x.null_count and not y.null_count else pc.equal(pc.is_null(x), pc.is_null(y))
+            if x.null_count or y.null_count:
+                same = pc.and_kleene(same, pc.or_kleene(pc.is_null(x), pc.equal(x, y)))
+            if not pc.all(pc.fill_null(same, False)).as_py():
+                return None
+    end = np.full(len(ins), POS_INF, np.int64)
+    end[:k] = ts[ending]
+    row = np.concatenate([ins, gone])
+    start = np.concatenate([ts[ins], np.full(len(gone), NEG_INF, np.int64)])
+    stop = np.concatenate([end, ts[gone]])
+    return Lifetimes(row, start, stop, gone, ins[k:])
 
 
 def overlapping(

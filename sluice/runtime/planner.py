@@ -352,7 +352,10 @@ class Planner:
         ):
             detail += said
         guards = tuple(g for g, _ in found)
-        spec = JoinSpec(n.schema, left.schema.types, right.schema.types, tuple(keys), residual, guards, detail=detail)
+        fifo = (self._fifo(left), self._fifo(right))
+        spec = JoinSpec(
+            n.schema, left.schema.types, right.schema.types, tuple(keys), residual, guards, fifo, detail=detail
+        )
         return self._new(Join, spec, [left, right])
 
     def _key_guards(self, n: L.Join, keys: list[tuple[int, int]]) -> list[tuple[KeyGuard, str]]:

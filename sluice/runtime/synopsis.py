@@ -30,8 +30,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from sluice.datatypes import DataType
+from sluice.errors import InternalError
 from sluice.runtime.batch import META, arrow_type, concat, nbytes
 
 W = "__w"
@@ -125,6 +127,10 @@ class RelationSynopsis(_Budgeted):
             self.table = self.table.filter(pa.array(~mask))
             self._fresh = min(self._fresh, self.table.num_rows)
 
+    def copies(self) -> int:
+        """How many tuples the multiset holds (the sum of the counts)."""
+        return int(pc.sum(self.table.column(W)).as_py() or 0)
+
     def query(self) -> pa.Table:
         """The multiset, consolidated: attributes plus the count ``__w``."""
         if self._fresh:
@@ -138,6 +144,35 @@ class RelationSynopsis(_Budgeted):
 
     def __len__(self) -> int:
         return int(self.table.num_rows)
+
+
+class FifoSynopsis(RelationSynopsis):
+    """A relation that deletes the copies it holds oldest first (a window over a stream, through
+    selections and projections: the planner's ``_fifo``), as its rows in insertion order, each of
+    count 1: a deletion drops the oldest row — no grouping, ever.  A join's input keeps it.
+    """
+
+    def _append(self, t: pa.Table) -> None:
+        if t.num_rows == 0:
+            return
+        w = t.column(W).to_numpy()
+        gone = int((w < 0).sum())
+        if gone < t.num_rows:  # insertions (count 1 each) go to the end, in order
+            ins = t.filter(pa.array(w > 0)) if gone else t
+            self.table = pa.concat_tables([self.table, ins])
+            if self.table.column(0).num_chunks > 64:
+                self.table = self.table.combine_chunks()
+        if gone:  # deletions end the oldest copies
+            self.table = self.table.slice(gone)
+
+    def drop(self, mask: np.ndarray) -> None:
+        raise InternalError("a FIFO synopsis forgets only its oldest rows")
+
+    def copies(self) -> int:
+        return int(self.table.num_rows)
+
+    def query(self) -> pa.Table:
+        return self.table
 
 
 class HashSynopsis(_Budgeted):

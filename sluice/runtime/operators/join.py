@@ -35,8 +35,10 @@ from sluice.runtime.constraints import Constraints
 from sluice.runtime.keys import comparable
 from sluice.runtime.lifetimes import Lifetimes, lifetimes, overlapping
 from sluice.runtime.operators.base import Operator, OperatorSpec
-from sluice.runtime.synopsis import RelationSynopsis, W
+from sluice.runtime.synopsis import FifoSynopsis, RelationSynopsis, W
 from sluice.runtime.vexpr import compile_expr, evaluate_rows, truth_mask
+
+FEW = 16  # lifetimes on one side below which a run's overlaps are found by hash, not by sorting
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +59,7 @@ class JoinSpec(OperatorSpec):
     keys: tuple[tuple[int, int], ...]  # (left column, right column) pairs that must be equal
     residual: BExpr | None  # the rest of the condition, over the joined row
     guards: tuple[KeyGuard, ...] = ()  # k-constraints an input's keys adhere to (STREAM §4.1)
+    fifo: tuple[bool, bool] = (False, False)  # per input: it deletes in the order it inserted
 
 
 @dataclass
@@ -69,8 +72,7 @@ class Join(Operator):
         super().__post_init__()
         self.stateful = True
         self.residual = compile_expr(self.spec.residual) if self.spec.residual is not None else None
-        self.left = RelationSynopsis(self.spec.left_types)
-        self.right = RelationSynopsis(self.spec.right_types)
+        self.left, self.right = self._synopsis(0), self._synopsis(1)
         # what each input's k-constraints promise about its keys, tracked over what it read
         (self.left_promise, ls), (self.right_promise, rs) = (self._promise(side) for side in (0, 1))
         self._slots = (ls, rs)  # per side, per guard: which of its promise's constraints it reads
@@ -107,7 +109,7 @@ class Join(Operator):
             # two lifetimes meet (``sluice.runtime.lifetimes``) — not every insertion with every
             # deletion of the run, whose outputs cancel.  Copies held before the run that it
             # deletes leave the synopses first: they then hold what is there all run long.
-            ll, lr = lifetimes(dl), lifetimes(dr)
+            ll, lr = lifetimes(dl, self._held(0)), lifetimes(dr, self._held(1))
             parts.append(self._overlaps(ll, dl, lr, dr))
             self.left.add(_take(dl, ll.gone))
             self.right.add(_take(dr, lr.gone))
@@ -124,14 +126,14 @@ class Join(Operator):
         closing = [o is not None and o.track(d) for o, d in ((self.left_promise, dl), (self.right_promise, dr))]
         if self._ended(1):
             if len(self.left):
-                self.left = RelationSynopsis(self.spec.left_types)
+                self.left = self._synopsis(0)
         else:
             self.left.add(self._needed(add_l, 0))
             if closing[1]:
                 self.left.drop(self._unneeded(self.left.table, 0, 0))
         if self._ended(0):
             if len(self.right):
-                self.right = RelationSynopsis(self.spec.right_types)
+                self.right = self._synopsis(1)
         else:
             self.right.add(self._needed(add_r, 1))
             if closing[0]:
@@ -143,6 +145,22 @@ class Join(Operator):
         if done > NEG_INF:
             self.advance(done)
         return dl.num_rows + dr.num_rows
+
+    def _synopsis(self, side: int) -> RelationSynopsis:
+        """Input ``side``'s synopsis: its rows in insertion order where it deletes oldest first
+        (and no k-constraint of the other input lets it forget rows out of that order).
+        """
+        types = self.spec.left_types if side == 0 else self.spec.right_types
+        return FifoSynopsis(types) if self.spec.fifo[side] and not self.spec.guards else RelationSynopsis(types)
+
+    def _held(self, side: int) -> int | None:
+        """How many copies input ``side``'s synopsis holds, if its deletions end them oldest first
+        (a window over a stream: ``sluice.runtime.lifetimes`` then pairs them by position); None
+        otherwise — or where the other input's k-constraints let the synopsis forget rows.
+        """
+        if not self.spec.fifo[side] or self.spec.guards:
+            return None
+        return (self.left if side == 0 else self.right).copies()
 
     def _unneeded(self, rows: pa.Table, side: int, off: int) -> np.ndarray:
         """Which of ``rows`` (of input ``side``; attributes from column ``off``) have a key the
@@ -237,7 +255,13 @@ class Join(Operator):
         """
         left, right = ll.rows(dl), lr.rows(dr)
         keys = self.spec.keys
-        i, j = overlapping([left.column(META + a) for a, _ in keys], ll, [right.column(META + b) for _, b in keys], lr)
+        if min(len(ll), len(lr)) <= FEW:  # one side has a handful: match by key, keep what met
+            i, j = self._match(left, right, META, META)
+            met = np.maximum(ll.start[i], lr.start[j]) < np.minimum(ll.end[i], lr.end[j])
+            i, j = i[met], j[met]
+        else:  # sort both sides by (key, start): the interval join
+            lk, rk = [left.column(META + a) for a, _ in keys], [right.column(META + b) for _, b in keys]
+            i, j = overlapping(lk, ll, rk, lr)
         lo = np.maximum(ll.start[i], lr.start[j])
         hi = np.minimum(ll.end[i], lr.end[j])
         enter, leave = lo > NEG_INF, hi < POS_INF
