@@ -25,6 +25,7 @@ from sluice.reference import evaluate
 from sluice.reference.compare import diff_outputs
 from sluice.runtime.batch import NEG_INF, POS_INF
 from sluice.runtime.lifetimes import Lifetimes, lifetimes, overlapping
+from sluice.runtime.operators import join
 from tests.engine_runner import run_engine
 
 
@@ -182,8 +183,14 @@ def _data(rng: random.Random, n: int) -> dict[str, list[tuple[int, tuple[int, in
 
 
 @pytest.mark.parametrize("query", QUERIES)
-@pytest.mark.parametrize("seed", range(3))
-def test_joins_of_derived_relations_equal_the_definition(query: str, seed: int) -> None:
+@pytest.mark.parametrize(("seed", "signed"), [(0, None), (1, 0), (2, 10**9)])
+def test_joins_of_derived_relations_equal_the_definition(
+    query: str, seed: int, signed: int | None, monkeypatch
+) -> None:
+    """``signed``: pairs of changes per change up to which the join pairs signed elements (0:
+    always lifetimes; 10**9: always signed elements; None: as the engine chooses)."""
+    if signed is not None:
+        monkeypatch.setattr(join, "SIGNED_PAIRS_PER_CHANGE", signed)
     rng = random.Random(seed)
     data = _data(rng, 40)
     cat = Catalog()

@@ -159,17 +159,8 @@ def overlapping(
     none = np.empty(0, np.int64)
     if not nl or not nr:
         return none, none
-    ok = np.r_[left.start < left.end, right.start < right.end]  # an empty lifetime meets nothing
-    cols = []
-    for a, b in zip(lkeys, rkeys, strict=True):
-        a, b = comparable(a, b)
-        both = pa.chunked_array([*_chunks(a), *_chunks(b)], type=a.type).combine_chunks()
-        if pa.types.is_floating(both.type):
-            both = pc.add(both, pa.scalar(0.0, both.type))  # one zero: −0.0 + 0.0 is 0.0
-        if both.null_count:
-            ok &= np.asarray(pc.is_valid(both).to_numpy(zero_copy_only=False), bool)
-        cols.append(both)
-    key, _, _ = row_codes(cols, nl + nr)
+    key, ok = _joint_keys(lkeys, rkeys, nl, nr)
+    ok &= np.r_[left.start < left.end, right.start < right.end]  # an empty lifetime meets nothing
     times, rank = np.unique(np.concatenate([left.start, left.end, right.start, right.end]), return_inverse=True)
     span = len(times) + 1
     rank = rank.reshape(-1)
@@ -189,6 +180,39 @@ def overlapping(
     hi = np.searchsorted(lsorted, rk[rok] + re[rok], side="left")
     j2, i2 = _expand(rok, lo, hi, lorder)
     return np.concatenate([i1, i2]), np.concatenate([j1, j2])
+
+
+def pair_count(
+    lkeys: list[pa.Array | pa.ChunkedArray], rkeys: list[pa.Array | pa.ChunkedArray], nl: int, nr: int
+) -> int:
+    """How many pairs of a left and a right row have equal keys (without forming them)."""
+    if not lkeys:
+        return nl * nr
+    key, ok = _joint_keys(lkeys, rkeys, nl, nr)
+    size = int(key.max()) + 1 if len(key) else 0
+    left = np.bincount(key[:nl][ok[:nl]], minlength=size)
+    right = np.bincount(key[nl:][ok[nl:]], minlength=size)
+    return int(left @ right)
+
+
+def _joint_keys(
+    lkeys: list[pa.Array | pa.ChunkedArray], rkeys: list[pa.Array | pa.ChunkedArray], nl: int, nr: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """One code per row of the left then the right rows, equal where their keys are (compared as
+    ``sluice.runtime.keys.comparable`` does; one float zero), and which rows have no NULL key.
+    """
+    ok = np.ones(nl + nr, bool)
+    cols = []
+    for a, b in zip(lkeys, rkeys, strict=True):
+        a, b = comparable(a, b)
+        both = pa.chunked_array([*_chunks(a), *_chunks(b)], type=a.type).combine_chunks()
+        if pa.types.is_floating(both.type):
+            both = pc.add(both, pa.scalar(0.0, both.type))  # one zero: −0.0 + 0.0 is 0.0
+        if both.null_count:
+            ok &= np.asarray(pc.is_valid(both).to_numpy(zero_copy_only=False), bool)
+        cols.append(both)
+    key, _, _ = row_codes(cols, nl + nr)
+    return key, ok
 
 
 def _chunks(a: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
