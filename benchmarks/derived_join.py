@@ -25,13 +25,11 @@ Writes `benchmarks/results/derived_join.json`.
 from __future__ import annotations
 
 import argparse
-import time
 from typing import Any
 
-import duckdb
 import numpy as np
 import pyarrow as pa
-from sluice.backends.embedded import EmbeddedEngine
+from join_order import duckdb_answer, run_query  # (benchmarks/ is the script's directory)
 from sluice.experiments.results import write_results
 
 RANGE = 100
@@ -45,7 +43,6 @@ DUCKDB = (
     f"join c on b.K = c.K and c.ts between b.ts - {RANGE} and b.ts + {RANGE} "
     f"where greatest(a.ts, b.ts, c.ts) - least(a.ts, b.ts, c.ts) <= {RANGE}"
 )
-Answer = list[tuple[int, int, int, int]]
 
 
 def data(events: int, keys: int) -> dict[str, pa.Table]:
@@ -57,40 +54,6 @@ def data(events: int, keys: int) -> dict[str, pa.Table]:
     }
 
 
-def run(tabs: dict[str, pa.Table], batch: int) -> tuple[dict[str, Any], Answer]:
-    eng = EmbeddedEngine(time_unit="millisecond", start=0)
-    eng.execute(";".join(f"register stream {s} (K integer, V integer)" for s in "ABC"))
-    q = eng.register_query(QUERY, retain=None)
-    n = tabs["A"].num_rows
-    ts = tabs["A"].column("ts").to_numpy()
-    peak = 0
-    t0 = time.perf_counter()
-    for i in range(0, n, batch):
-        for s in "ABC":
-            eng.push(s, tabs[s].slice(i, batch))
-        eng.heartbeat(int(ts[min(i + batch, n) - 1]))
-        eng.run()
-        peak = max(peak, sum(u.state_bytes() for u in eng.operators if u.stateful))
-    eng.close()
-    dt = time.perf_counter() - t0
-    got = sorted((e.ts, *e.row) for e in q.results())
-    return {"events": 3 * n, "seconds": round(dt, 3), "events_per_s": round(3 * n / dt), "output": len(got),
-            "peak_state_bytes": peak, "plan": eng.explain(q)}, got  # fmt: skip
-
-
-def duckdb_answer(tabs: dict[str, pa.Table]) -> tuple[Answer, float]:
-    con = duckdb.connect()
-    con.execute("set threads = 1")
-    for s, t in tabs.items():
-        con.register(s.lower(), t)
-    best = float("inf")
-    for _ in range(3):
-        t0 = time.perf_counter()
-        answer = con.sql(DUCKDB).to_arrow_table()
-        best = min(best, time.perf_counter() - t0)
-    return sorted(zip(*(answer.column(i).to_pylist() for i in range(4)), strict=True)), best
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--events", type=int, default=1_000_000)
@@ -99,10 +62,10 @@ def main() -> None:
     ap.add_argument("--out", default="benchmarks/results/derived_join.json")
     args = ap.parse_args()
     tabs = data(args.events, args.keys)
-    want, duck_s = duckdb_answer(tabs)
+    want, duck_s = duckdb_answer(tabs, DUCKDB)
     best: dict[str, Any] | None = None
     for _ in range(3):
-        r, got = run(tabs, args.batch)
+        r, got = run_query(tabs, QUERY, args.batch)
         assert got == want, "the engine's answer differs from DuckDB's"
         best = r if best is None or r["seconds"] < best["seconds"] else best
     assert best is not None

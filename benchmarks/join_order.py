@@ -58,29 +58,37 @@ def run(tabs: dict[str, pa.Table], with_rule: bool, batch: int = 10_000) -> tupl
     saved = rules.RULES
     rules.RULES = saved if with_rule else tuple(r for r in saved if r.name != RULE)
     try:
-        eng = EmbeddedEngine(time_unit="millisecond", start=0)
-        eng.execute(";".join(f"register stream {s} (K integer, V integer)" for s in "ABC"))
-        q = eng.register_query(QUERY)
-        n = tabs["A"].num_rows
-        ts = tabs["A"].column("ts").to_numpy()
-        peak = 0
-        t0 = time.perf_counter()
-        for i in range(0, n, batch):
-            for s in "ABC":
-                eng.push(s, tabs[s].slice(i, batch))
-            eng.heartbeat(int(ts[min(i + batch, n) - 1]))
-            eng.run()
-            peak = max(peak, sum(u.state_bytes() for u in eng.operators if u.stateful))
-        eng.close()
-        dt = time.perf_counter() - t0
-        got = sorted((e.ts, *e.row) for e in q.results())
-        return {"events": 3 * n, "seconds": round(dt, 3), "events_per_s": round(3 * n / dt), "output": len(got),
-                "peak_state_bytes": peak, "rules": list(q.rewrites)}, got  # fmt: skip
+        return run_query(tabs, QUERY, batch)
     finally:
         rules.RULES = saved
 
 
-def duckdb_answer(tabs: dict[str, pa.Table]) -> tuple[Answer, float]:
+def run_query(tabs: dict[str, pa.Table], query: str, batch: int) -> tuple[dict[str, Any], Answer]:
+    """``query`` over streams A, B, C (K, V) given as tables of (ts, K, V): pushed ``batch``
+    rows per stream at a time, a heartbeat after each; the answer as sorted (ts, row…) tuples.
+    """
+    eng = EmbeddedEngine(time_unit="millisecond", start=0)
+    eng.execute(";".join(f"register stream {s} (K integer, V integer)" for s in "ABC"))
+    q = eng.register_query(query)
+    n = tabs["A"].num_rows
+    ts = tabs["A"].column("ts").to_numpy()
+    peak = 0
+    t0 = time.perf_counter()
+    for i in range(0, n, batch):
+        for s in "ABC":
+            eng.push(s, tabs[s].slice(i, batch))
+        eng.heartbeat(int(ts[min(i + batch, n) - 1]))
+        eng.run()
+        peak = max(peak, sum(u.state_bytes() for u in eng.operators if u.stateful))
+    eng.close()
+    dt = time.perf_counter() - t0
+    got = sorted((e.ts, *e.row) for e in q.results())
+    return {"events": 3 * n, "seconds": round(dt, 3), "events_per_s": round(3 * n / dt), "output": len(got),
+            "peak_state_bytes": peak, "rules": list(q.rewrites), "plan": eng.explain(q)}, got  # fmt: skip
+
+
+def duckdb_answer(tabs: dict[str, pa.Table], sql: str = DUCKDB) -> tuple[Answer, float]:
+    """``sql``'s answer over tables a, b, c (one thread; best of three) and its time."""
     con = duckdb.connect()
     con.execute("set threads = 1")
     for s, t in tabs.items():
@@ -88,7 +96,7 @@ def duckdb_answer(tabs: dict[str, pa.Table]) -> tuple[Answer, float]:
     best = float("inf")
     for _ in range(3):
         t0 = time.perf_counter()
-        answer = con.sql(DUCKDB).to_arrow_table()
+        answer = con.sql(sql).to_arrow_table()
         best = min(best, time.perf_counter() - t0)
     return sorted(zip(*(answer.column(i).to_pylist() for i in range(4)), strict=True)), best
 
