@@ -200,3 +200,60 @@ def test_joins_of_derived_relations_equal_the_definition(
     for chunk in (1, 7, None):  # one element a run … the whole input in one batch
         got = run_engine(cat, query, data, {}, start=0, until=until, chunk=chunk, snapshots=chunk == 7)
         assert not diff_outputs(want, got), (query, chunk, diff_outputs(want, got)[:5])
+
+
+def test_a_column_of_nulls_alone_is_compared_as_equal_nulls() -> None:
+    """(a review found the FIFO path calling Arrow's ``equal`` on a column of type null)"""
+    from sluice.backends.embedded import EmbeddedEngine
+
+    cat = Catalog()
+    execute(cat, "register stream S (k integer); register stream T (k integer)")
+    eng = EmbeddedEngine(cat, start=0)
+    q = eng.register_query("Rstream(select A.k from (select null as x, k from S [Now]) as A, T [Now] where A.k = T.k)")
+    eng.push("S", [(1, 0), (2, 0)])
+    eng.push("T", [(1, 0), (2, 0)])
+    eng.close(4)
+    assert not eng.failures
+    assert [(e.ts, e.sign, e.row) for e in q.results()] == [(1, "+", (0,)), (2, "+", (0,))]
+
+
+def test_a_fifo_synopsis_checks_what_it_deletes_and_lets_old_buffers_go() -> None:
+    from sluice.datatypes import INTEGER
+    from sluice.errors import InternalError
+    from sluice.runtime.batch import from_signed_rows
+    from sluice.runtime.synopsis import FifoSynopsis
+
+    s = FifoSynopsis([INTEGER])
+    s.add(from_signed_rows([(1, 1, (10,)), (2, 1, (20,))], [INTEGER]))
+    with pytest.raises(InternalError, match="oldest first"):  # 20 is not the oldest copy
+        s.add(from_signed_rows([(5, -1, (20,))], [INTEGER]))
+    s = FifoSynopsis([INTEGER])
+    s.add(from_signed_rows([(1, 1, (v,)) for v in range(100_000)], [INTEGER]))
+    s.add(from_signed_rows([(2, -1, (v,)) for v in range(99_990)], [INTEGER]))
+    assert s.copies() == 10 and s.query().column(0).to_pylist() == list(range(99_990, 100_000))
+    assert s.query().get_total_buffer_size() < 10_000  # (not the 100,000 rows' buffers)
+
+
+@pytest.mark.parametrize("push_each", [True, False])  # one change a run, or all at close
+def test_a_one_row_subquery_that_does_not_change_re_pairs_nothing(push_each: bool) -> None:
+    """``S.v >= all (…)`` as a join with one row (empty, no NULL, max): T's count changes at
+    every instant, the row does not, so the join's output is S's rows once — not again at every
+    instant (a review measured 4,020,000 joined rows for 20,000 before)."""
+    from sluice.backends.embedded import EmbeddedEngine
+
+    cat = Catalog()
+    execute(cat, "register stream S (k integer, v integer); register stream T (k integer, w integer)")
+    eng = EmbeddedEngine(cat, start=0)
+    q = eng.register_query("select S.v from S [Range Unbounded] where S.v >= all (select w from T [Range 1000])")
+    assert "subquery-comparison-to-join" in q.rewrites
+    eng.push("S", [(0, 0, 100 + i) for i in range(2000)])
+    eng.push("T", [(0, 0, 50)])
+    eng.run()
+    for t in range(1, 51):
+        eng.push("T", [(t, 0, 10)])
+        if push_each:
+            eng.run()
+    eng.close(52)
+    joins = [o.statistics() for o in eng.operators if o.kind == "Join"]
+    assert len(joins) == 1 and joins[0].tuples_out == 2000
+    assert len(q.results()) == 2000

@@ -64,8 +64,9 @@ calling one never move below those four.
     uncorrelated subquery Q of one column c, through the one row of a grouping of Q:
     x θ ANY (Q) is TRUE exactly when x θ the least (θ ∈ {>, ≥}) or greatest (θ ∈ {<, ≤})
     non-NULL c is; x θ ALL (Q) when Q is empty, or holds no NULL and x θ its greatest (least)
-    c.  The subquery operator re-evaluated the comparison for every row of R at each instant Q
-    or R changed; a join pairs R's changes with Q's one row (on a key when θ is =).
+    c (the row as: Q empty, Q without NULL, the extreme).  The subquery operator re-evaluated the
+    comparison for every row of R at each instant Q or R changed; a join pairs R's changes with
+    Q's one row (on a key when θ is =).
 
 ``unwrap-stream-round-trips``
     Istream(χ(S [Range Unbounded])) = Rstream(χ(S [Now])) = χ(S) for a chain χ of selections and
@@ -101,6 +102,7 @@ from sluice.plan import logical as L
 from sluice.plan.analysis import (
     conjoin,
     conjuncts,
+    has_outer_ref,
     has_subquery,
     map_children,
     plan_has_subquery,
@@ -110,7 +112,7 @@ from sluice.plan.analysis import (
     shift,
     substitute,
 )
-from sluice.plan.expr import AggCall, AggKind, BExpr, Call, ColRef, Const, OuterRef, Subquery, UdfCall, walk_expr
+from sluice.plan.expr import AggCall, AggKind, BExpr, Call, ColRef, Const, Subquery, UdfCall, walk_expr
 from sluice.windows import Now, Unbounded
 
 Rewrite = Callable[[L.LogicalNode], L.LogicalNode | None]
@@ -360,18 +362,23 @@ def _as_join(c: BExpr, width: int) -> tuple[L.LogicalNode, BExpr] | None:
     compare = Call(c.op, (x, m), BOOLEAN)
     if not every:
         return one_row, compare
-    rows, values = ColRef(width, BIGINT, "count"), ColRef(width + 1, BIGINT, "count")
-    no_null = Call("and", (Call("eq", (values, rows), BOOLEAN), compare), BOOLEAN)
-    return one_row, Call("or", (Call("eq", (rows, Const(0, BIGINT)), BOOLEAN), no_null), BOOLEAN)
+    # the row as (empty, no NULL, extreme): it changes only when one of those does, not with
+    # every change of the counts (each change of it re-pairs every row of the other input)
+    rows, values = ColRef(0, BIGINT, "count"), ColRef(1, BIGINT, "count")
+    flags = (
+        Call("eq", (rows, Const(0, BIGINT)), BOOLEAN),
+        Call("eq", (values, rows), BOOLEAN),
+        ColRef(2, t, "extreme"),
+    )
+    names = Schema((Column("empty", BOOLEAN), Column("no_null", BOOLEAN), Column("extreme", t)))
+    empty, no_null = ColRef(width, BOOLEAN, "empty"), ColRef(width + 1, BOOLEAN, "no_null")
+    holds = Call("or", (empty, Call("and", (no_null, compare), BOOLEAN)), BOOLEAN)
+    return L.Project(one_row, flags, names), holds
 
 
 def _independent(plan: L.LogicalNode) -> bool:
     """Reads nothing from outside itself: no outer row, no CURRENT_TIME, no nested subquery."""
-    return not (plan_has_subquery(plan) or plan_uses_current_time(plan) or _reads_outer_rows(plan))
-
-
-def _reads_outer_rows(plan: L.LogicalNode) -> bool:
-    return any(isinstance(x, OuterRef) for n in L.walk_plan(plan) for e in n.exprs() for x in walk_expr(e))
+    return not (plan_has_subquery(plan) or plan_uses_current_time(plan) or has_outer_ref(plan))
 
 
 def _window_of(n: L.LogicalNode) -> object | None:

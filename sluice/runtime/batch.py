@@ -168,6 +168,25 @@ def merge_in_time(first: tuple[np.ndarray, pa.Table], then: tuple[np.ndarray, pa
     return pa.concat_tables(pieces)
 
 
+def merge_newest_chunks(t: pa.Table) -> pa.Table:
+    """``t`` with its newest chunks merged while the last holds at least half as many rows as the
+    one before it: an appended-to table keeps O(log n) chunks and each row is copied O(log n)
+    times (combining all of it at every append copies the whole table each time: issue #11, Q3).
+    """
+    if not t.num_columns or t.column(0).num_chunks < 2:
+        return t
+    lens = [len(c) for c in t.column(0).chunks]
+    k = len(lens)
+    while k >= 2 and 2 * lens[k - 1] >= lens[k - 2]:
+        lens[k - 2] += lens[k - 1]
+        k -= 1
+    if k == len(lens):
+        return t
+    start = sum(lens[: k - 1])
+    tail = t.slice(start).combine_chunks()
+    return pa.concat_tables([t.slice(0, start), tail]) if start else tail
+
+
 def ts_of(b: pa.Table) -> np.ndarray:
     return b.column(0).to_numpy()
 

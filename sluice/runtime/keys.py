@@ -97,3 +97,20 @@ def row_codes(cols: Sequence[pa.Array | pa.ChunkedArray], n: int) -> tuple[np.nd
     else:
         _, first, inv = np.unique(np.stack(codes, axis=1), axis=0, return_index=True, return_inverse=True)
     return inv.reshape(-1), first, dicts
+
+
+def rows_equal(a: Sequence[pa.Array | pa.ChunkedArray], b: Sequence[pa.Array | pa.ChunkedArray]) -> bool:
+    """Whether two lists of equally long columns hold the same rows in the same order (NULL equal
+    to NULL, as a group-by sees them).
+    """
+    for x, y in zip(a, b, strict=True):
+        if pa.types.is_null(x.type) or pa.types.is_null(y.type):  # (a column of NULLs alone)
+            if x.null_count != len(x) or y.null_count != len(y):
+                return False
+            continue
+        nx, ny = pc.is_null(x), pc.is_null(y)
+        if not pc.all(pc.equal(nx, ny)).as_py():
+            return False
+        if not pc.all(pc.fill_null(pc.or_kleene(nx, pc.equal(x, y)), False)).as_py():
+            return False
+    return True

@@ -13,14 +13,15 @@ Copies of one tuple are interchangeable, so a deletion may end any copy held at 
 first deletions end copies held before the run (as many as the relation needs never to go
 negative), the rest end the run's own insertions, first in, first out.  A relation that deletes
 in the order it inserted (a window over a stream) needs no grouping: its k-th deletion ends the
-k-th oldest copy — those held before the run first, then the run's insertions in order (checked
-equal, tuple by tuple: a relation that breaks the promise is an internal error, never a wrong
-answer).
+k-th oldest copy — those held before the run first, then the run's insertions in order.  Each
+deletion is checked equal to the copy it ends (here the run's own insertions; the held ones by
+``sluice.runtime.synopsis.FifoSynopsis``): a relation that broke the promise is an internal error,
+not a wrong answer.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -28,7 +29,7 @@ import pyarrow.compute as pc
 
 from sluice.errors import InternalError
 from sluice.runtime.batch import META, NEG_INF, POS_INF, sign_of, ts_of
-from sluice.runtime.keys import comparable, row_codes
+from sluice.runtime.keys import comparable, row_codes, rows_equal
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +38,8 @@ class Lifetimes:
 
     ``row``: for each lifetime, the element carrying its tuple; ``start``: the instant it entered
     (``NEG_INF``: held before the run); ``end``: the instant it left (``POS_INF``: held after).
-    ``gone``: deletions of copies held before the run; ``kept``: insertions still held after it.
+    ``gone``: deletions of copies held before the run; ``kept``: insertions still held after it;
+    ``cancelled``: an insertion and a deletion of one tuple at one instant (no lifetime).
     """
 
     row: np.ndarray
@@ -45,6 +47,7 @@ class Lifetimes:
     end: np.ndarray
     gone: np.ndarray
     kept: np.ndarray
+    cancelled: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
 
     def __len__(self) -> int:
         return len(self.row)
@@ -80,6 +83,20 @@ def lifetimes(delta: pa.Table, fifo_held: int | None = None) -> Lifetimes:
     # whichever order they came), then in arrival order
     by_instant = np.lexsort((sign < 0, ts))
     order = by_instant[np.argsort(group[by_instant], kind="stable")]
+    # a tuple inserted and deleted at one instant is there before and after it, or neither: those
+    # changes cancel (a one-row relation re-emitted unchanged must not end every pairing with it)
+    g, tt, ins = group[order], ts[order], sign[order] > 0
+    starts = np.r_[True, (g[1:] != g[:-1]) | (tt[1:] != tt[:-1])]
+    heads = np.flatnonzero(starts)
+    seg = np.cumsum(starts) - 1
+    n_in = np.add.reduceat(ins.astype(np.int64), heads)
+    cancel = np.minimum(n_in, np.add.reduceat((~ins).astype(np.int64), heads))[seg]
+    at = np.arange(len(order)) - heads[seg] - n_in[seg]  # insertions first: < 0, deletions ≥ 0
+    dropped = (ins & (at >= -cancel)) | (~ins & (at < cancel))
+    cancelled = np.sort(order[dropped])
+    order = order[~dropped]
+    if not len(order):
+        return Lifetimes(none, none, none, none, none, cancelled)
     g = group[order]
     ins = sign[order] > 0
     head = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])  # each tuple's first position
@@ -113,7 +130,7 @@ def lifetimes(delta: pa.Table, fifo_held: int | None = None) -> Lifetimes:
     row = np.concatenate([ins_el, gone])
     start = np.concatenate([ts[ins_el], np.full(len(gone), NEG_INF, np.int64)])
     stop = np.concatenate([end[ins_el], ts[gone]])
-    return Lifetimes(row, start, stop, gone, kept)
+    return Lifetimes(row, start, stop, gone, kept, cancelled)
 
 
 def _in_order(delta: pa.Table, ts: np.ndarray, sign: np.ndarray, held: int) -> Lifetimes | None:
@@ -129,15 +146,8 @@ def _in_order(delta: pa.Table, ts: np.ndarray, sign: np.ndarray, held: int) -> L
     # instant, after its deletion — an empty lifetime)
     if k > len(ins) or not bool((ts[ending] >= ts[ins[:k]]).all()):
         return None
-    if k:
-        a = delta.take(pa.array(ins[:k])).columns[META:]
-        b = delta.take(pa.array(ending)).columns[META:]
-        for x, y in zip(a, b, strict=True):
-            same = pc.equal(x, y) if not x.null_count and not y.null_count else pc.equal(pc.is_null(x), pc.is_null(y))
-            if x.null_count or y.null_count:
-                same = pc.and_kleene(same, pc.or_kleene(pc.is_null(x), pc.equal(x, y)))
-            if not pc.all(pc.fill_null(same, False)).as_py():
-                return None
+    if k and not rows_equal(delta.take(pa.array(ins[:k])).columns[META:], delta.take(pa.array(ending)).columns[META:]):
+        return None
     end = np.full(len(ins), POS_INF, np.int64)
     end[:k] = ts[ending]
     row = np.concatenate([ins, gone])

@@ -34,7 +34,8 @@ import pyarrow.compute as pc
 
 from sluice.datatypes import DataType
 from sluice.errors import InternalError
-from sluice.runtime.batch import META, arrow_type, concat, nbytes
+from sluice.runtime.batch import META, arrow_type, concat, merge_newest_chunks, nbytes
+from sluice.runtime.keys import rows_equal
 
 W = "__w"
 
@@ -149,8 +150,14 @@ class RelationSynopsis(_Budgeted):
 class FifoSynopsis(RelationSynopsis):
     """A relation that deletes the copies it holds oldest first (a window over a stream, through
     selections and projections: the planner's ``_fifo``), as its rows in insertion order, each of
-    count 1: a deletion drops the oldest row — no grouping, ever.  A join's input keeps it.
+    count 1 (``query()`` is not consolidated: one row per copy).  A deletion drops the oldest row,
+    checked equal to it (a relation that broke the promise is an internal error, not a wrong
+    answer) — no grouping, ever.  A join's input keeps it.
     """
+
+    def __init__(self, types: Sequence[DataType]) -> None:
+        super().__init__(types)
+        self._dead = 0  # rows sliced off the front whose buffers the table may still hold
 
     def _append(self, t: pa.Table) -> None:
         if t.num_rows == 0:
@@ -159,11 +166,17 @@ class FifoSynopsis(RelationSynopsis):
         gone = int((w < 0).sum())
         if gone < t.num_rows:  # insertions (count 1 each) go to the end, in order
             ins = t.filter(pa.array(w > 0)) if gone else t
-            self.table = pa.concat_tables([self.table, ins])
-            if self.table.column(0).num_chunks > 64:
-                self.table = self.table.combine_chunks()
-        if gone:  # deletions end the oldest copies
-            self.table = self.table.slice(gone)
+            self.table = merge_newest_chunks(pa.concat_tables([self.table, ins]))
+        if not gone:
+            return
+        dels = t.filter(pa.array(w < 0)) if gone < t.num_rows else t
+        if gone > self.table.num_rows or not rows_equal(self.table.slice(0, gone).columns[:-1], dels.columns[:-1]):
+            raise InternalError("a relation said to delete oldest first deleted another tuple")
+        self.table = self.table.slice(gone)
+        self._dead += gone
+        if self._dead > max(self.table.num_rows, 1024):  # copy the rows held: the old buffers go
+            self.table = self.table.take(pa.array(np.arange(self.table.num_rows)))
+            self._dead = 0
 
     def drop(self, mask: np.ndarray) -> None:
         raise InternalError("a FIFO synopsis forgets only its oldest rows")

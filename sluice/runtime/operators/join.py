@@ -30,7 +30,7 @@ import pyarrow as pa
 from sluice.cql.ast import StreamConstraint
 from sluice.datatypes import DataType
 from sluice.plan.expr import BExpr
-from sluice.runtime.batch import META, NEG_INF, POS_INF, concat, make, sort_by_ts, ts_of
+from sluice.runtime.batch import META, NEG_INF, POS_INF, concat, make, net, sort_by_ts, ts_of
 from sluice.runtime.constraints import Constraints
 from sluice.runtime.keys import comparable
 from sluice.runtime.lifetimes import Lifetimes, lifetimes, overlapping, pair_count
@@ -105,8 +105,12 @@ class Join(Operator):
 
     def _run(self, budget: int) -> int:
         bound = self._arrival_bound()
-        dl, dr = self.read_aligned(budget)
-        parts, add_l, add_r, left_gone, right_gone = [], dl, dr, False, False
+        read = self.read_aligned(budget)
+        # (not an input kept in insertion order: it deletes its oldest copy, not a new one)
+        dl, dr = (
+            d if fifo else _net_small(d, t) for d, t, fifo in zip(read, self._input_types, self._fifo, strict=True)
+        )
+        parts, add_l, add_r = [], dl, dr
         if dl.num_rows and dr.num_rows and self._few_pairs(dl, dr):
             # Both inputs changed, in few pairs of changes with equal keys: each pair contributes
             # the product of its signs at the later stamp (bilinearity) — cheaper than lifetimes.
@@ -121,12 +125,13 @@ class Join(Operator):
             self.left.add(_take(dl, ll.gone))
             self.right.add(_take(dr, lr.gone))
             add_l, add_r = _take(dl, ll.kept), _take(dr, lr.kept)
-            left_gone, right_gone = bool(len(ll.gone)), bool(len(lr.gone))
-        # (consolidated after deletions: a row and its deletion would pair twice, and cancel)
+            dl, dr = _without(dl, ll.cancelled), _without(dr, lr.cancelled)  # (for the held rows)
+        # (a synopsis is read as it is, not consolidated: a held row and its deletion pair alike
+        # and cancel — the synopsis consolidates itself when half of it is such rows)
         if dl.num_rows:
-            parts.append(self._pairs(dl, self.right.query() if right_gone else self.right.table, delta_left=True))
+            parts.append(self._pairs(dl, self.right.table, delta_left=True))
         if dr.num_rows:
-            parts.append(self._pairs(self.left.query() if left_gone else self.left.table, dr, delta_left=False))
+            parts.append(self._pairs(self.left.table, dr, delta_left=False))
         # An input that has ended (a static relation's rows, all read) never pairs with what the
         # other input sends later except as ΔL ⋈ R: the other side's synopsis is not needed
         # (STREAM §2.2: a stream joined with a static relation needs no window of it).
@@ -151,7 +156,7 @@ class Join(Operator):
         done = min(bound, self._input_watermark())
         if done > NEG_INF:
             self.advance(done)
-        return dl.num_rows + dr.num_rows
+        return sum(d.num_rows for d in read)
 
     def _synopsis(self, side: int) -> RelationSynopsis:
         """Input ``side``'s synopsis: its rows in insertion order where it deletes oldest first
@@ -255,6 +260,15 @@ class Join(Operator):
         w = left.column(W).to_numpy()[i] * right.column(1).to_numpy()[j].astype(np.int64)
         return self._build(left, right, i, j, 0, META, ts, w)
 
+    @property
+    def _input_types(self) -> tuple[tuple[DataType, ...], tuple[DataType, ...]]:
+        return self.spec.left_types, self.spec.right_types
+
+    @property
+    def _fifo(self) -> tuple[bool, bool]:
+        """Per input: whether its synopsis keeps its rows in insertion order (``FifoSynopsis``)."""
+        return isinstance(self.left, FifoSynopsis), isinstance(self.right, FifoSynopsis)
+
     def _few_pairs(self, dl: pa.Table, dr: pa.Table) -> bool:
         """Whether the run's changes pair (by key) no more often than there are changes."""
         keys = self.spec.keys
@@ -295,6 +309,27 @@ class Join(Operator):
     def state_bytes(self) -> int:
         promises = (p for p in (self.left_promise, self.right_promise) if p is not None)
         return super().state_bytes() + sum(p.nbytes() for p in promises)
+
+
+def _net_small(delta: pa.Table, types: Sequence[DataType]) -> pa.Table:
+    """A handful of changes, with a tuple's insertion and deletion at one instant cancelled: a
+    one-row relation (a grouping without keys) that is re-emitted unchanged would otherwise
+    re-pair every row of the other input.
+    """
+    if not 2 <= delta.num_rows <= FEW:
+        return delta
+    sign = delta.column(1).to_numpy()
+    if bool((sign > 0).all()) or bool((sign < 0).all()):
+        return delta
+    return sort_by_ts(net(delta, types))
+
+
+def _without(delta: pa.Table, rows: np.ndarray) -> pa.Table:
+    if not len(rows):
+        return delta
+    keep = np.ones(delta.num_rows, bool)
+    keep[rows] = False
+    return delta.filter(pa.array(keep))
 
 
 def _take(delta: pa.Table, rows: np.ndarray) -> pa.Table:

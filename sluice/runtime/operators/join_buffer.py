@@ -14,7 +14,7 @@ import pyarrow as pa
 from sluice import windows as W
 from sluice.datatypes import DataType
 from sluice.errors import InternalError
-from sluice.runtime.batch import META, POS_INF, concat, empty, nbytes, ts_of
+from sluice.runtime.batch import META, POS_INF, concat, empty, merge_newest_chunks, nbytes, ts_of
 from sluice.runtime.key_index import KeyIndex, key_codes
 from sluice.runtime.operators.base import Part
 from sluice.runtime.synopsis import SynopsisStats
@@ -144,7 +144,7 @@ class JoinBuffer(Part):
         if self.index is not None and self.key is not None:
             self.index.append(*key_codes(b.column(META + self.key[0]), self.key[1]))
         self.table = concat([self.table, b], self.types)
-        self._consolidate()
+        self.table = merge_newest_chunks(self.table)
         held = len(self._ts)
         self._ts.extend(ts_of(b).astype(np.int64))
         if self._later is not None and self._earlier is not None:
@@ -199,24 +199,6 @@ class JoinBuffer(Part):
         else:
             col = self.take(idx, [META + self.key[0]]).column(0)
         return key_codes(col, self.key[1])
-
-    def _consolidate(self) -> None:
-        """Merge the newest chunks while the last holds at least half as many rows as the one
-        before it: the table keeps O(log n) chunks and each element is copied O(log n) times
-        (combining all of it for every take copied the whole buffer per batch: issue #11, Q3).
-        """
-        t = self.table
-        if not t.num_columns or t.column(0).num_chunks < 2:
-            return
-        lens = [len(c) for c in t.column(0).chunks]
-        k = len(lens)
-        while k >= 2 and 2 * lens[k - 1] >= lens[k - 2]:
-            lens[k - 2] += lens[k - 1]
-            k -= 1
-        if k < len(lens):
-            start = sum(lens[: k - 1])
-            tail = t.slice(start).combine_chunks()
-            self.table = pa.concat_tables([t.slice(0, start), tail]) if start else tail
 
     def take(self, idx: np.ndarray, columns: list[int] | None = None) -> pa.Table:
         """The rows at absolute positions ``idx`` (any order; of ``columns`` only, if given): a take
