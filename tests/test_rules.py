@@ -455,3 +455,19 @@ def test_a_scalar_subquery_becomes_a_join_only_where_null_cannot_count(query: st
     assert r.plan.schema == bind_query(_cat(), query).plan.schema
     if joined:
         assert "Subquery" not in repr(r.plan) and "Join" in explain(r.plan)
+
+
+def test_a_row_error_beside_a_subquery_drops_the_row_not_the_query() -> None:
+    """(a review found SubqueryMap stopping its query on one row's overflow, where the rule
+    declines: the comparison sits under OR)"""
+    query = "select S.V from S [Now] where S.V * 4611686018427387904 > (select max(W) from T [Range 5]) or S.K = 5"
+    assert "subquery-comparison-to-join" not in _rw(query).applied
+    streams = {"S": [(1, (5, 1)), (1, (5, 4)), (2, (5, 2)), (2, (1, 0))], "T": [(0, (0, 1))]}
+    expected = evaluate(bind_query(_cat(), query), streams, {}, start=0, until=3)
+    eng = EmbeddedEngine(_cat(), start=0)
+    q = eng.register_query(query)
+    for name, rows in streams.items():
+        eng.push(name, [(t, *r) for t, r in rows])
+    eng.close(3)
+    assert not eng.failures and len(eng.rejected()) == 2 and "integer overflow" in eng.rejected()[0]
+    assert not diff_outputs(expected, q.results()) and len(expected) == 2

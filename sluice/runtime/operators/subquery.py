@@ -21,6 +21,7 @@ from typing import Any
 from sluice.plan import logical as L
 from sluice.plan.aggregates import aggregate_rows
 from sluice.plan.expr import BExpr, Subquery
+from sluice.plan.numeric import RowError
 from sluice.runtime.batch import NEG_INF, from_signed_rows, to_elements
 from sluice.runtime.operators.base import Operator, OperatorSpec
 from sluice.runtime.rowexpr import Row, Summary, eval_row, fold_subquery, fold_summary
@@ -128,10 +129,19 @@ class SubqueryMap(Operator):
                 rows = [(r, 1) for r in aggregate_rows(expanded, node, ev)]
         return rows
 
-    def _map(self, row: Row) -> Row | None:
-        if self.spec.is_filter:
-            return row if eval_row(self.spec.exprs[0], row, (), self._answer) is True else None
-        return tuple(eval_row(c, row, (), self._answer) for c in self.spec.exprs)
+    def _map(self, row: Row, report: bool = False) -> Row | None:
+        """The outer row's output row (None: filtered out, or it cannot be evaluated — dropped,
+        as every operator drops such a row, and counted when ``report``: once per evaluation
+        that is new, not for the "before" side of a change, already counted).
+        """
+        try:
+            if self.spec.is_filter:
+                return row if eval_row(self.spec.exprs[0], row, (), self._answer) is True else None
+            return tuple(eval_row(c, row, (), self._answer) for c in self.spec.exprs)
+        except RowError as ex:
+            if report:
+                self.reject_rows([str(ex)])
+            return None
 
     # -- running -------------------------------------------------------------------------
     def _run(self, budget: int) -> int:
@@ -188,7 +198,7 @@ class SubqueryMap(Operator):
                     self._version[k - 1] += 1
         for r in affected:
             n_new = self.outer.get(r, 0)
-            new = self._map(r) if n_new > 0 else None
+            new = self._map(r, report=True) if n_new > 0 else None
             old, n_old = before.get(r, (None, 0))
             if old == new:
                 if new is not None and n_new != n_old:
