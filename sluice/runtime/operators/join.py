@@ -8,7 +8,9 @@ is ``ΔL ⋈ R'`` (at ΔL's starts and ends) + ``L' ⋈ ΔR`` + the pairs of ``�
 (entering at the later start, leaving at the earlier end; an interval join).  Pairing the run's
 signed elements instead — each insertion and deletion with each of the other side's — also pairs
 lifetimes that never met, whose outputs cancel: with short windows and batches spanning many
-instants that was nearly all the work (issue #11; a 3-way window join 26× faster).
+instants that was nearly all the work (issue #11; a 3-way window join 31× faster, design 010).
+A run whose changes pair by key no more often than there are changes is still paired as signed
+elements (at the later stamp, the product of the signs): cheaper than reading lifetimes.
 Equality conjuncts become hash-join keys (Arrow's hash join); the rest of the condition filters
 the joined rows.  Without keys the pairs are a cross product (nested loop).
 
@@ -166,13 +168,12 @@ class Join(Operator):
         return FifoSynopsis(types) if self.spec.fifo[side] and not self.spec.guards else RelationSynopsis(types)
 
     def _held(self, side: int) -> int | None:
-        """How many copies input ``side``'s synopsis holds, if its deletions end them oldest first
-        (a window over a stream: ``sluice.runtime.lifetimes`` then pairs them by position); None
-        otherwise — or where the other input's k-constraints let the synopsis forget rows.
+        """How many copies input ``side``'s synopsis holds, if it keeps them in insertion order
+        (``_synopsis``: its deletions end them oldest first, and ``sluice.runtime.lifetimes``
+        pairs them by position); None otherwise.
         """
-        if not self.spec.fifo[side] or self.spec.guards:
-            return None
-        return (self.left if side == 0 else self.right).copies()
+        syn = self.left if side == 0 else self.right
+        return syn.copies() if isinstance(syn, FifoSynopsis) else None
 
     def _unneeded(self, rows: pa.Table, side: int, off: int) -> np.ndarray:
         """Which of ``rows`` (of input ``side``; attributes from column ``off``) have a key the
