@@ -79,6 +79,11 @@ calling one never move below those four.
     window W whose contents depend on timestamps alone (Unbounded, Now, Range): it does not read
     the order within an instant.
 
+``prune-columns-below-windows-and-joins`` (``sluice.plan.pruning``)
+    π_a(… W(S) …) = π_a'(… W(π_c(S)) …) and so for a grouping: where a window or a join keeps
+    rows, only the columns read above are kept (a copying projection commutes with windows whose
+    contents do not depend on values, with selections that read the kept columns, and with ×).
+
 >>> from sluice.catalog import Catalog
 >>> from sluice.plan import bind_query
 >>> from sluice.plan.ddl import execute
@@ -92,6 +97,7 @@ calling one never move below those four.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -113,7 +119,10 @@ from sluice.plan.analysis import (
     substitute,
 )
 from sluice.plan.expr import AggCall, AggKind, BExpr, Call, ColRef, Const, Subquery, UdfCall, walk_expr
-from sluice.windows import Now, Unbounded
+from sluice.plan.pruning import prune_columns_below_windows_and_joins
+from sluice.windows import Now, Unbounded, WindowDef
+
+PRUNE_COLUMNS = "prune-columns-below-windows-and-joins"  # (sluice.plan.pruning)
 
 Rewrite = Callable[[L.LogicalNode], L.LogicalNode | None]
 
@@ -163,6 +172,15 @@ def _in_subqueries(e: BExpr, fn: Rewrite) -> BExpr:
     if not has_subquery(e):
         return e
     return map_children(e, lambda c: _in_subqueries(c, fn), lambda p: transform(p, fn))
+
+
+def rules_sparing(spare: Callable[[WindowDef], bool]) -> tuple[Rule, ...]:
+    """``RULES`` with column pruning leaving alone what is below a window ``spare`` names: the
+    windows an engine shares across queries by stream (STREAM §3.2's shared synopses; Hammad et
+    al.'s shared window joins), which hold every column any of their queries reads.
+    """
+    prune = functools.partial(prune_columns_below_windows_and_joins, spare=spare)
+    return tuple(Rule(PRUNE_COLUMNS, prune) if r.name == PRUNE_COLUMNS else r for r in RULES)
 
 
 def rewrite(plan: L.LogicalNode, rules: tuple[Rule, ...] | None = None) -> Rewritten:
@@ -577,4 +595,6 @@ RULES: tuple[Rule, ...] = (
     Rule("unwrap-stream-round-trips", unwrap_stream_round_trips, root_only=True),
     # (below a window that reads timestamps alone, the order within an instant is not read)
     Rule("unwrap-stream-round-trips-under-time-windows", unwrap_stream_round_trips_under_time_windows),
+    # (last: the selections are where they go, so their columns are read where they stand)
+    Rule(PRUNE_COLUMNS, prune_columns_below_windows_and_joins),
 )

@@ -35,6 +35,7 @@ from sluice.plan.analysis import (
     uses_current_time,
 )
 from sluice.plan.expr import BExpr, Call, ColRef, walk_expr
+from sluice.plan.rules import RULES, Rule, rules_sparing
 from sluice.runtime.operators.aggregate import Aggregate, AggregateSpec, Distinct, DistinctSpec, GroupGuard
 from sluice.runtime.operators.base import ExecContext, Operator, OperatorSpec, PortHandle
 from sluice.runtime.operators.join import Join, JoinSpec, KeyGuard
@@ -505,6 +506,13 @@ class Planner:
         pure = not passthrough and child.pure and n not in self._ordered
         detail = "insert-only input: pass-through" if passthrough else "pure input: no netting" if pure else ""
         return self._new(IDstream, IDstreamSpec(n.schema, n.op, passthrough, pure, detail=detail), [child])
+
+
+def rules_for(sharing: bool) -> tuple[Rule, ...]:
+    """The rewrite rules for a planner that shares (or not): with sharing, a window the shared
+    operators serve by stream (``family``) keeps every column (``sluice.plan.pruning``).
+    """
+    return rules_sparing(lambda w: family(w) is not None) if sharing else RULES
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from sluice.runtime.operators.base import ExecContext, Operator, OperatorFailure
 from sluice.runtime.operators.shared_join_spec import SharedJoinOptions
 from sluice.runtime.operators.sources import Source
 from sluice.runtime.operators.streams import Output, OutputSpec
-from sluice.runtime.planner import Planner
+from sluice.runtime.planner import Planner, rules_for
 from sluice.runtime.queue import Queue
 
 
@@ -92,7 +92,7 @@ class QueryRegistry:
                 self._epoch_first = len(self.planner.operators)
             q.start = since
         n_before = len(self.planner.operators)
-        rw = rewrite(bq.plan)
+        rw = rewrite(bq.plan, rules_for(self.planner.sharing))
         q.rewrites = rw.applied
         top = self.planner.build(rw.plan, name)
         out = Output(

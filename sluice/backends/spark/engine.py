@@ -52,6 +52,7 @@ from sluice.plan.element import Element
 from sluice.plan.explain import explain as explain_plan
 from sluice.plan.rules import rewrite
 from sluice.runtime.operators.shared_join_spec import SharedJoinOptions
+from sluice.runtime.planner import rules_for
 from sluice.windows import Range
 
 SINKS = ("memory", "parquet", "json", "console")
@@ -249,7 +250,7 @@ class SparkEngine:
             if isinstance(n, L.Scan) and n.name.lower() not in {s.lower() for s in sources}:
                 sources.append(self._source(n.name).name)
         # As on the embedded engine: what was pushed but not yet run is a new query's input too
-        rw = rewrite(bq.plan)
+        rw = rewrite(bq.plan, rules_for(sharing=True))  # (the rules of the processors' engines, which share)
         part = partitioning(rw.plan)
         q = SparkQuery(name, bq, rw.plan, rw.applied, part, sources, self.inbox.released, sink, out_path, engine=self)
         self.queries[name] = q

@@ -1,0 +1,154 @@
+"""Column pruning: the rewrite rule ``prune-columns-below-windows-and-joins`` (issue #15, item 1's
+projection pushdown).
+
+A window over a stream keeps the elements it holds, and a join keeps the rows of both inputs
+(STREAM §3.3's synopses); both keep every column although the query may read a few.  NEXMark's
+Q3 reads four of Auction's ten columns and of Person's eight, and the columns it does not read
+(``extra``, ``description``) are most of the bytes.  The rule puts a projection that copies only
+the columns read above where a synopsis would be filled:
+
+    π_a(… W(S) …)  =  π_a'(… W(π_c(S)) …)       γ_{k; f(x)}(… W(S) …)  =  γ(… W(π_c(S)) …)
+
+for the columns ``c`` that the projection or grouping ``a`` at the top and the selections and
+joins between read.  Each step holds by CQL's definition:
+
+- A copying projection maps each element to one element and never fails on a row (no
+  expression is evaluated), so ``W(π_c S)`` = ``π_c(W S)`` for any window whose contents do not
+  depend on values: the time-based ones (``WindowDef.time_based``: which elements are in the
+  window depends on timestamps alone) and ``[Rows N]`` (on positions alone).  Not through
+  ``Partition By`` (its windows are chosen by values) nor a window kind the rule does not know.
+- σ_p(π_c x) = π_c(σ_p' x) when c holds p's columns; π_{c₁∪c₂}(L × R) = π_{c₁}L × π_{c₂}R for
+  multisets.  A selection's and the join's own columns stay.
+- Within a projection on the way (a FROM subquery's), a column that is a copy and that nothing
+  above reads is dropped; a computed one stays even if nothing reads it, because it can fail on a
+  row (an overflow, a user's function) and that row must still be dropped.
+
+Where it stops: Sample (which elements it keeps is a hash of the whole tuple), DISTINCT, the set
+operations, Istream/Dstream/Rstream (all compare whole tuples), a grouping (its result columns
+are all computed), ``Partition By`` windows, and any expression with a subquery (a correlated
+one reads the row by position).  A projection is put in only below a window or at a join's
+input — where rows are kept — and never right under a projection (that one already narrows).
+A query reading no column of a window (``count(*)``) keeps one, the narrowest.
+
+The planner's window and join sharing keys on the operator under a window, so queries reading
+different columns of one stream's window now keep a synopsis each, of their own columns; the
+registry runs the rules without this one when shared window joins are asked for (Hammad et al.'s
+sharing across queries is then what the user chose; design 012).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from sluice.catalog.schema import Schema
+from sluice.plan import logical as L
+from sluice.plan.analysis import has_subquery, reindex
+from sluice.plan.expr import BExpr, ColRef, walk_expr
+from sluice.windows import Rows, WindowDef
+
+Mapping_ = dict[int, int]  # an input column's old position → its position in the narrowed input
+
+
+def prune_columns_below_windows_and_joins(
+    node: L.LogicalNode, spare: Callable[[WindowDef], bool] = lambda w: False
+) -> L.LogicalNode | None:
+    """At a projection or a grouping: its input with only the columns it reads kept where a window
+    or a join keeps rows (see the module docstring), or None if nothing narrows.  Nothing below a
+    window ``spare`` names changes (one the engine shares across queries by stream).
+    """
+    if isinstance(node, L.Project):
+        exprs: tuple[BExpr, ...] = node.columns
+    elif isinstance(node, L.Aggregate):
+        exprs = node.exprs()
+    else:
+        return None
+    if any(has_subquery(e) for e in exprs):
+        return None
+    got = _Narrowing(spare).narrow(node.input, _reads(exprs), keeps=False, under_projection=False)
+    if got is None:
+        return None
+    child, at = got
+    if isinstance(node, L.Project):
+        return L.Project(child, tuple(reindex(c, at) for c in node.columns), node.out_schema)
+    aggs = tuple(a if a.arg is None else dataclasses.replace(a, arg=reindex(a.arg, at)) for a in node.aggs)
+    return dataclasses.replace(node, input=child, keys=tuple(reindex(k, at) for k in node.keys), aggs=aggs)
+
+
+def _reads(exprs: Iterable[BExpr]) -> set[int]:
+    return {x.index for e in exprs for x in walk_expr(e) if isinstance(x, ColRef)}
+
+
+@dataclass(frozen=True, slots=True)
+class _Narrowing:
+    spare: Callable[[WindowDef], bool]
+
+    def narrow(
+        self, node: L.LogicalNode, needed: set[int], *, keeps: bool, under_projection: bool
+    ) -> tuple[L.LogicalNode, Mapping_] | None:
+        """``node`` with at least the columns ``needed`` (in their order) and where each went, or None
+        if it stays as it is.  ``keeps``: a window or join above keeps ``node``'s rows.
+        """
+        if isinstance(node, L.Filter):
+            if has_subquery(node.predicate):
+                return None
+            got = self.narrow(
+                node.input, needed | _reads([node.predicate]), keeps=keeps, under_projection=under_projection
+            )
+            if got is None:
+                return None
+            child, at = got
+            return L.Filter(child, reindex(node.predicate, at)), at
+        if isinstance(node, L.Join):
+            return self._join(node, needed)
+        if isinstance(node, L.Window) and self.spare(node.spec):
+            return None  # (nor a projection above it: a shared window join reads the window itself)
+        if isinstance(node, L.Window) and _copies_commute(node):
+            got = self.narrow(node.input, needed, keeps=True, under_projection=False)
+            return None if got is None else (L.Window(got[0], node.spec), got[1])
+        if isinstance(node, L.Project):
+            return self._projection(node, needed, keeps=keeps)
+        if not keeps or under_projection or needed >= set(range(len(node.schema))):
+            return None
+        cols = sorted(needed) or [_narrowest(node.schema)]
+        kept = tuple(node.schema.columns[i] for i in cols)
+        copy = tuple(ColRef(i, c.type, c.name) for i, c in zip(cols, kept, strict=True))
+        return L.Project(node, copy, Schema(kept)), {i: k for k, i in enumerate(cols)}
+
+    def _join(self, node: L.Join, needed: set[int]) -> tuple[L.LogicalNode, Mapping_] | None:
+        lw = len(node.left.schema)
+        left = self.narrow(node.left, {i for i in needed if i < lw}, keeps=True, under_projection=False)
+        right = self.narrow(node.right, {i - lw for i in needed if i >= lw}, keeps=True, under_projection=False)
+        if left is None and right is None:
+            return None
+        lnode, lat = left if left is not None else (node.left, {i: i for i in range(lw)})
+        rnode, rat = right if right is not None else (node.right, {i: i for i in range(len(node.right.schema))})
+        at = {i: lat[i] for i in needed if i < lw} | {i: len(lnode.schema) + rat[i - lw] for i in needed if i >= lw}
+        return L.Join(lnode, rnode), at
+
+    def _projection(self, node: L.Project, needed: set[int], *, keeps: bool) -> tuple[L.LogicalNode, Mapping_] | None:
+        if any(has_subquery(c) for c in node.columns):
+            return None
+        kept = [i for i, c in enumerate(node.columns) if i in needed or not isinstance(c, ColRef)]
+        if not kept:  # (nothing read: one copy stays, so rows are still rows)
+            kept = [_narrowest(node.schema)]
+        got = self.narrow(node.input, _reads(node.columns[i] for i in kept), keeps=keeps, under_projection=True)
+        if got is None and len(kept) == len(node.columns):
+            return None
+        child, below = got if got is not None else (node.input, {i: i for i in range(len(node.input.schema))})
+        cols = tuple(reindex(node.columns[i], below) for i in kept)
+        schema = Schema(tuple(node.out_schema.columns[i] for i in kept))
+        return L.Project(child, cols, schema), {i: k for k, i in enumerate(kept)}
+
+
+def _copies_commute(w: L.Window) -> bool:
+    """A copying projection commutes with the window: its contents depend on timestamps or
+    positions alone, never on values.
+    """
+    return not w.spec.partition and (w.spec.time_based or type(w.spec) is Rows)
+
+
+def _narrowest(schema: Schema) -> int:
+    """The column to keep when none is read: the first that is not a string, if there is one."""
+    return min((c.type.is_string or c.type.is_null, i) for i, c in enumerate(schema.columns))[1]
