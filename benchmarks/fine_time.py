@@ -2,11 +2,12 @@
 
 1,000,000 events, 10 keys, millisecond timestamps (about 680,000 distinct instants), pushed as
 typed Arrow batches of 100, 1,000 and 10,000 events with a heartbeat after each (the heartbeat
-says the instants before the next batch's first timestamp are complete). Three queries:
+says the instants before the next batch's first timestamp are complete). Five queries:
 
   filter    Istream(select A, B from S [Range Unbounded] where B > 50)
   tumbling  Istream(select A, count(*) from S [Range 1 Second Slide 1 Second] group by A)
   sliding   Istream(select A, count(*) from S [Range 1 Second] group by A)
+  distinct-tumbling, distinct-sliding   the two windows with count(distinct B) (B in 0..99)
 
 Beside each, in the same process and on the same data:
   python    a hand-written plain-Python program computing the *same answer* (a list
@@ -61,6 +62,8 @@ QUERIES = {
     "filter": "Istream(select A, B from S [Range Unbounded] where B > 50)",
     "tumbling": "Istream(select A, count(*) from S [Range 1 Second Slide 1 Second] group by A)",
     "sliding": "Istream(select A, count(*) from S [Range 1 Second] group by A)",
+    "distinct-tumbling": "Istream(select A, count(distinct B) from S [Range 1 Second Slide 1 Second] group by A)",
+    "distinct-sliding": "Istream(select A, count(distinct B) from S [Range 1 Second] group by A)",
 }
 
 DUCKDB = {
@@ -68,6 +71,9 @@ DUCKDB = {
     "tumbling": "select (ts + 999) // 1000 as w, A, count(*) from S group by w, A",
     "sliding": "select ts, A, count(*) over (partition by A order by ts range between 1000 preceding and current row) "
     "from S",
+    "distinct-tumbling": "select (ts + 999) // 1000 as w, A, count(distinct B) from S group by w, A",
+    "distinct-sliding": "select ts, A, count(distinct B) over (partition by A order by ts range between 1000 preceding "
+    "and current row) from S",
 }
 
 
@@ -121,10 +127,56 @@ def py_sliding(ts: list[int], a: list[int], b: list[int], last: int) -> list[tup
     return out
 
 
+def py_distinct_tumbling(ts: list[int], a: list[int], b: list[int], last: int) -> list[tuple[int, int, int]]:
+    values: dict[tuple[int, int], set[int]] = {}
+    for t, x, y in zip(ts, a, b, strict=True):
+        w = -(-t // WINDOW)  # (as py_tumbling: a timestamp on a boundary is in two windows)
+        values.setdefault((w, x), set()).add(y)
+        if t % WINDOW == 0:
+            values.setdefault((w + 1, x), set()).add(y)
+    out = []
+    for (w, x), vs in values.items():
+        c, prev = len(vs), values.get((w - 1, x))
+        if w * WINDOW <= last and (prev is None or len(prev) != c):
+            out.append((w * WINDOW, x, c))
+    return out
+
+
+def py_distinct_sliding(ts: list[int], a: list[int], b: list[int], last: int) -> list[tuple[int, int, int]]:
+    per_key: dict[int, list[tuple[int, int]]] = {}
+    for t, x, y in zip(ts, a, b, strict=True):
+        per_key.setdefault(x, []).append((t, y))
+    out = []
+    inf = 1 << 62
+    for x, arrivals in per_key.items():
+        window: deque[tuple[int, int]] = deque()
+        counts: dict[int, int] = {}
+        i, n, shown = 0, len(arrivals), 0
+        while i < n or window:
+            t = min(arrivals[i][0] if i < n else inf, window[0][0] + WINDOW + 1 if window else inf)
+            if t > last:
+                break
+            while window and window[0][0] + WINDOW + 1 <= t:
+                _, y = window.popleft()
+                counts[y] -= 1
+                if not counts[y]:
+                    del counts[y]
+            while i < n and arrivals[i][0] == t:
+                window.append(arrivals[i])
+                counts[arrivals[i][1]] = counts.get(arrivals[i][1], 0) + 1
+                i += 1
+            if len(counts) != shown and counts:  # Istream: the group's row (A, c) is new
+                out.append((t, x, len(counts)))
+            shown = len(counts)
+    return out
+
+
 BASELINES: dict[str, Callable[..., list[tuple[int, int, int]]]] = {
     "filter": py_filter,
     "tumbling": py_tumbling,
     "sliding": py_sliding,
+    "distinct-tumbling": py_distinct_tumbling,
+    "distinct-sliding": py_distinct_sliding,
 }
 
 

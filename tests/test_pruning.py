@@ -14,7 +14,6 @@ from sluice.plan.analysis import has_subquery
 from sluice.plan.rules import PRUNE_COLUMNS, rewrite
 from sluice.reference import evaluate
 from sluice.reference.compare import diff_outputs
-from sluice.runtime import planner
 from sluice.runtime.operators.shared_join import SharedWindowJoin
 from sluice.runtime.planner import rules_for
 
@@ -176,7 +175,7 @@ def test_kept_bytes_shrink_with_the_columns_read(monkeypatch: pytest.MonkeyPatch
 
     def held(rule_on: bool) -> tuple[int, list]:
         if not rule_on:
-            monkeypatch.setattr(planner, "RULES", tuple(r for r in rules.RULES if r.name != PRUNE_COLUMNS))
+            monkeypatch.setattr(rules, "RULES", tuple(r for r in rules.RULES if r.name != PRUNE_COLUMNS))
         eng = EmbeddedEngine(_cat(), start=0, sharing=False)
         q = eng.register_query(query)
         eng.push("S", rows)

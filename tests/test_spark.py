@@ -545,12 +545,15 @@ def test_spark_watermark_completes_instants_on_every_key_as_the_embedded_engine_
 
 
 def test_stream_static_join_runs_natively_and_static_rows_reach_the_processors(spark, tmp_path) -> None:
-    ddl = "register stream S (K integer, V integer); register relation R (K integer, N varchar(4))"
+    # (R's column M is read by one query's selection alone: the rules keep only K and N of R at the
+    # join's input, and the native join still reads R whole — its columns remapped)
+    ddl = "register stream S (K integer, V integer); register relation R (K integer, N varchar(4), M integer)"
     queries = [
         "Rstream(select S.V, R.N from S [Now], R where S.K = R.K and S.V > 1)",  # native stream–static join
         "select R.N, count(*) from S [Range 2 Seconds], R where S.K = R.K group by R.N",  # processor
+        "Istream(select R.N, S.V from R, S [Range Unbounded] where R.K = S.K and R.M > 1)",  # native, R first
     ]
-    static = [(1, "one"), (2, "two"), (2, "deux")]
+    static = [(1, "one", 1), (2, "two", 2), (2, "deux", 3)]
     rows = [(3, 1, 5), (3, 2, 1), (4, 2, 7), (6, 3, 9), (7, 1, 2)]
     eng = SparkEngine(spark=spark, workdir=tmp_path)
     eng.execute(ddl)
@@ -559,11 +562,11 @@ def test_stream_static_join_runs_natively_and_static_rows_reach_the_processors(s
     eng.push("S", rows)
     eng.close()
     with pytest.raises(SluiceError, match=r"R is static \(attach_static\): its contents cannot change"):
-        eng.push("R", [(9, "+", 4, "four")])
+        eng.push("R", [(9, "+", 4, "four", 4)])
     assert "static relation R" in eng.explain(handles[0])
     assert "native" not in eng.explain(handles[1])
-    assert [eng.stateful(h) for h in handles] == [False, True]
-    _, expected = _embedded_twin(ddl, queries, [("R", [(3, "+", k, n) for k, n in static]), ("S", rows)])
+    assert [eng.stateful(h) for h in handles] == [False, True, False]
+    _, expected = _embedded_twin(ddl, queries, [("R", [(3, "+", *r) for r in static]), ("S", rows)])
     # the same calls on the embedded engine: the same answers, the same refusal
     emb = EmbeddedEngine()
     emb.execute(ddl)
@@ -572,7 +575,7 @@ def test_stream_static_join_runs_natively_and_static_rows_reach_the_processors(s
     emb.push("S", rows)
     emb.close()
     with pytest.raises(SluiceError, match=r"R is static \(attach_static\): its contents cannot change"):
-        emb.push("R", [(9, "+", 4, "four")])
+        emb.push("R", [(9, "+", 4, "four", 4)])
     for h, e, exp in zip(handles, same, expected, strict=True):
         got = eng.results(h)
         assert exp and not diff_outputs(exp, got) and len(got) == len(exp), h.bound.text

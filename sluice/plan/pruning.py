@@ -30,10 +30,11 @@ one reads the row by position).  A projection is put in only below a window or a
 input — where rows are kept — and never right under a projection (that one already narrows).
 A query reading no column of a window (``count(*)``) keeps one, the narrowest.
 
-The planner's window and join sharing keys on the operator under a window, so queries reading
-different columns of one stream's window now keep a synopsis each, of their own columns; the
-registry runs the rules without this one when shared window joins are asked for (Hammad et al.'s
-sharing across queries is then what the user chose; design 012).
+Sharing: the operators that serve every query over one stream's windows (``SharedWindow``,
+STREAM §3.2; the shared window join, Hammad et al.) are keyed by the stream, so a window over
+``π_c(S)`` would no longer be shared with a query reading other columns.  With sharing on, the
+engine runs this rule with ``spare`` naming those windows (``planner.rules_for``): nothing below
+them changes, nor is a projection put above them.  Design 012, "Column pruning".
 """
 
 from __future__ import annotations

@@ -56,6 +56,9 @@ calling one never move below those four.
 
 ``merge-column-projections``
     π_a(π_b(x)) = π_{a∘b}(x) when π_b only copies columns (it cannot fail on a row).
+``distinct-aggregates-over-distinct-rows``
+    γ_{k; f(DISTINCT x)}(R) = γ_{k; f(x)}(δ(π_{k,x}(R))) for COUNT, SUM and AVG of one argument:
+    the distinct values of x in a group are the group's distinct (key, x) rows.
 ``subquery-comparison-to-join``
     σ_{x θ (Q) ∧ p}(R) = π_R(σ_{x θ m ∧ p}(R × Q)) for a comparison θ and an uncorrelated scalar
     subquery Q that has at most one row at every instant (a grouping without keys, under
@@ -116,6 +119,7 @@ from sluice.plan.analysis import (
     reads_row_alone,
     reindex,
     shift,
+    stream_order,
     substitute,
 )
 from sluice.plan.expr import AggCall, AggKind, BExpr, Call, ColRef, Const, Subquery, UdfCall, walk_expr
@@ -489,6 +493,41 @@ def push_selection_below_grouping(node: L.LogicalNode) -> L.LogicalNode | None:
     return _select(L.Aggregate(_select(a.input, down), a.keys, a.aggs, a.out_schema), stay)
 
 
+_OVER_DISTINCT = frozenset({AggKind.COUNT, AggKind.SUM, AggKind.AVG})
+
+
+def distinct_aggregates_over_distinct_rows(node: L.LogicalNode) -> L.LogicalNode | None:
+    """γ_{k; f₁(DISTINCT x), …}(R) = γ_{k'; f₁(x'), …}(δ(π_{k, x}(R))) for COUNT, SUM and AVG,
+    all of one argument x: an aggregate over the distinct values of x in a group is the same
+    aggregate over the distinct (key, x) rows of that group, which δ keeps one each (grouping,
+    DISTINCT and the DISTINCT aggregates compare values alike: NULLs equal, one float zero, no
+    NaN).  A row whose key or x cannot be evaluated is dropped by π as γ drops it; without keys
+    the result is still one row.  δ and the aggregates over it run vectorised (``Counting``);
+    the DISTINCT aggregates' value sets were a Python step per (instant, group).
+
+    Declines inside a correlated subquery and where a key column is a stream's column in the
+    stream's order (``stream_order``): a k-constraint of the stream may let the grouping forget
+    the groups it closed (``GroupGuard``), which a δ below it cannot.
+    """
+    if not isinstance(node, L.Aggregate) or not node.aggs:
+        return None
+    x = node.aggs[0].arg
+    if x is None or not all(a.arg == x and a.distinct and a.fn in _OVER_DISTINCT for a in node.aggs):
+        return None
+    exprs = (*node.keys, x)
+    if not all(reads_row_alone(e) for e in exprs) or has_outer_ref(node):
+        return None  # (a correlated subquery's chain is evaluated row by row: nothing to gain)
+    if any(stream_order(node.input, k.index) is not None for k in node.keys if isinstance(k, ColRef)):
+        return None  # a k-constraint of the stream may close groups (STREAM §4.1): γ forgets them, δ would not
+    names = [e.name if isinstance(e, ColRef) and e.name else f"#{i}" for i, e in enumerate(exprs)]
+    schema = Schema(tuple(Column(n, e.type) for n, e in zip(names, exprs, strict=True)))
+    rows = L.Distinct(L.Project(node.input, exprs, schema))
+    keys = tuple(ColRef(i, k.type, names[i]) for i, k in enumerate(node.keys))
+    arg = ColRef(len(node.keys), x.type, names[-1])
+    aggs = tuple(dataclasses.replace(a, arg=arg, distinct=False) for a in node.aggs)
+    return L.Aggregate(rows, keys, aggs, node.out_schema)
+
+
 def push_selection_below_distinct_and_streams(node: L.LogicalNode) -> L.LogicalNode | None:
     if not (isinstance(node, L.Filter) and isinstance(node.input, L.Distinct | L.StreamOp)):
         return None
@@ -584,6 +623,7 @@ RULES: tuple[Rule, ...] = (
     Rule("subquery-comparison-to-join", subquery_comparison_to_join),
     Rule("order-joins-to-avoid-cross-products", order_joins_to_avoid_cross_products),
     Rule("merge-column-projections", merge_column_projections),
+    Rule("distinct-aggregates-over-distinct-rows", distinct_aggregates_over_distinct_rows),
     Rule("push-selection-below-projection", push_selection_below_projection),
     Rule("push-selection-below-grouping", push_selection_below_grouping),
     Rule("push-selection-below-distinct-and-streams", push_selection_below_distinct_and_streams),

@@ -24,6 +24,7 @@ from sluice.cql.ast import StreamConstraint
 from sluice.datatypes import arrow_type
 from sluice.errors import InternalError
 from sluice.plan import logical as L
+from sluice.plan import rules
 from sluice.plan.analysis import (
     conjoin,
     conjuncts,
@@ -35,7 +36,7 @@ from sluice.plan.analysis import (
     uses_current_time,
 )
 from sluice.plan.expr import BExpr, Call, ColRef, walk_expr
-from sluice.plan.rules import RULES, Rule, rules_sparing
+from sluice.plan.rules import Rule, rules_sparing
 from sluice.runtime.operators.aggregate import Aggregate, AggregateSpec, Distinct, DistinctSpec, GroupGuard
 from sluice.runtime.operators.base import ExecContext, Operator, OperatorSpec, PortHandle
 from sluice.runtime.operators.join import Join, JoinSpec, KeyGuard
@@ -512,7 +513,7 @@ def rules_for(sharing: bool) -> tuple[Rule, ...]:
     """The rewrite rules for a planner that shares (or not): with sharing, a window the shared
     operators serve by stream (``family``) keeps every column (``sluice.plan.pruning``).
     """
-    return rules_sparing(lambda w: family(w) is not None) if sharing else RULES
+    return rules_sparing(lambda w: family(w) is not None) if sharing else rules.RULES
 
 
 @dataclass(frozen=True, slots=True)

@@ -323,18 +323,25 @@ def _branch(top: L.LogicalNode, want: type[W.WindowDef] | None) -> NativePlan | 
 
     static, stream_first = None, True
     scan, below = stream_window(node, 0)
+    schema = node.schema
+    full = list(range(len(schema)))  # a column of ``node`` → its index among the scans' columns
     if scan is None and want is not None and isinstance(node, L.Join):
-        lw = len(node.left.schema)
-        sides = ((node.left, 0, node.right, lw, True), (node.right, lw, node.left, 0, False))
-        for stream_side, s_at, rel_side, r_at, first in sides:
-            (s, s_preds), (r, r_preds) = stream_window(stream_side, s_at), selected(rel_side, r_at)
+        for stream_side, rel_side, first in ((node.left, node.right, True), (node.right, node.left, False)):
+            # the relation's side as the rules left it: selections, under a projection that copies
+            # the columns the query reads (``prune-columns-below-windows-and-joins``)
+            rel, kept = _copied(rel_side)
+            sw, rw = len(stream_side.schema), len(rel.schema)
+            s_at, r_at = (0, sw) if first else (rw, 0)
+            (s, s_preds), (r, r_preds) = stream_window(stream_side, s_at), selected(rel, r_at)
             if s is not None and r is not None:
                 scan, below, static, stream_first = s, s_preds + r_preds, r.name, first
+                rel_cols = [r_at + k for k in kept]
+                stream_cols = [s_at + i for i in range(sw)]
+                full = stream_cols + rel_cols if first else rel_cols + stream_cols
                 break
     if scan is None:
         return None
-    schema = node.schema
-    cols: list[BExpr] = [ColRef(i, schema.types[i], schema.names[i]) for i in range(len(schema))]
+    cols: list[BExpr] = [ColRef(full[i], schema.types[i], schema.names[i]) for i in range(len(schema))]
     preds: list[BExpr] = below
     for n in reversed(chain):
         if isinstance(n, L.Filter):
@@ -345,6 +352,13 @@ def _branch(top: L.LogicalNode, want: type[W.WindowDef] | None) -> NativePlan | 
     if any(isinstance(x, Subquery) for e in preds + cols for x in walk_expr(e)):
         return None
     return NativePlan(scan.name, preds, cols, static, stream_first)
+
+
+def _copied(n: L.LogicalNode) -> tuple[L.LogicalNode, list[int]]:
+    """``n`` without a projection on top that only copies columns, and the columns it kept."""
+    if isinstance(n, L.Project) and all(isinstance(c, ColRef) for c in n.columns):
+        return n.input, [c.index for c in n.columns if isinstance(c, ColRef)]
+    return n, list(range(len(n.schema)))
 
 
 # -- selections as Spark expressions ----------------------------------------------------------

@@ -21,7 +21,6 @@ is forgotten (its row stays what it is).
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,7 +34,7 @@ from sluice.plan.accumulators import Accumulator, IntegerSum, Summable, accumula
 from sluice.plan.expr import AggCall, BExpr
 from sluice.plan.function_defs import full
 from sluice.plan.numeric import row_fits
-from sluice.runtime.batch import TS, from_signed_rows, sign_of, signed_counts, ts_of
+from sluice.runtime.batch import TS, from_signed_rows, sign_of, ts_of
 from sluice.runtime.constraints import Constraints
 from sluice.runtime.operators.base import Operator, OperatorSpec, Unary
 from sluice.runtime.operators.counting import INT64_SAFE, Counting
@@ -287,34 +286,43 @@ class Aggregate(Unary):
 
 @dataclass
 class Distinct(Unary):
-    """Duplicate elimination over a relation: a tuple is in the output while its count is > 0."""
+    """Duplicate elimination over a relation: a tuple is in the output while its count is > 0.
+
+    The counts are :class:`Counting`'s with every column a grouping key and no aggregate: one
+    run's changes, across all its instants, are a few array passes, and a tuple is inserted at
+    the instant its count leaves 0 and deleted at the one it returns there (``Counting`` emits
+    a row exactly where its visibility changes).  Grouping and DISTINCT agree on equality (NULLs
+    equal, one float zero).  It reads whole instants, so no tuple is both deleted and inserted
+    at one instant: the output is pure.
+    """
 
     spec: DistinctSpec
-    STATE = ("counts",)
+    PARTS = ("_counting",)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.stateful = True
-        self.counts: Counter[tuple[Any, ...]] = Counter()
+        self.pure = True
+        self._counting = Counting((), len(self.types))
 
     def declare(self, inputs: Sequence[Operator]) -> None:
         self.insert_only = inputs[0].insert_only
 
+    def has_work(self) -> bool:
+        return self.aligned_has_work()
+
+    def _run(self, budget: int) -> int:
+        (b,) = self.read_aligned(budget)
+        if b.num_rows:
+            self.process(b)
+        self.progress(self.readers[0].watermark())
+        return b.num_rows
+
     def process(self, b: pa.Table) -> None:
-        out = []
-        for ts, row, delta in signed_counts(b):
-            before = self.counts[row]
-            after = before + delta
-            if after:
-                self.counts[row] = after
-            else:
-                del self.counts[row]
-            if before <= 0 < after:
-                out.append((ts, 1, row))
-            elif after <= 0 < before:
-                out.append((ts, -1, row))
-        if out:
-            self.emit(from_signed_rows(out, self.types))
+        cols = [b.column(i) for i in range(2, b.num_columns)]
+        out = self._counting.apply(ts_of(b), sign_of(b), cols, [], self.types)
+        if out is not None and out.num_rows:
+            self.emit(out)
 
     def state_bytes(self) -> int:
-        return 48 * len(self.counts)
+        return self._counting.state_bytes()

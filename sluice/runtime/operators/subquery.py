@@ -118,9 +118,11 @@ class SubqueryMap(Operator):
         for node in spec.chain:
             ev = lambda e, r: eval_row(e, r, outer_env, self._answer)  # noqa: E731
             if isinstance(node, L.Filter):
-                rows = [(r, n) for r, n in rows if ev(node.predicate, r) is True]
+                tests = ((r, n, _evaluated((node.predicate,), r, outer_env, self._answer)) for r, n in rows)
+                rows = [(r, n) for r, n, v in tests if v is not None and v[0] is True]
             elif isinstance(node, L.Project):
-                rows = [(tuple(ev(c, r) for c in node.columns), n) for r, n in rows]
+                mapped = ((_evaluated(node.columns, r, outer_env, self._answer), n) for r, n in rows)
+                rows = [(r, n) for r, n in mapped if r is not None]
             elif isinstance(node, L.Distinct):
                 rows = [(r, 1) for r in dict.fromkeys(r for r, n in rows if n > 0)]
             else:
@@ -224,3 +226,15 @@ class SubqueryMap(Operator):
 
     def state_bytes(self) -> int:
         return 64 * len(self.outer) + super().state_bytes()
+
+
+def _evaluated(exprs: tuple[BExpr, ...], row: Row, env: tuple[Row, ...], answer: Any) -> Row | None:
+    """``exprs`` of an inner row, or None if it cannot be evaluated: that row is left out of the
+    subquery's answer, as the definition (and the operator it would otherwise be) drops it — not
+    the outer row the subquery is evaluated for.  (Not counted: the chain re-evaluates inner rows
+    for every outer row.)
+    """
+    try:
+        return tuple(eval_row(e, row, env, answer) for e in exprs)
+    except RowError:
+        return None
