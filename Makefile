@@ -62,6 +62,7 @@ bench: venv java
 	$(PY) benchmarks/constraints.py
 	$(PY) benchmarks/join_order.py
 	$(PY) benchmarks/derived_join.py
+	$(PY) benchmarks/pruning.py
 	$(PY) benchmarks/spark_throughput.py
 	$(PY) benchmarks/spark_pipeline.py
 	$(PY) -m sluice bench --queries q0,q1,q2,q3,q4,q5,q6,q7 --events 100000

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from sluice.datatypes import BIGINT, FLOAT
 from sluice.plan import limbs
@@ -86,6 +86,10 @@ def _rounded(total: Fraction, n: int) -> tuple[float, float]:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_ops(finite), st.lists(st.integers(0, 40), max_size=4))
+# a mean just below the smallest normal double, which the scaling rounded up to it
+@example(ops=[(0, 2.2250738585072014e-308, False, 0), (0, 2.225073858507201e-308, False, 0)] * 2, cuts=[])
+@example(ops=[(0, 2.2250738585072014e-308, False, 0), (0, 2.225073858507201e-308, False, 0),
+              (0, 2.225073858507201e-308, False, 0)], cuts=[])  # fmt: skip
 def test_limb_running_sums_round_exactly(ops: list[Any], cuts: list[int]) -> None:
     """Every running sum of a group, held in limbs, rounds as its exact value does."""
     rows = _signed(ops)

@@ -123,7 +123,7 @@ from sluice.plan.analysis import (
     substitute,
 )
 from sluice.plan.expr import AggCall, AggKind, BExpr, Call, ColRef, Const, Subquery, UdfCall, walk_expr
-from sluice.plan.pruning import prune_columns_below_windows_and_joins
+from sluice.plan.pruning import prune_plan
 from sluice.windows import Now, Unbounded, WindowDef
 
 PRUNE_COLUMNS = "prune-columns-below-windows-and-joins"  # (sluice.plan.pruning)
@@ -183,8 +183,8 @@ def rules_sparing(spare: Callable[[WindowDef], bool]) -> tuple[Rule, ...]:
     windows an engine shares across queries by stream (STREAM §3.2's shared synopses; Hammad et
     al.'s shared window joins), which hold every column any of their queries reads.
     """
-    prune = functools.partial(prune_columns_below_windows_and_joins, spare=spare)
-    return tuple(Rule(PRUNE_COLUMNS, prune) if r.name == PRUNE_COLUMNS else r for r in RULES)
+    prune = functools.partial(prune_plan, transform=transform, spare=spare)
+    return tuple(Rule(PRUNE_COLUMNS, prune, root_only=True) if r.name == PRUNE_COLUMNS else r for r in RULES)
 
 
 def rewrite(plan: L.LogicalNode, rules: tuple[Rule, ...] | None = None) -> Rewritten:
@@ -636,5 +636,5 @@ RULES: tuple[Rule, ...] = (
     # (below a window that reads timestamps alone, the order within an instant is not read)
     Rule("unwrap-stream-round-trips-under-time-windows", unwrap_stream_round_trips_under_time_windows),
     # (last: the selections are where they go, so their columns are read where they stand)
-    Rule(PRUNE_COLUMNS, prune_columns_below_windows_and_joins),
+    Rule(PRUNE_COLUMNS, lambda plan: prune_plan(plan, transform), root_only=True),  # (at every node: see prune_plan)
 )
