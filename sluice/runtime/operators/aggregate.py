@@ -76,7 +76,25 @@ class DistinctSpec(OperatorSpec):
 
 
 @dataclass
-class Aggregate(Unary):
+class _WholeInstants(Unary):
+    """A one-input operator that reads whole instants (``read_aligned``): at an instant, each of
+    its output rows changes once — a deletion and an insertion of different rows, never both of
+    one — so its output is pure.
+    """
+
+    def has_work(self) -> bool:
+        return self.aligned_has_work()
+
+    def _run(self, budget: int) -> int:
+        (b,) = self.read_aligned(budget)
+        if b.num_rows:
+            self.process(b)
+        self.progress(self.readers[0].watermark())
+        return b.num_rows
+
+
+@dataclass
+class Aggregate(_WholeInstants):
     spec: AggregateSpec
     STATE = ("groups", "_started")
     PARTS = ("_counting", "promise")
@@ -106,13 +124,6 @@ class Aggregate(Unary):
         # deletion and one insertion of different rows: the output is pure.
         self.pure = True
         self.insert_only = self.spec.insertions
-
-    def _run(self, budget: int) -> int:
-        (b,) = self.read_aligned(budget)
-        if b.num_rows:
-            self.process(b)
-        self.progress(self.readers[0].watermark())
-        return b.num_rows
 
     def _new(self) -> _Group:
         return _Group(0, [None if a.arg is None else accumulator(a) for a in self.spec.aggs])
@@ -285,7 +296,7 @@ class Aggregate(Unary):
 
 
 @dataclass
-class Distinct(Unary):
+class Distinct(_WholeInstants):
     """Duplicate elimination over a relation: a tuple is in the output while its count is > 0.
 
     The counts are :class:`Counting`'s with every column a grouping key and no aggregate: one
@@ -307,16 +318,6 @@ class Distinct(Unary):
 
     def declare(self, inputs: Sequence[Operator]) -> None:
         self.insert_only = inputs[0].insert_only
-
-    def has_work(self) -> bool:
-        return self.aligned_has_work()
-
-    def _run(self, budget: int) -> int:
-        (b,) = self.read_aligned(budget)
-        if b.num_rows:
-            self.process(b)
-        self.progress(self.readers[0].watermark())
-        return b.num_rows
 
     def process(self, b: pa.Table) -> None:
         cols = [b.column(i) for i in range(2, b.num_columns)]
