@@ -77,9 +77,9 @@ class DistinctSpec(OperatorSpec):
 
 @dataclass
 class _WholeInstants(Unary):
-    """A one-input operator that reads whole instants (``read_aligned``): at an instant, each of
-    its output rows changes once — a deletion and an insertion of different rows, never both of
-    one — so its output is pure.
+    """A one-input operator that reads whole instants (``read_aligned``), so that at an instant
+    each of its output rows changes once — a deletion and an insertion of different rows, never
+    both of one: a subclass may declare its output pure.
     """
 
     def has_work(self) -> bool:
