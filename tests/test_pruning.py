@@ -225,3 +225,27 @@ def test_windows_shared_by_stream_keep_every_column_and_the_rest_are_pruned() ->
     assert join.queries == {"q1", "q2", "q3"}
     plan = rewrite(bind_query(cat, queries[4]).plan, rules_for(sharing=True)).plan
     assert {n.schema.names for n in _windows_and_join_inputs(plan)} == {("K", "V", "Txt", "F"), ("K", "N")}
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "select X.K, X.V from S [Range 3 Slide 3] as X, S [Range 3 Slide 3] as Y where X.K = Y.K",
+        "Rstream(select S.K, S.V from S [Range 3 Slide 3] where S.V = (select max(V) from S [Range 3 Slide 3]))",
+        # the review's shapes: under FROM subqueries' projections, and read by an IN subquery
+        "select A.K, B.V from (select K, V, F from S [Range 3 Slide 3]) as A, "
+        "(select K, V, F from S [Range 3 Slide 3]) as B where A.K = B.K",
+        "select A.K, B.V from (select K, V, F from S [Range 3 Slide 3]) as A, S [Range 3 Slide 3] as B where A.K = B.K",
+        "select X.K from S [Range 3 Slide 3] as X where X.V in (select V from S [Range 3 Slide 3])",
+    ],
+)
+def test_a_window_read_twice_stays_one_operator(query: str) -> None:
+    """Pruning never splits one window operator into two (it keeps the union of the columns its
+    occurrences read, or leaves such windows whole), and the answer is the definition's."""
+    cat = _cat()
+    streams, relations = _data()
+    expected = evaluate(bind_query(cat, query), streams, relations, start=0, until=16)
+    got, _ = _run(query, cat, sharing=True)
+    assert not diff_outputs(expected, got)
+    plan = rewrite(bind_query(cat, query).plan, rules_for(sharing=True)).plan
+    assert len({n for n in L.walk_plan(plan) if isinstance(n, L.Window)}) == 1

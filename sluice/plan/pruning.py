@@ -72,7 +72,20 @@ def prune_plan(
         transform(plan, functools.partial(prune_columns_below_windows_and_joins, spare=spare, seen=seen))
         widen = {w: frozenset(seen[w]) for w, c in counts.items() if c > 1 and w in seen}
     out = transform(plan, functools.partial(prune_columns_below_windows_and_joins, spare=spare, widen=widen))
+    if widen and _windows(out) > _windows(plan):
+        # equal windows pruned apart after all (one under a FROM subquery's projection, or read
+        # where the narrowing does not reach — design 012 "Known gaps"): leave every window of
+        # those kinds whole rather than split one operator into two
+        kinds = {type(w.spec) for w in widen}
+        out = transform(
+            plan, functools.partial(prune_columns_below_windows_and_joins, spare=lambda w: spare(w) or type(w) in kinds)
+        )
     return None if out == plan else out
+
+
+def _windows(plan: L.LogicalNode) -> int:
+    """How many different windows ``plan`` reads (each one operator)."""
+    return len({n for n in L.walk_plan(plan) if isinstance(n, L.Window)})
 
 
 def prune_columns_below_windows_and_joins(
