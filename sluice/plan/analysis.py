@@ -99,6 +99,20 @@ def equi_key(c: BExpr, left_width: int, width: int | None = None) -> tuple[int, 
 # -- what an expression reads ------------------------------------------------------------------
 
 
+def columns_read(*exprs: BExpr) -> set[int]:
+    """The input columns the expressions read (not a subquery's own: those are its input's)."""
+    return {x.index for e in exprs for x in walk_expr(e) if isinstance(x, ColRef)}
+
+
+def copied_columns(node: L.LogicalNode) -> list[int] | None:
+    """The input columns a projection that only copies takes, in its order; None for any other
+    node (one that computes can fail on a row, so it is not just a choice of columns).
+    """
+    if not isinstance(node, L.Project) or not all(isinstance(c, ColRef) for c in node.columns):
+        return None
+    return [c.index for c in node.columns if isinstance(c, ColRef)]
+
+
 def uses_current_time(e: BExpr) -> bool:
     return any(isinstance(x, CurrentTime) for x in walk_expr(e))
 
@@ -217,7 +231,7 @@ def stream_order(node: L.LogicalNode, col: int) -> tuple[str, int, bool] | None:
         elif isinstance(node, L.Filter):
             if not reads_row_alone(node.predicate):
                 return None
-            whole = whole and {x.index for x in walk_expr(node.predicate) if isinstance(x, ColRef)} <= {col}
+            whole = whole and columns_read(node.predicate) <= {col}
             node = node.input
         elif isinstance(node, L.Project):
             c = node.columns[col]
@@ -225,7 +239,7 @@ def stream_order(node: L.LogicalNode, col: int) -> tuple[str, int, bool] | None:
                 return None
             # a computed column can fail on one row and not another (an overflow, a user's
             # function), dropping that row alone: only copies keep every element of a value
-            whole = whole and all(isinstance(e, ColRef) for e in node.columns)
+            whole = whole and copied_columns(node) is not None
             node, col = node.input, c.index
         else:
             return None

@@ -42,13 +42,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from sluice.catalog.schema import Schema
 from sluice.plan import logical as L
-from sluice.plan.analysis import has_subquery, reindex
-from sluice.plan.expr import BExpr, ColRef, walk_expr
+from sluice.plan.analysis import columns_read, has_subquery, reindex
+from sluice.plan.expr import BExpr, ColRef
 from sluice.windows import Rows, WindowDef
 
 Mapping_ = dict[int, int]  # an input column's old position → its position in the narrowed input
@@ -107,7 +107,9 @@ def prune_columns_below_windows_and_joins(
         return None
     if any(has_subquery(e) for e in exprs):
         return None
-    got = _Narrowing(spare, widen or {}, seen).narrow(node.input, _reads(exprs), keeps=False, under_projection=False)
+    got = _Narrowing(spare, widen or {}, seen).narrow(
+        node.input, columns_read(*exprs), keeps=False, under_projection=False
+    )
     if got is None:
         return None
     child, at = got
@@ -115,10 +117,6 @@ def prune_columns_below_windows_and_joins(
         return L.Project(child, tuple(reindex(c, at) for c in node.columns), node.out_schema)
     aggs = tuple(a if a.arg is None else dataclasses.replace(a, arg=reindex(a.arg, at)) for a in node.aggs)
     return dataclasses.replace(node, input=child, keys=tuple(reindex(k, at) for k in node.keys), aggs=aggs)
-
-
-def _reads(exprs: Iterable[BExpr]) -> set[int]:
-    return {x.index for e in exprs for x in walk_expr(e) if isinstance(x, ColRef)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +135,7 @@ class _Narrowing:
             if has_subquery(node.predicate):
                 return None
             got = self.narrow(
-                node.input, needed | _reads([node.predicate]), keeps=keeps, under_projection=under_projection
+                node.input, needed | columns_read(node.predicate), keeps=keeps, under_projection=under_projection
             )
             if got is None:
                 return None
@@ -179,7 +177,9 @@ class _Narrowing:
         kept = [i for i, c in enumerate(node.columns) if i in needed or not isinstance(c, ColRef)]
         if not kept:  # (nothing read: one copy stays, so rows are still rows)
             kept = [_narrowest(node.schema)]
-        got = self.narrow(node.input, _reads(node.columns[i] for i in kept), keeps=keeps, under_projection=True)
+        got = self.narrow(
+            node.input, columns_read(*(node.columns[i] for i in kept)), keeps=keeps, under_projection=True
+        )
         if got is None and len(kept) == len(node.columns):
             return None
         child, below = got if got is not None else (node.input, {i: i for i in range(len(node.input.schema))})

@@ -109,8 +109,10 @@ from sluice.datatypes import BIGINT, BOOLEAN
 from sluice.errors import InternalError
 from sluice.plan import logical as L
 from sluice.plan.analysis import (
+    columns_read,
     conjoin,
     conjuncts,
+    copied_columns,
     has_outer_ref,
     has_subquery,
     map_children,
@@ -318,11 +320,10 @@ def merge_column_projections(node: L.LogicalNode) -> L.LogicalNode | None:
     """
     if not (isinstance(node, L.Project) and isinstance(node.input, L.Project)):
         return None
-    inner = node.input
-    if not all(isinstance(c, ColRef) for c in inner.columns) or not all(reads_row_alone(c) for c in node.columns):
+    at = copied_columns(node.input)
+    if at is None or not all(reads_row_alone(c) for c in node.columns):
         return None
-    at = [c.index for c in inner.columns if isinstance(c, ColRef)]  # (each is one: checked above)
-    return L.Project(inner.input, tuple(reindex(c, at) for c in node.columns), node.out_schema)
+    return L.Project(node.input.input, tuple(reindex(c, at) for c in node.columns), node.out_schema)
 
 
 _COMPARISONS = frozenset({"eq", "ne", "lt", "le", "gt", "ge"})
@@ -463,7 +464,7 @@ def _moved(
     down: list[BExpr] = []
     stay: list[BExpr] = []
     for c in cs:
-        cols = {x.index for x in walk_expr(c) if isinstance(x, ColRef)}
+        cols = columns_read(c)
         if ok(c) and cols <= set(mapping):
             down.append(substitute(c, {i: mapping[i] for i in cols}))
         else:

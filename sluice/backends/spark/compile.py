@@ -52,6 +52,7 @@ from sluice.plan import logical as L
 from sluice.plan.analysis import (
     column_equalities,
     conjuncts,
+    copied_columns,
     has_subquery,
     insert_only,
     plan_has_subquery,
@@ -356,9 +357,8 @@ def _branch(top: L.LogicalNode, want: type[W.WindowDef] | None) -> NativePlan | 
 
 def _copied(n: L.LogicalNode) -> tuple[L.LogicalNode, list[int]]:
     """``n`` without a projection on top that only copies columns, and the columns it kept."""
-    if isinstance(n, L.Project) and all(isinstance(c, ColRef) for c in n.columns):
-        return n.input, [c.index for c in n.columns if isinstance(c, ColRef)]
-    return n, list(range(len(n.schema)))
+    kept = copied_columns(n)
+    return (n.inputs()[0], kept) if kept is not None else (n, list(range(len(n.schema))))
 
 
 # -- selections as Spark expressions ----------------------------------------------------------
