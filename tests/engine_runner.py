@@ -25,6 +25,7 @@ def run_engine(
     scheduler: str = "round-robin",
     engines: list[EmbeddedEngine] | None = None,
     snapshots: bool = False,
+    join_intermediates: str = "auto",
 ) -> list[Element]:
     """The engine's output for ``query`` over the inputs (pushed in ``chunk``-sized pieces, run between).
 
@@ -41,6 +42,7 @@ def run_engine(
             seed=seed,
             scheduler=scheduler,
             start=start if start is not None else (min(stamps) if stamps else 0),
+            join_intermediates=join_intermediates,
         )
         for extra in extra_queries:
             eng.register_query(extra)

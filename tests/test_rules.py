@@ -497,7 +497,7 @@ def test_a_snapshot_of_another_plan_is_refused() -> None:
     new = EmbeddedEngine(_cat(), start=0)
     new.register_query(query, name="q")
     with pytest.raises(
-        SluiceError, match="the snapshot is of a different plan: sharedwindowjoin#1 is SharedWindowJoin \\[no keys"
+        SluiceError, match="the snapshot is of a different plan: [a-z]+#\\d+ is [A-Za-z]+ \\["
     ):
         new.restore_state(state)
 

@@ -51,6 +51,8 @@ QUERIES = [
     "select K, CURRENT_TIME from R where K < CURRENT_TIME",
     "select * from S Sample(50)",
     "select * from S [Range 3] as X, S [Rows 2] as Y where X.A = Y.A and X.B > 0",  # a shared window join
+    # a dataflow join (three inputs, no intermediate synopsis), a static relation among them
+    "select X.A, Y.B, R.N from S [Range 3] as X, S [Range 2] as Y, R where X.A = Y.A and Y.B = R.K",
 ]
 # wiring, set by the planner (a shared join's ports — its further output queues, the queries each
 # serves — change when queries are registered or removed, never while it runs)

@@ -32,13 +32,16 @@ from sluice.plan.analysis import (
     has_outer_ref,
     has_subquery,
     reads_row_alone,
+    shift,
     stream_order,
     uses_current_time,
 )
+from sluice.plan.dataflow import Intermediate, keep_intermediate
 from sluice.plan.expr import BExpr, Call, ColRef, walk_expr
 from sluice.plan.rules import Rule, rules_sparing
 from sluice.runtime.operators.aggregate import Aggregate, AggregateSpec, Distinct, DistinctSpec, GroupGuard
 from sluice.runtime.operators.base import ExecContext, Operator, OperatorSpec, PortHandle
+from sluice.runtime.operators.dataflow_join import DataflowJoin, DataflowJoinSpec
 from sluice.runtime.operators.join import Join, JoinSpec, KeyGuard
 from sluice.runtime.operators.join_buffer import Family, family
 from sluice.runtime.operators.relational import SetOp, SetOpSpec
@@ -69,9 +72,14 @@ class Planner:
         ctx: ExecContext,
         sharing: bool = True,
         shared_join: SharedJoinOptions | None = None,
+        intermediates: str = "auto",
     ) -> None:
         self.sources = sources
+        # a join of three or more inputs: "keep" its intermediate results (a tree of binary joins),
+        # "drop" them (one dataflow join, Getta & Vossough §2.3), or "auto": decided by eq. 1–2
+        self.intermediates = intermediates
         self.ctx = ctx
+        self.origin = ctx  # the engine's own context: its start is the first instant (epochs have their own)
         self.sharing = sharing
         self.shared_join = shared_join  # None: each query's window join is its own
         # shared window joins by signature (inputs, keys, residual, window family, options): kept
@@ -320,6 +328,9 @@ class Planner:
         residual filter.  (Conjuncts reading one input were pushed into it by the rewrite rules,
         ``sluice.plan.rules``.)
         """
+        flat = self._dataflow_join(n, conjuncts)
+        if flat is not None:
+            return flat
         lw = len(n.left.schema)
         keys: list[tuple[int, int]] = []
         here: list[BExpr] = []
@@ -359,6 +370,92 @@ class Planner:
             n.schema, left.schema.types, right.schema.types, tuple(keys), residual, guards, fifo, detail=detail
         )
         return self._new(Join, spec, [left, right])
+
+    def _dataflow_join(self, n: L.Join, conjuncts: list[BExpr]) -> Operator | None:
+        """A tree of three or more joins as one dataflow join without intermediate synopses
+        (Getta & Vossough §2.3; ``sluice.runtime.operators.dataflow_join``) when eq. 1–2 say
+        they do not pay (``intermediates``); None: a tree of binary joins.  It declines where an
+        input's join key adheres to a k-constraint (a binary join forgets rows by it).
+        """
+        if self.intermediates == "keep":
+            return None
+        leaves, stages = _join_tree(n, conjuncts)
+        if len(leaves) < 3:
+            return None
+        kept = self._kept_prefix(leaves) if self.intermediates == "auto" else 1
+        whole = _left_spine(n, kept) if kept > 1 else None
+        if whole is not None:  # the first `kept` inputs' join is kept: one input of the dataflow join
+            if len(leaves) - kept + 1 < 3:
+                return None
+            leaves, stages = _join_tree(n, conjuncts, whole)
+        owner = [(i, c) for i, leaf in enumerate(leaves) for c in range(len(leaf.schema))]
+        keys: list[tuple[int, int, int, int]] = []
+        rest: list[BExpr] = []
+        for stage in stages:
+            here = []
+            for c in stage:
+                pair = _leaf_key(c, owner)
+                if pair is not None and pair not in keys:
+                    keys.append(pair)
+                elif pair is None:
+                    here.append(c)
+            for c in here:
+                _no_current_time(c)
+            both = conjoin(here)
+            if both is not None:
+                rest.append(both)
+        if any(self._adhering(leaves[a], ca) or self._adhering(leaves[b], cb) for a, ca, b, cb in keys):
+            return None
+        ops = [self._op(leaf) for leaf in leaves]
+        names = n.schema.names
+        at = [sum(len(x.schema) for x in leaves[:i]) for i in range(len(leaves))]
+        detail = ", ".join(f"{names[at[a] + ca]} = {names[at[b] + cb]}" for a, ca, b, cb in keys) or "no keys"
+        if rest:
+            detail += "; filter " + " then ".join(_render(c, n) for c in rest)
+        detail += f"; {len(leaves)} inputs, no intermediate synopses (Getta & Vossough §2.3)"
+        spec = DataflowJoinSpec(
+            n.schema,
+            tuple(o.schema.types for o in ops),
+            tuple(keys),
+            tuple(rest),
+            tuple(self._fifo(o) for o in ops),
+            detail=detail,
+        )
+        return self._new(DataflowJoin, spec, ops)
+
+    def _kept_prefix(self, leaves: list[L.LogicalNode]) -> int:
+        """How many of the first inputs to join into a kept intermediate result, by eq. 1–2
+        (``sluice.plan.dataflow``): the result of inputs 0…k−1 is kept while input k arrives more
+        often than they write into it — their rates summed, each item taken to make one result and
+        to find one partner (no selectivities are known at registration), so a stream joining
+        static relations keeps their join (Getta & Vossough §3.1's extreme case).  Rates: what
+        each stream has delivered so far (a query registered while the engine runs); a static
+        relation changes never; before any input, one for every other input.
+        """
+        rates = [self._rate(leaf) for leaf in leaves]
+        kept = 1
+        for k in range(2, len(leaves)):
+            x = Intermediate((sum(rates[:k]), 0.0, rates[k]), f_rs=1.0, f_sr=0.0, f_ts=1.0)
+            if not keep_intermediate(x):
+                break
+            kept = k
+        return kept
+
+    def _rate(self, node: L.LogicalNode) -> float:
+        """Elements per tick the input ``node`` reads (through selections, projections, windows and
+        samples) has delivered; 0 for a static relation; 1 when unknown (nothing seen yet, derived).
+        """
+        while isinstance(node, L.Filter | L.Project | L.Window | L.Sample):
+            node = node.input
+        src = self.sources.get(node.name.lower()) if isinstance(node, L.Scan) else None
+        if src is None:
+            return 1.0
+        if src.static:
+            return 0.0
+        start, wm = self.origin.start, src.output.watermark
+        if start is None or wm <= start or not src._out:
+            return 1.0
+        return src._out / (wm - start)
 
     def _key_guards(self, n: L.Join, keys: list[tuple[int, int]]) -> list[tuple[KeyGuard, str]]:
         """The k-constraints (STREAM §4.1) an input's join keys adhere to, with their streams: the
@@ -624,6 +721,65 @@ def _corr_key(c: BExpr) -> tuple[int, int] | None:
         if isinstance(b, ColRef) and isinstance(a, OuterRef) and a.depth == 1:
             return b.index, a.index
     return None
+
+
+def _join_tree(
+    n: L.LogicalNode, top: list[BExpr], whole: L.LogicalNode | None = None
+) -> tuple[list[L.LogicalNode], list[list[BExpr]]]:
+    """The inputs of a tree of joins in the written order, and the conjuncts of the selections in
+    it over the whole row, in the order the tree evaluates them (lower joins' first; ``top``, the
+    selection over the tree, last).  A selection whose conjuncts read more than the row (a
+    subquery, CURRENT_TIME) stays part of its input; so does the subtree ``whole`` (a kept
+    intermediate result).
+    """
+    leaves: list[L.LogicalNode] = []
+    stages: list[list[BExpr]] = []
+
+    def walk(node: L.LogicalNode, off: int) -> None:
+        if node is whole:
+            leaves.append(node)
+            return
+        if isinstance(node, L.Join):
+            walk(node.left, off)
+            walk(node.right, off + len(node.left.schema))
+            return
+        if isinstance(node, L.Filter) and isinstance(node.input, L.Join):
+            cs = conjuncts(node.predicate)
+            if all(reads_row_alone(c) for c in cs):
+                walk(node.input, off)
+                stages.append([shift(c, off) for c in cs])
+                return
+        leaves.append(node)
+
+    walk(n, 0)
+    stages.append(list(top))
+    return leaves, stages
+
+
+def _left_spine(n: L.LogicalNode, k: int) -> L.LogicalNode | None:
+    """The subtree on the left spine of a join tree that holds its first ``k`` inputs (with the
+    selection over it), which ``_join_tree`` then reads as one input; None if no subtree does.
+    """
+    node = n
+    while (count := len(_join_tree(node, [])[0])) != k:
+        inner = node.input if isinstance(node, L.Filter) else node
+        if count < k or not isinstance(inner, L.Join):
+            return None
+        node = inner.left
+    return node
+
+
+def _leaf_key(c: BExpr, owner: list[tuple[int, int]]) -> tuple[int, int, int, int] | None:
+    """``(input a, its column, input b, its column)`` if ``c`` is ``x = y`` of two inputs' columns."""
+    if not (isinstance(c, Call) and c.fn == "eq"):
+        return None
+    x, y = c.args
+    if not (isinstance(x, ColRef) and isinstance(y, ColRef)):
+        return None
+    (a, ca), (b, cb) = owner[x.index], owner[y.index]
+    if a == b:
+        return None
+    return (a, ca, b, cb) if a < b else (b, cb, a, ca)
 
 
 def _no_current_time(e: BExpr) -> None:

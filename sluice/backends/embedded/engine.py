@@ -86,6 +86,11 @@ def _plan_mark(o: Operator) -> str:
     return f"{o.kind} [{o.spec.detail}] ({cols})"
 
 
+# a join of three or more inputs keeps its intermediate results ("keep": a tree of binary joins),
+# drops them ("drop": one dataflow join, Getta & Vossough §2.3) or lets eq. 1–2 decide ("auto")
+JOIN_INTERMEDIATES = ("auto", "keep", "drop")
+
+
 def _shared_join_options(text: str | SharedJoinOptions | None, sharing: bool) -> SharedJoinOptions | None:
     """The shared-join policy: Greedy unless turned off; none without sharing (asking for one
     then is an error, not a silent fallback).
@@ -130,13 +135,18 @@ class EmbeddedEngine:
         start: int | None = None,
         clock: Callable[[], float] = time.perf_counter,
         memory_limit: int | str | None = None,
+        join_intermediates: str = "auto",
     ) -> None:
         self.checkpoint_format = CHECKPOINT_FORMAT
+        if join_intermediates not in JOIN_INTERMEDIATES:
+            raise SluiceError(
+                f"join_intermediates={join_intermediates!r}: expected one of {', '.join(JOIN_INTERMEDIATES)}"
+            )
         self.catalog = catalog if catalog is not None else Catalog(time_unit=time_unit)
         self.slack = slack
         self.shared_join = _shared_join_options(shared_join, sharing)
         self.registry = QueryRegistry(
-            ExecContext(start=start, seed=seed, clock=clock), slack, sharing, self.shared_join
+            ExecContext(start=start, seed=seed, clock=clock), slack, sharing, self.shared_join, join_intermediates
         )
         self.loop = SchedulerLoop(self.registry, "round-robin" if scheduler is None else scheduler, budget)
         # latency targets: the strategy is switched for them unless the user chose one (design 021)

@@ -31,12 +31,19 @@ class QueryRegistry:
     """Sources, operators (in creation order: a topological order) and queries, kept consistent."""
 
     def __init__(
-        self, ctx: ExecContext, slack: int, sharing: bool, shared_join: SharedJoinOptions | None = None
+        self,
+        ctx: ExecContext,
+        slack: int,
+        sharing: bool,
+        shared_join: SharedJoinOptions | None = None,
+        join_intermediates: str = "auto",
     ) -> None:
         self.ctx = ctx
         self.slack = slack
         self.sources: dict[str, Source] = {}
-        self.planner = Planner(self.sources, ctx, sharing=sharing, shared_join=shared_join)
+        self.planner = Planner(
+            self.sources, ctx, sharing=sharing, shared_join=shared_join, intermediates=join_intermediates
+        )
         self.queries: dict[str, Query] = {}
         self.failures: dict[str, str] = {}  # query name → why it stopped
         self.inactive: dict[str, Query] = {}  # deactivated queries (STREAM §2.4): not maintained
