@@ -20,6 +20,7 @@ from sluice.plan import bind_query, execute
 from sluice.plan.dataflow import Intermediate, Mode, Step, best_order, cost, keep_intermediate
 from sluice.reference import evaluate
 from sluice.reference.compare import diff_outputs
+from sluice.runtime.operators import dataflow_join
 from sluice.runtime.operators.dataflow_join import DataflowJoin
 from sluice.runtime.operators.join import Join
 
@@ -200,7 +201,7 @@ def relation_updates(draw: st.DrawFn) -> list[tuple[int, str, tuple[int, str]]]:
     return ups
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(
     st.tuples(windows, windows, windows),
     st.sampled_from(CONDITIONS),
@@ -208,6 +209,7 @@ def relation_updates(draw: st.DrawFn) -> list[tuple[int, str, tuple[int, str]]]:
     relation_updates(),
     st.sampled_from([(None, 65536, False), (1, 1, False), (3, 2, False), (2, 3, True)]),
     st.sampled_from(["drop", "keep", "auto"]),
+    st.sampled_from([0, 1, float("inf")]),  # the run's changes paired by interval join, either, by hash
 )
 @example(
     ("[Rows 2]", "[Range 3]", "[Now]"),
@@ -216,8 +218,9 @@ def relation_updates(draw: st.DrawFn) -> list[tuple[int, str, tuple[int, str]]]:
     [],
     (1, 1, False),
     "drop",
+    0,
 )
-def test_every_plan_equals_the_reference(wins, cond, streams, r_ups, feed, intermediates) -> None:
+def test_every_plan_equals_the_reference(wins, cond, streams, r_ups, feed, intermediates, pairs) -> None:
     leaves = [f"A {wins[0]}", f"B {wins[1]}", f"C {wins[2]}"] + (["R"] if "R." in cond else [])
     query = f"select * from {', '.join(leaves)}" + (f" where {cond}" if cond else "")
     data = {n: [(t, (k, v)) for t, k, v in rs] for n, rs in zip("ABC", streams, strict=True)}
@@ -227,19 +230,23 @@ def test_every_plan_equals_the_reference(wins, cond, streams, r_ups, feed, inter
     expected = evaluate(bind_query(CAT, query), data, relations, start=start, until=until)
     chunk, budget, snapshots = feed
     engines: list[EmbeddedEngine] = []
-    got = run_engine(
-        CAT,
-        query,
-        data,
-        relations,
-        start=start,
-        until=until,
-        chunk=chunk,
-        budget=budget,
-        snapshots=snapshots,
-        join_intermediates=intermediates,
-        engines=engines,
-    )
+    saved, dataflow_join.PAIRS_PER_ROW = dataflow_join.PAIRS_PER_ROW, pairs
+    try:
+        got = run_engine(
+            CAT,
+            query,
+            data,
+            relations,
+            start=start,
+            until=until,
+            chunk=chunk,
+            budget=budget,
+            snapshots=snapshots,
+            join_intermediates=intermediates,
+            engines=engines,
+        )
+    finally:
+        dataflow_join.PAIRS_PER_ROW = saved
     problems = diff_outputs(expected, got)
     assert not problems, f"{query} ({intermediates}): {problems[:5]}"
     if intermediates == "drop":

@@ -39,13 +39,16 @@ from sluice.plan.dataflow import Mode, Step, best_order
 from sluice.plan.expr import BExpr
 from sluice.runtime.batch import META, NEG_INF, POS_INF, concat, make, sign_of, sort_by_ts, ts_of
 from sluice.runtime.keys import comparable
-from sluice.runtime.lifetimes import lifetimes
+from sluice.runtime.lifetimes import Lifetimes, lifetimes, overlapping, pair_count
 from sluice.runtime.operators.base import Operator, OperatorSpec
 from sluice.runtime.operators.join import _net_small, _take
 from sluice.runtime.synopsis import FifoSynopsis, RelationSynopsis, W
 from sluice.runtime.vexpr import compile_expr, evaluate_rows, truth_mask
 
 SMOOTHING = 0.5  # weight of the newest measured fan-out in the running average
+# pairs by key per row up to which the run's changes are paired by a hash join (then filtered by
+# time); beyond, by the interval join (tests set it to 0 and to infinity)
+PAIRS_PER_ROW = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +157,14 @@ class DataflowJoin(Operator):
         done = frozenset([i])
         for j in order:
             t = tables[j]
-            a, b = self._match(idx, tables, done, j)
+            # with the rows held all run (they overlap every lifetime), by key; with the run's own
+            # changes, by key and time (an interval join: not every pair of the run's changes of
+            # one key, most of which never met)
+            a, b = self._match(idx, tables, done, j, held[j])
+            r = runs[j] if j > i else None
+            if r is not None and len(r):
+                a2, b2 = self._meeting(idx, tables, done, j, lo, hi, r)
+                a, b = np.concatenate([a, a2]), np.concatenate([b, b2 + len(held[j])])
             n_in = len(w)
             lo, hi = np.maximum(lo[a], t.start[b]), np.minimum(hi[a], t.end[b])
             w = w[a] * t.w[b]
@@ -197,21 +207,50 @@ class DataflowJoin(Operator):
             old = self._fanout.get((done, j))
             self._fanout[(done, j)] = f if old is None else SMOOTHING * f + (1 - SMOOTHING) * old
 
-    def _match(
-        self, idx: dict[int, np.ndarray], tables: list[_View], done: frozenset[int], j: int
+    def _keys(
+        self, idx: dict[int, np.ndarray], tables: list[_View], done: frozenset[int], j: int, rows: _View
+    ) -> tuple[list[Any], list[Any]]:
+        """The key columns linking the combinations so far to ``rows`` of input ``j``: theirs, its."""
+        links = self._links(done, j)
+        mine = [tables[s].cols[cs].take(pa.array(idx[s])) for s, cs, _ in links]
+        return mine, [rows.cols[cj] for _, _, cj in links]
+
+    def _meeting(
+        self,
+        idx: dict[int, np.ndarray],
+        tables: list[_View],
+        done: frozenset[int],
+        j: int,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        rows: _View,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Pairs (row of the combinations so far, row of input ``j``) whose keys are equal; every
-        pair where no key links them (a cross product).
+        """Pairs (combination, row of the run's changes ``rows``) with equal keys whose lifetimes
+        overlap (``sluice.runtime.lifetimes.overlapping``, an interval join).
         """
-        n, m = len(next(iter(idx.values()))), len(tables[j])
+        mine, theirs = self._keys(idx, tables, done, j, rows)
+        if not len(lo) or not len(rows):
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        if pair_count(mine, theirs, len(lo), len(rows)) <= PAIRS_PER_ROW * (len(lo) + len(rows)):
+            # few pairs by key: form them all (a hash join), the caller drops those that never met
+            return self._match(idx, tables, done, j, rows)
+        return overlapping(mine, _spans(lo, hi), theirs, _spans(rows.start, rows.end))
+
+    def _match(
+        self, idx: dict[int, np.ndarray], tables: list[_View], done: frozenset[int], j: int, rows: _View
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Pairs (combination so far, row of ``rows``, rows of input ``j``) whose keys are equal;
+        every pair where no key links them (a cross product).
+        """
+        n, m = len(next(iter(idx.values()))), len(rows)
         if not n or not m:
             return np.empty(0, np.int64), np.empty(0, np.int64)
-        links = self._links(done, j)
-        if not links:
+        mine, theirs = self._keys(idx, tables, done, j, rows)
+        if not mine:
             return np.repeat(np.arange(n), m), np.tile(np.arange(m), n)
         left, right = {}, {}
-        for k, (s, cs, cj) in enumerate(links):
-            x, y = comparable(tables[s].cols[cs].take(pa.array(idx[s])), tables[j].cols[cj])
+        for k, (a, b) in enumerate(zip(mine, theirs, strict=True)):
+            x, y = comparable(a, b)
             left[f"k{k}"], right[f"k{k}"] = x, y
         lt = pa.table(left | {"__i": pa.array(np.arange(n))})
         rt = pa.table(right | {"__j": pa.array(np.arange(m))})
@@ -246,6 +285,11 @@ class DataflowJoin(Operator):
 
     def synopses(self) -> list[Any]:
         return list(self.syn)
+
+
+def _spans(start: np.ndarray, end: np.ndarray) -> Lifetimes:
+    none = np.empty(0, np.int64)
+    return Lifetimes(np.arange(len(start)), start, end, none, none)
 
 
 def _held(syn: RelationSynopsis) -> _View:
