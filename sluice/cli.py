@@ -158,6 +158,13 @@ def _engine_options(p: argparse.ArgumentParser) -> None:
         "swf, lwo or off; options after ':', e.g. swf:variant=nested-loop,unit=1",
     )
     g.add_argument(
+        "--join-intermediates",
+        default="auto",
+        choices=["auto", "keep", "drop"],
+        help="a join of three or more inputs: keep its intermediate results (a tree of binary joins), drop "
+        "them (one dataflow join), or auto: decided by the streams' rates (Getta & Vossough eq. 1-2)",
+    )
+    g.add_argument(
         "--memory-limit",
         default=None,
         metavar="SIZE",
@@ -169,7 +176,16 @@ def _engine_options(p: argparse.ArgumentParser) -> None:
 
 
 def _engine_key(args: argparse.Namespace) -> tuple[Any, ...]:
-    return (args.backend, args.scheduler, args.seed, args.time_unit, args.slack, args.shared_join, args.memory_limit)
+    return (
+        args.backend,
+        args.scheduler,
+        args.seed,
+        args.time_unit,
+        args.slack,
+        args.shared_join,
+        args.memory_limit,
+        args.join_intermediates,
+    )
 
 
 def _engine(args: argparse.Namespace) -> Any:
@@ -184,6 +200,7 @@ def _engine_opts(args: argparse.Namespace) -> dict[str, Any]:
         "time_unit": args.time_unit,
         "slack": args.slack,
         "shared_join": args.shared_join,
+        "join_intermediates": args.join_intermediates,
     }
     if args.memory_limit is not None:
         opts["memory_limit"] = args.memory_limit

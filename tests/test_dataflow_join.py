@@ -9,6 +9,7 @@ The oracle is the reference evaluator; every plan shape (``join_intermediates`` 
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -375,3 +376,26 @@ def test_a_kept_intermediate_feeds_a_dataflow_join() -> None:
     assert expected
     for mode, got in results.items():
         assert not diff_outputs(expected, got), mode
+
+
+def test_sluice_run_takes_the_option_and_every_choice_writes_the_same_file(tmp_path: Any) -> None:
+    from sluice.cli import main
+
+    cql = tmp_path / "q.cql"
+    cql.write_text(DDL + "\n" + THREE + ";\n")
+    for s, rows in {"A": [(1, 1, 1), (2, 2, 2)], "B": [(1, 1, 5), (2, 2, 6)], "C": [(2, 1, 7), (3, 2, 8)]}.items():
+        (tmp_path / f"{s}.csv").write_text("".join(f"{t},{k},{v}\n" for t, k, v in rows))
+    outs = {}
+    for choice in ("auto", "keep", "drop"):
+        out = tmp_path / choice
+        argv = ["run", str(cql), *(x for s in "ABC" for x in ("--source", f"{s}={tmp_path / (s + '.csv')}"))]
+        assert main([*argv, "--out", str(out), "--join-intermediates", choice]) == 0
+        outs[choice] = {p.name: p.read_text() for p in sorted(out.iterdir())}
+    assert outs["auto"]["q1.out"] and outs["auto"] == outs["keep"] == outs["drop"]
+
+
+def test_the_spark_backend_takes_the_same_option_and_errors() -> None:
+    from sluice.backends.spark.engine import SparkEngine
+
+    with pytest.raises(SluiceError, match="join_intermediates='tree': expected one of auto, keep, drop"):
+        SparkEngine(join_intermediates="tree")  # refused before a session starts

@@ -42,6 +42,7 @@ from sluice.errors import InUseError, SluiceError
 from sluice.io.atomic import write_atomic
 from sluice.plan import BoundQuery, register_view
 from sluice.plan.binder import Binder
+from sluice.plan.dataflow import JOIN_INTERMEDIATES
 from sluice.plan.ddl import check_unused, execute_statement
 from sluice.plan.element import Element
 from sluice.plan.explain import explain
@@ -84,11 +85,6 @@ def _plan_mark(o: Operator) -> str:
     """
     cols = ", ".join(f"{c.name} {c.type.sql()}" for c in o.spec.schema.columns)
     return f"{o.kind} [{o.spec.detail}] ({cols})"
-
-
-# a join of three or more inputs keeps its intermediate results ("keep": a tree of binary joins),
-# drops them ("drop": one dataflow join, Getta & Vossough §2.3) or lets eq. 1–2 decide ("auto")
-JOIN_INTERMEDIATES = ("auto", "keep", "drop")
 
 
 def _shared_join_options(text: str | SharedJoinOptions | None, sharing: bool) -> SharedJoinOptions | None:

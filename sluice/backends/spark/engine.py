@@ -47,6 +47,7 @@ from sluice.cql.printer import to_cql
 from sluice.errors import SluiceError
 from sluice.plan import bind_query, execute, register_view
 from sluice.plan import logical as L
+from sluice.plan.dataflow import JOIN_INTERMEDIATES
 from sluice.plan.ddl import check_unused, execute_statement
 from sluice.plan.element import Element
 from sluice.plan.explain import explain as explain_plan
@@ -75,6 +76,7 @@ class SparkEngine:
         preaggregate: bool = True,
         shared_join: str | None = None,
         memory_limit: int | str | None = None,
+        join_intermediates: str = "auto",
     ) -> None:
         """``scheduler`` is the strategy each processor's operators run under (as ``EmbeddedEngine``);
         ``preaggregate=False`` sends every element of a sliding-window group-by to the processor
@@ -82,6 +84,8 @@ class SparkEngine:
         ``shared_join`` is the policy of a window join inside a processor (same names and errors as
         ``EmbeddedEngine``); unless it is ``"off"``, queries started together that join the same
         streams through windows on the same keys run in one processor per key (docs/design/020).
+        ``join_intermediates``: whether a processor's join of three or more inputs keeps its
+        intermediate results (as ``EmbeddedEngine``; docs/design/024).
         """
         from sluice.backends.spark.session import get_session
         from sluice.scheduling.strategies import make
@@ -98,6 +102,11 @@ class SparkEngine:
         except ValueError as e:
             raise SluiceError(str(e)) from None
         self.scheduler = scheduler
+        if join_intermediates not in JOIN_INTERMEDIATES:
+            raise SluiceError(
+                f"join_intermediates={join_intermediates!r}: expected one of {', '.join(JOIN_INTERMEDIATES)}"
+            )
+        self.join_intermediates = join_intermediates
         # the same names, options and errors as the embedded engine; None is its default (Greedy)
         self.groups_joins = shared_join is None or SharedJoinOptions.parse(shared_join) is not None
         self.shared_join = shared_join

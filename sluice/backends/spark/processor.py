@@ -97,6 +97,7 @@ class SluiceProcessor(StatefulProcessor):
         lag: int = 0,
         shared_join: str | None = None,
         members: list[tuple[str, str, list[DataType]]] | None = None,
+        join_intermediates: str = "auto",
     ) -> None:
         """``members``: (name, CQL, output types) of the queries this processor runs together
         (they share a window join); None: ``query`` alone, named "q".
@@ -105,6 +106,7 @@ class SluiceProcessor(StatefulProcessor):
         self.lag = lag  # ticks behind Spark's watermark its instants complete (pre-aggregated input)
         self.scheduler = scheduler
         self.shared_join = shared_join
+        self.join_intermediates = join_intermediates
         self.members = members
         self.time_unit, self.seed, self.slack = time_unit, seed, slack
         self.sources, self.out_types = sources, out_types
@@ -158,6 +160,7 @@ class SluiceProcessor(StatefulProcessor):
             slack=self.slack,
             scheduler=getattr(self, "scheduler", "round-robin"),  # processors pickled before it existed
             shared_join=getattr(self, "shared_join", None),
+            join_intermediates=getattr(self, "join_intermediates", "auto"),
         )
         register_udfs(eng.catalog, self.udfs)
         eng.execute(self.ddl)
