@@ -62,6 +62,7 @@ bench: venv java
 	$(PY) benchmarks/constraints.py
 	$(PY) benchmarks/join_order.py
 	$(PY) benchmarks/derived_join.py
+	$(PY) benchmarks/dataflow_join.py
 	$(PY) benchmarks/pruning.py
 	$(PY) benchmarks/spark_throughput.py
 	$(PY) benchmarks/spark_pipeline.py
