@@ -40,6 +40,7 @@ REGISTER RELATION R (K integer, N varchar(8));
 # Between them these build every operator kind (checked below).
 QUERIES = [
     "select A from S [Range 3] where A > 1",
+    "Rstream(select A, B from S [Now] where A > 0 and B < 2)",  # conjuncts ordered by their monitor
     "Rstream(select * from S [Rows 2])",
     "select A, count(*), sum(B), avg(B) from S [Partition By A Rows 2] group by A",
     "select A, max(B), min(F), sum(F), count(distinct B) from S [Range 5 Slide 2] group by A",

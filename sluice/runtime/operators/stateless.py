@@ -8,11 +8,16 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+from sluice.plan.analysis import conjuncts
 from sluice.plan.expr import BExpr, ColRef
 from sluice.plan.semantics import sample_keep
 from sluice.runtime.batch import to_elements, with_attrs
 from sluice.runtime.operators.base import Operator, OperatorSpec, Unary
+from sluice.runtime.operators.filter_order import FilterOrder, Monitor
 from sluice.runtime.vexpr import compile_expr, evaluate_rows, truth_mask
+
+# how a selection of several conjuncts orders them (an experiment compares the three)
+FILTER_ORDER = FilterOrder.ADAPTIVE
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,18 +44,39 @@ class Select(Unary):
 
     spec: SelectSpec
     PASSES_END = True
+    PARTS = ("monitor",)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self._pred = compile_expr(self.spec.predicate)
+        # several conjuncts: evaluated one after another, in the order their monitor picks
+        # (``sluice.runtime.operators.filter_order``) — or all at once, as written
+        self._conj = conjuncts(self.spec.predicate)
+        self._fns = [compile_expr(c) for c in self._conj]
+        mode = FILTER_ORDER
+        self.monitor = (
+            Monitor(len(self._conj), adaptive=mode is FilterOrder.ADAPTIVE)
+            if len(self._conj) > 1 and mode is not FilterOrder.WRITTEN
+            else None
+        )
 
     def declare(self, inputs: Sequence[Operator]) -> None:
         self.insert_only, self.pure = inputs[0].insert_only, inputs[0].pure
 
     def process(self, b: pa.Table) -> None:
-        r = evaluate_rows([self._pred], [self.spec.predicate], b)
-        self.reject_rows(r.rejected)
-        self.emit(r.batch.filter(truth_mask(r.values[0], r.batch.num_rows)))
+        if self.monitor is None:
+            r = evaluate_rows([self._pred], [self.spec.predicate], b)
+            self.reject_rows(r.rejected)
+            self.emit(r.batch.filter(truth_mask(r.values[0], r.batch.num_rows)))
+            return
+        self.monitor.observe(b, self._fns, self._conj, self.ctx.clock)
+        for k in self.monitor.order:
+            r = evaluate_rows([self._fns[k]], [self._conj[k]], b)
+            self.reject_rows(r.rejected)
+            b = r.batch.filter(truth_mask(r.values[0], r.batch.num_rows))
+            if not b.num_rows:
+                break
+        self.emit(b)
 
 
 @dataclass
