@@ -481,7 +481,7 @@ def _experiment(args: argparse.Namespace) -> int:
     from sluice.experiments import shared_joins
     from sluice.experiments.scheduling import EXPERIMENTS, run
 
-    known = EXPERIMENTS + ["chain-on-engine"] + shared_joins.EXPERIMENTS + ["overload"]
+    known = EXPERIMENTS + ["chain-on-engine"] + shared_joins.EXPERIMENTS + ["overload", "optimizer"]
     names = known if args.name == "all" else [args.name]
     summaries: dict[str, Any] = {}
     seconds: dict[str, float] = {}
@@ -510,11 +510,16 @@ def _experiment(args: argparse.Namespace) -> int:
         for n in names:
             bar.set_postfix_str(n)
             t0 = time.perf_counter()
-            if n == "overload":
+            if n == "optimizer":
+                from sluice.experiments import optimizer
+
+                summary = optimizer.run(args.out, quick=args.quick, seed=args.seed, say=say)
+                shown: Any = {c["claim"]: c["agrees"] for c in summary["agreement"]}
+            elif n == "overload":
                 from sluice.experiments import overload
 
                 summary = overload.run(args.out, quick=args.quick, seed=args.seed)
-                shown: Any = {c["claim"]: c["agrees"] for c in summary["agreement"]}
+                shown = {c["claim"]: c["agrees"] for c in summary["agreement"]}
             elif n in shared_joins.EXPERIMENTS:
                 summary = shared_joins.run(n, args.out, quick=args.quick, clock=args.clock, seed=args.seed)
                 shown = {c["claim"]: c["agrees"] for c in summary["agreement"]}

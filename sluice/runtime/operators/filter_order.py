@@ -30,9 +30,10 @@ import pyarrow as pa
 from sluice.runtime.operators.base import Part
 from sluice.runtime.vexpr import evaluate_rows, truth_mask
 
-PROFILE = 32  # rows of each batch evaluated against every conjunct
+PROFILE = 32  # rows of a profiled batch evaluated against every conjunct
 WINDOW = 512  # profiled rows remembered (the profile window)
 SMOOTHING = 0.3  # weight of the newest measured cost
+PERIOD = 8  # one batch in PERIOD is profiled; another is evaluated the way not chosen (measured)
 
 
 class FilterOrder(Enum):
@@ -53,16 +54,42 @@ class Monitor(Part):
     outcomes: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), bool))
     costs: np.ndarray = field(default_factory=lambda: np.zeros(0))
     profiled: int = 0  # batches profiled
-    STATE = ("order", "outcomes", "costs", "profiled")
+    batches: int = 0  # batches seen
+    # seconds per row of evaluating the conjuncts one after another, and all at once (NaN: not measured)
+    per_row: np.ndarray = field(default_factory=lambda: np.full(2, np.nan))
+    STATE = ("order", "outcomes", "costs", "profiled", "batches", "per_row")
 
     def __post_init__(self) -> None:
         self.order = list(range(self.n))
         self.outcomes = np.zeros((0, self.n), bool)
         self.costs = np.zeros(self.n)
 
+    def next_batch(self) -> tuple[bool, bool]:
+        """For the batch about to be evaluated: (profile it, evaluate the conjuncts one after
+        another rather than at once).  Adaptive: the way measured cheaper per row, the other one
+        batch in ``PERIOD`` (so both stay measured: cheap conjuncts cost less at once, in Arrow,
+        than filtering the batch between them); static: one after another, in the first order.
+        """
+        k = self.batches
+        self.batches += 1
+        if not self.adaptive:
+            return self.profiled == 0, True
+        profile = k % PERIOD == 0
+        ordered, whole = self.per_row
+        if np.isnan(ordered) or np.isnan(whole):
+            return profile, bool(np.isnan(ordered))
+        best = bool(ordered <= whole)
+        return profile, (not best) if k % PERIOD == PERIOD // 2 else best
+
+    def timed(self, ordered: bool, seconds: float, rows: int) -> None:
+        """A batch of ``rows`` took ``seconds`` evaluated one after another (or at once)."""
+        if rows:
+            i, x = (0 if ordered else 1), seconds / rows
+            self.per_row[i] = x if np.isnan(self.per_row[i]) else SMOOTHING * x + (1 - SMOOTHING) * self.per_row[i]
+
     def observe(self, b: pa.Table, fns: list[Any], exprs: list[Any], clock: Any) -> None:
         """Profile a few rows of ``b`` against every conjunct, then re-choose the order."""
-        if not b.num_rows or (self.profiled and not self.adaptive):
+        if not b.num_rows:
             return
         step = max(1, b.num_rows // PROFILE)
         sample = b.take(pa.array(np.arange(0, b.num_rows, step)[:PROFILE]))

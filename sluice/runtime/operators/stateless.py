@@ -64,19 +64,30 @@ class Select(Unary):
         self.insert_only, self.pure = inputs[0].insert_only, inputs[0].pure
 
     def process(self, b: pa.Table) -> None:
-        if self.monitor is None:
-            r = evaluate_rows([self._pred], [self.spec.predicate], b)
-            self.reject_rows(r.rejected)
-            self.emit(r.batch.filter(truth_mask(r.values[0], r.batch.num_rows)))
+        m = self.monitor
+        if m is None:
+            self.emit(self._at_once(b))
             return
-        self.monitor.observe(b, self._fns, self._conj, self.ctx.clock)
-        for k in self.monitor.order:
-            r = evaluate_rows([self._fns[k]], [self._conj[k]], b)
-            self.reject_rows(r.rejected)
-            b = r.batch.filter(truth_mask(r.values[0], r.batch.num_rows))
-            if not b.num_rows:
-                break
+        profile, ordered = m.next_batch()
+        if profile:
+            m.observe(b, self._fns, self._conj, self.ctx.clock)
+        n, t0 = b.num_rows, self.ctx.clock()
+        if ordered:
+            for k in m.order:
+                r = evaluate_rows([self._fns[k]], [self._conj[k]], b)
+                self.reject_rows(r.rejected)
+                b = r.batch.filter(truth_mask(r.values[0], r.batch.num_rows))
+                if not b.num_rows:
+                    break
+        else:
+            b = self._at_once(b)
+        m.timed(ordered, self.ctx.clock() - t0, n)
         self.emit(b)
+
+    def _at_once(self, b: pa.Table) -> pa.Table:
+        r = evaluate_rows([self._pred], [self.spec.predicate], b)
+        self.reject_rows(r.rejected)
+        return r.batch.filter(truth_mask(r.values[0], r.batch.num_rows))
 
 
 @dataclass
