@@ -24,6 +24,7 @@ from sluice.cql.ast import TimeUnit
 from sluice.errors import SluiceError
 from sluice.io.csv_input import read_csv
 from sluice.plan import BoundQuery, execute
+from sluice.plan.dataflow import JOIN_INTERMEDIATES
 from sluice.plan.explain import explain
 from sluice.progress import progress, say
 
@@ -160,7 +161,7 @@ def _engine_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--join-intermediates",
         default="auto",
-        choices=["auto", "keep", "drop"],
+        choices=JOIN_INTERMEDIATES,
         help="a join of three or more inputs: keep its intermediate results (a tree of binary joins), drop "
         "them (one dataflow join), or auto: decided by the streams' rates (Getta & Vossough eq. 1-2)",
     )

@@ -32,7 +32,9 @@ from enum import Enum
 # a join of three or more inputs keeps its intermediate results ("keep": a tree of binary joins),
 # drops them ("drop": one dataflow join, Getta & Vossough §2.3) or lets eq. 1–2 decide ("auto")
 JOIN_INTERMEDIATES = ("auto", "keep", "drop")
-MAX_EXHAUSTIVE = 6  # other inputs up to which every order is costed (6! = 720); beyond, greedily
+# other inputs up to which every order is costed (4! = 24, at every run of every changed input);
+# beyond, the cheapest next step greedily
+MAX_EXHAUSTIVE = 4
 
 
 class Mode(Enum):

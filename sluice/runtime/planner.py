@@ -79,7 +79,6 @@ class Planner:
         # "drop" them (one dataflow join, Getta & Vossough §2.3), or "auto": decided by eq. 1–2
         self.intermediates = intermediates
         self.ctx = ctx
-        self.origin = ctx  # the engine's own context: its start is the first instant (epochs have their own)
         self.sharing = sharing
         self.shared_join = shared_join  # None: each query's window join is its own
         # shared window joins by signature (inputs, keys, residual, window family, options): kept
@@ -110,6 +109,7 @@ class Planner:
         by their new ids (stale keys made a query sharing a restored operator fail to plan).
         """
         self.__dict__.update(state)
+        self.__dict__.setdefault("intermediates", "auto")  # (a checkpoint from before design 024)
         self._producers = {id(q): op for op in self._producers.values() for q in op.outputs}
 
     def _bare_join(self, n: L.Join) -> Operator:
@@ -409,7 +409,11 @@ class Planner:
         ops = [self._op(leaf) for leaf in leaves]
         names = n.schema.names
         at = [sum(len(x.schema) for x in leaves[:i]) for i in range(len(leaves))]
-        detail = ", ".join(f"{names[at[a] + ca]} = {names[at[b] + cb]}" for a, ca, b, cb in keys) or "no keys"
+        label = _labels(leaves)
+        detail = (
+            ", ".join(f"{label[a]}.{names[at[a] + ca]} = {label[b]}.{names[at[b] + cb]}" for a, ca, b, cb in keys)
+            or "no keys"
+        )
         if rest:
             detail += "; filter " + " then ".join(_render(c, n) for c in rest)
         detail += f"; {len(leaves)} inputs, no intermediate synopses (Getta & Vossough §2.3)"
@@ -427,10 +431,11 @@ class Planner:
         """How many of the first inputs to join into a kept intermediate result, by eq. 1–2
         (``sluice.plan.dataflow``): the result of inputs 0…k−1 is kept while input k arrives more
         often than they write into it — their rates summed, each item taken to make one result and
-        to find one partner (no selectivities are known at registration), so a stream joining
-        static relations keeps their join (Getta & Vossough §3.1's extreme case).  Rates: what
-        each stream has delivered so far (a query registered while the engine runs); a static
-        relation changes never; before any input, one for every other input.
+        to find one partner (no selectivities are known at registration), so static relations
+        written before a stream keep their join (Getta & Vossough §3.1's extreme case).  Rates:
+        what registration knows — a static relation changes never, any other input once per
+        instant.  (Not the rates measured so far: a plan must not depend on when its query was
+        registered — a snapshot restores into an engine that registered the same queries.)
         """
         rates = [self._rate(leaf) for leaf in leaves]
         kept = 1
@@ -442,20 +447,10 @@ class Planner:
         return kept
 
     def _rate(self, node: L.LogicalNode) -> float:
-        """Elements per tick the input ``node`` reads (through selections, projections, windows and
-        samples) has delivered; 0 for a static relation; 1 when unknown (nothing seen yet, derived).
+        """0 if the input ``node`` reads (through selections and projections) is a
+        static relation, which never changes; 1 otherwise.
         """
-        while isinstance(node, L.Filter | L.Project | L.Window | L.Sample):
-            node = node.input
-        src = self.sources.get(node.name.lower()) if isinstance(node, L.Scan) else None
-        if src is None:
-            return 1.0
-        if src.static:
-            return 0.0
-        start, wm = self.origin.start, src.output.watermark
-        if start is None or wm <= start or not src._out:
-            return 1.0
-        return src._out / (wm - start)
+        return 0.0 if self._static_source(node) is not None else 1.0
 
     def _key_guards(self, n: L.Join, keys: list[tuple[int, int]]) -> list[tuple[KeyGuard, str]]:
         """The k-constraints (STREAM §4.1) an input's join keys adhere to, with their streams: the
@@ -754,6 +749,23 @@ def _join_tree(
     walk(n, 0)
     stages.append(list(top))
     return leaves, stages
+
+
+def _labels(leaves: list[L.LogicalNode]) -> list[str]:
+    """A name per input of a join for EXPLAIN: the stream or relation it reads (through
+    selections, projections, windows and samples), numbered where one is read twice; else its place.
+    """
+    names = []
+    for i, node in enumerate(leaves):
+        while isinstance(node, L.Filter | L.Project | L.Window | L.Sample):
+            node = node.input
+        names.append(node.name if isinstance(node, L.Scan) else f"input {i + 1}")
+    return [f"{x}#{i + 1}" if names.count(x) > 1 else x for i, x in enumerate(names)]
+
+
+def join_inputs(n: L.LogicalNode) -> list[L.LogicalNode]:
+    """The inputs of the tree of joins ``n`` (through the selections in it), in the written order."""
+    return _join_tree(n, [])[0]
 
 
 def _left_spine(n: L.LogicalNode, k: int) -> L.LogicalNode | None:

@@ -62,8 +62,9 @@ from sluice.scheduling.strategies import Strategy
 # first instant is fixed; 8 since sources, joins and aggregates keep what k-constraints track; 9
 # since each operator's entry names what it computes (``_plan_mark``: a rewrite rule can give the
 # same operator names and kinds to another plan); 10 since DISTINCT keeps its counts as a counting
-# part (``Counting``), not a dictionary of rows
-SNAPSHOT_FORMAT = 10
+# part (``Counting``), not a dictionary of rows; 11 since a selection keeps the profile of its
+# conjuncts (a ``Monitor`` part) and a join of three or more inputs may be one ``DataflowJoin``
+SNAPSHOT_FORMAT = 11
 # EmbeddedEngine.checkpoint's: 2 since operator protocol v2 (checkpoints without it are format 1,
 # whose objects this version would misread: refused with a message, never run); 3 since operators
 # are built from specs and the engine is a session over a registry, a scheduler loop and an inspector;
@@ -74,8 +75,9 @@ SNAPSHOT_FORMAT = 10
 # functions may be vectorized (fields an older pickle lacks); 8 since queues may end and sources
 # be static relations; 9 since sources keep their earliest waiting timestamp (the first instant);
 # 10 since sources, joins and aggregates keep what k-constraints track; 11 since DISTINCT keeps
-# its counts as a counting part
-CHECKPOINT_FORMAT = 11
+# its counts as a counting part; 12 since a selection orders its conjuncts (a monitor an older
+# pickle lacks) and the planner may build dataflow joins
+CHECKPOINT_FORMAT = 12
 
 
 def _plan_mark(o: Operator) -> str:

@@ -599,16 +599,27 @@ def canonical_float(c: Any) -> Any:
     return F.when(F.isnan(c), F.lit(None)).otherwise(c + F.lit(0.0))
 
 
-def window_join_signature(plan: L.LogicalNode) -> tuple[str, str] | None:
+def window_join_signature(plan: L.LogicalNode, join_intermediates: str = "keep") -> tuple[str, str] | None:
     """The two streams (by name) the plan's first window join reads, when a shared window join
-    could serve it (``sluice.runtime.planner.window_side``); None if it has none.
+    could serve it (``sluice.runtime.planner.window_side``); None if it has none.  A join inside a
+    tree of three or more inputs is one unless the tree keeps its intermediate results
+    (``join_intermediates="keep"``): otherwise the tree is one dataflow join (design 024).
     """
-    from sluice.runtime.planner import window_side
+    from sluice.runtime.planner import join_inputs, window_side
 
-    for n in L.walk_plan(plan):
+    todo = [plan]
+    while todo:
+        n = todo.pop(0)
+        if isinstance(n, L.Join) and join_intermediates != "keep":
+            leaves = join_inputs(n)
+            if len(leaves) >= 3:
+                todo += leaves  # (a leaf may hold joins of its own: a FROM subquery)
+                continue
         if isinstance(n, L.Join):
             left, right = window_side(n.left), window_side(n.right)
             if left is not None and right is not None:
                 if isinstance(left.base, L.Scan) and isinstance(right.base, L.Scan):
                     return left.base.name.lower(), right.base.name.lower()
+        todo += list(n.inputs())
+        todo += [x.plan for e in n.exprs() for x in walk_expr(e) if isinstance(x, Subquery)]
     return None

@@ -160,7 +160,8 @@ class SluiceProcessor(StatefulProcessor):
             slack=self.slack,
             scheduler=getattr(self, "scheduler", "round-robin"),  # processors pickled before it existed
             shared_join=getattr(self, "shared_join", None),
-            join_intermediates=getattr(self, "join_intermediates", "auto"),
+            # (a processor pickled before design 024 built its joins as trees of binary joins)
+            join_intermediates=getattr(self, "join_intermediates", "keep"),
         )
         register_udfs(eng.catalog, self.udfs)
         eng.execute(self.ddl)

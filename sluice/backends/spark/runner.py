@@ -96,7 +96,7 @@ class Runner:
         saved = self._saved_group(q)
         if saved is not None:
             return saved  # it ran in a group before: the checkpoint holds exactly those queries' state
-        sig = window_join_signature(q.plan) if eng.groups_joins else None
+        sig = window_join_signature(q.plan, eng.join_intermediates) if eng.groups_joins else None
         if sig is None or q.sink != "memory" or q.native is not None or eng.preagg_of(q) is not None:
             return [q]
         if self._ran_alone(q):
@@ -107,7 +107,11 @@ class Runner:
                 continue
             if self._ran_alone(o) or self._saved_group(o) is not None:
                 continue
-            if o.native is None and eng.preagg_of(o) is None and window_join_signature(o.plan) == sig:
+            if (
+                o.native is None
+                and eng.preagg_of(o) is None
+                and window_join_signature(o.plan, eng.join_intermediates) == sig
+            ):
                 if (o.sources, o.part, o.seq_from) == (q.sources, q.part, q.seq_from):
                     out.append(o)
         return out

@@ -41,7 +41,7 @@ from sluice.runtime.batch import META, NEG_INF, POS_INF, concat, make, sign_of, 
 from sluice.runtime.keys import comparable
 from sluice.runtime.lifetimes import Lifetimes, lifetimes, overlapping, pair_count
 from sluice.runtime.operators.base import Operator, OperatorSpec
-from sluice.runtime.operators.join import _net_small, _take
+from sluice.runtime.operators.join import net_small, take_rows
 from sluice.runtime.synopsis import FifoSynopsis, RelationSynopsis, W
 from sluice.runtime.vexpr import compile_expr, evaluate_rows, truth_mask
 
@@ -58,8 +58,8 @@ class DataflowJoinSpec(OperatorSpec):
     keys: tuple[tuple[int, int, int, int], ...]
     # the rest of the condition over the joined row (all inputs' columns in input order), in the
     # order the written plan evaluates it: each stage only on the rows the earlier ones kept
-    stages: tuple[BExpr, ...] = ()
-    fifo: tuple[bool, ...] = ()  # per input: it deletes in the order it inserted
+    stages: tuple[BExpr, ...]
+    fifo: tuple[bool, ...]  # per input: it deletes in the order it inserted
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +81,7 @@ class _View:
 class DataflowJoin(Operator):
     spec: DataflowJoinSpec
     STATE = ("syn", "_fanout", "orders")
+    CACHES = ("_linked",)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -91,6 +92,7 @@ class DataflowJoin(Operator):
         # measured fan-out of joining input j after the inputs in `done` (per input row)
         self._fanout: dict[tuple[frozenset[int], int], float] = {}
         self.orders: dict[int, tuple[int, ...]] = {}  # the order each input's expression used last
+        self._linked: dict[tuple[frozenset[int], int], list[tuple[int, int, int]]] = {}  # (``_links``)
 
     def _synopsis(self, i: int) -> RelationSynopsis:
         types = self.spec.input_types[i]
@@ -106,7 +108,7 @@ class DataflowJoin(Operator):
         bound = self._arrival_bound()
         read = self.read_aligned(budget)
         deltas = [
-            d if isinstance(s, FifoSynopsis) else _net_small(d, t)
+            d if isinstance(s, FifoSynopsis) else net_small(d, t)
             for d, s, t in zip(read, self.syn, self.spec.input_types, strict=True)
         ]
         changed = [i for i, d in enumerate(deltas) if d.num_rows]
@@ -120,10 +122,10 @@ class DataflowJoin(Operator):
                 d = deltas[i]
                 syn = self.syn[i]
                 lt = lifetimes(d, syn.copies() if isinstance(syn, FifoSynopsis) else None)
-                syn.add(_take(d, lt.gone))
+                syn.add(take_rows(d, lt.gone))
                 rows = lt.rows(d)
                 runs[i] = _View(rows.columns[META:], lt.start, lt.end, np.ones(len(lt), np.int64))
-                keep[i] = _take(d, lt.kept)
+                keep[i] = take_rows(d, lt.kept)
         held = [_held(s) for s in self.syn]
         parts = [p for i in changed if (p := self._term(i, runs, held)) is not None]
         for i in range(self.n):
@@ -175,22 +177,34 @@ class DataflowJoin(Operator):
             done = done | {j}
             if not len(w):
                 return None
+        # the rest of the condition, on each combination once (before it becomes an insertion at its
+        # start and a deletion at its end)
+        cols = [c.take(pa.array(idx[s])) for s in range(self.n) for c in tables[s].cols]
+        b = make(lo, np.ones(len(w), np.int8), cols, self.types)
+        keep = self._kept(b)
+        if keep is not None:
+            b, lo, hi, w = b.take(pa.array(keep)), lo[keep], hi[keep], w[keep]
         enter, leave = np.flatnonzero(lo > NEG_INF), np.flatnonzero(hi < POS_INF)
         rows = np.concatenate([enter, leave])
-        ts = np.concatenate([lo[enter], hi[leave]])
         w = np.concatenate([w[enter], -w[leave]])
-        cols = [c.take(pa.array(idx[s][rows])) for s in range(self.n) for c in tables[s].cols]
-        return self._filtered(make(ts, np.sign(w).astype(np.int8), cols, self.types), w)
+        sign = pa.array(np.sign(w).astype(np.int8))
+        b = b.take(pa.array(rows)).set_column(0, b.schema.field(0), pa.array(np.concatenate([lo[enter], hi[leave]])))
+        b = b.set_column(1, b.schema.field(1), sign)
+        reps = np.abs(w)
+        return b if bool((reps == 1).all()) else b.take(pa.array(np.repeat(np.arange(len(w)), reps)))
 
     def _links(self, done: frozenset[int], j: int) -> list[tuple[int, int, int]]:
         """Keys joining input ``j`` to those in ``done``: (input there, its column, ``j``'s column)."""
-        out = []
-        for a, ca, b, cb in self.spec.keys:
-            if b == j and a in done:
-                out.append((a, ca, cb))
-            elif a == j and b in done:
-                out.append((b, cb, ca))
-        return out
+        found = self._linked.get((done, j))
+        if found is None:
+            found = []
+            for a, ca, b, cb in self.spec.keys:
+                if b == j and a in done:
+                    found.append((a, ca, cb))
+                elif a == j and b in done:
+                    found.append((b, cb, ca))
+            self._linked[(done, j)] = found
+        return found
 
     def _step(self, done: frozenset[int], j: int, tables: list[_View]) -> Step:
         """Joining input ``j`` after ``done``, as eq. 3 reads it: one unit of work per row read
@@ -257,22 +271,20 @@ class DataflowJoin(Operator):
         joined = lt.join(rt, list(left), join_type="inner", use_threads=False)
         return joined.column("__i").to_numpy(), joined.column("__j").to_numpy()
 
-    def _filtered(self, b: pa.Table, w: np.ndarray) -> pa.Table:
-        """The joined rows the rest of the condition keeps, stage by stage, each ``|w|`` times."""
+    def _kept(self, b: pa.Table) -> np.ndarray | None:
+        """Which joined rows the rest of the condition keeps, stage by stage (None: all)."""
+        keep: np.ndarray | None = None
         for compiled, expr in zip(self._stages, self.spec.stages, strict=True):
-            if not b.num_rows:
+            rows = b if keep is None else b.take(pa.array(keep))
+            if not rows.num_rows:
                 break
-            r = evaluate_rows([compiled], [expr], b)
+            r = evaluate_rows([compiled], [expr], rows)
             self.reject_rows(r.rejected)
-            if r.kept is not None:
-                w = w[r.kept]
-            mask = truth_mask(r.values[0], r.batch.num_rows)
-            b = r.batch.filter(mask)
-            w = w[np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool)]
-        reps = np.abs(w)
-        if np.all(reps == 1):
-            return b
-        return b.take(pa.array(np.repeat(np.arange(len(w)), reps)))
+            at = np.arange(rows.num_rows) if r.kept is None else r.kept
+            mask = np.asarray(truth_mask(r.values[0], r.batch.num_rows).to_numpy(zero_copy_only=False), bool)
+            at = at[mask]
+            keep = at if keep is None else keep[at]
+        return keep
 
     # -- capabilities ----------------------------------------------------------------------
     def _ended(self, i: int) -> bool:

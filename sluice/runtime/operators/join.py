@@ -110,7 +110,7 @@ class Join(Operator):
         read = self.read_aligned(budget)
         # (not an input kept in insertion order: it deletes its oldest copy, not a new one)
         dl, dr = (
-            d if fifo else _net_small(d, t) for d, t, fifo in zip(read, self._input_types, self._fifo, strict=True)
+            d if fifo else net_small(d, t) for d, t, fifo in zip(read, self._input_types, self._fifo, strict=True)
         )
         parts, add_l, add_r = [], dl, dr
         if dl.num_rows and dr.num_rows and self._few_pairs(dl, dr):
@@ -124,9 +124,9 @@ class Join(Operator):
             # deletes leave the synopses first: they then hold what is there all run long.
             ll, lr = lifetimes(dl, self._held(0)), lifetimes(dr, self._held(1))
             parts.append(self._overlaps(ll, dl, lr, dr))
-            self.left.add(_take(dl, ll.gone))
-            self.right.add(_take(dr, lr.gone))
-            add_l, add_r = _take(dl, ll.kept), _take(dr, lr.kept)
+            self.left.add(take_rows(dl, ll.gone))
+            self.right.add(take_rows(dr, lr.gone))
+            add_l, add_r = take_rows(dl, ll.kept), take_rows(dr, lr.kept)
             dl, dr = _without(dl, ll.cancelled), _without(dr, lr.cancelled)  # (for the held rows)
         # (a synopsis is read as it is, not consolidated: a held row and its deletion pair alike
         # and cancel — the synopsis consolidates itself when half of it is such rows)
@@ -312,7 +312,7 @@ class Join(Operator):
         return super().state_bytes() + sum(p.nbytes() for p in promises)
 
 
-def _net_small(delta: pa.Table, types: Sequence[DataType]) -> pa.Table:
+def net_small(delta: pa.Table, types: Sequence[DataType]) -> pa.Table:
     """A handful of changes, with a tuple's insertion and deletion at one instant cancelled: a
     one-row relation (a grouping without keys) that is re-emitted unchanged would otherwise
     re-pair every row of the other input.
@@ -333,5 +333,5 @@ def _without(delta: pa.Table, rows: np.ndarray) -> pa.Table:
     return delta.filter(pa.array(keep))
 
 
-def _take(delta: pa.Table, rows: np.ndarray) -> pa.Table:
+def take_rows(delta: pa.Table, rows: np.ndarray) -> pa.Table:
     return delta if len(rows) == delta.num_rows else delta.take(pa.array(rows))
