@@ -159,6 +159,13 @@ def _engine_options(p: argparse.ArgumentParser) -> None:
         "swf, lwo or off; options after ':', e.g. swf:variant=nested-loop,unit=1",
     )
     g.add_argument(
+        "--sharing",
+        default="on",
+        choices=["on", "off"],
+        help="share operators between queries (STREAM §3.2: equal subplans, windows over one stream, window "
+        "joins); off: each query's plan is its own (the same answers)",
+    )
+    g.add_argument(
         "--join-intermediates",
         default="auto",
         choices=JOIN_INTERMEDIATES,
@@ -186,6 +193,7 @@ def _engine_key(args: argparse.Namespace) -> tuple[Any, ...]:
         args.shared_join,
         args.memory_limit,
         args.join_intermediates,
+        args.sharing,
     )
 
 
@@ -202,6 +210,7 @@ def _engine_opts(args: argparse.Namespace) -> dict[str, Any]:
         "slack": args.slack,
         "shared_join": args.shared_join,
         "join_intermediates": args.join_intermediates,
+        "sharing": args.sharing == "on",
     }
     if args.memory_limit is not None:
         opts["memory_limit"] = args.memory_limit

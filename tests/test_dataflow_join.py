@@ -401,12 +401,13 @@ def test_sluice_run_takes_the_option_and_every_choice_writes_the_same_file(tmp_p
     for s, rows in {"A": [(1, 1, 1), (2, 2, 2)], "B": [(1, 1, 5), (2, 2, 6)], "C": [(2, 1, 7), (3, 2, 8)]}.items():
         (tmp_path / f"{s}.csv").write_text("".join(f"{t},{k},{v}\n" for t, k, v in rows))
     outs = {}
-    for choice in ("auto", "keep", "drop"):
+    for choice in ("auto", "keep", "drop", "off"):
         out = tmp_path / choice
         argv = ["run", str(cql), *(x for s in "ABC" for x in ("--source", f"{s}={tmp_path / (s + '.csv')}"))]
-        assert main([*argv, "--out", str(out), "--join-intermediates", choice]) == 0
+        flags = ["--sharing", "off"] if choice == "off" else ["--join-intermediates", choice]
+        assert main([*argv, "--out", str(out), *flags]) == 0
         outs[choice] = {p.name: p.read_text() for p in sorted(out.iterdir())}
-    assert outs["auto"]["q1.out"] and outs["auto"] == outs["keep"] == outs["drop"]
+    assert outs["auto"]["q1.out"] and outs["auto"] == outs["keep"] == outs["drop"] == outs["off"]
 
 
 def test_the_spark_backend_takes_the_same_option_and_errors() -> None:

@@ -81,6 +81,29 @@ def test_off_runs_each_query_alone(spark, tmp_path) -> None:
     eng.stop()
 
 
+def test_without_sharing_each_query_runs_alone_with_the_same_answer(spark, tmp_path) -> None:
+    """``sharing=False`` on Spark as on the embedded engine: no processor serves several queries,
+    and a 3-way join (a dataflow join inside its processor) gives the embedded engine's answer."""
+    with pytest.raises(SluiceError, match="needs sharing=True"):
+        SparkEngine(spark=spark, workdir=tmp_path, sharing=False, shared_join="greedy")
+    eng = SparkEngine(spark=spark, workdir=tmp_path, time_unit=TimeUnit.SECOND, sharing=False)
+    emb = EmbeddedEngine(time_unit=TimeUnit.SECOND, sharing=False)
+    three = "select A.V, B.W, C.W from A [Range 3], B [Range 3], B [Range 1] as C where A.K = B.K and B.K = C.K"
+    for e in (eng, emb):
+        e.execute(DDL)
+    hs = [eng.register_query(q, name=f"q{i}") for i, q in enumerate([*QUERIES[:2], three])]
+    ws = [emb.register_query(q, name=f"q{i}") for i, q in enumerate([*QUERIES[:2], three])]
+    for e in (eng, emb):
+        e.push("A", [(1, 1, 5), (2, 2, 6), (3, 1, 7)])
+        e.push("B", [(1, 1, 7), (2, 1, 8), (3, 2, 9)])
+        e.heartbeat(4)
+        e.run()
+    assert all(h.group == () for h in hs) and len({id(h.stream) for h in hs}) == 3
+    for h, w in zip(hs, ws, strict=True):
+        assert w.results() and not diff_outputs(w.results(), eng.results(h)), h.name
+    eng.stop()
+
+
 def test_a_group_resumes_from_its_checkpoint_after_a_restart(spark, tmp_path) -> None:
     """Stop an engine whose three queries run in one processor part-way; a new engine on the same
     workdir registering the same queries forms the same group, resumes its checkpoint (the shared

@@ -77,6 +77,7 @@ class SparkEngine:
         shared_join: str | None = None,
         memory_limit: int | str | None = None,
         join_intermediates: str = "auto",
+        sharing: bool = True,
     ) -> None:
         """``scheduler`` is the strategy each processor's operators run under (as ``EmbeddedEngine``);
         ``preaggregate=False`` sends every element of a sliding-window group-by to the processor
@@ -85,7 +86,9 @@ class SparkEngine:
         ``EmbeddedEngine``); unless it is ``"off"``, queries started together that join the same
         streams through windows on the same keys run in one processor per key (docs/design/020).
         ``join_intermediates``: whether a processor's join of three or more inputs keeps its
-        intermediate results (as ``EmbeddedEngine``; docs/design/024).
+        intermediate results (as ``EmbeddedEngine``; docs/design/024).  ``sharing=False``: each
+        query's operators are its own inside a processor (as ``EmbeddedEngine``): no shared
+        windows or window joins, so no processor serves several queries.
         """
         from sluice.backends.spark.session import get_session
         from sluice.scheduling.strategies import make
@@ -107,8 +110,11 @@ class SparkEngine:
                 f"join_intermediates={join_intermediates!r}: expected one of {', '.join(JOIN_INTERMEDIATES)}"
             )
         self.join_intermediates = join_intermediates
+        if not sharing and shared_join is not None and SharedJoinOptions.parse(shared_join) is not None:
+            raise SluiceError(f"shared_join={shared_join!r} needs sharing=True (with sharing=False use 'off')")
+        self.sharing = sharing
         # the same names, options and errors as the embedded engine; None is its default (Greedy)
-        self.groups_joins = shared_join is None or SharedJoinOptions.parse(shared_join) is not None
+        self.groups_joins = sharing and (shared_join is None or SharedJoinOptions.parse(shared_join) is not None)
         self.shared_join = shared_join
         self.preaggregate = preaggregate
         self.spark = spark or get_session(master)
@@ -259,7 +265,7 @@ class SparkEngine:
             if isinstance(n, L.Scan) and n.name.lower() not in {s.lower() for s in sources}:
                 sources.append(self._source(n.name).name)
         # As on the embedded engine: what was pushed but not yet run is a new query's input too
-        rw = rewrite(bq.plan, rules_for(sharing=True))  # (the rules of the processors' engines, which share)
+        rw = rewrite(bq.plan, rules_for(self.sharing))  # (the rules of the processors' engines)
         part = partitioning(rw.plan)
         q = SparkQuery(name, bq, rw.plan, rw.applied, part, sources, self.inbox.released, sink, out_path, engine=self)
         self.queries[name] = q

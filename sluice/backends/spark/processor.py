@@ -98,6 +98,7 @@ class SluiceProcessor(StatefulProcessor):
         shared_join: str | None = None,
         members: list[tuple[str, str, list[DataType]]] | None = None,
         join_intermediates: str = "auto",
+        sharing: bool = True,
     ) -> None:
         """``members``: (name, CQL, output types) of the queries this processor runs together
         (they share a window join); None: ``query`` alone, named "q".
@@ -107,6 +108,7 @@ class SluiceProcessor(StatefulProcessor):
         self.scheduler = scheduler
         self.shared_join = shared_join
         self.join_intermediates = join_intermediates
+        self.sharing = sharing
         self.members = members
         self.time_unit, self.seed, self.slack = time_unit, seed, slack
         self.sources, self.out_types = sources, out_types
@@ -162,6 +164,7 @@ class SluiceProcessor(StatefulProcessor):
             shared_join=getattr(self, "shared_join", None),
             # (a processor pickled before design 024 built its joins as trees of binary joins)
             join_intermediates=getattr(self, "join_intermediates", "keep"),
+            sharing=getattr(self, "sharing", True),
         )
         register_udfs(eng.catalog, self.udfs)
         eng.execute(self.ddl)

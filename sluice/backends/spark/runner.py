@@ -180,6 +180,7 @@ class Runner:
             lag=1 if q.preagg is not None else 0,
             shared_join=eng.shared_join,
             join_intermediates=eng.join_intermediates,
+            sharing=eng.sharing,
             members=[(m.name, m.bound.text, list(m.bound.plan.schema.types)) for m in members]
             if len(members) > 1
             else None,
