@@ -16,7 +16,7 @@ from sluice.plan import bind_query, execute
 from sluice.reference import evaluate
 from sluice.reference.compare import diff_outputs
 from sluice.runtime.operators import stateless
-from sluice.runtime.operators.filter_order import FilterOrder, greedy
+from sluice.runtime.operators.filter_order import FilterOrder, Monitor, greedy
 from sluice.runtime.operators.stateless import Select
 
 from engine_runner import run_engine
@@ -41,6 +41,30 @@ def test_greedy_reads_conditional_pass_rates() -> None:
     assert greedy(rows, np.ones(3)) == [0, 2, 1]
     # without the correlation, the individually more selective 1 would come second
     assert greedy(np.array([[0, 1, 1], [0, 0, 1], [1, 1, 0], [1, 0, 1]], bool), np.ones(3))[1] == 1
+
+
+def test_cost_per_row_is_the_slope_not_the_fixed_cost_of_a_call() -> None:
+    """A conjunct seen on 32 rows and on 10,000: its fixed cost per call (1 ms here) must not
+    count as a cost per row — cheap-per-row conjuncts would look costly on small samples."""
+    m = Monitor(2)
+    for rows in (32, 10_000, 32, 10_000):
+        m.record(0, rows, 1e-3 + rows * 1e-9)  # cheap per row, costly per call
+        m.record(1, rows, 1e-5 + rows * 1e-7)  # costly per row
+    cheap, costly = m.costs()
+    assert cheap == pytest.approx(1e-9, rel=1e-3) and costly == pytest.approx(1e-7, rel=1e-3)
+    fixed = Monitor(1)
+    fixed.record(0, 100, 1e-3)  # one size only: the mean per row
+    assert fixed.costs()[0] == pytest.approx(1e-5)
+
+
+def test_small_batches_are_evaluated_at_once_unprofiled() -> None:
+    eng = EmbeddedEngine(CAT, start=0)
+    eng.register_query("Rstream(select K, V from S [Now] where K > 0 and V > 0)", name="q")
+    for t in range(20):
+        eng.push("S", [(t, 1, 1, "a")] * 10)
+        eng.run()
+    op = _select(eng)
+    assert op.monitor is not None and op.monitor.batches == 0 and op.monitor.profiled == 0
 
 
 def _select(eng: EmbeddedEngine) -> Select:
@@ -95,23 +119,25 @@ def test_every_order_selects_what_the_predicate_does(cs, rows, mode, chunk) -> N
     data = {"S": [(t, (k, v, n)) for t, k, v, n in rows]}
     start, until = (rows[0][0], rows[-1][0]) if rows else (0, 0)
     expected = evaluate(bind_query(CAT, query), data, {}, start=start, until=until)
-    saved, stateless.FILTER_ORDER = stateless.FILTER_ORDER, mode
+    saved = stateless.FILTER_ORDER, stateless.SMALL
+    stateless.FILTER_ORDER, stateless.SMALL = mode, 1  # (every batch monitored, however small)
     try:
         got = run_engine(CAT, query, data, {}, start=start, until=until, chunk=chunk)
     finally:
-        stateless.FILTER_ORDER = saved
+        stateless.FILTER_ORDER, stateless.SMALL = saved
     assert not diff_outputs(expected, got)
 
 
 @pytest.mark.parametrize("mode", list(FilterOrder))
 def test_a_row_a_conjunct_cannot_evaluate_is_dropped_in_any_order(mode: FilterOrder) -> None:
-    saved, stateless.FILTER_ORDER = stateless.FILTER_ORDER, mode
+    saved = stateless.FILTER_ORDER, stateless.SMALL
+    stateless.FILTER_ORDER, stateless.SMALL = mode, 1
     try:
         eng = EmbeddedEngine(CAT, start=0)
         q = eng.register_query("Istream(select K from S where K * 4611686018427387904 > 0 and V > 0)", name="q")
         eng.push("S", [(0, 1, 1, "a"), (0, 2, 1, "a"), (1, 0, 1, "a"), (1, -1, 5, "a")])
         eng.close()
     finally:
-        stateless.FILTER_ORDER = saved
+        stateless.FILTER_ORDER, stateless.SMALL = saved
     assert [e.row for e in q.results()] == [(1,)]  # K = 2 overflows: dropped, counted
     assert len(eng.rejected()) == 1 and "overflow" in eng.rejected()[0]

@@ -101,9 +101,9 @@ def _filter_data(ms: int, seed: int, per_ms: int = 50) -> dict[str, pa.Table]:
 
 def _play(
     query: str, ddl: str, tabs: dict[str, pa.Table], opts: dict[str, Any]
-) -> tuple[list[tuple[Any, ...]], list[float], int, list[str]]:
-    """Run ``query``: its answer (sorted), the seconds of each phase, the peak operator state and
-    the stateful operators' kinds.
+) -> tuple[list[tuple[Any, ...]], list[float], int, list[str], dict[str, Any]]:
+    """Run ``query``: its answer (sorted), the seconds of each phase, the peak operator state,
+    the stateful operators' kinds and the orders chosen, at the drift and at the end.
     """
     eng = EmbeddedEngine(time_unit="millisecond", start=0, **opts)
     eng.execute(ddl)
@@ -113,7 +113,10 @@ def _play(
     done = dict.fromkeys(tabs, 0)
     seconds = [0.0, 0.0]
     peak = 0
+    orders: dict[str, Any] = {}
     for cut in range(STEP_MS - 1, end + STEP_MS, STEP_MS):
+        if cut >= (end + 1) // 2 and "at the drift" not in orders:
+            orders["at the drift"] = _orders(eng)
         t0 = time.perf_counter()
         for s, tab in tabs.items():
             upto = int(np.searchsorted(stamps[s], cut, side="right"))
@@ -125,31 +128,56 @@ def _play(
         seconds[0 if cut < (end + 1) // 2 else 1] += time.perf_counter() - t0
         peak = max(peak, sum(u.state_bytes() for u in eng.operators if u.stateful))
     eng.close()
+    orders["at the end"] = _orders(eng)
     kinds = sorted({o.kind for o in eng.operators if o.stateful or o.kind == "Select"})
-    return sorted((e.ts, *e.row) for e in q.results()), seconds, peak, kinds
+    return sorted((e.ts, *e.row) for e in q.results()), seconds, peak, kinds, orders
 
 
-def _workload(name: str, query: str, ddl: str, tabs: dict[str, pa.Table], say: Callable[[str], None]) -> dict[str, Any]:
+def _orders(eng: EmbeddedEngine) -> dict[str, Any]:
+    """The orders the plan's adaptive operators follow now: a selection's conjuncts (by written
+    position), a dataflow join's per-input orders (by input).
+    """
+    from sluice.runtime.operators.dataflow_join import DataflowJoin
+    from sluice.runtime.operators.stateless import Select
+
+    out: dict[str, Any] = {}
+    for o in eng.operators:
+        if isinstance(o, Select) and o.monitor is not None:
+            out["conjuncts"] = list(o.monitor.order)
+        elif isinstance(o, DataflowJoin):
+            out["joins"] = {str(i): list(v) for i, v in sorted(o.orders.items())}
+    return out
+
+
+def _workload(
+    name: str, query: str, ddl: str, tabs: dict[str, pa.Table], say: Callable[[str], None], rounds: int
+) -> dict[str, Any]:
     events = sum(t.num_rows for t in tabs.values())
     end = max(int(t.column("ts").to_numpy()[-1]) for t in tabs.values())
     first = sum(int((t.column("ts").to_numpy() < (end + 1) // 2).sum()) for t in tabs.values())
     half = [first, events - first]  # events of each phase
     plans: dict[str, Any] = {}
-    answers = {}
-    for plan in PLANS:
-        with _plan(plan, name) as opts:
-            got, seconds, peak, kinds = _play(query, ddl, tabs, opts)
-        answers[plan] = got
-        plans[plan] = {
-            "phase_events_per_s": [round(h / s) if s else None for h, s in zip(half, seconds, strict=True)],
-            "seconds": [round(s, 3) for s in seconds],
-            "peak_state_bytes": peak,
-            "operators": kinds,
-            "output": len(got),
-        }
-        rates = ", ".join(f"{r:,}" for r in plans[plan]["phase_events_per_s"])
-        say(f"{name:<8} {plan:<11} phase 1, 2: {rates} ev/s; peak state {peak:,} B; output {len(got):,}")
-    same = all(a == answers["as written"] for a in answers.values())
+    answers: dict[str, list[tuple[Any, ...]]] = {}
+    same = True
+    for _ in range(rounds):  # the plans interleaved, each phase's best time kept
+        for plan in PLANS:
+            with _plan(plan, name) as opts:
+                got, seconds, peak, kinds, orders = _play(query, ddl, tabs, opts)
+            same = same and answers.setdefault(plan, got) == got == answers.setdefault("as written", got)
+            best = plans.get(plan, {}).get("seconds", [float("inf")] * 2)
+            seconds = [min(a, b) for a, b in zip(seconds, best, strict=True)]
+            plans[plan] = {
+                "phase_events_per_s": [round(h / s) if s else None for h, s in zip(half, seconds, strict=True)],
+                "seconds": [round(s, 3) for s in seconds],
+                "peak_state_bytes": peak,
+                "operators": kinds,
+                "orders": orders,
+                "output": len(got),
+            }
+    for plan, p in plans.items():
+        rates = ", ".join(f"{r:,}" for r in p["phase_events_per_s"])
+        say(f"{name:<8} {plan:<11} phase 1, 2: {rates} ev/s; peak state {p['peak_state_bytes']:,} B; "
+            f"output {p['output']:,}")  # fmt: skip
     return {"query": query, "events": events, "plans": plans, "answers_equal": same}
 
 
@@ -159,9 +187,10 @@ def run(out: str | Path, quick: bool = False, seed: int = 1, say: Callable[[str]
     join_ms, filter_ms = (4_000, 2_000) if quick else (333_334, 20_000)  # 1,000,002 events each
     ddl_join = "; ".join(f"REGISTER STREAM {s} (K integer, V integer)" for s in "ABC")
     ddl_filter = "REGISTER STREAM S (K integer, V integer, N varchar(64), M varchar(64))"
+    rounds = 1 if quick else 2
     results = {
-        "join": _workload("join", JOIN, ddl_join, _join_data(join_ms, seed), say),
-        "filters": _workload("filters", FILTERS, ddl_filter, _filter_data(filter_ms, seed), say),
+        "join": _workload("join", JOIN, ddl_join, _join_data(join_ms, seed), say, rounds),
+        "filters": _workload("filters", FILTERS, ddl_filter, _filter_data(filter_ms, seed), say, rounds),
     }
     with (out / "optimizer.csv").open("w", newline="") as f:
         w = csv.writer(f)
@@ -185,11 +214,13 @@ def run(out: str | Path, quick: bool = False, seed: int = 1, say: Callable[[str]
             "answers compared row by row across the three plans",
         ),
         claim(
-            "the dataflow join, re-ordering as the keys drift, outruns the statically optimised tree in both phases",
-            "Getta & Vossough §3.1 (eq. 3)",
+            "the dataflow join (no intermediate result; each input's join order re-chosen at every run) "
+            "outruns the statically optimised tree (a shared window join of A and C, then B) in both phases",
+            "Getta & Vossough §3.1 (eq. 1–3)",
             speed(j["adaptive"], 0) > speed(j["static"], 0) and speed(j["adaptive"], 1) > speed(j["static"], 1),
             {p: j[p]["phase_events_per_s"] for p in PLANS},
-            "events/s of each phase, timed alone",
+            "events/s of each phase, timed alone; the two plans differ in the join operator and in keeping "
+            "A ⋈ C, not only in the order (which eq. 3 alone decides is tested, not benchmarked)",
         ),
         claim(
             "the dataflow join holds less state than the tree that keeps A ⋈ C",
@@ -202,8 +233,10 @@ def run(out: str | Path, quick: bool = False, seed: int = 1, say: Callable[[str]
             "after the drift the adaptive filter order outruns the order chosen once",
             "A-Greedy (Babu et al. 2004)",
             speed(fl["adaptive"], 1) > speed(fl["static"], 1),
-            {p: fl[p]["phase_events_per_s"] for p in PLANS},
-            "phase 2: the conjunct the static order evaluates first keeps 90%",
+            {p: fl[p]["phase_events_per_s"] for p in PLANS} | {"orders": {p: fl[p]["orders"] for p in PLANS}},
+            f"the static order (conjuncts by written position) {fl['static']['orders'].get('at the end')}, "
+            f"the adaptive one at the drift {fl['adaptive']['orders'].get('at the drift')} and at the end "
+            f"{fl['adaptive']['orders'].get('at the end')}",
         ),
         claim(
             "ordering costly conjuncts beats evaluating the predicate at once, in both phases",

@@ -128,9 +128,10 @@ class Intermediate:
     def wait(self) -> float:
         """τ_wait (eq. 2, serial): the writes of w_rs an item of t waits behind."""
         lr, ls, lt = self.rates
-        if lt <= 0:
-            return float("inf")
-        return (lr * self.f_rs + ls * self.f_sr) / lt * self.tau_write
+        writes = lr * self.f_rs + ls * self.f_sr
+        if lt <= 0:  # t never arrives: w_rs is waited for by nothing — unless it never changes either
+            return 0.0 if writes == 0 else float("inf")
+        return writes / lt * self.tau_write
 
     def saving(self) -> float:
         """The right side of eq. 1: τ_⋈ws + f_ts τ_⋈wr − τ_⋈wrs."""

@@ -109,7 +109,6 @@ class Planner:
         by their new ids (stale keys made a query sharing a restored operator fail to plan).
         """
         self.__dict__.update(state)
-        self.__dict__.setdefault("intermediates", "auto")  # (a checkpoint from before design 024)
         self._producers = {id(q): op for op in self._producers.values() for q in op.outputs}
 
     def _bare_join(self, n: L.Join) -> Operator:

@@ -607,19 +607,19 @@ def window_join_signature(plan: L.LogicalNode, join_intermediates: str = "keep")
     """
     from sluice.runtime.planner import join_inputs, window_side
 
-    todo = [plan]
+    todo = [plan]  # (depth first, in the written order: the first window join as before)
     while todo:
-        n = todo.pop(0)
+        n = todo.pop()
         if isinstance(n, L.Join) and join_intermediates != "keep":
             leaves = join_inputs(n)
             if len(leaves) >= 3:
-                todo += leaves  # (a leaf may hold joins of its own: a FROM subquery)
+                todo += reversed(leaves)  # (a leaf may hold joins of its own: a FROM subquery)
                 continue
         if isinstance(n, L.Join):
             left, right = window_side(n.left), window_side(n.right)
             if left is not None and right is not None:
                 if isinstance(left.base, L.Scan) and isinstance(right.base, L.Scan):
                     return left.base.name.lower(), right.base.name.lower()
-        todo += list(n.inputs())
-        todo += [x.plan for e in n.exprs() for x in walk_expr(e) if isinstance(x, Subquery)]
+        todo += reversed(n.inputs())  # (visited after the subqueries in its expressions, as walk_plan does)
+        todo += reversed([x.plan for e in n.exprs() for x in walk_expr(e) if isinstance(x, Subquery)])
     return None

@@ -180,7 +180,8 @@ class DataflowJoin(Operator):
         # the rest of the condition, on each combination once (before it becomes an insertion at its
         # start and a deletion at its end)
         cols = [c.take(pa.array(idx[s])) for s in range(self.n) for c in tables[s].cols]
-        b = make(lo, np.ones(len(w), np.int8), cols, self.types)
+        # (stamped at its start, or its end if it started before the run: what a rejection names)
+        b = make(np.where(lo > NEG_INF, lo, hi), np.ones(len(w), np.int8), cols, self.types)
         keep = self._kept(b)
         if keep is not None:
             b, lo, hi, w = b.take(pa.array(keep)), lo[keep], hi[keep], w[keep]

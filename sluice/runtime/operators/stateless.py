@@ -13,7 +13,7 @@ from sluice.plan.expr import BExpr, ColRef
 from sluice.plan.semantics import sample_keep
 from sluice.runtime.batch import to_elements, with_attrs
 from sluice.runtime.operators.base import Operator, OperatorSpec, Unary
-from sluice.runtime.operators.filter_order import FilterOrder, Monitor
+from sluice.runtime.operators.filter_order import SMALL, FilterOrder, Monitor
 from sluice.runtime.vexpr import compile_expr, evaluate_rows, truth_mask
 
 # how a selection of several conjuncts orders them (an experiment compares the three)
@@ -52,36 +52,36 @@ class Select(Unary):
         # several conjuncts: evaluated one after another, in the order their monitor picks
         # (``sluice.runtime.operators.filter_order``) — or all at once, as written
         self._conj = conjuncts(self.spec.predicate)
-        self._fns = [compile_expr(c) for c in self._conj]
-        mode = FILTER_ORDER
-        self.monitor = (
-            Monitor(len(self._conj), adaptive=mode is FilterOrder.ADAPTIVE)
-            if len(self._conj) > 1 and mode is not FilterOrder.WRITTEN
-            else None
-        )
+        several = len(self._conj) > 1 and FILTER_ORDER is not FilterOrder.WRITTEN
+        self._fns = [compile_expr(c) for c in self._conj] if several else []
+        self.monitor = Monitor(len(self._conj), adaptive=FILTER_ORDER is FilterOrder.ADAPTIVE) if several else None
 
     def declare(self, inputs: Sequence[Operator]) -> None:
         self.insert_only, self.pure = inputs[0].insert_only, inputs[0].pure
 
     def process(self, b: pa.Table) -> None:
         m = self.monitor
-        if m is None:
+        if m is None or b.num_rows < SMALL:
             self.emit(self._at_once(b))
             return
+        clock = self.ctx.clock
         profile, ordered = m.next_batch()
         if profile:
-            m.observe(b, self._fns, self._conj, self.ctx.clock)
-        n, t0 = b.num_rows, self.ctx.clock()
+            m.observe(b, self._fns, self._conj, clock)
+        n, t0 = b.num_rows, clock()
         if ordered:
             for k in m.order:
+                t = clock()
+                rows = b.num_rows
                 r = evaluate_rows([self._fns[k]], [self._conj[k]], b)
                 self.reject_rows(r.rejected)
                 b = r.batch.filter(truth_mask(r.values[0], r.batch.num_rows))
+                m.record(k, rows, clock() - t)
                 if not b.num_rows:
                     break
         else:
             b = self._at_once(b)
-        m.timed(ordered, self.ctx.clock() - t0, n)
+        m.timed(ordered, clock() - t0, n)
         self.emit(b)
 
     def _at_once(self, b: pa.Table) -> pa.Table:
