@@ -98,6 +98,7 @@ def test_eq1_keeps_the_intermediate_when_t_outruns_r_and_s() -> None:
     assert keep_intermediate(Intermediate((1, 1, 5), f_rs=1, f_sr=1, f_ts=1))
     assert keep_intermediate(Intermediate((0, 0, 1), f_rs=1, f_sr=1, f_ts=0.5))  # static r and s
     assert not keep_intermediate(Intermediate((1, 1, 0), f_rs=1, f_sr=1, f_ts=9))  # t never arrives
+    assert keep_intermediate(Intermediate((0, 0, 0), f_rs=1, f_sr=1, f_ts=1))  # nothing changes: join once
     # a t that makes more partners in w_s saves more by reading w_rs
     assert keep_intermediate(Intermediate((1, 1, 1), f_rs=1, f_sr=1, f_ts=3))
     assert Intermediate((2, 1, 4), f_rs=3, f_sr=1, f_ts=1, tau_write=2).wait() == (2 * 3 + 1 * 1) / 4 * 2
@@ -415,3 +416,22 @@ def test_the_spark_backend_takes_the_same_option_and_errors() -> None:
 
     with pytest.raises(SluiceError, match="join_intermediates='tree': expected one of auto, keep, drop"):
         SparkEngine(join_intermediates="tree")  # refused before a session starts
+
+
+def test_static_relations_written_first_are_joined_once() -> None:
+    """Three static relations before a stream: eq. 1 keeps their join (each prefix of static
+    inputs joined by another static one changes never), and the stream joins it."""
+    cat = Catalog()
+    execute(
+        cat,
+        "register relation P (K integer); register relation Q (K integer); register relation U (K integer); "
+        "register stream S (K integer)",
+    )
+    eng = EmbeddedEngine(cat)
+    for r in "PQU":
+        eng.attach_static(r, [(1,), (2,)])
+    eng.register_query("select * from P, Q, U, S [Range 2] where P.K = Q.K and Q.K = U.K and U.K = S.K", name="q")
+    assert "DataflowJoin" not in _kinds(eng) and _kinds(eng).count("Join") == 3
+    eng.push("S", [(1, 1), (2, 3)])
+    eng.close()
+    assert [(e.ts, e.sign, e.row) for e in eng.results("q")][:1] == [(1, "+", (1, 1, 1, 1))]
