@@ -128,3 +128,22 @@ VOCAB = (
     "S R V A B C K X T 1 2 0 10 1.5 'x' \"y\" ( ) [ ] , . ; * + - / % = <> < <= > >= || seconds minute day"
 ).split()
 token_soup = st.lists(st.sampled_from(VOCAB), min_size=1, max_size=30).map(" ".join)
+
+
+@st.composite
+def relation_updates(draw: st.DrawFn) -> list[tuple[int, str, tuple[int, str]]]:
+    """Up to six changes of a relation (K integer, N varchar): insertions of (0–2, 'a'|'b') and
+    deletions of rows it holds, at non-decreasing instants."""
+    ups: list[tuple[int, str, tuple[int, str]]] = []
+    present: list[tuple[int, str]] = []
+    t = 0
+    for _ in range(draw(st.integers(0, 6))):
+        t += draw(st.integers(0, 3))
+        if present and draw(st.booleans()):
+            row = present.pop(draw(st.integers(0, len(present) - 1)))
+            ups.append((t, "-", row))
+        else:
+            row = (draw(st.integers(0, 2)), draw(st.sampled_from(["a", "b"])))
+            present.append(row)
+            ups.append((t, "+", row))
+    return ups

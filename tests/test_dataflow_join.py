@@ -25,6 +25,7 @@ from sluice.runtime.operators import dataflow_join
 from sluice.runtime.operators.dataflow_join import DataflowJoin
 
 from engine_runner import run_engine
+from strategies import relation_updates
 
 DDL = """
 register stream A (K integer, V integer);
@@ -198,22 +199,6 @@ values = st.one_of(st.none(), st.integers(-2, 2))
 rows = st.lists(st.tuples(st.integers(0, 8), st.integers(0, 2), values), max_size=8).map(
     lambda rs: sorted(rs, key=lambda r: r[0])
 )
-
-
-@st.composite
-def relation_updates(draw: st.DrawFn) -> list[tuple[int, str, tuple[int, str]]]:
-    ups: list[tuple[int, str, tuple[int, str]]] = []
-    present: list[tuple[int, str]] = []
-    t = 0
-    for _ in range(draw(st.integers(0, 5))):
-        t += draw(st.integers(0, 3))
-        if present and draw(st.booleans()):
-            ups.append((t, "-", present.pop(draw(st.integers(0, len(present) - 1)))))
-        else:
-            row = (draw(st.integers(0, 2)), draw(st.sampled_from(["a", "b"])))
-            present.append(row)
-            ups.append((t, "+", row))
-    return ups
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

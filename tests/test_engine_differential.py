@@ -12,6 +12,7 @@ from sluice.reference.compare import diff_outputs
 
 from backends import SCHEDULERS
 from engine_runner import run_engine
+from strategies import relation_updates
 
 DDL = """
 register stream S (K integer, V integer);
@@ -172,23 +173,6 @@ values = st.one_of(st.none(), st.integers(-3, 3))
 stream_rows = st.lists(st.tuples(st.integers(0, 10), st.integers(0, 2), values), max_size=12).map(
     lambda rs: sorted(rs, key=lambda r: r[0])
 )
-
-
-@st.composite
-def relation_updates(draw: st.DrawFn) -> list[tuple[int, str, tuple[int, str]]]:
-    ups: list[tuple[int, str, tuple[int, str]]] = []
-    present: list[tuple[int, str]] = []
-    t = 0
-    for _ in range(draw(st.integers(0, 6))):
-        t += draw(st.integers(0, 3))
-        if present and draw(st.booleans()):
-            row = present.pop(draw(st.integers(0, len(present) - 1)))
-            ups.append((t, "-", row))
-        else:
-            row = (draw(st.integers(0, 2)), draw(st.sampled_from(["a", "b"])))
-            present.append(row)
-            ups.append((t, "+", row))
-    return ups
 
 
 @settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
