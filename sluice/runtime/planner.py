@@ -32,13 +32,13 @@ from sluice.plan.analysis import (
     has_outer_ref,
     has_subquery,
     reads_row_alone,
-    shift,
     stream_order,
     uses_current_time,
 )
 from sluice.plan.dataflow import Intermediate, keep_intermediate
 from sluice.plan.expr import BExpr, Call, ColRef, walk_expr
 from sluice.plan.rules import Rule, rules_sparing
+from sluice.runtime.join_tree import join_tree, labels, leaf_key, left_spine
 from sluice.runtime.operators.aggregate import Aggregate, AggregateSpec, Distinct, DistinctSpec, GroupGuard
 from sluice.runtime.operators.base import ExecContext, Operator, OperatorSpec, PortHandle
 from sluice.runtime.operators.dataflow_join import DataflowJoin, DataflowJoinSpec
@@ -378,22 +378,22 @@ class Planner:
         """
         if self.intermediates == "keep":
             return None
-        leaves, stages = _join_tree(n, conjuncts)
+        leaves, stages = join_tree(n, conjuncts)
         if len(leaves) < 3:
             return None
         kept = self._kept_prefix(leaves) if self.intermediates == "auto" else 1
-        whole = _left_spine(n, kept) if kept > 1 else None
+        whole = left_spine(n, kept) if kept > 1 else None
         if whole is not None:  # the first `kept` inputs' join is kept: one input of the dataflow join
             if len(leaves) - kept + 1 < 3:
                 return None
-            leaves, stages = _join_tree(n, conjuncts, whole)
+            leaves, stages = join_tree(n, conjuncts, whole)
         owner = [(i, c) for i, leaf in enumerate(leaves) for c in range(len(leaf.schema))]
         keys: list[tuple[int, int, int, int]] = []
         rest: list[BExpr] = []
         for stage in stages:
             here = []
             for c in stage:
-                pair = _leaf_key(c, owner)
+                pair = leaf_key(c, owner)
                 if pair is not None and pair not in keys:
                     keys.append(pair)
                 elif pair is None:
@@ -408,7 +408,7 @@ class Planner:
         ops = [self._op(leaf) for leaf in leaves]
         names = n.schema.names
         at = [sum(len(x.schema) for x in leaves[:i]) for i in range(len(leaves))]
-        label = _labels(leaves)
+        label = labels(leaves)
         detail = (
             ", ".join(f"{label[a]}.{names[at[a] + ca]} = {label[b]}.{names[at[b] + cb]}" for a, ca, b, cb in keys)
             or "no keys"
@@ -715,82 +715,6 @@ def _corr_key(c: BExpr) -> tuple[int, int] | None:
         if isinstance(b, ColRef) and isinstance(a, OuterRef) and a.depth == 1:
             return b.index, a.index
     return None
-
-
-def _join_tree(
-    n: L.LogicalNode, top: list[BExpr], whole: L.LogicalNode | None = None
-) -> tuple[list[L.LogicalNode], list[list[BExpr]]]:
-    """The inputs of a tree of joins in the written order, and the conjuncts of the selections in
-    it over the whole row, in the order the tree evaluates them (lower joins' first; ``top``, the
-    selection over the tree, last).  A selection whose conjuncts read more than the row (a
-    subquery, CURRENT_TIME) stays part of its input; so does the subtree ``whole`` (a kept
-    intermediate result).
-    """
-    leaves: list[L.LogicalNode] = []
-    stages: list[list[BExpr]] = []
-
-    def walk(node: L.LogicalNode, off: int) -> None:
-        if node is whole:
-            leaves.append(node)
-            return
-        if isinstance(node, L.Join):
-            walk(node.left, off)
-            walk(node.right, off + len(node.left.schema))
-            return
-        if isinstance(node, L.Filter) and isinstance(node.input, L.Join):
-            cs = conjuncts(node.predicate)
-            if all(reads_row_alone(c) for c in cs):
-                walk(node.input, off)
-                stages.append([shift(c, off) for c in cs])
-                return
-        leaves.append(node)
-
-    walk(n, 0)
-    stages.append(list(top))
-    return leaves, stages
-
-
-def _labels(leaves: list[L.LogicalNode]) -> list[str]:
-    """A name per input of a join for EXPLAIN: the stream or relation it reads (through
-    selections, projections, windows and samples), numbered where one is read twice; else its place.
-    """
-    names = []
-    for i, node in enumerate(leaves):
-        while isinstance(node, L.Filter | L.Project | L.Window | L.Sample):
-            node = node.input
-        names.append(node.name if isinstance(node, L.Scan) else f"input {i + 1}")
-    return [f"{x}#{i + 1}" if names.count(x) > 1 else x for i, x in enumerate(names)]
-
-
-def join_inputs(n: L.LogicalNode) -> list[L.LogicalNode]:
-    """The inputs of the tree of joins ``n`` (through the selections in it), in the written order."""
-    return _join_tree(n, [])[0]
-
-
-def _left_spine(n: L.LogicalNode, k: int) -> L.LogicalNode | None:
-    """The subtree on the left spine of a join tree that holds its first ``k`` inputs (with the
-    selection over it), which ``_join_tree`` then reads as one input; None if no subtree does.
-    """
-    node = n
-    while (count := len(_join_tree(node, [])[0])) != k:
-        inner = node.input if isinstance(node, L.Filter) else node
-        if count < k or not isinstance(inner, L.Join):
-            return None
-        node = inner.left
-    return node
-
-
-def _leaf_key(c: BExpr, owner: list[tuple[int, int]]) -> tuple[int, int, int, int] | None:
-    """``(input a, its column, input b, its column)`` if ``c`` is ``x = y`` of two inputs' columns."""
-    if not (isinstance(c, Call) and c.fn == "eq"):
-        return None
-    x, y = c.args
-    if not (isinstance(x, ColRef) and isinstance(y, ColRef)):
-        return None
-    (a, ca), (b, cb) = owner[x.index], owner[y.index]
-    if a == b:
-        return None
-    return (a, ca, b, cb) if a < b else (b, cb, a, ca)
 
 
 def _no_current_time(e: BExpr) -> None:

@@ -605,7 +605,8 @@ def window_join_signature(plan: L.LogicalNode, join_intermediates: str = "keep")
     tree of three or more inputs is one unless the tree keeps its intermediate results
     (``join_intermediates="keep"``): otherwise the tree is one dataflow join (design 024).
     """
-    from sluice.runtime.planner import join_inputs, window_side
+    from sluice.runtime.join_tree import join_inputs
+    from sluice.runtime.planner import window_side
 
     todo = [plan]  # (depth first, in the written order: the first window join as before)
     while todo:
