@@ -420,3 +420,20 @@ def test_static_relations_written_first_are_joined_once() -> None:
     eng.push("S", [(1, 1), (2, 3)])
     eng.close()
     assert [(e.ts, e.sign, e.row) for e in eng.results("q")][:1] == [(1, "+", (1, 1, 1, 1))]
+
+
+def test_spark_groups_no_three_way_join_with_the_shared_joins_it_will_not_use() -> None:
+    """On Spark, queries whose first window join is the same run in one processor around a shared
+    window join; a 3-way join is a dataflow join unless intermediates are kept, so it has none."""
+    from sluice.backends.spark.compile import window_join_signature
+
+    eng = EmbeddedEngine(CAT)
+    two = eng.register_query("select * from A [Range 2], B [Range 2] where A.K = B.K").bound.plan
+    three = eng.register_query(THREE).bound.plan
+    inside = eng.register_query(
+        "select * from C [Range 2] where C.K in (select A.K from A [Range 2], B [Range 2] where A.K = B.K)"
+    ).bound.plan
+    assert window_join_signature(two, "auto") == window_join_signature(two, "keep") == ("a", "b")
+    assert window_join_signature(three, "auto") is None and window_join_signature(three, "drop") is None
+    assert window_join_signature(three, "keep") == ("a", "b")
+    assert window_join_signature(inside, "auto") == ("a", "b")  # (a 2-way join in a subquery)
