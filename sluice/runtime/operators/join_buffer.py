@@ -65,11 +65,14 @@ class JoinBuffer(Part):
 
     STATE = ("table", "_ts", "_seq", "_masks", "base", "budget")  # (``Tail``s: ``ts`` is ``_ts.view``)
     # derived: rebuilt on restore (the index from the table; later/earlier as "unknown")
-    CACHES = ("index", "_later", "_earlier")
+    CACHES = ("index", "_later", "_earlier", "_sized")
 
     def __init__(self, types: Sequence[DataType], key: tuple[int, bool] | None = None, partners: bool = False) -> None:
         self.types = list(types)
         self.table = empty(self.types).slice(0, 0)  # an object of its own (builds share no state)
+        # (the table ``nbytes`` last measured, and its bytes: tables are immutable, and measuring one
+        # with string columns costs tens of µs — every ``statistics()`` call reads it several times)
+        self._sized: tuple[pa.Table, int] | None = None
         self._ts, self._seq = Tail(np.int64), Tail(np.int64)
         self._masks: list[Tail | None] = []  # per port; None: every element
         self.base = 0
@@ -264,7 +267,10 @@ class JoinBuffer(Part):
         masks = sum(len(m) for m in self._masks if m is not None)
         index = 0 if self.index is None else self.index.nbytes
         per = 32 if self._later is not None else 16  # ts and queue position (and met partners)
-        return nbytes(self.table) + per * len(self.ts) + masks + index
+        sized = getattr(self, "_sized", None)  # (absent in a buffer restored from before it existed)
+        if sized is None or sized[0] is not self.table:
+            sized = self._sized = (self.table, nbytes(self.table))
+        return sized[1] + per * len(self.ts) + masks + index
 
     def statistics(self) -> SynopsisStats:
         return SynopsisStats("JoinBuffer", len(self), self.nbytes, self.budget)
