@@ -99,6 +99,25 @@ def row_codes(cols: Sequence[pa.Array | pa.ChunkedArray], n: int) -> tuple[np.nd
     return inv.reshape(-1), first, dicts
 
 
+def key_pairs(
+    lkeys: Sequence[pa.Array | pa.ChunkedArray], rkeys: Sequence[pa.Array | pa.ChunkedArray], nl: int, nr: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Row index pairs (i, j) of ``nl`` left and ``nr`` right rows whose key columns are equal
+    (Arrow's hash join, keys made ``comparable``; NULL matches nothing); every pair without keys.
+    """
+    if not nl or not nr:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    if not lkeys:
+        return np.repeat(np.arange(nl), nr), np.tile(np.arange(nr), nl)
+    left, right = {}, {}
+    for k, (a, b) in enumerate(zip(lkeys, rkeys, strict=True)):
+        left[f"k{k}"], right[f"k{k}"] = comparable(a, b)
+    lt = pa.table(left | {"__i": pa.array(np.arange(nl))})
+    rt = pa.table(right | {"__j": pa.array(np.arange(nr))})
+    j = lt.join(rt, list(left), join_type="inner", use_threads=False)
+    return j.column("__i").to_numpy().astype(np.int64), j.column("__j").to_numpy().astype(np.int64)
+
+
 def rows_equal(a: Sequence[pa.Array | pa.ChunkedArray], b: Sequence[pa.Array | pa.ChunkedArray]) -> bool:
     """Whether two lists of equally long columns hold the same rows in the same order (NULL equal
     to NULL, as a group-by sees them).

@@ -38,7 +38,7 @@ from sluice.datatypes import DataType
 from sluice.plan.dataflow import Mode, Step, best_order
 from sluice.plan.expr import BExpr
 from sluice.runtime.batch import META, NEG_INF, POS_INF, concat, make, sign_of, sort_by_ts, ts_of
-from sluice.runtime.keys import comparable
+from sluice.runtime.keys import key_pairs
 from sluice.runtime.lifetimes import Lifetimes, lifetimes, overlapping, pair_count
 from sluice.runtime.operators.base import Operator, OperatorSpec
 from sluice.runtime.operators.join import net_small, take_rows
@@ -257,20 +257,8 @@ class DataflowJoin(Operator):
         """Pairs (combination so far, row of ``rows``, rows of input ``j``) whose keys are equal;
         every pair where no key links them (a cross product).
         """
-        n, m = len(next(iter(idx.values()))), len(rows)
-        if not n or not m:
-            return np.empty(0, np.int64), np.empty(0, np.int64)
         mine, theirs = self._keys(idx, tables, done, j, rows)
-        if not mine:
-            return np.repeat(np.arange(n), m), np.tile(np.arange(m), n)
-        left, right = {}, {}
-        for k, (a, b) in enumerate(zip(mine, theirs, strict=True)):
-            x, y = comparable(a, b)
-            left[f"k{k}"], right[f"k{k}"] = x, y
-        lt = pa.table(left | {"__i": pa.array(np.arange(n))})
-        rt = pa.table(right | {"__j": pa.array(np.arange(m))})
-        joined = lt.join(rt, list(left), join_type="inner", use_threads=False)
-        return joined.column("__i").to_numpy(), joined.column("__j").to_numpy()
+        return key_pairs(mine, theirs, len(next(iter(idx.values()))), len(rows))
 
     def _kept(self, b: pa.Table) -> np.ndarray | None:
         """Which joined rows the rest of the condition keeps, stage by stage (None: all)."""

@@ -34,7 +34,7 @@ from sluice.datatypes import DataType
 from sluice.plan.expr import BExpr
 from sluice.runtime.batch import META, NEG_INF, POS_INF, concat, make, net, sort_by_ts, ts_of
 from sluice.runtime.constraints import Constraints
-from sluice.runtime.keys import comparable
+from sluice.runtime.keys import key_pairs
 from sluice.runtime.lifetimes import Lifetimes, lifetimes, overlapping, pair_count
 from sluice.runtime.operators.base import Operator, OperatorSpec
 from sluice.runtime.synopsis import FifoSynopsis, RelationSynopsis, W
@@ -204,21 +204,9 @@ class Join(Operator):
     # -- pairing -------------------------------------------------------------------------
     def _match(self, left: pa.Table, right: pa.Table, loff: int, roff: int) -> tuple[np.ndarray, np.ndarray]:
         """Index pairs (i, j) of rows whose key columns are equal (all pairs without keys)."""
-        nl, nr = left.num_rows, right.num_rows
-        if not nl or not nr:
-            return np.empty(0, np.int64), np.empty(0, np.int64)
-        if not self.spec.keys:
-            return np.repeat(np.arange(nl), nr), np.tile(np.arange(nr), nl)
-        lcols, rcols = [], []
-        for k, (li, ri) in enumerate(self.spec.keys):
-            a, b = comparable(left.column(loff + li), right.column(roff + ri))
-            lcols.append((f"k{k}", a))
-            rcols.append((f"k{k}", b))
-        lt = pa.table(dict(lcols) | {"__i": pa.array(np.arange(nl))})
-        rt = pa.table(dict(rcols) | {"__j": pa.array(np.arange(nr))})
-        names = [n for n, _ in lcols]
-        j = lt.join(rt, names, join_type="inner", use_threads=False)
-        return j.column("__i").to_numpy(), j.column("__j").to_numpy()
+        keys = self.spec.keys
+        lk, rk = [left.column(loff + a) for a, _ in keys], [right.column(roff + b) for _, b in keys]
+        return key_pairs(lk, rk, left.num_rows, right.num_rows)
 
     def _build(
         self,

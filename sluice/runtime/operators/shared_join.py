@@ -57,7 +57,7 @@ from sluice.errors import InternalError
 from sluice.plan.expr import BExpr
 from sluice.runtime.batch import META, NEG_INF, POS_INF, SIGN, arrow_type, concat, make, nbytes, sort_by_ts, ts_of
 from sluice.runtime.key_index import codable
-from sluice.runtime.keys import comparable
+from sluice.runtime.keys import comparable, key_pairs
 from sluice.runtime.operators.base import Operator, PortHandle, new_port, port_line
 from sluice.runtime.operators.join_buffer import Family, JoinBuffer, extent, family
 from sluice.runtime.operators.shared_join_queues import Unit, UnitView, next_band, pick
@@ -751,16 +751,6 @@ def _compiled(e: BExpr | None) -> VFn | None:
 def hash_match(
     left: pa.Table, right: pa.Table, loff: int, roff: int, lcols: Sequence[int], rcols: Sequence[int]
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Row index pairs (i, j) whose key columns are equal (Arrow's hash join; NULL matches nothing)."""
-    nl, nr = left.num_rows, right.num_rows
-    if not nl or not nr:
-        return np.empty(0, np.int64), np.empty(0, np.int64)
-    lk, rk = [], []
-    for k, (li, ri) in enumerate(zip(lcols, rcols, strict=True)):
-        a, b = comparable(left.column(loff + li), right.column(roff + ri))
-        lk.append((f"k{k}", a))
-        rk.append((f"k{k}", b))
-    lt = pa.table(dict(lk) | {"__i": pa.array(np.arange(nl))})
-    rt = pa.table(dict(rk) | {"__j": pa.array(np.arange(nr))})
-    j = lt.join(rt, [n for n, _ in lk], join_type="inner", use_threads=False)
-    return j.column("__i").to_numpy().astype(np.int64), j.column("__j").to_numpy().astype(np.int64)
+    """Row index pairs (i, j) whose key columns are equal (``sluice.runtime.keys.key_pairs``)."""
+    lk, rk = [left.column(loff + c) for c in lcols], [right.column(roff + c) for c in rcols]
+    return key_pairs(lk, rk, left.num_rows, right.num_rows)
