@@ -172,6 +172,12 @@ class Evaluated(NamedTuple):
     rejected: list[str]  # one reason per dropped row
     kept: np.ndarray | None  # indices of the kept rows in the input (None: all of them)
 
+    def true_rows(self) -> np.ndarray:
+        """Indices, in the input, of the rows whose (first) value is TRUE: a predicate's rows."""
+        at = np.arange(self.batch.num_rows) if self.kept is None else self.kept
+        mask = truth_mask(self.values[0], self.batch.num_rows).to_numpy(zero_copy_only=False)
+        return at[np.asarray(mask, dtype=bool)]
+
 
 def evaluate_rows(fns: Sequence[VFn], exprs: Sequence[BExpr], b: pa.Table, now: int | None = None) -> Evaluated:
     """``exprs`` over a batch, vectorised; if that fails, row by row by the definition

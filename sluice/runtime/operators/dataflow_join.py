@@ -43,7 +43,7 @@ from sluice.runtime.lifetimes import Lifetimes, lifetimes, overlapping, pair_cou
 from sluice.runtime.operators.base import Operator, OperatorSpec
 from sluice.runtime.operators.join import net_small, take_rows
 from sluice.runtime.synopsis import FifoSynopsis, RelationSynopsis, W
-from sluice.runtime.vexpr import compile_expr, evaluate_rows, truth_mask
+from sluice.runtime.vexpr import compile_expr, evaluate_rows
 
 SMOOTHING = 0.5  # weight of the newest measured fan-out in the running average
 # pairs by key per row up to which the run's changes are paired by a hash join (then filtered by
@@ -269,9 +269,7 @@ class DataflowJoin(Operator):
                 break
             r = evaluate_rows([compiled], [expr], rows)
             self.reject_rows(r.rejected)
-            at = np.arange(rows.num_rows) if r.kept is None else r.kept
-            mask = np.asarray(truth_mask(r.values[0], r.batch.num_rows).to_numpy(zero_copy_only=False), bool)
-            at = at[mask]
+            at = r.true_rows()
             keep = at if keep is None else keep[at]
         return keep
 

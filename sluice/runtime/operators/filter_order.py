@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 from sluice.runtime.operators.base import Part
-from sluice.runtime.vexpr import evaluate_rows, truth_mask
+from sluice.runtime.vexpr import evaluate_rows
 
 PROFILE = 32  # rows of a profiled batch evaluated against every conjunct
 WINDOW = 512  # profiled rows remembered (the profile window)
@@ -121,8 +121,7 @@ class Monitor(Part):
             r = evaluate_rows([fn], [expr], sample)
             self.record(k, sample.num_rows, clock() - t0)
             passed = np.zeros(sample.num_rows, bool)
-            kept = np.arange(sample.num_rows) if r.kept is None else r.kept
-            passed[kept] = np.asarray(truth_mask(r.values[0], r.batch.num_rows).to_numpy(zero_copy_only=False), bool)
+            passed[r.true_rows()] = True
             rows[:, k] = passed
         self.outcomes = np.concatenate([self.outcomes, rows])[-WINDOW:]
         self.profiled += 1

@@ -14,7 +14,7 @@ from sluice.plan.semantics import sample_keep
 from sluice.runtime.batch import to_elements, with_attrs
 from sluice.runtime.operators.base import Operator, OperatorSpec, Unary
 from sluice.runtime.operators.filter_order import SMALL, FilterOrder, Monitor
-from sluice.runtime.vexpr import compile_expr, evaluate_rows, truth_mask
+from sluice.runtime.vexpr import VFn, compile_expr, evaluate_rows, truth_mask
 
 # how a selection of several conjuncts orders them (an experiment compares the three)
 FILTER_ORDER = FilterOrder.ADAPTIVE
@@ -62,7 +62,7 @@ class Select(Unary):
     def process(self, b: pa.Table) -> None:
         m = self.monitor
         if m is None or b.num_rows < SMALL:
-            self.emit(self._at_once(b))
+            self.emit(self._where(b, self._pred, self.spec.predicate))
             return
         clock = self.ctx.clock
         profile, ordered = m.next_batch()
@@ -71,21 +71,19 @@ class Select(Unary):
         n, t0 = b.num_rows, clock()
         if ordered:
             for k in m.order:
-                t = clock()
-                rows = b.num_rows
-                r = evaluate_rows([self._fns[k]], [self._conj[k]], b)
-                self.reject_rows(r.rejected)
-                b = r.batch.filter(truth_mask(r.values[0], r.batch.num_rows))
+                t, rows = clock(), b.num_rows
+                b = self._where(b, self._fns[k], self._conj[k])
                 m.record(k, rows, clock() - t)
                 if not b.num_rows:
                     break
         else:
-            b = self._at_once(b)
+            b = self._where(b, self._pred, self.spec.predicate)
         m.timed(ordered, clock() - t0, n)
         self.emit(b)
 
-    def _at_once(self, b: pa.Table) -> pa.Table:
-        r = evaluate_rows([self._pred], [self.spec.predicate], b)
+    def _where(self, b: pa.Table, fn: VFn, expr: BExpr) -> pa.Table:
+        """The rows of ``b`` where ``expr`` is TRUE (rows it cannot evaluate dropped and counted)."""
+        r = evaluate_rows([fn], [expr], b)
         self.reject_rows(r.rejected)
         return r.batch.filter(truth_mask(r.values[0], r.batch.num_rows))
 
