@@ -28,9 +28,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from join_order import QUERY, duckdb_answer  # (benchmarks/ is the script's directory)
+from join_order import QUERY, best_of_runs, duckdb_answer  # (benchmarks/ is the script's directory)
 from sluice.backends.embedded import EmbeddedEngine
 from sluice.experiments.results import write_results
+from sluice.workloads.live import time_slices
 
 Answer = list[tuple[int, int, int, int]]
 REGIMES = {  # name: (keys, events per ms of A, B, C)
@@ -57,18 +58,12 @@ def run(tabs: dict[str, pa.Table], mode: str, step_ms: int = 1_000) -> tuple[dic
     eng = EmbeddedEngine(time_unit="millisecond", start=0, join_intermediates=mode)
     eng.execute(";".join(f"register stream {s} (K integer, V integer)" for s in "ABC"))
     q = eng.register_query(QUERY)
-    stamps = {s: t.column("ts").to_numpy() for s, t in tabs.items()}
-    end = max(int(x[-1]) for x in stamps.values())
-    done = dict.fromkeys("ABC", 0)
     peak = 0
     t0 = time.perf_counter()
-    for cut in range(step_ms - 1, end + step_ms, step_ms):
-        for s in "ABC":
-            upto = int(np.searchsorted(stamps[s], cut, side="right"))
-            if upto > done[s]:
-                eng.push(s, tabs[s].slice(done[s], upto - done[s]))
-                done[s] = upto
-        eng.heartbeat(min(cut, end))
+    for cut, parts in time_slices(tabs, step_ms):
+        for s, part in parts.items():
+            eng.push(s, part)
+        eng.heartbeat(cut)
         eng.run()
         peak = max(peak, sum(u.state_bytes() for u in eng.operators if u.stateful))
     eng.close()
@@ -81,15 +76,7 @@ def run(tabs: dict[str, pa.Table], mode: str, step_ms: int = 1_000) -> tuple[dic
 
 
 def best_of(tabs: dict[str, pa.Table], mode: str, want: Answer, name: str) -> dict[str, Any]:
-    best: dict[str, Any] | None = None
-    for _ in range(3):
-        r, got = run(tabs, mode)
-        assert got == want, f"{name}: the answer differs from DuckDB's"
-        best = r if best is None or r["seconds"] < best["seconds"] else best
-    assert best is not None
-    print(f"  {mode:<5} {best['events']:>9,} events {best['events_per_s']:>11,} ev/s  peak state "
-          f"{best['peak_state_bytes']:>11,} B  output {best['output']:,} (= DuckDB)", flush=True)  # fmt: skip
-    return best
+    return best_of_runs(lambda: run(tabs, mode), want, f"  {name}, {mode}:")
 
 
 def main() -> None:

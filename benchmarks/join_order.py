@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from typing import Any
 
 import duckdb
@@ -102,13 +103,18 @@ def duckdb_answer(tabs: dict[str, pa.Table], sql: str = DUCKDB) -> tuple[Answer,
 
 
 def best_of(tabs: dict[str, pa.Table], with_rule: bool, want: Answer, name: str) -> dict[str, Any]:
+    return best_of_runs(lambda: run(tabs, with_rule), want, f"{name:<34}")
+
+
+def best_of_runs(run_once: Callable[[], tuple[dict[str, Any], Answer]], want: Answer, label: str) -> dict[str, Any]:
+    """The fastest of three runs, each answer checked equal to DuckDB's ``want``; printed."""
     best: dict[str, Any] | None = None
     for _ in range(3):
-        r, got = run(tabs, with_rule)
-        assert got == want, f"{name}: the answer differs from DuckDB's"
+        r, got = run_once()
+        assert got == want, f"{label.strip()}: the answer differs from DuckDB's"
         best = r if best is None or r["seconds"] < best["seconds"] else best
     assert best is not None
-    print(f"{name:<34} {best['events']:>9,} events {best['events_per_s']:>12,} ev/s  peak state "
+    print(f"{label} {best['events']:>9,} events {best['events_per_s']:>12,} ev/s  peak state "
           f"{best['peak_state_bytes']:>12,} B  output {best['output']:,} (= DuckDB)", flush=True)  # fmt: skip
     return best
 

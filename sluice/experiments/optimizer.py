@@ -38,6 +38,7 @@ import pyarrow as pa
 
 from sluice.backends.embedded import EmbeddedEngine
 from sluice.experiments.results import claim, write_results
+from sluice.workloads.live import time_slices
 
 JOIN = "Istream(select A.V, B.V, C.V from A [Range 50], B [Range 50], C [Range 50] where A.K = C.K and B.K = C.K)"
 FILTERS = "Istream(select K, V from S where upper(N) like '%Q%' and lower(M) like '%z%' and K >= 0)"
@@ -108,22 +109,17 @@ def _play(
     eng = EmbeddedEngine(time_unit="millisecond", start=0, **opts)
     eng.execute(ddl)
     q = eng.register_query(query, name="q")
-    stamps = {s: t.column("ts").to_numpy() for s, t in tabs.items()}
-    end = max(int(x[-1]) for x in stamps.values())
-    done = dict.fromkeys(tabs, 0)
+    end = max(int(t.column("ts").to_numpy()[-1]) for t in tabs.values())
     seconds = [0.0, 0.0]
     peak = 0
     orders: dict[str, Any] = {}
-    for cut in range(STEP_MS - 1, end + STEP_MS, STEP_MS):
+    for cut, parts in time_slices(tabs, STEP_MS):
         if cut >= (end + 1) // 2 and "at the drift" not in orders:
             orders["at the drift"] = _orders(eng)
         t0 = time.perf_counter()
-        for s, tab in tabs.items():
-            upto = int(np.searchsorted(stamps[s], cut, side="right"))
-            if upto > done[s]:
-                eng.push(s, tab.slice(done[s], upto - done[s]))
-                done[s] = upto
-        eng.heartbeat(min(cut, end))
+        for s, part in parts.items():
+            eng.push(s, part)
+        eng.heartbeat(cut)
         eng.run()
         seconds[0 if cut < (end + 1) // 2 else 1] += time.perf_counter() - t0
         peak = max(peak, sum(u.state_bytes() for u in eng.operators if u.stateful))

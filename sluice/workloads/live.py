@@ -117,3 +117,24 @@ def nexmark_events(count: int, rate: int = 10_000, first: int = 0) -> Iterator[t
         for name, rows in as_rows(iter([e])).items():
             for r in rows:
                 yield name, r
+
+
+def time_slices(tables: dict[str, Any], step: int) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Per-stream Arrow tables, each with a sorted ``ts`` column, cut every ``step`` ticks of event
+    time: for each cut, the instant every stream is complete up to (a heartbeat's) and each
+    stream's rows since the last cut (a stream with none is left out).  The last cut is the last
+    timestamp.
+    """
+    import numpy as np
+
+    stamps = {s: t.column("ts").to_numpy() for s, t in tables.items()}
+    end = max((int(x[-1]) for x in stamps.values() if len(x)), default=0)
+    done = dict.fromkeys(tables, 0)
+    for cut in range(step - 1, end + step, step):
+        parts = {}
+        for s, tab in tables.items():
+            upto = int(np.searchsorted(stamps[s], cut, side="right"))
+            if upto > done[s]:
+                parts[s] = tab.slice(done[s], upto - done[s])
+                done[s] = upto
+        yield min(cut, end), parts
