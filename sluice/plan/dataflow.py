@@ -29,12 +29,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from sluice.errors import SluiceError
+
 # a join of three or more inputs keeps its intermediate results ("keep": a tree of binary joins),
 # drops them ("drop": one dataflow join, Getta & Vossough §2.3) or lets eq. 1–2 decide ("auto")
 JOIN_INTERMEDIATES = ("auto", "keep", "drop")
 # other inputs up to which every order is costed (4! = 24, at every run of every changed input);
 # beyond, the cheapest next step greedily
 MAX_EXHAUSTIVE = 4
+
+
+def check_join_intermediates(value: str) -> None:
+    """The engine option ``join_intermediates`` (both backends): one of ``JOIN_INTERMEDIATES``."""
+    if value not in JOIN_INTERMEDIATES:
+        raise SluiceError(f"join_intermediates={value!r}: expected one of {', '.join(JOIN_INTERMEDIATES)}")
 
 
 class Mode(Enum):

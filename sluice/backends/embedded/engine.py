@@ -42,13 +42,13 @@ from sluice.errors import InUseError, SluiceError
 from sluice.io.atomic import write_atomic
 from sluice.plan import BoundQuery, register_view
 from sluice.plan.binder import Binder
-from sluice.plan.dataflow import JOIN_INTERMEDIATES
+from sluice.plan.dataflow import check_join_intermediates
 from sluice.plan.ddl import check_unused, execute_statement
 from sluice.plan.element import Element
 from sluice.plan.explain import explain
 from sluice.runtime.batch import NEG_INF, dumps
 from sluice.runtime.operators.base import ExecContext, Operator
-from sluice.runtime.operators.shared_join_spec import SharedJoinOptions
+from sluice.runtime.operators.shared_join_spec import SharedJoinOptions, shared_join_options
 from sluice.runtime.operators.sources import Source
 from sluice.runtime.planner import Planner
 from sluice.runtime.queue import Queue
@@ -89,18 +89,6 @@ def _plan_mark(o: Operator) -> str:
     return f"{o.kind} [{o.spec.detail}] ({cols})"
 
 
-def _shared_join_options(text: str | SharedJoinOptions | None, sharing: bool) -> SharedJoinOptions | None:
-    """The shared-join policy: Greedy unless turned off; none without sharing (asking for one
-    then is an error, not a silent fallback).
-    """
-    if text is None:
-        return SharedJoinOptions() if sharing else None
-    opts = SharedJoinOptions.parse(text)
-    if opts is not None and not sharing:
-        raise SluiceError(f"shared_join={opts.describe()!r} needs sharing=True (with sharing=False use 'off')")
-    return opts
-
-
 class EmbeddedEngine:
     """Register streams, relations, views and queries; push data; read answers.
 
@@ -136,13 +124,10 @@ class EmbeddedEngine:
         join_intermediates: str = "auto",
     ) -> None:
         self.checkpoint_format = CHECKPOINT_FORMAT
-        if join_intermediates not in JOIN_INTERMEDIATES:
-            raise SluiceError(
-                f"join_intermediates={join_intermediates!r}: expected one of {', '.join(JOIN_INTERMEDIATES)}"
-            )
+        check_join_intermediates(join_intermediates)
         self.catalog = catalog if catalog is not None else Catalog(time_unit=time_unit)
         self.slack = slack
-        self.shared_join = _shared_join_options(shared_join, sharing)
+        self.shared_join = shared_join_options(shared_join, sharing)
         self.registry = QueryRegistry(
             ExecContext(start=start, seed=seed, clock=clock), slack, sharing, self.shared_join, join_intermediates
         )

@@ -47,12 +47,12 @@ from sluice.cql.printer import to_cql
 from sluice.errors import SluiceError
 from sluice.plan import bind_query, execute, register_view
 from sluice.plan import logical as L
-from sluice.plan.dataflow import JOIN_INTERMEDIATES
+from sluice.plan.dataflow import check_join_intermediates
 from sluice.plan.ddl import check_unused, execute_statement
 from sluice.plan.element import Element
 from sluice.plan.explain import explain as explain_plan
 from sluice.plan.rules import rewrite
-from sluice.runtime.operators.shared_join_spec import SharedJoinOptions
+from sluice.runtime.operators.shared_join_spec import shared_join_options
 from sluice.runtime.planner import rules_for
 from sluice.windows import Range
 
@@ -105,16 +105,11 @@ class SparkEngine:
         except ValueError as e:
             raise SluiceError(str(e)) from None
         self.scheduler = scheduler
-        if join_intermediates not in JOIN_INTERMEDIATES:
-            raise SluiceError(
-                f"join_intermediates={join_intermediates!r}: expected one of {', '.join(JOIN_INTERMEDIATES)}"
-            )
+        check_join_intermediates(join_intermediates)
         self.join_intermediates = join_intermediates
-        if not sharing and shared_join is not None and SharedJoinOptions.parse(shared_join) is not None:
-            raise SluiceError(f"shared_join={shared_join!r} needs sharing=True (with sharing=False use 'off')")
         self.sharing = sharing
         # the same names, options and errors as the embedded engine; None is its default (Greedy)
-        self.groups_joins = sharing and (shared_join is None or SharedJoinOptions.parse(shared_join) is not None)
+        self.groups_joins = shared_join_options(shared_join, sharing) is not None
         self.shared_join = shared_join
         self.preaggregate = preaggregate
         self.spark = spark or get_session(master)

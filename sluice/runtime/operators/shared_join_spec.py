@@ -134,3 +134,15 @@ def variant_for(keys: Sequence[Any], options: SharedJoinOptions) -> Variant:
     if options.variant is not None:
         return options.variant
     return Variant.HASH if keys else Variant.NESTED_LOOP
+
+
+def shared_join_options(text: str | SharedJoinOptions | None, sharing: bool) -> SharedJoinOptions | None:
+    """The shared-join policy an engine option asks for: Greedy unless turned off; none without
+    sharing (asking for one then is an error, not a silent fallback).  Both backends read it.
+    """
+    if text is None:
+        return SharedJoinOptions() if sharing else None
+    opts = SharedJoinOptions.parse(text)
+    if opts is not None and not sharing:
+        raise SluiceError(f"shared_join={opts.describe()!r} needs sharing=True (with sharing=False use 'off')")
+    return opts
