@@ -63,6 +63,7 @@ bench: venv java
 	$(PY) benchmarks/join_order.py
 	$(PY) benchmarks/derived_join.py
 	$(PY) benchmarks/dataflow_join.py
+	$(PY) benchmarks/filter_order.py
 	$(PY) benchmarks/pruning.py
 	$(PY) benchmarks/spark_throughput.py
 	$(PY) benchmarks/spark_pipeline.py
