@@ -35,13 +35,8 @@ register relation R (K integer, N varchar(4));
 """
 
 
-def _catalog() -> Catalog:
-    cat = Catalog()
-    execute(cat, DDL)
-    return cat
-
-
-CAT = _catalog()
+CAT = Catalog()
+execute(CAT, DDL)
 
 # -- eq. 3 ------------------------------------------------------------------------------------
 
