@@ -544,6 +544,37 @@ def test_spark_watermark_completes_instants_on_every_key_as_the_embedded_engine_
     eng.stop()
 
 
+def test_an_attached_row_before_the_first_instant_is_one_note_per_native_query(spark, tmp_path) -> None:
+    """A native query reads its source once: a row stamped before the first instant becomes a note
+    where it stands — counted once by a stream–static join whose relation has two matching rows (not
+    once per match), and by a query whose filter it would fail (it is rejected, not filtered)."""
+    d = tmp_path / "in"
+    d.mkdir()
+    ddl = "register stream S (K integer, V integer); register stream T (K integer); register relation R (K integer, N varchar(4))"
+    queries = ["Rstream(select S.V, R.N from S [Now], R where S.K = R.K)", "select K, V from S where V > 100"]
+    static = [(1, "one"), (2, "two"), (2, "deux")]
+    rows = [(2, 2, 5), (3, 1, 200), (4, 2, 150)]
+    eng = SparkEngine(spark=spark, workdir=tmp_path / "w")
+    eng.execute(ddl)
+    eng.attach_static("R", static)
+    eng.attach_directory("S", d, "csv")
+    handles = [eng.register_query(q) for q in queries]
+    eng.push("T", [(1, 7)])  # fixes the first instant at 1
+    (d / "a.csv").write_text("ts,K,V\n" + "".join(f"{t},{k},{v}\n" for t, k, v in rows))
+    eng.run()
+    (d / "b.csv").write_text("ts,K,V\n0,2,9\n")  # K = 2 matches two rows of R; V = 9 fails V > 100
+    eng.run()
+    eng.close(4)
+    assert all("native Spark expressions" in eng.explain(h) for h in handles)
+    streams, relations = {"S": [(t, (k, v)) for t, k, v in rows]}, {"R": [(1, "+", r) for r in static]}
+    for h in handles:
+        expected = evaluate(h.bound, streams, relations, start=1, until=4)
+        got = eng.results(h)
+        assert expected and not diff_outputs(expected, got) and len(got) == len(expected), h.bound.text
+        assert eng.statistics()["queries"][h.name]["rejected"] == ["S: element at ts 0 is before the first instant 1"]
+    eng.stop()
+
+
 def test_stream_static_join_runs_natively_and_static_rows_reach_the_processors(spark, tmp_path) -> None:
     # (R's column M is read by one query's selection alone: the rules keep only K and N of R at the
     # join's input, and the native join still reads R whole — its columns remapped)

@@ -413,11 +413,17 @@ def native_frame(eng: SparkEngine, q: SparkQuery) -> Any:
 
 
 def native_branch(eng: SparkEngine, q: SparkQuery, plan: NativePlan) -> Any:
+    """One pass over the source: an element stamped before the first instant becomes a note
+    row where it stands (it is not filtered or evaluated into the answer); only a stream–static
+    join, which would repeat it once per static row, takes such elements apart first.
+    """
     d = eng._source(plan.source)
     frame = query_rows(source_frame(eng, d.name), q)
-    early = _before_first(eng, d, frame)
-    if early is not None:  # each such row once, a note, before any join or filter
-        frame, notes = early
+    early = _before_first(eng, d)
+    notes = None
+    if early is not None and plan.static is not None:  # each such row once, a note, before the join
+        notes = frame.where(early[0]).select(early[2].alias("ts"), early[1].cast("string").alias("note"))
+        frame, early = frame.where(~early[0]), None
     if plan.static is not None:  # a stream–static join: Spark joins each element with the rows
         r = eng._source(plan.static)
         rows = eng.static[r.name.lower()]
@@ -427,6 +433,7 @@ def native_branch(eng: SparkEngine, q: SparkQuery, plan: NativePlan) -> Any:
     # A row whose evaluation overflows 64 bits is dropped and counted, as in the embedded
     # engine (sluice.plan.numeric): it becomes a note row (sign 0) naming the query and instant.
     # Each predicate is a Select in turn: a row that fails one is not evaluated further.
+    late = early[0] if early is not None else F.lit(False)
     bad = F.lit(False)
     for p in plan.predicates:
         pbad = overflow(p, column)
@@ -434,7 +441,7 @@ def native_branch(eng: SparkEngine, q: SparkQuery, plan: NativePlan) -> Any:
         assert keep is not None  # checked when planned
         if pbad is not None:
             keep = keep | pbad
-        frame = frame.where(bad | keep)
+        frame = frame.where(late | bad | keep)
         if pbad is not None:
             bad = bad | pbad
     types = q.bound.plan.schema.types
@@ -452,23 +459,26 @@ def native_branch(eng: SparkEngine, q: SparkQuery, plan: NativePlan) -> Any:
     # an attached source's row whose ts Spark could not read (NULL): rejected with a note
     no_ts = F.col("ts").isNull()
     untimed = F.lit(f"{d.name}: a row without a valid ts was rejected (query {q.name})")
+    text = F.when(no_ts, untimed)
+    if early is not None:
+        text = text.when(late, early[1])
     out = frame.select(
         F.when(no_ts, F.lit(0)).otherwise(ts).alias("ts"),
-        F.when(bad | no_ts, F.lit(0)).otherwise(F.lit(1)).cast("int").alias("sign"),
+        F.when(late | bad | no_ts, F.lit(0)).otherwise(F.lit(1)).cast("int").alias("sign"),
         *cols,
-        F.when(no_ts, untimed).when(bad, note).otherwise(F.lit(None)).cast("string").alias("note"),
+        text.when(bad, note).otherwise(F.lit(None)).cast("string").alias("note"),
     )
-    if early is None:
+    if notes is None:
         return out
     nulls = [F.lit(None).cast(spark_type(t)).alias(f"c{j}") for j, t in enumerate(types)]
     return out.unionByName(notes.select("ts", F.lit(0).cast("int").alias("sign"), *nulls, "note"))
 
 
-def _before_first(eng: SparkEngine, d: SourceDef, frame: Any) -> tuple[Any, Any] | None:
+def _before_first(eng: SparkEngine, d: SourceDef) -> tuple[Any, Any, Any] | None:
     """A source's rows stamped before the first instant — ones Spark read itself (the driver
     never saw them) — are late, as on the embedded engine and in the processors (design 004, "The
-    first instant"): (the other rows, those as notes ``ts, note``).  None when the first instant
-    is a guess on a work directory an earlier engine wrote (its queries keep their own).
+    first instant"): (which rows, their note, their ts in the engine's unit).  None when the first
+    instant is a guess on a work directory an earlier engine wrote (its queries keep their own).
     """
     inbox = eng.inbox
     if inbox.first is None or (inbox.guessed and not inbox.fresh):
@@ -478,4 +488,4 @@ def _before_first(eng: SparkEngine, d: SourceDef, frame: Any) -> tuple[Any, Any]
     text = F.concat(
         F.lit(f"{d.name}: element at ts "), ts.cast("string"), F.lit(f" is before the first instant {inbox.first}")
     )
-    return frame.where(~early), frame.where(early).select(ts.alias("ts"), text.cast("string").alias("note"))
+    return early, text, ts
