@@ -785,3 +785,42 @@ def test_a_system_sample_does_not_fix_the_first_instant(tmp_path):
     again, _ = build_session("embedded", tmp_path, slack=3, sample_every=1)
     assert again.engine.ctx.start == 5 and again.results("q")["elements"] == live
     again.close()
+
+
+def test_punctuations_over_http_are_checked_journaled_and_replayed(tmp_path):
+    """``POST /sources/F/punctuations`` (design 023, "Punctuations"): the join forgets the order
+    it closes, a later fulfillment of it is rejected — also after a kill and a restart, which
+    replays the punctuation from the journal at the ``ts`` it took.
+    """
+    s, _ = build_session("embedded", tmp_path)
+    c = client(s)
+    c.post(
+        "/cql",
+        content="register stream O (oid integer) UNIQUE BY oid; register stream F (oid integer, qty integer) "
+        "PUNCTUATED BY oid; register query j as Istream(select O.oid, F.qty from O, F where O.oid = F.oid)",
+    )
+    c.post("/sources/O/rows", content=jsonl({"ts": 1, "oid": 1}, {"ts": 2, "oid": 2}))
+    c.post("/sources/F/rows", content=jsonl({"ts": 3, "oid": 1, "qty": 5}))
+    r = c.post("/sources/F/punctuations", json={"column": "oid", "values": [1]})
+    assert r.status_code == 200 and r.json() == {"punctuated": "F", "column": "oid", "ts": 3}
+    bad = [
+        ({"column": "oid"}, 400, "a punctuation is"),
+        ({"column": "qty", "upto": 3}, 400, "PUNCTUATED BY qty"),
+        ({"column": "oid", "values": 1}, 400, '"values" is a list'),
+        ({"column": "oid", "upto": 1, "ts": "x"}, 400, '"ts" is an integer'),
+    ]
+    for body, status, message in bad:
+        r = c.post("/sources/F/punctuations", json=body)
+        assert r.status_code == status and message in r.json()["error"]["message"], (body, r.json())
+    assert c.post("/sources/X/punctuations", json={"column": "oid", "upto": 1}).status_code == 404
+    s.journal.close()  # a kill: no checkpoint
+    s2, restored = build_session("embedded", tmp_path)
+    assert restored["pushes"] == 3  # two pushes and the punctuation
+    c2 = client(s2)
+    c2.post("/sources/F/rows?heartbeat=9", content=jsonl({"ts": 9, "oid": 1, "qty": 7}, {"ts": 9, "oid": 2, "qty": 8}))
+    rows = [e["row"] for e in c2.get("/queries/j/results").json()["elements"]]
+    assert rows == [{"oid": 1, "qty": 5}, {"oid": 2, "qty": 8}]
+    assert [m for m in s2.engine.rejected() if "PUNCTUATED BY oid" in m] == [
+        "F: element at ts 9: oid = 1 violates PUNCTUATED BY oid: a punctuation before it excluded that value"
+    ]
+    s2.close()

@@ -66,3 +66,11 @@ def test_spark_refuses_what_it_cannot_check(spark, tmp_path) -> None:
     eng.register_stream("S", [("a", "integer")], constraints=[("clustered", "a", 2)])
     with pytest.raises(SluiceError, match="declares k-constraints"):
         eng.attach_directory("S", tmp_path / "in")
+    # punctuations (design 023): refused with the reason, on the DDL and through the API
+    with pytest.raises(SluiceError, match="PUNCTUATED BY is not available on the Spark backend yet"):
+        eng.execute("register stream P (a integer) punctuated by a")
+    with pytest.raises(SluiceError, match="PUNCTUATED BY is not available on the Spark backend yet"):
+        eng.register_stream("P", [("a", "integer")], constraints=[("punctuated", "a")])
+    with pytest.raises(SluiceError, match=r"punctuate\('S', 'a'\) is not available on the Spark backend yet"):
+        eng.punctuate("S", "a", upto=3)
+    assert [d.name for d in eng.catalog.sources] == ["S"]

@@ -293,8 +293,8 @@ def _constraints(
             raise CatalogError(
                 f"{name}: {c.kind} BY {c.column} names no attribute of {name} (attributes: {', '.join(schema.names)})"
             ) from None
-        if c.kind == "UNIQUE" and c.k:
-            raise CatalogError(f"{name}: UNIQUE BY {column} takes no adherence k (a value appears once)")
+        if c.kind in c.NO_K and c.k:
+            raise CatalogError(f"{name}: {c.kind} BY {column} takes no adherence k")
         if not 0 <= c.k < 2**31:
             raise CatalogError(f"{name}: {c.kind} BY {column} WITHIN {c.k}: k counts elements, 0 to 2^31 - 1")
         c = StreamConstraint(c.kind, column, c.k)

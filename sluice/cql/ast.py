@@ -427,18 +427,20 @@ class StreamConstraint:
     k-constraints): ``ORDERED BY a WITHIN k`` — an element is never below the ``a`` of one more
     than ``k`` elements before it; ``CLUSTERED BY a WITHIN k`` — between two elements with the same
     ``a`` come at most ``k`` with another; ``UNIQUE BY a`` — no two elements have the same ``a``
-    (a join with it is many-one).  Positions count the stream's admitted elements in its order
-    (timestamps, ties in arrival order).  Design 023.
+    (a join with it is many-one); ``PUNCTUATED BY a`` — the stream's punctuations on ``a`` (Tucker
+    et al.; STREAM §4.1) say which values no later element has.  Positions count the stream's
+    admitted elements in its order (timestamps, ties in arrival order).  Design 023.
 
     >>> StreamConstraint.of(("ordered", "oid", 2))
     StreamConstraint(kind='ORDERED', column='oid', k=2)
     """
 
-    kind: str  # 'ORDERED' | 'CLUSTERED' | 'UNIQUE'
+    kind: str  # 'ORDERED' | 'CLUSTERED' | 'UNIQUE' | 'PUNCTUATED'
     column: str
     k: int = 0
 
-    KINDS = ("ORDERED", "CLUSTERED", "UNIQUE")
+    KINDS = ("ORDERED", "CLUSTERED", "UNIQUE", "PUNCTUATED")
+    NO_K = ("UNIQUE", "PUNCTUATED")  # kinds without an adherence parameter
 
     @classmethod
     def of(cls, c: StreamConstraint | tuple[str, str] | tuple[str, str, int]) -> StreamConstraint:
@@ -450,18 +452,20 @@ class StreamConstraint:
         kind, column = c[0], c[1]
         k = c[2] if len(c) == 3 else 0
         if not isinstance(kind, str) or kind.upper() not in cls.KINDS:
-            raise ValueError(f"a constraint's kind is 'ordered', 'clustered' or 'unique', not {kind!r}")
+            raise ValueError(f"a constraint's kind is 'ordered', 'clustered', 'unique' or 'punctuated', not {kind!r}")
         if isinstance(k, bool) or not isinstance(k, int):
             raise ValueError(f"a constraint's adherence k is a whole number of elements, not {k!r}")
         return cls(kind.upper(), str(column), k)
 
     def sql(self) -> str:
-        return f"{self.kind} BY {self.column}" + ("" if self.kind == "UNIQUE" else f" WITHIN {self.k}")
+        return f"{self.kind} BY {self.column}" + ("" if self.kind in self.NO_K else f" WITHIN {self.k}")
 
 
 @dataclass(frozen=True, slots=True)
 class RegisterSource(Statement):
-    """``REGISTER STREAM|RELATION name (attr type, ...) [UNIT u] [ORDERED|CLUSTERED|UNIQUE BY a [WITHIN k]]…``."""
+    """``REGISTER STREAM|RELATION name (attr type, ...) [UNIT u] [kind BY a [WITHIN k]]…`` (kind: ORDERED,
+    CLUSTERED, UNIQUE, PUNCTUATED).
+    """
 
     kind: str  # 'STREAM' | 'RELATION'
     name: str

@@ -199,13 +199,13 @@ class Parser:
             self.advance()
             unit = _UNITS[t.upper]
         constraints: list[ast.StreamConstraint] = []
-        while self.is_kw("ORDERED", "CLUSTERED", "UNIQUE"):
+        while self.is_kw("ORDERED", "CLUSTERED", "UNIQUE", "PUNCTUATED"):
             constraints.append(self.arrival_constraint())
         return ast.RegisterSource(kind, name, cols, unit, tuple(constraints), span=self.span_from(start))
 
     def arrival_constraint(self) -> ast.StreamConstraint:
         """``ORDERED|CLUSTERED BY a [WITHIN k]`` (STREAM §4.1's k-constraints; k defaults to 0),
-        ``UNIQUE BY a``.
+        ``UNIQUE BY a``, ``PUNCTUATED BY a`` (the stream's punctuations on ``a``).
         """
         word = self.advance()
         self.expect_kw("BY")
@@ -213,6 +213,8 @@ class Parser:
         k = 0
         if word.upper == "UNIQUE" and self.is_kw("WITHIN"):
             self.fail("UNIQUE BY takes no WITHIN", hint="each value appears in at most one element")
+        if word.upper == "PUNCTUATED" and self.is_kw("WITHIN"):
+            self.fail("PUNCTUATED BY takes no WITHIN", hint="a punctuation excludes its values from later elements")
         if self.accept_kw("WITHIN"):
             n = self.tok
             if n.type is not T.INTEGER:

@@ -15,6 +15,10 @@ element is admitted depends only on the stream's order, never on how it was batc
   no later element has it.
 * ``UNIQUE BY a`` — no two elements have the same ``a`` (a join on it is many-one): a value is
   closed once it appeared.
+* ``PUNCTUATED BY a`` — the stream's punctuations on ``a`` (Tucker et al., STREAM §4.1's "more
+  dynamic technique"), each ``(τ, values or ≤ bound)``: no element stamped after ``τ`` has such an
+  ``a``.  The promise is in the punctuations, not the data: a :class:`PunctuationLog` the source
+  keeps, which operators read once they have read their input through ``τ``.
 
 NULL has no place in any of them: an element with NULL in a constrained attribute violates it.
 A subsequence of a stream that adheres to ``ORDERED BY`` or ``UNIQUE BY`` (what σ, a sample or a
@@ -80,7 +84,7 @@ class _Ordered:
             bound = np.ones(len(v), dtype=bool)
         return bound, f
 
-    def violations(self, v: np.ndarray) -> np.ndarray:
+    def violations(self, v: np.ndarray, ts: np.ndarray | None = None) -> np.ndarray:
         bound, f = self.floors(v)
         return bound & (v < f)
 
@@ -88,7 +92,7 @@ class _Ordered:
         f = self.floors(v)[1][0]
         return f"below {_py(f)!r}, which came more than {self.k} element(s) before it"
 
-    def add(self, v: np.ndarray) -> bool:
+    def add(self, v: np.ndarray, ts: np.ndarray | None = None) -> bool:
         """Admit ``v`` (they adhere); True if the floor rose."""
         if not len(v):
             return False
@@ -168,7 +172,7 @@ class _Clustered:
             out[hit] = self.open_last[i[hit]]
         return out
 
-    def violations(self, v: np.ndarray) -> np.ndarray:
+    def violations(self, v: np.ndarray, ts: np.ndarray | None = None) -> np.ndarray:
         m = len(v)
         if not m:
             return np.zeros(0, dtype=bool)
@@ -190,7 +194,7 @@ class _Clustered:
     def explain(self, v: np.ndarray) -> str:
         return f"it came back after more than {self.k} element(s) with other values"
 
-    def add(self, v: np.ndarray) -> bool:
+    def add(self, v: np.ndarray, ts: np.ndarray | None = None) -> bool:
         """Admit ``v`` (they adhere); True if a value closed."""
         m = len(v)
         if not m:
@@ -223,7 +227,7 @@ class _Unique:
     def __init__(self) -> None:
         self.seen = _ValueSet()
 
-    def violations(self, v: np.ndarray) -> np.ndarray:
+    def violations(self, v: np.ndarray, ts: np.ndarray | None = None) -> np.ndarray:
         bad = self.seen.contains(v)
         if len(v) > 1:
             _, first = np.unique(v, return_index=True)
@@ -235,7 +239,7 @@ class _Unique:
     def explain(self, v: np.ndarray) -> str:
         return "an element before it had it"
 
-    def add(self, v: np.ndarray) -> bool:
+    def add(self, v: np.ndarray, ts: np.ndarray | None = None) -> bool:
         self.seen.add(v)
         return bool(len(v))
 
@@ -246,10 +250,118 @@ class _Unique:
         return self.seen.nbytes()
 
 
-_Check = _Ordered | _Clustered | _Unique
+class PunctuationLog(Part):
+    """A stream's punctuations, per attribute (lower case) in order of ``τ`` (ticks): each says no
+    element stamped after ``τ`` has one of ``values`` (a sorted array) or a value ≤ ``upto``.  Kept
+    by the source (a part of its state); a punctuation is only ever added at or after the instants
+    the source has released, so whoever has applied the ones up to some ``τ`` finds every later
+    one after them.
+    """
+
+    STATE = ("entries",)
+
+    def __init__(self, stream: str) -> None:
+        self.stream = stream
+        self.entries: dict[str, list[tuple[int, np.ndarray | None, Any]]] = {}  # column → (τ, values, upto)
+
+    def of(self, column: str) -> list[tuple[int, np.ndarray | None, Any]]:
+        return self.entries.setdefault(column.lower(), [])
+
+    def add(self, column: str, tau: int, values: np.ndarray | None, upto: Any) -> None:
+        entries = self.of(column)
+        i = len(entries)
+        while i and entries[i - 1][0] > tau:
+            i -= 1
+        entries.insert(i, (tau, None if values is None else np.unique(values), upto))
+
+    def nbytes(self) -> int:
+        return sum(16 + (0 if v is None else int(v.nbytes)) for es in self.entries.values() for _, v, _ in es)
 
 
-def _check(c: StreamConstraint) -> _Check:
+def _matches(entry: tuple[int, np.ndarray | None, Any], v: np.ndarray) -> np.ndarray:
+    _, values, upto = entry
+    if values is None:
+        return np.asarray(v <= upto, dtype=bool)
+    return np.isin(v, values)
+
+
+class _Punctuated:
+    """``PUNCTUATED BY a``: the punctuations applied so far (those with ``τ`` before what was
+    read), merged — a set of values and the largest ``≤`` bound — and how many of the log's.
+    The log itself is not state of this check (the source saves it): :meth:`Constraints.restore`
+    links it again.
+    """
+
+    def __init__(self, log: PunctuationLog, column: str) -> None:
+        self.log: PunctuationLog | None = log
+        self.column = column
+        self.applied = 0
+        self.closed_set = _ValueSet()
+        self.floor: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"column": self.column, "applied": self.applied, "closed_set": self.closed_set, "floor": self.floor}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.log, self.column = None, state["column"]
+        self.applied, self.closed_set, self.floor = state["applied"], state["closed_set"], state["floor"]
+
+    def _entries(self) -> list[tuple[int, np.ndarray | None, Any]]:
+        if self.log is None:
+            raise InternalError("a punctuation check restored without its stream's log")
+        return self.log.of(self.column)
+
+    def advance(self, through: int, strict: bool = False) -> bool:
+        """Apply the punctuations with ``τ`` ≤ ``through`` (< if ``strict``); True if any."""
+        entries, n = self._entries(), self.applied
+        while n < len(entries) and (entries[n][0] < through if strict else entries[n][0] <= through):
+            _, values, upto = entries[n]
+            if values is None:
+                self.floor = upto if self.floor is None else max(self.floor, upto)
+            else:
+                self.closed_set.add(values)
+            n += 1
+        done, self.applied = n > self.applied, n
+        return done
+
+    def violations(self, v: np.ndarray, ts: np.ndarray | None = None) -> np.ndarray:
+        """Elements (values ``v`` stamped ``ts``, in the stream's order) a punctuation before them excludes."""
+        if not len(v):
+            return np.zeros(0, dtype=bool)
+        assert ts is not None
+        self.advance(int(ts[0]), strict=True)  # (what follows is stamped ≥ ts[0])
+        bad = self.closed(v)
+        entries, last = self._entries(), int(ts[-1])
+        for e in entries[self.applied :]:
+            if e[0] >= last:
+                break
+            bad |= (ts > e[0]) & _matches(e, v)
+        return bad
+
+    def explain(self, v: np.ndarray) -> str:
+        return "a punctuation before it excluded that value"
+
+    def add(self, v: np.ndarray, ts: np.ndarray | None = None) -> bool:
+        return False if ts is None or not len(ts) else self.advance(int(ts[-1]), strict=True)
+
+    def closed(self, v: np.ndarray) -> np.ndarray:
+        out = self.closed_set.contains(v) if len(v) else np.zeros(0, dtype=bool)
+        if self.floor is not None and len(v):
+            out |= np.asarray(v <= self.floor, dtype=bool)
+        return out
+
+    def nbytes(self) -> int:
+        return self.closed_set.nbytes()
+
+
+_Check = _Ordered | _Clustered | _Unique | _Punctuated
+
+
+def _check(c: StreamConstraint, log: PunctuationLog | None = None) -> _Check:
+    if c.kind == "PUNCTUATED":
+        if log is None:
+            raise InternalError(f"PUNCTUATED BY {c.column} checked without the stream's punctuations")
+        return _Punctuated(log, c.column)
     if c.kind == "UNIQUE":
         return _Unique()
     return _Ordered(c.k) if c.kind == "ORDERED" else _Clustered(c.k)
@@ -263,15 +375,38 @@ class Constraints(Part):
 
     STATE = ("checks",)
 
-    def __init__(self, name: str, constraints: Sequence[tuple[StreamConstraint, int]]) -> None:
+    def __init__(
+        self,
+        name: str,
+        constraints: Sequence[tuple[StreamConstraint, int]],
+        logs: Sequence[PunctuationLog | None] = (),
+    ) -> None:
         self.name = name
         self.constraints = list(constraints)
-        self.checks: list[_Check] = [_check(c) for c, _ in self.constraints]
+        # per constraint: the punctuations a PUNCTUATED BY reads (None for the others)
+        self.logs = list(logs) or [None] * len(self.constraints)
+        self.checks: list[_Check] = [_check(c, g) for (c, _), g in zip(self.constraints, self.logs, strict=True)]
 
     @classmethod
-    def of_stream(cls, name: str, schema: Any, constraints: Sequence[StreamConstraint]) -> Constraints:
-        """A stream's constraints, each reading the attribute it names."""
-        return cls(name, [(c, schema.index(c.column)) for c in constraints])
+    def of_stream(
+        cls, name: str, schema: Any, constraints: Sequence[StreamConstraint], log: PunctuationLog | None = None
+    ) -> Constraints:
+        """A stream's constraints, each reading the attribute it names (``log``: its punctuations)."""
+        return cls(name, [(c, schema.index(c.column)) for c in constraints], [log] * len(constraints))
+
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
+        self._link()
+
+    def __setstate__(self, state: dict[str, Any]) -> None:  # (the whole engine pickled: a checkpoint)
+        self.__dict__.update(state)
+        self._link()
+
+    def _link(self) -> None:
+        """Each punctuation check reads its stream's log again (the source's state, saved there)."""
+        for o, log in zip(self.checks, self.logs, strict=True):
+            if isinstance(o, _Punctuated):
+                o.log = log
 
     def __bool__(self) -> bool:
         return bool(self.constraints)
@@ -296,43 +431,50 @@ class Constraints(Part):
                 keep &= ~nulls
         idx = np.flatnonzero(keep)
         vals = [_values(col.take(pa.array(idx))) for col in cols]
+        stamps = ts_of(b)[idx]
         lo, seen = 0, 0
         while lo < len(idx):
             # vectorised over the rest of the batch, re-checked after each violation; past a few
             # violations in one batch, one element at a time
             end = len(idx) if seen < _VECTOR_TRIES else lo + 1
-            part = [v[lo:end] for v in vals]
+            part, ts = [v[lo:end] for v in vals], stamps[lo:end]
             bad = np.zeros(end - lo, dtype=bool)
             for o, v in zip(self.checks, part, strict=True):
-                bad |= o.violations(v)
+                bad |= o.violations(v, ts)
             first = int(np.argmax(bad)) if bad.any() else end - lo
             for o, v in zip(self.checks, part, strict=True):
-                o.add(v[:first])
+                o.add(v[:first], ts[:first])
             if first == end - lo:
                 lo = end
                 continue
             at = lo + first
             seen += 1
             if len(why) < 5:
-                why.append(self._why(b, int(idx[at]), [v[at : at + 1] for v in vals]))
+                why.append(self._why(b, int(idx[at]), [v[at : at + 1] for v in vals], stamps[at : at + 1]))
             keep[idx[at]] = False
             lo = at + 1
         return (b if keep.all() else b.filter(pa.array(keep))), why
 
-    def _why(self, b: pa.Table, i: int, values: list[np.ndarray]) -> str:
-        """Why element ``i`` of ``b`` (its constrained values: one-element arrays) violates."""
+    def _why(self, b: pa.Table, i: int, values: list[np.ndarray], ts: np.ndarray) -> str:
+        """Why element ``i`` of ``b`` (its constrained values and stamp: one-element arrays) violates."""
         for (c, _), o, v in zip(self.constraints, self.checks, values, strict=True):
-            if o.violations(v)[0]:
+            if o.violations(v, ts)[0]:
                 return self._note(b, i, f"{c.column} = {_py(v[0])!r} violates {c.sql()}: {o.explain(v)}")
         raise InternalError(f"{self.name}: no constraint rejects {values!r}")
 
     def _note(self, b: pa.Table, i: int, what: str) -> str:
         return f"{self.name}: element at ts {int(ts_of(b)[i])}: {what}"
 
-    def track(self, b: pa.Table) -> bool:
-        """Read ``b`` (it adheres: checked where it entered); True if more values closed."""
+    def track(self, b: pa.Table, through: int | None = None) -> bool:
+        """Read ``b`` (it adheres: checked where it entered); True if more values closed.
+        ``through``: every input element stamped ≤ it has now been read (an operator reading whole
+        instants: ``read_aligned``) — the punctuations up to it apply.
+        """
         changed = False
         for o, col in zip(self.checks, self._columns(b), strict=True):
+            if isinstance(o, _Punctuated):
+                changed |= through is not None and o.advance(through)
+                continue
             if col.null_count:
                 col = col.filter(col.is_valid())
             changed |= o.add(_values(col))

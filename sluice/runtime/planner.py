@@ -461,7 +461,7 @@ class Planner:
             for j, key in enumerate(keys):
                 if arrow_type(n.left.schema.types[key[0]]) != arrow_type(n.right.schema.types[key[1]]):
                     continue  # (the other side's keys are compared with this side's values as they are)
-                out += [(KeyGuard(side, j, c), stream) for c, stream in self._adhering(node, key[side])]
+                out += [(KeyGuard(side, j, c, stream), stream) for c, stream in self._adhering(node, key[side])]
         return out
 
     def _adhering(self, node: L.LogicalNode, col: int) -> list[tuple[StreamConstraint, str]]:
@@ -559,7 +559,7 @@ class Planner:
         for j, k in enumerate(n.keys):
             if isinstance(k, ColRef):
                 for c, stream in self._adhering(n.input, k.index):
-                    guards.append(GroupGuard(j, k.index, c))
+                    guards.append(GroupGuard(j, k.index, c, stream))
                     detail += f"; {stream} {c.sql()}: groups it closed forgotten (STREAM §4.1)"
         spec = AggregateSpec(n.schema, n.keys, n.aggs, fifo, insertions, tuple(guards), detail=detail)
         return self._new(Aggregate, spec, [child])

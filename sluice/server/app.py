@@ -356,6 +356,24 @@ def create_app(
         return JSONResponse({"heartbeat": ts})
 
     @handled
+    async def punctuate(request: Request) -> Response:
+        name = request.path_params["name"]
+        body = await read_json(request, max_body)
+        column, ts = body.get("column"), body.get("ts")
+        if not isinstance(column, str) or ("values" in body) == ("upto" in body):
+            raise BadRequest(
+                'a punctuation is {"column": <attribute>, "values": [...]} or {"column": <attribute>, '
+                '"upto": <value>}, with an optional "ts": <integer> (default: the latest pushed)'
+            )
+        if ts is not None and (isinstance(ts, bool) or not isinstance(ts, int)):
+            raise BadRequest('a punctuation\'s "ts" is an integer')
+        values = body.get("values")
+        if values is not None and not isinstance(values, list):
+            raise BadRequest('a punctuation\'s "values" is a list')
+        at = await call(session.punctuate, name, column, values, body.get("upto"), ts)
+        return JSONResponse({"punctuated": name, "column": column, "ts": at})
+
+    @handled
     async def statistics(request: Request) -> Response:
         return JSONResponse(_jsonable(await call(controls.statistics)))
 
@@ -408,6 +426,7 @@ def create_app(
         Route("/sources", sources),
         Route("/sources/{name}", source, methods=["DELETE"]),
         Route("/sources/{name}/rows", push, methods=["POST"]),
+        Route("/sources/{name}/punctuations", punctuate, methods=["POST"]),
         Route("/heartbeat", heartbeat, methods=["POST"]),
         Route("/statistics", statistics),
         Route("/controls", control, methods=["GET", "PATCH"]),

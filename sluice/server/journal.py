@@ -52,14 +52,15 @@ HEADER = 16  # a record: head length (u32), body length (u64), CRC-32 of head an
 
 @dataclass
 class Record:
-    """One accepted push (its admitted batch and rejection messages) or heartbeat."""
+    """One accepted push (its admitted batch and rejection messages), heartbeat or punctuation."""
 
-    kind: str  # "push" | "heartbeat" | "start"
+    kind: str  # "push" | "heartbeat" | "start" | "punctuation"
     name: str = ""
     batch: pa.Table | None = None
     rejected: list[str] = field(default_factory=list)
     heartbeat: int | None = None
     start: int | None = None  # "start": the engine fixed its first instant here (design 004)
+    punctuation: tuple[str, list[Any] | None, Any, int] | None = None  # (column, values, upto, ts)
 
     def apply(self, engine: Any) -> None:
         """Put the record into ``engine`` (a replay, or the system streams' sampler)."""
@@ -71,6 +72,9 @@ class Record:
             engine.reject(self.name, self.rejected)
         if self.batch is not None and self.batch.num_rows:
             engine.push_batch(self.name, self.batch)
+        if self.punctuation is not None:
+            column, values, upto, ts = self.punctuation
+            engine.punctuate(self.name, column, values=values, upto=upto, ts=ts)
         if self.heartbeat is not None:
             if self.name:
                 engine.heartbeat(self.heartbeat, self.name)
@@ -85,6 +89,7 @@ class Record:
                 "rejected": self.rejected,
                 "heartbeat": self.heartbeat,
                 "start": self.start,
+                "punctuation": self.punctuation,
             }
         ).encode()
         body = b""
@@ -137,7 +142,16 @@ class Journal:
                 return  # torn or damaged (power lost mid-write): nothing after it was answered
             head = json.loads(data[at + HEADER : at + HEADER + hlen])
             batch = pa.ipc.open_stream(pa.py_buffer(data[at + HEADER + hlen : end])).read_all() if blen else None
-            yield Record(head["kind"], head["name"], batch, head["rejected"], head["heartbeat"], head.get("start"))
+            punct = head.get("punctuation")
+            yield Record(
+                head["kind"],
+                head["name"],
+                batch,
+                head["rejected"],
+                head["heartbeat"],
+                head.get("start"),
+                tuple(punct) if punct is not None else None,
+            )
             at = end
 
     def replay(self, engine: EmbeddedEngine) -> int:

@@ -426,6 +426,16 @@ class ServerSession:
         st = self.engine.sources[name.lower()].source_statistics()  # type: ignore[attr-defined]
         return st.accepted, dict(st.rejected_reasons)
 
+    def punctuate(self, name: str, column: str, values: list[Any] | None, upto: Any, ts: int | None) -> int:
+        """A punctuation on a stream (design 023, "Punctuations"), journaled with the ``ts`` it took."""
+        with self.lock:
+            name = self.source(name).name
+            at = self.engine.punctuate(name, column, values=values, upto=upto, ts=ts)
+            if self.journal is not None:
+                self.journal.append([Record("punctuation", name, punctuation=(column, values, upto, at))])
+            self._run()
+            return at
+
     def heartbeat(self, ts: int) -> None:
         with self.lock:
             names = self._heartbeat(ts)

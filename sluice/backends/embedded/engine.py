@@ -38,6 +38,7 @@ from sluice.cql import ast
 from sluice.cql.ast import TimeUnit
 from sluice.cql.parser import parse_query, parse_script
 from sluice.cql.printer import to_cql
+from sluice.datatypes import arrow_type
 from sluice.errors import InUseError, SluiceError
 from sluice.io.atomic import write_atomic
 from sluice.plan import BoundQuery, register_view
@@ -63,8 +64,9 @@ from sluice.scheduling.strategies import Strategy
 # since each operator's entry names what it computes (``_plan_mark``: a rewrite rule can give the
 # same operator names and kinds to another plan); 10 since DISTINCT keeps its counts as a counting
 # part (``Counting``), not a dictionary of rows; 11 since a selection keeps the profile of its
-# conjuncts (a ``Monitor`` part) and a join of three or more inputs may be one ``DataflowJoin``
-SNAPSHOT_FORMAT = 11
+# conjuncts (a ``Monitor`` part) and a join of three or more inputs may be one ``DataflowJoin``;
+# 12 since a source keeps its punctuations (a ``PunctuationLog`` part)
+SNAPSHOT_FORMAT = 12
 # EmbeddedEngine.checkpoint's: 2 since operator protocol v2 (checkpoints without it are format 1,
 # whose objects this version would misread: refused with a message, never run); 3 since operators
 # are built from specs and the engine is a session over a registry, a scheduler loop and an inspector;
@@ -76,8 +78,8 @@ SNAPSHOT_FORMAT = 11
 # be static relations; 9 since sources keep their earliest waiting timestamp (the first instant);
 # 10 since sources, joins and aggregates keep what k-constraints track; 11 since DISTINCT keeps
 # its counts as a counting part; 12 since a selection orders its conjuncts (a monitor an older
-# pickle lacks) and the planner may build dataflow joins
-CHECKPOINT_FORMAT = 12
+# pickle lacks) and the planner may build dataflow joins; 13 since sources keep punctuations
+CHECKPOINT_FORMAT = 13
 
 
 def _plan_mark(o: Operator) -> str:
@@ -440,6 +442,41 @@ class EmbeddedEngine:
         """No element with timestamp ≤ ``ts`` will arrive (on ``name``, or on every source)."""
         for src in [self.registry.source(name)] if name else self.sources.values():
             src.heartbeat(ts)
+
+    def punctuate(
+        self, name: str, column: str, *, values: Sequence[Any] | None = None, upto: Any = None, ts: int | None = None
+    ) -> int:
+        """A punctuation (STREAM §4.1; Tucker et al.): no element of stream ``name`` stamped after
+        ``ts`` (default: the latest timestamp pushed to it) has one of ``values`` — or, with
+        ``upto``, a value ≤ it — in ``column``, which the stream declares ``PUNCTUATED BY``.  Joins
+        and aggregates over the column forget what only such elements could still need; a later
+        element that breaks it is rejected (reason ``constraint``), never silently wrong.  Returns
+        the ``ts`` it holds from.  Design 023, "Punctuations".
+        """
+        src = self.registry.source(name)
+        if not any(c.kind == "PUNCTUATED" and c.column.lower() == column.lower() for c in src.constraints):
+            declared = ", ".join(c.sql() for c in src.constraints) or "none"
+            raise SluiceError(
+                f"{src.name}: punctuations on {column} need the stream to declare PUNCTUATED BY {column} "
+                f"(its constraints: {declared})"
+            )
+        if (values is None) == (upto is None):
+            raise SluiceError(f"{src.name}: a punctuation on {column} gives values=[…] or upto=…, one of them")
+        col = src.schema.columns[src.schema.index(column)]
+        try:
+            arr = pa.array(list(values) if values is not None else [upto], arrow_type(col.type))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as e:
+            raise SluiceError(
+                f"{src.name}: a punctuation's value does not fit {col.name} ({col.type.sql()}): {e}"
+            ) from None
+        if arr.null_count:
+            raise SluiceError(f"{src.name}: a punctuation cannot name NULL (no element may have NULL in {column})")
+        vals = np.asarray(arr.to_numpy(zero_copy_only=False))
+        if ts is None:  # the latest instant pushed to it (or released: a heartbeat's)
+            ts = max(src.max_seen, src.watermark_out) // src.scale
+        tick = (int(ts) + 1) * src.scale - 1  # the last tick of instant ts, as a heartbeat's
+        src.punctuate(column, tick, vals if values is not None else None, vals[0] if upto is not None else None)
+        return int(ts)
 
     def close(self, until: int | None = None) -> None:
         """End of input: complete every instant up to ``until`` (default: the last timestamp pushed)."""

@@ -206,6 +206,11 @@ class SparkEngine:
                 ast.StreamConstraint.of(c)
         except ValueError:
             return  # (the catalog refuses it, with the reason)
+        if any(ast.StreamConstraint.of(c).kind == "PUNCTUATED" for c in constraints):
+            raise SluiceError(
+                f"{name}: PUNCTUATED BY is not available on the Spark backend yet (a punctuation would have to "
+                "reach every key's processor in the stream's order); use the embedded engine (docs/design/023)"
+            )
         if constraints and self.slack:
             raise SluiceError(
                 f"{name}: k-constraints (ORDERED BY, CLUSTERED BY) need slack 0 on Spark — its driver "
@@ -457,6 +462,17 @@ class SparkEngine:
     def stop(self) -> None:
         """Stop the streaming queries (their checkpoints stay; a new engine on the same workdir resumes)."""
         self.runner.stop()
+
+    def punctuate(
+        self, name: str, column: str, *, values: Sequence[Any] | None = None, upto: Any = None, ts: int | None = None
+    ) -> int:
+        """Refused with a message, as a stream cannot declare ``PUNCTUATED BY`` here (the embedded
+        engine's ``punctuate``).
+        """
+        raise SluiceError(
+            f"punctuate({name!r}, {column!r}) is not available on the Spark backend yet: no stream here declares "
+            "PUNCTUATED BY; use the embedded engine (docs/design/023)"
+        )
 
     def deactivate(self, name: str) -> None:
         """Refused with a message: a Spark streaming query cannot yet be stopped and resumed

@@ -55,6 +55,7 @@ class GroupGuard:
     key: int
     column: int
     constraint: StreamConstraint
+    stream: str = ""  # whose constraint (a PUNCTUATED BY reads that stream's punctuations)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +115,8 @@ class Aggregate(_WholeInstants):
             Counting(aggs, self.nkeys, self.spec.insertions) if all(counting(a, fifo) for a in aggs) else None
         )
         guards = [(g.constraint, g.column) for g in self.spec.guards]
-        self.promise = Constraints(self.name, guards) if guards else None
+        logs = [self.ctx.punctuations.get(g.stream.lower()) for g in self.spec.guards]
+        self.promise = Constraints(self.name, guards, logs) if guards else None
         # per aggregate with an argument: counted (and summed) per (instant, group) by Arrow, or fed
         # to its accumulator value by value
         protos = [accumulator(a) for a in aggs]
@@ -173,7 +175,8 @@ class Aggregate(_WholeInstants):
         return r.batch, keycols, [None if f is None else next(vals) for f in self.arg_fns]
 
     def process(self, b: pa.Table) -> None:
-        closing = self.promise is not None and self.promise.track(b)
+        # (whole instants: every element up to the last stamp of ``b`` is in)
+        closing = self.promise is not None and self.promise.track(b, int(ts_of(b)[-1]) if b.num_rows else None)
         self._process(b)
         if closing:
             self._forget_closed()

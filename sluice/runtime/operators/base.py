@@ -97,6 +97,9 @@ class ExecContext:
     start: int | None = None
     seed: int = 0
     clock: Callable[[], float] = time.perf_counter
+    # each stream's punctuations (its source's ``PunctuationLog``), by lower-case name: what a
+    # join or aggregate over a ``PUNCTUATED BY`` attribute reads
+    punctuations: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

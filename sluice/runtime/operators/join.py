@@ -55,6 +55,7 @@ class KeyGuard:
     side: int
     key: int
     constraint: StreamConstraint
+    stream: str = ""  # whose constraint (a PUNCTUATED BY reads that stream's punctuations)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +98,9 @@ class Join(Operator):
                 tracked.append(item)
             slots.append(tracked.index(item))
         name = f"{self.name} {'left' if side == 0 else 'right'}"
-        return (Constraints(name, tracked) if tracked else None), slots
+        streams = {(g.constraint, self.spec.keys[g.key][side]): g.stream for g in self._guards(side)}
+        logs = [self.ctx.punctuations.get(streams[item].lower()) for item in tracked]
+        return (Constraints(name, tracked, logs) if tracked else None), slots
 
     def declare(self, inputs: Sequence[Operator]) -> None:
         self.insert_only = all(i.insert_only for i in inputs)
@@ -137,7 +140,11 @@ class Join(Operator):
         # An input that has ended (a static relation's rows, all read) never pairs with what the
         # other input sends later except as ΔL ⋈ R: the other side's synopsis is not needed
         # (STREAM §2.2: a stream joined with a static relation needs no window of it).
-        closing = [o is not None and o.track(d) for o, d in ((self.left_promise, dl), (self.right_promise, dr))]
+        # (read whole instants: every input's elements up to the last stamp read are in)
+        through = max((int(ts_of(r)[-1]) for r in read if r.num_rows), default=None)
+        closing = [
+            o is not None and o.track(d, through) for o, d in ((self.left_promise, dl), (self.right_promise, dr))
+        ]
         if self._ended(1):
             if len(self.left):
                 self.left = self._synopsis(0)

@@ -16,9 +16,10 @@ import numpy as np
 import pyarrow as pa
 from sluice.catalog import Schema
 from sluice.cql.ast import StreamConstraint
+from sluice.errors import SluiceError
 from sluice.runtime.admission import Admission
 from sluice.runtime.batch import concat, from_rows, sort_by_ts, to_elements, ts_of
-from sluice.runtime.constraints import Constraints
+from sluice.runtime.constraints import Constraints, PunctuationLog
 from sluice.runtime.operators.base import ExecContext, Operator, OperatorSpec
 from sluice.runtime.queue import Queue
 from sluice.runtime.stats import SourceStats
@@ -42,7 +43,7 @@ class Source(Operator):
 
     spec: SourceSpec
     STATE = ("_pending", "_buffered", "_contents", "_static", "_static_out", "_lo")
-    PARTS = ("admission", "checker")
+    PARTS = ("admission", "checker", "punctuations")
 
     def __init__(
         self,
@@ -55,8 +56,10 @@ class Source(Operator):
     ) -> None:
         super().__init__(SourceSpec(schema, slack, relation), name, [], Queue(name, schema.types), ctx)
         self.admission = Admission(name, slack)  # the lateness rule and what it rejected (the engine sets its scale)
-        # a stream's k-constraints (STREAM §4.1), checked as it releases its elements
-        self.checker = Constraints.of_stream(name, schema, constraints)
+        # a stream's k-constraints and punctuations (STREAM §4.1), checked as it releases its elements
+        self.punctuations = PunctuationLog(name)
+        ctx.punctuations[name.lower()] = self.punctuations
+        self.checker = Constraints.of_stream(name, schema, constraints, self.punctuations)
         self.insert_only = not relation
         self._pending: list[pa.Table] = []
         self._buffered = 0
@@ -95,6 +98,11 @@ class Source(Operator):
     @property
     def max_seen(self) -> int:
         return self.admission.max_seen
+
+    @property
+    def watermark_out(self) -> int:
+        """Every element stamped ≤ this (ticks) has been released."""
+        return self._wm_out
 
     @property
     def messages(self) -> list[str]:
@@ -156,6 +164,19 @@ class Source(Operator):
     def close(self, until: int | None = None) -> None:
         """End of input: every instant up to ``until`` (default: the last timestamp seen) completes."""
         self.admission.close(until)
+
+    def punctuate(self, column: str, tick: int, values: np.ndarray | None, upto: Any) -> None:
+        """No element stamped after ``tick`` (ticks) has one of ``values`` / a value ≤ ``upto`` in
+        ``column`` (declared ``PUNCTUATED BY``): the elements released from then on are checked
+        against it, and joins and aggregates over the column read it (design 023, "Punctuations").
+        A punctuation is about what comes after it: not before what this source already released.
+        """
+        if tick < self._wm_out:
+            raise SluiceError(
+                f"{self.name}: a punctuation at tick {tick} is behind tick {self._wm_out}, up to which "
+                f"{self.name} has released its elements: punctuate at or after it"
+            )
+        self.punctuations.add(column, tick, values, upto)
 
     def _static_due(self) -> bool:
         """A static relation's rows are still to be sent, and the first instant to send them at is known."""
@@ -230,7 +251,7 @@ class Source(Operator):
         return self.admission.statistics(self._buffered)
 
     def state_bytes(self) -> int:
-        return sum(b.nbytes for b in self._pending) + self.checker.nbytes()
+        return sum(b.nbytes for b in self._pending) + self.checker.nbytes() + self.punctuations.nbytes()
 
 
 @dataclass
