@@ -64,6 +64,34 @@ def check_value(v: Any, t: DataType) -> Any:
     return v
 
 
+def punctuation_values(d: SourceDef, column: str, values: Any, upto: Any) -> tuple[np.ndarray | None, Any]:
+    """A punctuation's ``values`` (sorted array) or ``upto`` (a value), each checked as a pushed
+    value of ``column`` is (``check_value``), or ``SluiceError`` saying why not.
+    """
+    if not any(c.kind == "PUNCTUATED" and c.column.lower() == column.lower() for c in d.constraints):
+        declared = ", ".join(c.sql() for c in d.constraints) or "none"
+        raise SluiceError(
+            f"{d.name}: punctuations on {column} need the stream to declare PUNCTUATED BY {column} "
+            f"(its constraints: {declared})"
+        )
+    if (values is None) == (upto is None):
+        raise SluiceError(f"{d.name}: a punctuation on {column} gives values=[…] or upto=…, one of them")
+    if values is not None and (isinstance(values, str | bytes | Mapping) or not isinstance(values, Iterable)):
+        raise SluiceError(f"{d.name}: a punctuation's values=… is a list of values of {column}, not {values!r}")
+    col = d.schema.columns[d.schema.index(column)]
+    raw = list(values) if values is not None else [upto]
+    if not raw:
+        raise SluiceError(f"{d.name}: a punctuation's values=[] names nothing")
+    try:
+        checked = [check_value(v, col.type) for v in raw]
+    except ValueError as e:
+        raise SluiceError(f"{d.name}: a punctuation's value does not fit {col.name} ({col.type.sql()}): {e}") from None
+    if any(v is None for v in checked):  # (NaN is NULL too)
+        raise SluiceError(f"{d.name}: a punctuation cannot name NULL (a NULL {col.name} is never closed)")
+    arr = np.asarray(pa.array(checked, arrow_type(col.type)).to_numpy(zero_copy_only=False))
+    return (arr, None) if values is not None else (None, arr[0])
+
+
 def _too_long(c: Any, t: DataType) -> Callable[[int], str]:
     return lambda i: f"{c[i].as_py()!r} is longer than {t.sql()}"
 

@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from sluice.cql.ast import StreamConstraint
 from sluice.errors import InternalError
@@ -423,14 +424,19 @@ class Constraints(Part):
             return b, why
         cols = self._columns(b)
         keep = np.ones(b.num_rows, dtype=bool)
-        for (c, _), col in zip(self.constraints, cols, strict=True):
+        for j, ((c, _), col) in enumerate(zip(self.constraints, cols, strict=True)):
+            if col.null_count and c.kind == "PUNCTUATED":  # a NULL is never punctuated: never closed
+                valid = col.drop_null()
+                cols[j] = pc.fill_null(col, valid[0]) if len(valid) else None  # (checked, then let through)
+                continue
             if col.null_count:
                 nulls = np.asarray(col.is_null().to_numpy(zero_copy_only=False))
                 for i in np.flatnonzero(nulls & keep)[: 5 - len(why)]:
                     why.append(self._note(b, int(i), f"NULL {c.column} violates {c.sql()}"))
                 keep &= ~nulls
         idx = np.flatnonzero(keep)
-        vals = [_values(col.take(pa.array(idx))) for col in cols]
+        nullmasks = [None if col is None else self._nulls(b, j) for j, col in enumerate(cols)]
+        vals = [_values((col if col is not None else b.column(0)).take(pa.array(idx))) for col in cols]
         stamps = ts_of(b)[idx]
         lo, seen = 0, 0
         while lo < len(idx):
@@ -439,8 +445,10 @@ class Constraints(Part):
             end = len(idx) if seen < _VECTOR_TRIES else lo + 1
             part, ts = [v[lo:end] for v in vals], stamps[lo:end]
             bad = np.zeros(end - lo, dtype=bool)
-            for o, v in zip(self.checks, part, strict=True):
-                bad |= o.violations(v, ts)
+            for o, v, null in zip(self.checks, part, nullmasks, strict=True):
+                if null is None:  # (a punctuated column all NULL here: nothing to check)
+                    continue
+                bad |= o.violations(v, ts) & ~null[idx[lo:end]]
             first = int(np.argmax(bad)) if bad.any() else end - lo
             for o, v in zip(self.checks, part, strict=True):
                 o.add(v[:first], ts[:first])
@@ -450,15 +458,25 @@ class Constraints(Part):
             at = lo + first
             seen += 1
             if len(why) < 5:
-                why.append(self._why(b, int(idx[at]), [v[at : at + 1] for v in vals], stamps[at : at + 1]))
+                live = [null is not None and not null[idx[at]] for null in nullmasks]
+                why.append(self._why(b, int(idx[at]), [v[at : at + 1] for v in vals], stamps[at : at + 1], live))
             keep[idx[at]] = False
             lo = at + 1
         return (b if keep.all() else b.filter(pa.array(keep))), why
 
-    def _why(self, b: pa.Table, i: int, values: list[np.ndarray], ts: np.ndarray) -> str:
-        """Why element ``i`` of ``b`` (its constrained values and stamp: one-element arrays) violates."""
-        for (c, _), o, v in zip(self.constraints, self.checks, values, strict=True):
-            if o.violations(v, ts)[0]:
+    def _nulls(self, b: pa.Table, j: int) -> np.ndarray:
+        """Which rows of ``b`` have NULL in constraint ``j``'s attribute."""
+        col = b.column(META + self.constraints[j][1])
+        if not col.null_count:
+            return np.zeros(b.num_rows, dtype=bool)
+        return np.asarray(col.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+
+    def _why(self, b: pa.Table, i: int, values: list[np.ndarray], ts: np.ndarray, live: list[bool]) -> str:
+        """Why element ``i`` of ``b`` (its constrained values and stamp: one-element arrays; ``live``:
+        per constraint, whether it reads a value, not a NULL punctuations let through) violates.
+        """
+        for (c, _), o, v, on in zip(self.constraints, self.checks, values, live, strict=True):
+            if on and o.violations(v, ts)[0]:
                 return self._note(b, i, f"{c.column} = {_py(v[0])!r} violates {c.sql()}: {o.explain(v)}")
         raise InternalError(f"{self.name}: no constraint rejects {values!r}")
 

@@ -130,7 +130,7 @@ def serve(
     print(
         f"sluice serve: {backend} engine on http://{host}:{port} "
         f"(restored {restored['objects']} streams/relations/views, {restored['queries']} queries, "
-        f"{restored['pushes']} journaled pushes and heartbeats"
+        f"{restored['pushes']} journaled pushes, heartbeats and punctuations"
         f"{' from ' + str(state) if state else '; nothing is kept: give --state DIR to keep registrations'})",
         flush=True,
     )

@@ -432,8 +432,16 @@ class ServerSession:
             name = self.source(name).name
             at = self.engine.punctuate(name, column, values=values, upto=upto, ts=ts)
             if self.journal is not None:
-                self.journal.append([Record("punctuation", name, punctuation=(column, values, upto, at))])
+                try:
+                    self.journal.append([Record("punctuation", name, punctuation=(column, values, upto, at))])
+                except OSError as e:  # never answered as kept while not on disk
+                    raise SluiceError(
+                        f"{name}: the punctuation reached the engine but could not be journaled ({e}); it may "
+                        "be lost if the server stops before its next checkpoint"
+                    ) from e
             self._run()
+            if self.journal is not None and self.journal.full:
+                self.changed()
             return at
 
     def heartbeat(self, ts: int) -> None:

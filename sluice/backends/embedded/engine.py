@@ -32,13 +32,12 @@ from sluice.backends.embedded.loop import SchedulerLoop
 from sluice.backends.embedded.query import EngineStats, Query
 from sluice.backends.embedded.registry import QueryRegistry
 from sluice.backends.embedded.usage import UsageMeter
-from sluice.backends.rows import admit_batch, static_refusal, static_rows, to_batch
+from sluice.backends.rows import admit_batch, punctuation_values, static_refusal, static_rows, to_batch
 from sluice.catalog import Catalog, ConstraintSpec, Kind, SourceDef, ViewDef
 from sluice.cql import ast
 from sluice.cql.ast import TimeUnit
 from sluice.cql.parser import parse_query, parse_script
 from sluice.cql.printer import to_cql
-from sluice.datatypes import arrow_type
 from sluice.errors import InUseError, SluiceError
 from sluice.io.atomic import write_atomic
 from sluice.plan import BoundQuery, register_view
@@ -454,28 +453,18 @@ class EmbeddedEngine:
         the ``ts`` it holds from.  Design 023, "Punctuations".
         """
         src = self.registry.source(name)
-        if not any(c.kind == "PUNCTUATED" and c.column.lower() == column.lower() for c in src.constraints):
-            declared = ", ".join(c.sql() for c in src.constraints) or "none"
-            raise SluiceError(
-                f"{src.name}: punctuations on {column} need the stream to declare PUNCTUATED BY {column} "
-                f"(its constraints: {declared})"
-            )
-        if (values is None) == (upto is None):
-            raise SluiceError(f"{src.name}: a punctuation on {column} gives values=[…] or upto=…, one of them")
-        col = src.schema.columns[src.schema.index(column)]
-        try:
-            arr = pa.array(list(values) if values is not None else [upto], arrow_type(col.type))
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as e:
-            raise SluiceError(
-                f"{src.name}: a punctuation's value does not fit {col.name} ({col.type.sql()}): {e}"
-            ) from None
-        if arr.null_count:
-            raise SluiceError(f"{src.name}: a punctuation cannot name NULL (no element may have NULL in {column})")
-        vals = np.asarray(arr.to_numpy(zero_copy_only=False))
+        d = self.catalog.lookup(src.name)
+        assert isinstance(d, SourceDef)
+        vals, bound = punctuation_values(d, column, values, upto)
         if ts is None:  # the latest instant pushed to it (or released: a heartbeat's)
+            if max(src.max_seen, src.watermark_out) == NEG_INF:
+                raise SluiceError(
+                    f"{src.name}: nothing was pushed to it yet, so a punctuation has no latest instant to "
+                    "follow: give ts=… (no element stamped after it has those values)"
+                )
             ts = max(src.max_seen, src.watermark_out) // src.scale
         tick = (int(ts) + 1) * src.scale - 1  # the last tick of instant ts, as a heartbeat's
-        src.punctuate(column, tick, vals if values is not None else None, vals[0] if upto is not None else None)
+        src.punctuate(column, tick, vals, bound)
         return int(ts)
 
     def close(self, until: int | None = None) -> None:

@@ -6,6 +6,7 @@ that served only it, and stopping the queries of an operator that failed.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from sluice.backends.embedded.query import Query
@@ -94,7 +95,8 @@ class QueryRegistry:
             # relation's changes a Since primed them with, say)
             used = any(op.output.enqueued for op in self.planner.operators[self._epoch_first :])
             if since != self._epoch or used:
-                self.planner.begin_epoch(ExecContext(start=since, seed=self.ctx.seed, clock=self.ctx.clock), since)
+                # (the engine's seed, clock and streams' punctuations: only the start is the epoch's)
+                self.planner.begin_epoch(dataclasses.replace(self.ctx, start=since), since)
                 self._epoch = since
                 self._epoch_first = len(self.planner.operators)
             q.start = since
