@@ -345,7 +345,7 @@ def _run(args: argparse.Namespace) -> int:
     text = read_cql(args.file)
     # what must not change between a run and its resumption
     fingerprint = hashlib.sha256(
-        repr((text, args.source, args.static, args.until, _engine_key(args))).encode()
+        repr((text, args.source, args.static, args.punctuations, args.until, _engine_key(args))).encode()
     ).hexdigest()
     saved: dict[str, Any] | None = None
     if ck is not None and ck.exists():
@@ -381,6 +381,9 @@ def _run(args: argparse.Namespace) -> int:
                 raise SluiceError(f"--source {name}={path}: unknown file type {p.suffix!r} (.csv, .jsonl or .parquet)")
             files.append((d.name, path))
         schemas[d.name] = (d.schema, d.kind is Kind.RELATION)
+    from sluice.io.punctuations import punctuation_files
+
+    punctuations = punctuation_files(eng, _pairs(args.punctuations, "punctuations"), args.file)
     outputs = _Outputs(queries, Path(args.out) if args.out else None, saved["outputs"] if saved else None)
     if not spark:
         for q in queries:
@@ -390,7 +393,16 @@ def _run(args: argparse.Namespace) -> int:
     try:
         tick_ns = eng.catalog.time_unit.millis * 1_000_000
         chunk = 1_000_000 if spark else 65_536  # each round is a Spark micro-batch per query
-        feeder = Feeder(eng, files, schemas, tick_ns=tick_ns, chunk=chunk, resume=saved["feed"] if saved else None)
+        feeder = Feeder(
+            eng,
+            files,
+            schemas,
+            tick_ns=tick_ns,
+            chunk=chunk,
+            resume=saved["feed"] if saved else None,
+            punctuations=punctuations,
+            punctuated=saved.get("punctuated") if saved else None,
+        )
         last = time.monotonic()
         with progress("input") as bar:
             bar.update(feeder.total)
@@ -398,6 +410,7 @@ def _run(args: argparse.Namespace) -> int:
                 bar.update(feeder.total - bar.n)
                 if ck is not None and time.monotonic() - last >= args.checkpoint_every:
                     state = {"fingerprint": fingerprint, "engine": eng, "feed": feeder.state()}
+                    state["punctuated"] = feeder.punctuated
                     state.update(outputs=outputs.sync(), rows=feeder.total)
                     # atomic: a kill leaves the previous checkpoint or this one
                     write_atomic(ck, dumps(state))
@@ -406,6 +419,8 @@ def _run(args: argparse.Namespace) -> int:
             eng.close(args.until)
     finally:
         signal.signal(signal.SIGTERM, previous)
+    for note in feeder.notes:
+        print(note, file=sys.stderr)
     if spark:
         for q in queries:
             outputs.write(q.name, eng.results(q))
@@ -640,6 +655,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("run", help="run a CQL file's queries over file sources (embedded engine, or --backend spark)")
     p.add_argument("file")
     p.add_argument("--source", action="append", default=[], metavar="NAME=PATH", help=".csv, .jsonl or .parquet")
+    p.add_argument(
+        "--punctuations",
+        action="append",
+        default=[],
+        metavar="NAME=JSONL",
+        help='punctuations of stream NAME (declared PUNCTUATED BY), one a line: {"ts": t, "column": "a", '
+        '"values": [...]} or "upto": v',
+    )
     p.add_argument(
         "--static",
         action="append",

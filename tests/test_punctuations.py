@@ -365,3 +365,70 @@ def test_the_declaration_round_trips_and_the_api_takes_it() -> None:
     assert to_cql(stmt) == text
     assert eng.catalog.lookup("G").constraints == (StreamConstraint("PUNCTUATED", "oid", 0),)
     eng.punctuate("G", "oid", upto=4, ts=0)
+
+
+def test_sluice_run_reads_punctuations_from_a_file(tmp_path, capsys) -> None:
+    """``--punctuations F=PATH`` (JSON lines): the same answers as without them where the data keeps
+    them, a later element breaking one rejected, a bad line reported with file:line and skipped.
+    """
+    from sluice.cli import main
+
+    cql = tmp_path / "q.cql"
+    cql.write_text(
+        DDL.format(o="UNIQUE BY oid") + ";\n"
+        "register query j as Istream(select O.oid, F.qty from O, F where O.oid = F.oid);\n"
+        "register query g as select oid, sum(qty) from F group by oid;\n"
+    )
+    orders = [(3 * k + 1, k, 0) for k in range(40)]
+    fills = [(3 * k + 2, k, k) for k in range(40)] + [(3 * k + 3, k, 1) for k in range(40)]
+    (tmp_path / "O.csv").write_text("".join(f"{t},{k},{v}\n" for t, k, v in orders))
+    lines = [f'{{"ts": {3 * k + 3}, "column": "oid", "upto": {k}}}' for k in range(0, 40, 2)]
+    lines.insert(3, '{"ts": 7, "column": "oid"}')  # neither values nor upto
+    (tmp_path / "P.jsonl").write_text("\n".join(lines) + "\n")
+    outs = {}
+    for punct in (False, True):
+        rows = sorted(fills) + ([(200, 3, 99)] if punct else [])  # order 3 was punctuated long before
+        (tmp_path / "F.csv").write_text("".join(f"{t},{k},{v}\n" for t, k, v in rows))
+        out = tmp_path / ("p" if punct else "plain")
+        argv = ["run", str(cql), "--source", f"O={tmp_path / 'O.csv'}", "--source", f"F={tmp_path / 'F.csv'}"]
+        if punct:
+            argv += ["--punctuations", f"F={tmp_path / 'P.jsonl'}"]
+        assert main([*argv, "--out", str(out), "--until", "120"]) == 0
+        outs[punct] = {p.name: p.read_text() for p in sorted(out.iterdir())}
+    assert outs[True]["j.out"] == outs[False]["j.out"] and outs[True]["j.out"]
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'P.jsonl'}:4: a punctuation is" in err and "(skipped)" in err
+    assert "F: element at ts 200: oid = 3 violates PUNCTUATED BY oid" in err
+    argv = ["run", str(cql), "--source", f"O={tmp_path / 'O.csv'}", "--punctuations", f"X={tmp_path / 'P.jsonl'}"]
+    assert main(argv) != 0
+    assert "--punctuations x: no such stream" in capsys.readouterr().err
+
+
+def test_the_feed_gives_each_punctuation_before_the_rows_after_it() -> None:
+    """Files read 5 rows at a time: each round gives the punctuations up to what it pushes, so none
+    is behind what the engine released and every element after one is checked against it.
+    """
+    from sluice.io.feed import Feeder
+    from sluice.io.punctuations import Punctuation
+
+    eng = EmbeddedEngine()
+    eng.execute(DDL.format(o="UNIQUE BY oid"))
+    q = eng.register_query("select oid, count(*) from F group by oid")
+    d = eng.catalog.lookup("F")
+    fills = [(t, t // 4, 1) for t in range(1, 80)] + [(80, 2, 1)]  # oid 2 is long done
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "F.csv"
+        path.write_text("".join(f"{t},{k},{v}\n" for t, k, v in fills))
+        ps = {"F": [Punctuation(f"p:{k}", 4 * k + 3, "oid", None, k) for k in range(19)]}
+        feeder = Feeder(eng, [("F", str(path))], {"F": (d.schema, False)}, chunk=5, punctuations=ps)
+        rounds = 0
+        while feeder.round():
+            rounds += 1
+        eng.close()
+    assert rounds > 10 and not feeder.notes and feeder.punctuated == {"F": 19}
+    assert eng.rejected() == [
+        "F: element at ts 80: oid = 2 violates PUNCTUATED BY oid: a punctuation before it excluded that value"
+    ]
+    assert _relation(q) == sorted([(k, 4 if k else 3) for k in range(20)], key=repr)
+    (g,) = [op for op in eng.operators if isinstance(op, Aggregate)]
+    assert len(g._counting.gid) <= 2  # the groups the punctuations closed are gone

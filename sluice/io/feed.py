@@ -7,6 +7,8 @@ timestamp (stable).  Files — of one source or of several — are merged: each 
 every file, the rows up to the smallest "latest timestamp read" among the files still open, so
 no source runs ahead of another by more than a chunk.  A file out of order by more than a chunk
 (and the engine's slack) has its stragglers rejected as late, counted — never lost silently.
+A stream's punctuations (``sluice.io.punctuations``) are given to the engine in the round that
+first pushes rows stamped after them, before those rows: never behind what it has released.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ import pyarrow as pa
 
 from sluice.backends.rows import table_to_batch
 from sluice.catalog import Schema
+from sluice.errors import SluiceError
 from sluice.io.csv_input import csv_block
 from sluice.io.jsonl_input import jsonl_block
+from sluice.io.punctuations import Punctuation
 from sluice.runtime.batch import sort_by_ts, ts_of
 
 CHUNK = 65536  # rows per read
@@ -132,9 +136,15 @@ class Feeder:
         tick_ns: int | None = None,
         chunk: int = CHUNK,
         resume: list[dict[str, Any]] | None = None,
+        punctuations: dict[str, list[Punctuation]] | None = None,
+        punctuated: dict[str, int] | None = None,
     ) -> None:
         self.engine = engine
         self.total = 0
+        # per stream: its punctuations (in order of ts) and how many were given (saved in a checkpoint)
+        self.punctuations = punctuations or {}
+        self.punctuated = dict(punctuated or dict.fromkeys(self.punctuations, 0))
+        self.notes: list[str] = []  # punctuations the engine refused, with why
         self.feeds: list[_Feed] = []
         for k, (name, path) in enumerate(files):
             schema, relation = schemas[name]
@@ -185,6 +195,7 @@ class Feeder:
             if cut:
                 due.setdefault(f.source, []).append(b.slice(0, cut))
             f.pending = [b.slice(cut)] if cut < b.num_rows else []
+        self._punctuate(bound)
         pushes = [(s, sort_by_ts(pa.concat_tables(ps)) if len(ps) > 1 else ps[0]) for s, ps in due.items()]
         # several files of one source: one push, in time order; the sources by their earliest row —
         # a run inside a push (a memory limit's slices) may fix the first instant, and no row of a
@@ -193,6 +204,21 @@ class Feeder:
             self.engine.push_batch(source, batch)
         self.engine.run()
         return True
+
+    def _punctuate(self, bound: int | None) -> None:
+        """Give the engine the punctuations stamped ≤ ``bound`` (all, at the end), before the rows
+        up to it: the rows pushed so far are stamped ≤ the previous bound, below each of them.
+        """
+        for source, ps in self.punctuations.items():
+            k = self.punctuated[source]
+            while k < len(ps) and (bound is None or ps[k].ts <= bound):
+                p = ps[k]
+                try:
+                    self.engine.punctuate(source, p.column, values=p.values, upto=p.upto, ts=p.ts)
+                except SluiceError as e:
+                    self.notes.append(f"{p.where}: punctuation skipped: {e}")
+                k += 1
+            self.punctuated[source] = k
 
 
 def feed(
