@@ -243,9 +243,11 @@ class Runner:
             # it (pushed, or dropped into an attached directory), and complete an instant whose
             # elements then arrive late.  So every query that keeps state over such input takes it
             # in first — one reading an attached directory is started for that — and only then do
-            # the markers appear.
+            # the markers appear.  A query not started yet needs that only if its first micro-batch
+            # may take part of a directory (a per-trigger limit): otherwise it lists every file
+            # there with the markers, attached rows first (seq −1), and saves a micro-batch.
             for q in eng.queries.values():
-                if q.stream is None and q.native is None and self._reads_attached(q):
+                if q.stream is None and q.native is None and self._reads_attached(q) and self._limited(q):
                     self.start(q)
             for q in eng.queries.values():  # (a native query reads no markers: nothing to order)
                 if q.stream is not None and q.native is None and (data or self._reads_attached(q)):
@@ -283,6 +285,18 @@ class Runner:
         socket source, which never runs out of input (draining one would never return).
         """
         return self._reads(q, "directory")
+
+    def _limited(self, q: SparkQuery) -> bool:
+        """Whether an attached directory the query reads takes its files a part per micro-batch
+        (``maxFilesPerTrigger``, ``maxBytesPerTrigger``, ``latestFirst``: Spark's file-source options).
+        """
+        ext = self.engine.inbox.external
+        limits = {"maxfilespertrigger", "maxbytespertrigger", "latestfirst"}
+        for src in q.sources:
+            kind, opts = ext.get(src.lower(), ("", {}))
+            if kind == "directory" and limits & {k.lower() for k in opts.get("options", {})}:
+                return True
+        return False
 
     def _reads(self, q: SparkQuery, kind: str) -> bool:
         """Whether the query reads an attached source of ``kind`` (directory, rate, socket)."""
