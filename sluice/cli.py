@@ -345,7 +345,11 @@ def _run(args: argparse.Namespace) -> int:
     text = read_cql(args.file)
     # what must not change between a run and its resumption
     fingerprint = hashlib.sha256(
-        repr((text, args.source, args.static, args.punctuations, args.until, _engine_key(args))).encode()
+        # (punctuation files only when given: older checkpoints keep their fingerprint)
+        repr(
+            (text, args.source, args.static, args.until, _engine_key(args))
+            + ((args.punctuations,) if args.punctuations else ())
+        ).encode()
     ).hexdigest()
     saved: dict[str, Any] | None = None
     if ck is not None and ck.exists():
@@ -402,6 +406,7 @@ def _run(args: argparse.Namespace) -> int:
             resume=saved["feed"] if saved else None,
             punctuations=punctuations,
             punctuated=saved.get("punctuated") if saved else None,
+            notes=saved.get("punctuation_notes") if saved else None,
         )
         last = time.monotonic()
         with progress("input") as bar:
@@ -410,7 +415,7 @@ def _run(args: argparse.Namespace) -> int:
                 bar.update(feeder.total - bar.n)
                 if ck is not None and time.monotonic() - last >= args.checkpoint_every:
                     state = {"fingerprint": fingerprint, "engine": eng, "feed": feeder.state()}
-                    state["punctuated"] = feeder.punctuated
+                    state.update(punctuated=feeder.punctuated, punctuation_notes=feeder.notes)
                     state.update(outputs=outputs.sync(), rows=feeder.total)
                     # atomic: a kill leaves the previous checkpoint or this one
                     write_atomic(ck, dumps(state))

@@ -138,13 +138,14 @@ class Feeder:
         resume: list[dict[str, Any]] | None = None,
         punctuations: dict[str, list[Punctuation]] | None = None,
         punctuated: dict[str, int] | None = None,
+        notes: list[str] | None = None,
     ) -> None:
         self.engine = engine
         self.total = 0
         # per stream: its punctuations (in order of ts) and how many were given (saved in a checkpoint)
         self.punctuations = punctuations or {}
         self.punctuated = dict(punctuated or dict.fromkeys(self.punctuations, 0))
-        self.notes: list[str] = []  # punctuations the engine refused, with why
+        self.notes: list[str] = list(notes or [])  # punctuations the engine refused, with why (saved too)
         self.feeds: list[_Feed] = []
         for k, (name, path) in enumerate(files):
             schema, relation = schemas[name]
@@ -170,6 +171,7 @@ class Feeder:
         """
         feeds = self.feeds
         if not any(not f.done or f.pending for f in feeds):
+            self._punctuate(None)  # (those after every row, or with no rows at all)
             return False
         for f in feeds:  # every open file has something read ahead
             while not f.done and not f.pending:

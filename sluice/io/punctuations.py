@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sluice.backends.rows import TS_MAX, TS_MIN
+from sluice.catalog import Kind, SourceDef
 from sluice.errors import SluiceError
 
 
@@ -34,7 +36,7 @@ def read_punctuations(path: str | Path) -> tuple[list[Punctuation], list[str]]:
     """A file's punctuations in order of ``ts`` (stable), and why its bad lines were skipped."""
     out: list[Punctuation] = []
     bad: list[str] = []
-    with Path(path).open(encoding="utf-8", errors="replace") as fh:
+    with Path(path).open(encoding="utf-8-sig", errors="replace") as fh:  # (a BOM, as the data readers)
         for n, line in enumerate(fh, 1):
             if not line.strip():
                 continue
@@ -51,11 +53,12 @@ def read_punctuations(path: str | Path) -> tuple[list[Punctuation], list[str]]:
                 not isinstance(rec, dict)
                 or isinstance(ts, bool)
                 or not isinstance(ts, int)
+                or not TS_MIN <= ts <= TS_MAX
                 or not isinstance(column, str)
                 or ("values" in rec) == ("upto" in rec)
             ):
                 bad.append(
-                    f'{where}: a punctuation is {{"ts": <integer>, "column": <attribute>, "values": [...]}} '
+                    f'{where}: a punctuation is {{"ts": <integer timestamp>, "column": <attribute>, "values": [...]}} '
                     'or with "upto": <value> instead of "values"'
                 )
                 continue
@@ -73,7 +76,9 @@ def punctuation_files(eng: Any, files: dict[str, list[str]], cql: str) -> dict[s
         try:
             d = eng.catalog.lookup(name)
         except KeyError:
-            raise SluiceError(f"--punctuations {name}: no such stream in {cql}") from None
+            d = None
+        if not isinstance(d, SourceDef) or d.kind is not Kind.STREAM:
+            raise SluiceError(f"--punctuations {name}: no such stream in {cql}")
         for path in paths:
             if not Path(path).is_file():
                 raise SluiceError(f"--punctuations {name}={path}: no such file")

@@ -413,17 +413,24 @@ def native_frame(eng: SparkEngine, q: SparkQuery) -> Any:
 
 
 def native_branch(eng: SparkEngine, q: SparkQuery, plan: NativePlan) -> Any:
-    """One pass over the source: an element stamped before the first instant becomes a note
-    row where it stands (it is not filtered or evaluated into the answer); only a stream–static
-    join, which would repeat it once per static row, takes such elements apart first.
+    """One pass over the source: an element stamped before the first instant, or one whose ts
+    Spark could not read, becomes a note row where it stands (it is not filtered or evaluated into
+    the answer); only a stream–static join, which would repeat it once per static row (or drop it
+    with no match), takes such elements apart first.
     """
     d = eng._source(plan.source)
     frame = query_rows(source_frame(eng, d.name), q)
     early = _before_first(eng, d)
+    # an attached source's row whose ts Spark could not read (NULL): rejected with a note
+    no_ts = F.col("ts").isNull()
+    untimed = F.lit(f"{d.name}: a row without a valid ts was rejected (query {q.name})")
     notes = None
-    if early is not None and plan.static is not None:  # each such row once, a note, before the join
-        notes = frame.where(early[0]).select(early[2].alias("ts"), early[1].cast("string").alias("note"))
-        frame, early = frame.where(~early[0]), None
+    if plan.static is not None:  # each such row once, a note, before the join
+        aside = no_ts if early is None else no_ts | early[0]
+        text = F.when(no_ts, untimed) if early is None else F.when(no_ts, untimed).otherwise(early[1])
+        stamp = F.lit(0).cast("long") if early is None else F.when(no_ts, F.lit(0)).otherwise(early[2])
+        notes = frame.where(aside).select(stamp.alias("ts"), text.cast("string").alias("note"))
+        frame, early = frame.where(~aside), None
     if plan.static is not None:  # a stream–static join: Spark joins each element with the rows
         r = eng._source(plan.static)
         rows = eng.static[r.name.lower()]
@@ -433,7 +440,7 @@ def native_branch(eng: SparkEngine, q: SparkQuery, plan: NativePlan) -> Any:
     # A row whose evaluation overflows 64 bits is dropped and counted, as in the embedded
     # engine (sluice.plan.numeric): it becomes a note row (sign 0) naming the query and instant.
     # Each predicate is a Select in turn: a row that fails one is not evaluated further.
-    late = early[0] if early is not None else F.lit(False)
+    late = no_ts if early is None else early[0] | no_ts  # (neither is filtered: each is a note)
     bad = F.lit(False)
     for p in plan.predicates:
         pbad = overflow(p, column)
@@ -456,9 +463,6 @@ def native_branch(eng: SparkEngine, q: SparkQuery, plan: NativePlan) -> Any:
     scale = eng.catalog.scale(d)
     ts = (F.col("ts") * F.lit(scale)).cast("long")
     note = F.concat(F.lit(f"{q.name}: row at "), ts.cast("string"), F.lit(": integer overflow (64 bits)"))
-    # an attached source's row whose ts Spark could not read (NULL): rejected with a note
-    no_ts = F.col("ts").isNull()
-    untimed = F.lit(f"{d.name}: a row without a valid ts was rejected (query {q.name})")
     text = F.when(no_ts, untimed)
     if early is not None:
         text = text.when(late, early[1])
