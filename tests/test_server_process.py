@@ -84,7 +84,7 @@ def test_killed_server_restarts_with_every_query(tmp_path):
     try:
         out = proc.stdout.readline() if proc.stdout else ""
         assert (
-            "restored 1 streams/relations/views, 2 queries, 2 journaled pushes and heartbeats" in out
+            "restored 1 streams/relations/views, 2 queries, 2 journaled pushes, heartbeats and punctuations" in out
         )  # a push, its heartbeat
         qs = {q["name"]: q for q in httpx.get(f"{url}/queries", timeout=10).json()["queries"]}
         assert set(qs) == {"big", "counts"} and qs["big"]["weight"] == 2.0

@@ -552,7 +552,11 @@ def test_an_attached_row_before_the_first_instant_is_one_note_per_native_query(s
     d = tmp_path / "in"
     d.mkdir()
     ddl = "register stream S (K integer, V integer); register stream T (K integer); register relation R (K integer, N varchar(4))"
-    queries = ["Rstream(select S.V, R.N from S [Now], R where S.K = R.K)", "select K, V from S where V > 100"]
+    queries = [
+        "Rstream(select S.V, R.N from S [Now], R where S.K = R.K)",
+        "select K, V from S where V > 100",
+        "select K, V from S where V > 100 union all select K, V from S where V < 3",  # S read twice: noted once
+    ]
     static = [(1, "one"), (2, "two"), (2, "deux")]
     rows = [(2, 2, 5), (3, 1, 200), (4, 2, 150)]
     eng = SparkEngine(spark=spark, workdir=tmp_path / "w")

@@ -407,12 +407,16 @@ def _in_pieces(g: Any, pre: PreAggregate) -> Any:
 
 
 def native_frame(eng: SparkEngine, q: SparkQuery) -> Any:
-    """A native query's output rows ``ts, sign, c0…, note``: one frame per Union All branch."""
+    """A native query's output rows ``ts, sign, c0…, note``: one frame per Union All branch; a
+    source's rejected rows noted by the first branch reading it (the embedded engine rejects an
+    element once, however many branches read its stream).
+    """
     assert q.native is not None
-    return union_all([native_branch(eng, q, plan) for plan in q.native])
+    first = [plan.source.lower() not in {p.source.lower() for p in q.native[:k]} for k, plan in enumerate(q.native)]
+    return union_all([native_branch(eng, q, plan, notes) for plan, notes in zip(q.native, first, strict=True)])
 
 
-def native_branch(eng: SparkEngine, q: SparkQuery, plan: NativePlan) -> Any:
+def native_branch(eng: SparkEngine, q: SparkQuery, plan: NativePlan, noting: bool = True) -> Any:
     """One pass over the source: an element stamped before the first instant, or one whose ts
     Spark could not read, becomes a note row where it stands (it is not filtered or evaluated into
     the answer); only a stream–static join, which would repeat it once per static row (or drop it
@@ -424,6 +428,9 @@ def native_branch(eng: SparkEngine, q: SparkQuery, plan: NativePlan) -> Any:
     # an attached source's row whose ts Spark could not read (NULL): rejected with a note
     no_ts = F.col("ts").isNull()
     untimed = F.lit(f"{d.name}: a row without a valid ts was rejected (query {q.name})")
+    if not noting:  # another branch notes them
+        frame = frame.where(~no_ts if early is None else ~(no_ts | early[0]))
+        early = None
     notes = None
     if plan.static is not None:  # each such row once, a note, before the join
         aside = no_ts if early is None else no_ts | early[0]
