@@ -1051,3 +1051,27 @@ def test_the_first_instant_under_random_calls_is_the_embedded_engines(spark, tmp
     for h, q in zip(hs, qs, strict=True):
         assert not diff_outputs(q.results(), eng.results(h)), (q.name, steps)
     eng.stop()
+
+
+def test_close_without_run_over_an_attached_directory_answers_as_run_then_close(spark, tmp_path) -> None:
+    """The same calls in another order, the same answers: ``close(until)`` with no ``run()`` before
+    it used to fix the first instant at ``until`` from the end alone (the driver sees none of an
+    attached source's rows), so every row was "before the first instant" and no query answered.
+    """
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "a.csv").write_text("ts,K,V\n" + "".join(f"{t},{t % 3},{t}\n" for t in range(1, 30)))
+    queries = ["select K, V * 2 as W from S where V > 3", "select K, count(*) from S [Range 5] group by K"]
+    answers = []
+    for flow in ("close", "run, close"):
+        eng = SparkEngine(spark=spark, workdir=tmp_path / flow)
+        eng.execute("register stream S (K integer, V integer)")
+        eng.attach_directory("S", d, "csv")
+        hs = [eng.register_query(q) for q in queries]
+        if flow != "close":
+            eng.run()
+        eng.close(29)
+        assert not any(eng.statistics()["queries"][h.name]["rejected"] for h in hs), flow
+        answers.append([sorted(eng.results(h)) for h in hs])
+        eng.stop()
+    assert answers[0] == answers[1] and all(answers[0])

@@ -78,7 +78,10 @@ class Runner:
         they run, the earliest instant pushed, the rate source's now, or 0.
         """
         eng, inbox = self.engine, self.engine.inbox
-        start = inbox.fix_first()
+        # (a source Spark reads itself is not seen here: ends and heartbeats alone must not fix the
+        # first instant — close(until) before any run() fixed it at ``until``, every attached row
+        # then "before the first instant")
+        start = inbox.first if eng.external else inbox.fix_first()
         if start is None and (eng.external or not inbox.fresh):
             now = None
             if any(k == "rate" for k, _ in eng.external.values()):
