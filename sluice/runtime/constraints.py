@@ -435,7 +435,13 @@ class Constraints(Part):
                     why.append(self._note(b, int(i), f"NULL {c.column} violates {c.sql()}"))
                 keep &= ~nulls
         idx = np.flatnonzero(keep)
-        nullmasks = [None if col is None else self._nulls(b, j) for j, col in enumerate(cols)]
+        # per constraint: None where a punctuated column is all NULL here (nothing to check), else
+        # which rows are NULL (only a punctuated column keeps any: the others' were taken out above)
+        none = np.zeros(b.num_rows, dtype=bool)
+        nullmasks = [
+            None if col is None else self._nulls(b, j) if c.kind == "PUNCTUATED" else none
+            for j, ((c, _), col) in enumerate(zip(self.constraints, cols, strict=True))
+        ]
         vals = [_values((col if col is not None else b.column(0)).take(pa.array(idx))) for col in cols]
         stamps = ts_of(b)[idx]
         lo, seen = 0, 0

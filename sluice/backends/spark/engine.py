@@ -202,11 +202,10 @@ class SparkEngine:
     def _constraints_allowed(self, name: str, constraints: Sequence[Any]) -> None:
         """A stream's constraints need slack 0 here (what else is wrong with them the catalog says)."""
         try:
-            for c in constraints:
-                ast.StreamConstraint.of(c)
+            parsed = [ast.StreamConstraint.of(c) for c in constraints]
         except ValueError:
             return  # (the catalog refuses it, with the reason)
-        if any(ast.StreamConstraint.of(c).kind == "PUNCTUATED" for c in constraints):
+        if any(c.kind == "PUNCTUATED" for c in parsed):
             raise SluiceError(
                 f"{name}: PUNCTUATED BY is not available on the Spark backend yet (a punctuation would have to "
                 "reach every key's processor in the stream's order); use the embedded engine (docs/design/023)"
