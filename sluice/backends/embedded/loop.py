@@ -38,7 +38,20 @@ class SchedulerLoop:
         self._affects: list[list[int]] = []  # per unit: the units whose work running it may change
         self._after_source: dict[str, list[int]] = {}  # the same for each source (by name)
         self._entered = 0  # calls of run() so far (to notice one nested in another)
+        # per unit of ``_units``, whether it has work: kept from one run() to the next (a caller
+        # stepping the engine one decision at a time, as the experiments do, asked every unit at
+        # every call: with 256 units that was 0.4 ms a decision) and checked whole before a run ends
+        self._work: list[bool] = []
+        self._work_for: list[EngineUnit] | None = None
+        self._position: dict[int, int] = {}
+        self._dirty: set[int] = set()  # units whose answer may have changed since asked
+        self._outputs: tuple[int, list[Any]] = (-1, [])  # (registry version, its output operators)
         self.set_scheduler(scheduler)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.update(_work=[], _work_for=None, _position={}, _dirty=set())  # keyed by ids: asked anew
+        return state
 
     def set_scheduler(self, scheduler: str | Strategy, **options: Any) -> None:
         """A name from ``sluice.scheduling.strategies.STRATEGIES`` (with modifiers) or a strategy."""
@@ -106,22 +119,28 @@ class SchedulerLoop:
             or self._granularity != self.strategy.granularity
         )
 
+    def _ask_all(self, units: list[EngineUnit]) -> None:
+        self._work = [u.has_work() for u in units]
+        self._position = {id(u): i for i, u in enumerate(units)}  # (not kept: ids change when pickled)
+        self._work_for = units
+        self._dirty.clear()
+
     def run(self, max_steps: int | None = None) -> int:
         """Run until no operator has work; returns the number of scheduling decisions."""
         reg = self.registry
         reg.fix_start()
         sources = list(reg.sources.values())
-        outputs = reg.outputs()
+        if self._outputs[0] != reg.version:
+            self._outputs = (reg.version, reg.outputs())
+        outputs = self._outputs[1]
         steps = 0
         self._entered += 1
         entered = self._entered
-        units: list[EngineUnit] = []
-        built: list[EngineUnit] | None = None  # the units ``work`` is for
-        work: list[bool] = []  # per unit, whether it has work (asked again when dirty)
-        dirty: set[int] = set()
+        asked_all = False  # whether every unit was asked in this call (the kept answers may be stale)
+        dirty = self._dirty
         while max_steps is None or steps < max_steps:
             if entered != self._entered:  # a run nested in a callback (a push from a subscriber)
-                built, entered = None, self._entered  # changed what any unit has to do: ask all
+                self._work_for, entered = None, self._entered  # changed what any unit has to do: ask all
             reg.fix_start()  # (a push from a subscriber's callback may make the first element releasable)
             for s in sources:
                 if s.has_work():
@@ -129,17 +148,16 @@ class SchedulerLoop:
                     dirty.update(self._after_source.get(s.name, ()))
             if self._stale() or self._units is None:
                 self._prepare()
-            if built is not self._units:  # (re)built: here, or by a run nested in a callback
-                built = self._units
-                assert built is not None
-                units = built
-                work = [u.has_work() for u in units]
-                affects = self._affects
-                position = {id(u): i for i, u in enumerate(units)}  # (not kept: ids change when pickled)
+            units = self._units
+            assert units is not None
+            if self._work_for is not units:  # (re)built: here, by a run nested in a callback, or asked anew
+                self._ask_all(units)
+                asked_all = True
             else:
                 for i in dirty:
-                    work[i] = units[i].has_work()
-            dirty.clear()
+                    self._work[i] = units[i].has_work()
+                dirty.clear()
+            work, affects = self._work, self._affects
             ready = [u for u, w in zip(units, work, strict=True) if w]
             if ready:
                 u = self.strategy.choose(ready, self.view)
@@ -150,7 +168,7 @@ class SchedulerLoop:
                 quantum = self.strategy.quantum(u)
                 if quantum is not None:
                     budget = max(1, round(budget * quantum))
-                dirty.update(affects[position[id(u)]])
+                dirty.update(affects[self._position[id(u)]])
                 try:
                     done = u.run(budget)
                 except OperatorFailure as f:
@@ -166,10 +184,14 @@ class SchedulerLoop:
                         o.run(self.budget)
                     except OperatorFailure as f:
                         reg.fail(f)
-                        outputs = reg.outputs()
+                        self._outputs = (reg.version, reg.outputs())
+                        outputs = self._outputs[1]
                         break
                     done_out = True
             if not ready and not done_out and not any(s.has_work() for s in sources):
+                if not asked_all:  # answers kept from an earlier call: ask every unit before stopping
+                    self._work_for = None
+                    continue
                 break
         self.steps += steps
         return steps
