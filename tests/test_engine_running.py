@@ -220,3 +220,52 @@ def test_the_output_order_does_not_depend_on_batch_boundaries(query: str) -> Non
         eng.close()
         outs.append(q.results())
     assert outs[0] == outs[1] == outs[2] and outs[0]
+
+
+@pytest.mark.parametrize("scheduler", ["fifo", "chain", "path-capacity", "simplified-segment"])
+def test_stepping_one_decision_at_a_time_answers_as_running_and_asks_only_the_units_a_step_touched(
+    scheduler, monkeypatch
+) -> None:
+    """The loop keeps each unit's has-work answer from one run() to the next (the experiments step
+    the engine one decision at a time): the answers equal a plain run's, and a step asks again only
+    the units it may have changed, plus every unit once when a run finds nothing left to do."""
+    from sluice.runtime.units import EngineUnit
+
+    def build() -> tuple[EmbeddedEngine, list]:
+        eng = EmbeddedEngine(scheduler=scheduler, budget=1, sharing=False)
+        eng.execute("register stream S (A integer, B integer)")
+        eng.execute("register stream T (A integer, C integer)")
+        qs = [eng.register_query(f"select A, B from S [Range 3] where A > {k}") for k in range(8)]
+        qs += [eng.register_query(f"Istream(select S.A, C from S [Rows 2], T [Rows 3] where S.A = T.A and B > {k})")
+               for k in range(4)]  # fmt: skip
+        return eng, qs
+
+    rows = [(t, t % 5, t % 7) for t in range(40)]
+    plain, qp = build()
+    plain.push("S", [(t, a, b) for t, a, b in rows])
+    plain.push("T", [(t, a, c) for t, a, c in rows if t % 2])
+    plain.close()
+    stepped, qs = build()
+    asked = 0
+    has_work = EngineUnit.has_work
+
+    def counting(self: EngineUnit) -> bool:
+        nonlocal asked
+        asked += 1
+        return has_work(self)
+
+    monkeypatch.setattr(EngineUnit, "has_work", counting)
+    steps = 0
+    for t, a, b in rows:
+        stepped.push("S", [(t, a, b)])
+        if t % 2:
+            stepped.push("T", [(t, a, b)])
+        while stepped.run(max_steps=1):
+            steps += 1
+    stepped.close()
+    for a, b in zip(qp, qs, strict=True):
+        assert [(e.ts, e.sign, e.row) for e in a.results()] == [(e.ts, e.sign, e.row) for e in b.results()]
+    units = len(stepped.loop._units or [])
+    assert steps > 0 and units > 10
+    # before: every unit asked at every call (units × (steps + calls)); now a few per step
+    assert asked < units * steps / 3, (asked, units, steps)

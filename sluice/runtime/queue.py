@@ -16,7 +16,7 @@ consumed is discarded, so a shared queue holds only what its slowest reader stil
 
 from __future__ import annotations
 
-from collections import deque
+from bisect import bisect_right
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,8 +31,14 @@ class Queue:
     def __init__(self, name: str, types: Sequence[DataType]) -> None:
         self.name = name
         self.types = list(types)
-        self._batches: deque[pa.Table] = deque()
-        self._sizes: deque[int] = deque()  # bytes of each held batch (Table.nbytes costs a pass)
+        # held batches from ``_head`` on (a prefix every reader consumed is dropped in bulk), with
+        # each one's bytes (Table.nbytes costs a pass) and the global index of its first element,
+        # so a reader finds its batch by bisection: with one-row batches (one tuple a turn) and a
+        # backlog, a scan from the oldest held batch made every read O(backlog)
+        self._batches: list[pa.Table] = []
+        self._sizes: list[int] = []
+        self._starts: list[int] = []
+        self._head = 0
         self._base = 0  # global index of the first held element
         self._end = 0  # global index one past the last element
         self.watermark = NEG_INF
@@ -47,8 +53,8 @@ class Queue:
     def snapshot(self) -> dict[str, Any]:
         """What it holds and where each reader is (readers in creation order)."""
         return {
-            "batches": list(self._batches),
-            "sizes": list(self._sizes),
+            "batches": self._batches[self._head :],
+            "sizes": self._sizes[self._head :],
             "base": self._base,
             "end": self._end,
             "watermark": self.watermark,
@@ -65,8 +71,13 @@ class Queue:
                 f"queue {self.name}: a snapshot with {len(state['cursors'])} reader(s) cannot restore "
                 f"{len(self._readers)}"
             )
-        self._batches, self._sizes = deque(state["batches"]), deque(state["sizes"])
+        self._batches, self._sizes, self._head = list(state["batches"]), list(state["sizes"]), 0
         self._base, self._end, self.watermark = state["base"], state["end"], state["watermark"]
+        self._starts = []
+        at = self._base
+        for b in self._batches:
+            self._starts.append(at)
+            at += b.num_rows
         self.ended = state["ended"]
         self.nbytes = sum(self._sizes)
         self.peak_nbytes, self.enqueued = state["peak_nbytes"], state["enqueued"]
@@ -99,6 +110,7 @@ class Queue:
         size = nbytes(batch)
         self._batches.append(batch)
         self._sizes.append(size)
+        self._starts.append(self._end)
         self._end += batch.num_rows
         self.enqueued += batch.num_rows
         self.nbytes += size
@@ -112,32 +124,46 @@ class Queue:
 
     def _slice(self, start: int, n: int) -> list[pa.Table]:
         out = []
-        pos = self._base
-        for b in self._batches:
-            lo, hi = pos, pos + b.num_rows
+        batches, starts = self._batches, self._starts
+        i = max(bisect_right(starts, start, self._head) - 1, self._head)  # the batch holding ``start``
+        while i < len(batches):
+            b, lo = batches[i], starts[i]
+            hi = lo + b.num_rows
             if hi > start and lo < start + n:
                 a = max(start, lo) - lo
                 z = min(start + n, hi) - lo
                 out.append(b.slice(a, z - a))
-            pos = hi
-            if pos >= start + n:
+            if hi >= start + n:
                 break
+            i += 1
         return out
 
     def _discard(self, upto: int) -> None:
-        while self._batches and self._base + self._batches[0].num_rows <= upto:
-            b = self._batches.popleft()
-            self._base += b.num_rows
-            self.nbytes -= self._sizes.popleft()
-        if self._batches and upto > self._base:
+        batches, h = self._batches, self._head
+        while h < len(batches) and self._base + batches[h].num_rows <= upto:
+            self._base += batches[h].num_rows
+            self.nbytes -= self._sizes[h]
+            batches[h] = None  # released now, dropped from the list below
+            h += 1
+        if h < len(batches) and upto > self._base:
             k = upto - self._base
-            b = self._batches[0]
+            b = batches[h]
             rest = b.slice(k)
-            left = self._sizes[0] * rest.num_rows // b.num_rows  # a slice's share of the batch's bytes
-            self.nbytes -= self._sizes[0] - left
-            self._sizes[0] = left
-            self._batches[0] = rest
+            left = self._sizes[h] * rest.num_rows // b.num_rows  # a slice's share of the batch's bytes
+            self.nbytes -= self._sizes[h] - left
+            self._sizes[h] = left
+            batches[h] = rest
+            self._starts[h] = upto
             self._base = upto
+        if h > 32 and 2 * h > len(batches):  # drop the consumed prefix in bulk (amortised O(1))
+            del batches[:h], self._sizes[:h], self._starts[:h]
+            h = 0
+        elif h == len(batches):
+            batches.clear()
+            self._sizes.clear()
+            self._starts.clear()
+            h = 0
+        self._head = h
 
     def _collect(self) -> None:
         low = min((r.cursor for r in self._readers), default=self._end)

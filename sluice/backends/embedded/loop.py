@@ -35,6 +35,7 @@ class SchedulerLoop:
         self._built_for = -1  # the registry's version the units were built for
         self._granularity: Granularity | None = None
         self._since_prepare = 0
+        self._given = False  # whether set_estimates covers every operator (then no periodic re-prepare)
         self._affects: list[list[int]] = []  # per unit: the units whose work running it may change
         self._after_source: dict[str, list[int]] = {}  # the same for each source (by name)
         self._entered = 0  # calls of run() so far (to notice one nested in another)
@@ -46,11 +47,12 @@ class SchedulerLoop:
         self._position: dict[int, int] = {}
         self._dirty: set[int] = set()  # units whose answer may have changed since asked
         self._outputs: tuple[int, list[Any]] = (-1, [])  # (registry version, its output operators)
+        self.last: EngineUnit | None = None  # the unit the last decision ran
         self.set_scheduler(scheduler)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state.update(_work=[], _work_for=None, _position={}, _dirty=set())  # keyed by ids: asked anew
+        state.update(_work=[], _work_for=None, _position={}, _dirty=set(), last=None)  # keyed by ids: asked anew
         return state
 
     def set_scheduler(self, scheduler: str | Strategy, **options: Any) -> None:
@@ -85,6 +87,8 @@ class SchedulerLoop:
         # operators on no path to an output (none today) still get run
         units += [EngineUnit((o,), -1, 0, 0, o.name) for o in inner if id(o) not in covered]
         self._units = units
+        # every operator's (cost, selectivity) given: re-preparing would compute the same priorities
+        self._given = bool(inner) and all(o.name in self.stats.static for o in inner)
         self._index_units(units, list(reg.sources.values()))
         self._built_for = reg.version
         self._granularity = granularity
@@ -115,7 +119,7 @@ class SchedulerLoop:
         return (
             self._units is None
             or self._built_for != self.registry.version
-            or self._since_prepare >= self.reprepare_every
+            or (self._since_prepare >= self.reprepare_every and not self._given)
             or self._granularity != self.strategy.granularity
         )
 
@@ -169,6 +173,7 @@ class SchedulerLoop:
                 if quantum is not None:
                     budget = max(1, round(budget * quantum))
                 dirty.update(affects[self._position[id(u)]])
+                self.last = u
                 try:
                     done = u.run(budget)
                 except OperatorFailure as f:

@@ -296,6 +296,16 @@ class Operator(Part):
     def state_bytes(self) -> int:
         return sum(s.nbytes for s in self.synopses())
 
+    @property
+    def busy_seconds(self) -> float:
+        """The time its runs took so far (``statistics().seconds`` without sizing its state)."""
+        return self._seconds
+
+    @property
+    def tuples_in(self) -> int:
+        """The elements it has read so far (``statistics().tuples_in``)."""
+        return self._in
+
     def statistics(self) -> OperatorStats:
         return OperatorStats(
             self.name, self.kind, self._in, self._out, self._runs, self._seconds, self.state_bytes(), self.rows_rejected

@@ -45,7 +45,14 @@ class Strategy:
     def choose(self, ready: Sequence[U], view: SchedulingView[U]) -> U:
         # Highest priority; ties to the earliest arrival (Chain §4.1), then to the unit further
         # along its path, so a tuple keeps moving until it clears its segment (Chain Prop. 3).
-        return max(ready, key=lambda u: (round(self.priority(u, view), 12), -view.oldest(u), u.first))
+        # (The arrival is asked only of the units tied on priority: in the engine it reads every
+        # input queue of the unit's operators, and under load every unit is ready.)
+        prio = [round(self.priority(u, view), 12) for u in ready]
+        top = max(prio, default=0.0)
+        tied = [u for u, p in zip(ready, prio, strict=True) if p == top]
+        if len(tied) == 1:
+            return tied[0]
+        return max(tied, key=lambda u: (-view.oldest(u), u.first))
 
     def quantum(self, unit: SchedUnit) -> float | None:
         return None
