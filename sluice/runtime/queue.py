@@ -212,16 +212,25 @@ class Reader:
         return min(self.queue.watermark, nxt - 1)
 
 
-def count_upto(reader: Reader, bound: int) -> int:
-    """How many unread elements of ``reader`` have ``ts ≤ bound``."""
+def count_upto(reader: Reader, bound: int, cap: int | None = None) -> int:
+    """How many unread elements of ``reader`` have ``ts ≤ bound`` (or ``cap``, if at least that many).
+
+    Batch by batch from the reader's cursor, stopping at the first element after ``bound``: with a
+    backlog of one-row batches, slicing every unread batch first made each call O(backlog).
+    """
     import numpy as np
 
     q = reader.queue
     total = 0
-    for part in q._slice(reader.cursor, reader.available()):
-        ts = ts_of(part)
+    batches, starts = q._batches, q._starts
+    i = max(bisect_right(starts, reader.cursor, q._head) - 1, q._head)
+    while i < len(batches):
+        b = batches[i]
+        skip = max(reader.cursor - starts[i], 0)
+        ts = ts_of(b)[skip:] if skip else ts_of(b)
         k = int(np.searchsorted(ts, bound, side="right"))
         total += k
-        if k < len(ts):
+        if k < len(ts) or (cap is not None and total >= cap):
             break
-    return total
+        i += 1
+    return total if cap is None else min(total, cap)

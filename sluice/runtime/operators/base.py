@@ -226,7 +226,7 @@ class Operator(Part):
     def aligned_has_work(self) -> bool:
         """``has_work`` of an operator that reads its inputs with :meth:`read_aligned`."""
         bound = self._arrival_bound()
-        return any(count_upto(r, bound) for r in self.readers) or min(bound, self._input_watermark()) > self._wm_out
+        return any(count_upto(r, bound, 1) for r in self.readers) or min(bound, self._input_watermark()) > self._wm_out
 
     def read_aligned(self, budget: int) -> list[pa.Table]:
         """Read a timestamp *prefix* of every input: all elements with ``ts ≤ cut`` and none after,
@@ -234,7 +234,8 @@ class Operator(Part):
         Multi-input operators rely on it: whatever they hold is older than what they read next.
         """
         bound = self._arrival_bound()
-        counts = [count_upto(r, bound) for r in self.readers]
+        # (capped past the budget: beyond it only whether the sum exceeds the budget matters)
+        counts = [count_upto(r, bound, budget + 1) for r in self.readers]
         if sum(counts) > budget:
             stamps = np.sort(
                 np.concatenate([r.peek_ts(min(c, budget)) for r, c in zip(self.readers, counts, strict=True)])

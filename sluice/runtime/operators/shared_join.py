@@ -225,7 +225,7 @@ class SharedWindowJoin(Operator):
 
     def has_work(self) -> bool:
         bound = self._arrival_bound()
-        if self._units or any(count_upto(r, bound) for r in self.readers):
+        if self._units or any(count_upto(r, bound, 1) for r in self.readers):
             return True
         if min(bound, self._input_watermark()) > self._complete:
             return True
