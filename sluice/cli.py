@@ -508,10 +508,9 @@ def _script(args: argparse.Namespace) -> int:
 
 
 def _experiment(args: argparse.Namespace) -> int:
-    from sluice.experiments import shared_joins
-    from sluice.experiments.scheduling import EXPERIMENTS, run
+    from sluice.experiments import dispatch
 
-    known = EXPERIMENTS + ["chain-on-engine"] + shared_joins.EXPERIMENTS + ["overload", "optimizer"]
+    known = dispatch.known()
     names = known if args.name == "all" else [args.name]
     summaries: dict[str, Any] = {}
     seconds: dict[str, float] = {}
@@ -540,27 +539,7 @@ def _experiment(args: argparse.Namespace) -> int:
         for n in names:
             bar.set_postfix_str(n)
             t0 = time.perf_counter()
-            if n == "optimizer":
-                from sluice.experiments import optimizer
-
-                summary = optimizer.run(args.out, quick=args.quick, seed=args.seed, say=say)
-                shown: Any = {c["claim"]: c["agrees"] for c in summary["agreement"]}
-            elif n == "overload":
-                from sluice.experiments import overload
-
-                summary = overload.run(args.out, quick=args.quick, seed=args.seed)
-                shown = {c["claim"]: c["agrees"] for c in summary["agreement"]}
-            elif n in shared_joins.EXPERIMENTS:
-                summary = shared_joins.run(n, args.out, quick=args.quick, clock=args.clock, seed=args.seed)
-                shown = {c["claim"]: c["agrees"] for c in summary["agreement"]}
-            elif n == "chain-on-engine":
-                from sluice.experiments import on_engine
-
-                summary = on_engine.run(Path(args.out), args.slots or (300 if args.quick else 3000), args.seed)
-                shown = {c["claim"]: c["agrees"] for c in summary["agreement"]}
-            else:
-                summary = run(n, args.out, args.slots, args.seed)
-                shown = {c["claim"]: c["agrees"] for c in summary.get("agreement", [])} or summary
+            summary, shown = dispatch.run_one(n, args, say)
             summaries[n] = summary
             seconds[n] = time.perf_counter() - t0
             page_times = Path(args.out) / "seconds.json"  # for 'sluice experiment page'

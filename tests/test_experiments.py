@@ -120,3 +120,27 @@ def test_static_estimates_and_switching_scheduler_at_run_time() -> None:
     assert [e.row for e in q.results() if e.sign == "+"] == [(t,) for t in range(2, 10)]
     with pytest.raises(SluiceError, match="unknown scheduler"):
         eng.set_scheduler("lottery")
+
+
+def test_jiang_on_engine_runs_the_116_operators_as_cql(tmp_path, monkeypatch) -> None:
+    from sluice.experiments import jiang_engine
+
+    monkeypatch.setattr(jiang_engine, "PROBE_SLOTS", 40)
+    s = jiang_engine.run(tmp_path, slots=240, progress=False, slot=0.0004)  # the plumbing, not the figures
+    assert set(s["results"]) == {"path-capacity", "simplified-segment", "chain", "threshold"}
+    for r in s["results"].values():
+        assert r["paths"] == 36  # a path per (query, stream), as the model has
+        assert r["operators"] > 116  # each chart operator is a stage: a selection, its window, an Istream
+        assert len(r["engine"]) == len(r["model"]) == 4  # the four load phases
+        assert r["fixed_work_per_slot"] > 0  # heartbeats move time through every operator
+        assert r["outputs"] > 0
+    assert s["setup"]["chart_operators"] == 116 and s["setup"]["sharing"] is False
+    assert [type(c["agrees"]) for c in s["agreement"]] == [bool] * 5
+    assert (tmp_path / "jiang-on-engine.json").exists()
+
+
+def test_heartbeat_work_is_fixed_per_slot_not_charged_per_tuple() -> None:
+    """With no arrivals every turn only moves time on: all of it is fixed work, no operator read a tuple."""
+    e = on_engine.play("chain-two-ops", {"q": [0] * 20}, "fifo", on_engine.calibrate(20_000), 1)
+    assert e["outputs"] == 0 and e["fixed_work_per_slot"] > 0
+    assert all(o.cost == 1e-9 for p in e["paths"] for o in p.ops)  # nothing read: no cost per tuple

@@ -71,14 +71,18 @@ def _stages(
     per_round: float,
     name: str,
     width: int = WIDTH,
+    view: bool = False,
+    slot: float | None = None,
 ) -> Any:
-    """CQL stages over ``src``, one per (attribute index, operator); the last is query ``name``.
+    """CQL stages over ``src``, one per (attribute index, operator); the last is query ``name``
+    (with ``view``, a view of that name, whose name is returned).
 
     A stage of selectivity ≤ 1 selects (``burn(Ai, w) < c``); one above 1 (a join with a stored
     relation, §6.2) joins on ``K`` with a relation holding ``round(s)`` rows per key and burns in
     its projection (``w`` per output row, so per input tuple the chart's time).
     """
     names = ", ".join(f"A{i}" for i in range(width)) + ", K"
+    slot = SLOT if slot is None else slot  # (read at the call: a test may set SLOT)
     handle: Any = None
     for k, (i, op) in enumerate(ops):
         if op.sel > 1:
@@ -86,25 +90,37 @@ def _stages(
             rel = f"{prefix}rel{k}"
             eng.execute(f"REGISTER RELATION {rel} (K integer, X integer)")
             eng.push(rel, [(0, "+", key, c) for key in range(KEYS) for c in range(copies)])
-            rounds = max(1, round(op.cost * SLOT / per_round / copies))
+            rounds = max(1, round(op.cost * slot / per_round / copies))
             items = ", ".join(f"burn({src}.A{j}, {rounds}) AS A{j}" if j == i else f"{src}.A{j}" for j in range(width))
             body = f"Rstream(SELECT {items}, {src}.K FROM {src} [Now], {rel} WHERE {src}.K = {rel}.K)"
         else:
-            rounds = max(1, round(op.cost * SLOT / per_round))
+            rounds = max(1, round(op.cost * slot / per_round))
             cut = int(op.sel * DOMAIN)
             body = f"Istream(SELECT {names} FROM {src} [Range Unbounded] WHERE burn(A{i}, {rounds}) < {cut})"
-        if k < len(ops) - 1:
-            src = f"{prefix}s{k}"
+        if k < len(ops) - 1 or view:
+            src = name if k == len(ops) - 1 else f"{prefix}s{k}"
             eng.execute(f"REGISTER VIEW {src} AS {body}")
+            handle = src
         else:
             handle = eng.register_query(body, name=name, retain=0)
-    return handle
+    return handle  # the query's handle, or with ``view`` the last view's name
 
 
-def engine(strategy: str, budget: int | None, width: int = WIDTH, streams: Sequence[str] = ()) -> EmbeddedEngine:
+def engine(
+    strategy: str | Any,
+    budget: int | None,
+    width: int = WIDTH,
+    streams: Sequence[str] = (),
+    sharing: bool = True,
+) -> EmbeddedEngine:
     """An engine timing operators on this thread's CPU clock, with ``burn`` and the streams."""
     eng = EmbeddedEngine(
-        scheduler=strategy, time_unit="millisecond", start=0, budget=budget or DEFAULT_BUDGET, clock=time.thread_time
+        scheduler=strategy,
+        time_unit="millisecond",
+        start=0,
+        budget=budget or DEFAULT_BUDGET,
+        clock=time.thread_time,
+        sharing=sharing,
     )
     eng.register_function("burn", burn, "integer", ["integer", "integer"])
     cols = ", ".join(f"A{i} integer" for i in range(width)) + ", K integer"
@@ -179,12 +195,14 @@ def play(
     estimates: dict[str, tuple[float, float]] | None = None,
     budget: int | None = BUDGET,
     width: int = WIDTH,
+    slot: float | None = None,
 ) -> dict[str, Any]:
     """One run on the virtual clock (``arrivals`` per stream) of a Chain experiment's queries (by
     name) or of what ``name(strategy, per_round, budget)`` builds; ``estimates``: static (seconds
     per tuple, selectivity) per operator; ``budget``: tuples an operator may take per turn (None:
     the engine's default, its whole queue).
     """
+    slot = SLOT if slot is None else slot  # (read at the call: a test may set SLOT)
     eng, handles = (
         build(name, strategy, per_round, budget) if isinstance(name, str) else name(strategy, per_round, budget)
     )
@@ -207,11 +225,19 @@ def play(
     readers = {st: len([r for o in ops for r in o.readers if r.queue is queue_of[st]]) for st in arrivals}
     slots = max(len(a) for a in arrivals.values())
     memory: list[int] = []
+    queue_bytes: list[float] = []  # the queues' bytes at each slot (what the engine's strategies read)
+    busy_at: list[float] = []  # time units worked before each slot's arrivals entered
     lat: list[float] = []
     at: list[float] = []  # when each of them was delivered
     pos = dict.fromkeys(arrivals, 0)
     v, held, busy, unattributed = 0.0, 0, 0.0, 0.0
     turn_cost = [0.0] * len(ops)
+    index = {id(o): k for k, o in enumerate(ops)}
+    seen = [o.busy_seconds for o in ops]  # each operator's busy time when it last ran
+    seen_in = [o.tuples_in for o in ops]
+    idle = 0.0  # the cost of turns in which an operator read no tuple (time moving on: heartbeats)
+    outputs = [k for k, o in enumerate(ops) if o.kind == "Output"]  # (they run at every step)
+    readers_of = [r for o in ops for r in o.readers]
     while True:
         # the slots the clock has reached: their arrivals enter; a slot passed during a turn sees the
         # queues as they were when the turn began (the turn's batch is still in service) plus arrivals
@@ -225,19 +251,32 @@ def play(
                     pos[st] = j
             eng.heartbeat(k)
             memory.append(held)
+            queue_bytes.append(eng.loop.view.memory())
+            busy_at.append(busy)
         # what each operator has still to read (a path's copy, as the model counts), and pushed rows
         # the sources have not yet released, once per operator reading them
-        held = sum(r.available() for o in ops for r in o.readers)
+        held = sum(r.available() for r in readers_of)
         held += sum((pos[st] - queue_of[st].enqueued) * readers[st] for st in arrivals)
-        before = [o.statistics().seconds for o in ops]
+        eng.loop.last = None
         t0 = time.thread_time()
         steps = eng.run(max_steps=1)
-        cost = (time.thread_time() - t0) / SLOT
-        spent = [o.statistics().seconds - before[k] for k, o in enumerate(ops)]
-        total = sum(spent)
-        for k, x in enumerate(spent):  # the turn's whole cost (scheduling too), by each operator's share
+        cost = (time.thread_time() - t0) / slot
+        # only the unit the decision ran and the outputs can have worked (the others' time is unchanged)
+        ran = outputs + ([index[id(o)] for o in eng.loop.last.ops] if eng.loop.last is not None else [])
+        spent, read = {}, {}
+        for k in ran:
+            now, now_in = ops[k].busy_seconds, ops[k].tuples_in
+            spent[k], seen[k] = now - seen[k], now
+            read[k], seen_in[k] = now_in - seen_in[k], now_in
+        total = sum(spent.values())
+        for k, x in spent.items():  # the turn's whole cost (scheduling too), by each operator's share
             if total > 0:
-                turn_cost[k] += cost * x / total
+                # an operator that read nothing only moved time on: a fixed cost per slot, not per tuple
+                share = cost * x / total
+                if read[k]:
+                    turn_cost[k] += share
+                else:
+                    idle += share
         if total <= 0:
             unattributed += cost  # a turn in which no operator did work (time moving on, scheduling)
         busy += cost
@@ -252,7 +291,10 @@ def play(
             at.extend([v] * t.num_rows)
         out.clear()
     st_of = {id(o): (o.statistics(), c) for o, c in zip(ops, turn_cost, strict=True)}
-    # per operator: its turns' cost per tuple in (what the model charges) and its selectivity
+    # per operator: its turns' cost per tuple in (what the model charges) and its selectivity; the
+    # model's processor has what the fixed work leaves of each slot, so its costs are divided by that
+    fixed = (idle + unattributed) / max(slots, 1)
+    left = max(1.0 - fixed, 0.05)
     model: list[Path] = []
     paths = engine_paths(eng, handles)
     copies: dict[int, list[int]] = {}  # operator: the paths it is on
@@ -267,13 +309,15 @@ def play(
             partner = None
             if len(o.inputs()) == 2 and len(shared) == 2:  # a two-stream join: the other side's half
                 partner = f"{o.name}@{shared[1] if shared[0] == k else shared[0]}"
-            cost = max(charged / ost.tuples_in, 1e-9) if ost.tuples_in else 1e-9
+            cost = max(charged / ost.tuples_in / left, 1e-9) if ost.tuples_in else 1e-9
             opz.append(Op(f"{o.name}@{k}", cost, ost.selectivity if ost.tuples_in else 1.0, partner))
         model.append(Path(f"{stream}#{k}", tuple(opz)))
-    own = sum(ost.seconds for ost, _ in st_of.values()) / SLOT
+    own = sum(ost.seconds for ost, _ in st_of.values()) / slot
     eng.close()
     return {
         "memory": memory,
+        "queue_bytes": queue_bytes,
+        "busy_at": busy_at,
         "latency": lat,
         "delivered_at": at,
         "paths": model,
@@ -281,6 +325,9 @@ def play(
         "outputs": len(lat),
         "operator_share_of_turns": round(own / busy, 3) if busy else None,
         "idle_work_per_slot": unattributed / max(slots, 1),
+        # time units per slot spent in turns that read no tuple (the heartbeats moving time through
+        # every operator), apart from the operators' costs per tuple
+        "fixed_work_per_slot": fixed,
         "busy": busy,  # time units the engine worked, over the run's slots
     }
 
