@@ -269,3 +269,9 @@ def test_stepping_one_decision_at_a_time_answers_as_running_and_asks_only_the_un
     assert steps > 0 and units > 10
     # before: every unit asked at every call (units × (steps + calls)); now a few per step
     assert asked < units * steps / 3, (asked, units, steps)
+
+
+def test_estimates_must_be_finite() -> None:
+    eng = EmbeddedEngine(scheduler="chain")
+    with pytest.raises(SluiceError, match="finite"):
+        eng.set_estimates({"select#1": (1e-3, float("nan"))})

@@ -257,7 +257,6 @@ def play(
         # the sources have not yet released, once per operator reading them
         held = sum(r.available() for r in readers_of)
         held += sum((pos[st] - queue_of[st].enqueued) * readers[st] for st in arrivals)
-        eng.loop.last = None
         t0 = time.thread_time()
         steps = eng.run(max_steps=1)
         cost = (time.thread_time() - t0) / slot

@@ -77,8 +77,10 @@ SNAPSHOT_FORMAT = 12
 # be static relations; 9 since sources keep their earliest waiting timestamp (the first instant);
 # 10 since sources, joins and aggregates keep what k-constraints track; 11 since DISTINCT keeps
 # its counts as a counting part; 12 since a selection orders its conjuncts (a monitor an older
-# pickle lacks) and the planner may build dataflow joins; 13 since sources keep punctuations
-CHECKPOINT_FORMAT = 13
+# pickle lacks) and the planner may build dataflow joins; 13 since sources keep punctuations;
+# 14 since queues index their batches (a list with a head and each batch's start) and the loop
+# keeps its units' has-work answers between runs
+CHECKPOINT_FORMAT = 14
 
 
 def _plan_mark(o: Operator) -> str:

@@ -9,6 +9,7 @@ once, Jiang §2.1); the strategy picks among the other units — operators, segm
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from sluice.backends.embedded.registry import QueryRegistry
@@ -47,7 +48,7 @@ class SchedulerLoop:
         self._position: dict[int, int] = {}
         self._dirty: set[int] = set()  # units whose answer may have changed since asked
         self._outputs: tuple[int, list[Any]] = (-1, [])  # (registry version, its output operators)
-        self.last: EngineUnit | None = None  # the unit the last decision ran
+        self.last: EngineUnit | None = None  # the unit this run's last decision ran (None: none yet)
         self.set_scheduler(scheduler)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -66,6 +67,9 @@ class SchedulerLoop:
         self._units = None
 
     def set_estimates(self, estimates: dict[str, tuple[float, float]]) -> None:
+        for name, (cost, sel) in estimates.items():
+            if not (math.isfinite(cost) and math.isfinite(sel) and cost >= 0 and sel >= 0):
+                raise SluiceError(f"estimate of {name!r}: cost and selectivity must be finite and ≥ 0: {cost}, {sel}")
         self.stats.static.update(estimates)
         self._units = None
 
@@ -141,10 +145,14 @@ class SchedulerLoop:
         self._entered += 1
         entered = self._entered
         asked_all = False  # whether every unit was asked in this call (the kept answers may be stale)
+        self.last = None
         dirty = self._dirty
         while max_steps is None or steps < max_steps:
             if entered != self._entered:  # a run nested in a callback (a push from a subscriber)
                 self._work_for, entered = None, self._entered  # changed what any unit has to do: ask all
+                if self._outputs[0] != reg.version:  # (it may have registered a query)
+                    self._outputs = (reg.version, reg.outputs())
+                    outputs = self._outputs[1]
             reg.fix_start()  # (a push from a subscriber's callback may make the first element releasable)
             for s in sources:
                 if s.has_work():
@@ -173,12 +181,14 @@ class SchedulerLoop:
                 if quantum is not None:
                     budget = max(1, round(budget * quantum))
                 dirty.update(affects[self._position[id(u)]])
-                self.last = u
                 try:
                     done = u.run(budget)
                 except OperatorFailure as f:
                     reg.fail(f)
+                    self._outputs = (reg.version, reg.outputs())  # (the failed query's output is gone)
+                    outputs = self._outputs[1]
                     continue
+                self.last = u
                 self.strategy.charge(u, max(done, 1) / self.strategy.budget(u), self.view)
                 self._since_prepare += 1
                 steps += 1

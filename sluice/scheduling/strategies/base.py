@@ -49,7 +49,7 @@ class Strategy:
         # input queue of the unit's operators, and under load every unit is ready.)
         prio = [round(self.priority(u, view), 12) for u in ready]
         top = max(prio, default=0.0)
-        tied = [u for u, p in zip(ready, prio, strict=True) if p == top]
+        tied = [u for u, p in zip(ready, prio, strict=True) if p == top] or list(ready)  # (a NaN priority)
         if len(tied) == 1:
             return tied[0]
         return max(tied, key=lambda u: (-view.oldest(u), u.first))
