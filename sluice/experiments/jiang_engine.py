@@ -327,16 +327,18 @@ def _plot(out: FsPath, series: dict[str, dict[str, Any]], slots: int) -> None:
 SATURATED = 0.95  # a phase in which the engine worked this share of every slot or more
 
 
-def work_per_load(rows: dict[str, Any], realised: list[float]) -> dict[str, list[float | None]]:
+def work_per_load(rows: dict[str, Any], realised: list[float]) -> dict[str, list[float | str]]:
     """Per strategy and phase: the engine's work per unit of the chart's load, (busy − fixed) /
-    (realised load × (1 − fixed)) — 1 where the calibration (phase 1, path capacity) holds; None in
-    a saturated phase (the work demanded is then unknown: at least what one slot holds).
+    (realised load × (1 − fixed)) — 1 where the calibration (phase 1, path capacity) holds; in a
+    saturated phase only a bound is known (the slot was full): "≥ 1/load".
     """
-    out: dict[str, list[float | None]] = {}
+    out: dict[str, list[float | str]] = {}
     for s, r in rows.items():
         f = r["fixed_work_per_slot"]
         out[s] = [
-            round((ph["busy_per_slot"] - f) / (load * (1 - f)), 3) if ph["busy_per_slot"] < SATURATED else None
+            round((ph["busy_per_slot"] - f) / (load * (1 - f)), 3)
+            if ph["busy_per_slot"] < SATURATED
+            else f"≥{(SATURATED - f) / (load * (1 - f)):.3f}"
             for ph, load in zip(r["engine"], realised, strict=True)
         ]
     return out
@@ -361,6 +363,7 @@ def agreement(rows: dict[str, Any], realised: list[float]) -> list[dict[str, Any
     busy = {s: [ph["busy_per_slot"] for ph in r["engine"]] for s, r in rows.items()}
     per_load = work_per_load(rows, realised)
     saturated = [n + 1 for n in range(len(jiang.PHASES)) if n not in carried]
+    carried_load = [x for v in per_load.values() for x in v if isinstance(x, float)]
     phase = f"phase {k + 1} of {len(jiang.PHASES)} (chart load {realised[k]})"
     why_phase = (
         f" Judged at {phase}, the highest the engine carried: in phase(s) {saturated} it worked ≥ "
@@ -420,10 +423,20 @@ def agreement(rows: dict[str, Any], realised: list[float]) -> list[dict[str, Any
             "Whole tuples, non-preemptive, one tuple per operator turn (as the engine ran); the heartbeat's fixed "
             "work per slot taken off the model's processor. The model is given one cost per operator, its mean "
             "over the run; the engine's work per unit of the chart's load (work_per_chart_load_by_phase, 1 = the "
-            "calibration) rose with the load"
-            + (f" and the engine saturated in phase(s) {saturated}" if saturated else "")
-            + ", which one mean cost cannot follow: the queue grows faster on the engine than the model "
-            "predicts once the load nears what a slot holds. What makes the engine's work per tuple rise with "
-            "its backlog is not yet found (queue reads scanning the backlog were one cause, removed).",
+            "calibration)"
+            + (
+                (
+                    f" was {min(carried_load):.2f}–{max(carried_load):.2f} in the phases the engine carried;"
+                    if carried_load
+                    else " is unknown in every phase (none was carried);"
+                )  # fmt: skip
+                + f" in phase {saturated[0]} the slots were full, so only a bound is known, at "
+                f"least {min(str(v[saturated[0] - 1]) for v in per_load.values()).lstrip('≥')}, and the engine "
+                "stayed saturated after it. One mean cost per operator cannot follow that: there the queue grows "
+                "on the engine faster than the model predicts. Why the engine's work per tuple rises with the "
+                "load is not yet found (queue reads scanning the backlog were one cause, removed)."
+                if saturated
+                else " stayed near 1."
+            ),
         ),
     ]
