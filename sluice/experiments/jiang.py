@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path as FsPath
 from typing import Any
@@ -107,12 +108,17 @@ def queries(seed: int = 7) -> Workload:
     return Workload(paths, stream_of, total, joins)
 
 
+def stream_work(w: Workload) -> list[float]:
+    """Per stream: the time units all its paths spend on one of its tuples."""
+    return [sum(p.chart()[-1][0] for p, s in zip(w.paths, w.stream_of, strict=True) if s == k) for k in range(STREAMS)]
+
+
 def arrivals(w: Workload, slots: int, seed: int) -> tuple[dict[str, list[float]], list[float]]:
     """Per path, the whole-tuple arrivals of its stream; the load of each phase (a quarter of
     ``slots``) set by thinning every stream's flows.  Returns the arrivals and each slot's mean
     utilisation.
     """
-    work = [sum(p.chart()[-1][0] for p, s in zip(w.paths, w.stream_of, strict=True) if s == k) for k in range(STREAMS)]
+    work = stream_work(w)
     # utilisation = Σ_s rate_s · work_s with rate_s = c · weight_s
     per_unit_c = sum(wt * wk for wt, wk in zip(STREAM_WEIGHTS, work, strict=True))
     phase_len = slots // len(PHASES)
@@ -135,19 +141,29 @@ def arrivals(w: Workload, slots: int, seed: int) -> tuple[dict[str, list[float]]
 
 
 def phase_metrics(r: SimResult, slots: int) -> list[dict[str, float]]:
+    done = list(r.completions.values())
+    return phase_figures([d for _, d, _ in done], [d - a for a, d, _ in done], r.memory, r.output, slots)
+
+
+def phase_figures(
+    delivered: Sequence[float], latency: Sequence[float], memory: Sequence[float], output: Sequence[float], slots: int
+) -> list[dict[str, float]]:
+    """Per load phase: mean latency of what left in it, mean and peak queue, and the output rate's
+    burstiness over windows of ``WINDOW`` slots (``output``: what left in each slot).
+    """
     phase_len = slots // len(PHASES)
     out = []
     for k in range(len(PHASES)):
         a, b = k * phase_len, (k + 1) * phase_len
-        lats = [d - arr for arr, d, _ in r.completions.values() if a <= d < b]
-        rates = np.add.reduceat(np.array(r.output[a:b]), np.arange(0, b - a, WINDOW)) / WINDOW
+        lats = [lt for lt, d in zip(latency, delivered, strict=True) if a <= d < b]
+        rates = np.add.reduceat(np.array(output[a:b], dtype=float), np.arange(0, b - a, WINDOW)) / WINDOW
         mean_rate = float(rates.mean())
         out.append(
             {
                 "utilisation": PHASES[k],
                 "mean_latency": round(statistics.fmean(lats), 3) if lats else 0.0,
-                "mean_memory": round(float(np.mean(r.memory[a:b])), 3),
-                "peak_memory": round(float(np.max(r.memory[a:b])), 3),
+                "mean_memory": round(float(np.mean(memory[a:b])), 3),
+                "peak_memory": round(float(np.max(memory[a:b])), 3),
                 "output_peak_over_mean": round(float(rates.max()) / mean_rate, 3) if mean_rate else 0.0,
                 "output_cv": round(float(rates.std()) / mean_rate, 3) if mean_rate else 0.0,
             }

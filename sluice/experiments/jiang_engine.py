@@ -118,9 +118,7 @@ def realised_loads(
     run's binomial thinning lands well off ``jiang.PHASES``, at 1,200 slots 0.51, 0.76, 0.84, 1.13);
     a phase above its stated load is thinned down to it.  Returns the arrivals and the loads.
     """
-    work = {f"S{k}": 0.0 for k in range(jiang.STREAMS)}
-    for p, sid in zip(w.paths, w.stream_of, strict=True):
-        work[f"S{sid}"] += p.chart()[-1][0]
+    work = {f"S{k}": x for k, x in enumerate(jiang.stream_work(w))}
     n = slots // len(jiang.PHASES)
     rng = np.random.default_rng(seed + 1000)
     out = {k: list(a) for k, a in per_stream.items()}
@@ -147,31 +145,16 @@ def _plan_work(paths: list[Any], streams: list[str]) -> dict[str, float]:
 def phases(
     delivered: list[float], latency: list[float], memory: list[float], slots: int, busy_at: list[float] | None = None
 ) -> list[dict[str, float]]:
-    """Per load phase: mean latency of the tuples delivered in it, mean and peak queue, and the
-    output rate's burstiness over windows of ``jiang.WINDOW`` slots (as ``jiang.phase_metrics``).
+    """``jiang.phase_figures`` of output tuples delivered at ``delivered`` (and, given ``busy_at``,
+    the engine's time worked per slot over each phase: all of its work).
     """
-    phase_len = slots // len(jiang.PHASES)
-    per_slot = np.bincount(np.minimum(np.asarray(delivered, dtype=int), slots - 1), minlength=slots).astype(float)
-    out = []
-    for k, u in enumerate(jiang.PHASES):
-        a, b = k * phase_len, (k + 1) * phase_len
-        lats = [lt for lt, t in zip(latency, delivered, strict=True) if a <= t < b]
-        rates = np.add.reduceat(per_slot[a:b], np.arange(0, b - a, jiang.WINDOW)) / jiang.WINDOW
-        mean_rate = float(rates.mean())
-        worked = {}
-        if busy_at:  # the engine's time worked per slot over the phase (all of its work)
-            worked = {"busy_per_slot": round((busy_at[min(b, len(busy_at) - 1)] - busy_at[a]) / (b - a), 3)}
-        out.append(
-            worked
-            | {
-                "utilisation": u,
-                "mean_latency": round(statistics.fmean(lats), 3) if lats else 0.0,
-                "mean_memory": round(float(np.mean(memory[a:b])), 3),
-                "peak_memory": round(float(np.max(memory[a:b])), 3),
-                "output_peak_over_mean": round(float(rates.max()) / mean_rate, 3) if mean_rate else 0.0,
-                "output_cv": round(float(rates.std()) / mean_rate, 3) if mean_rate else 0.0,
-            }
-        )
+    per_slot = np.bincount(np.minimum(np.asarray(delivered, dtype=int), slots - 1), minlength=slots)
+    out = jiang.phase_figures(delivered, latency, memory, per_slot.tolist(), slots)
+    if busy_at:
+        n = slots // len(jiang.PHASES)
+        for k, ph in enumerate(out):
+            a, b = k * n, (k + 1) * n
+            out[k] = {"busy_per_slot": round((busy_at[min(b, len(busy_at) - 1)] - busy_at[a]) / (b - a), 3)} | ph
     return out
 
 
@@ -184,9 +167,7 @@ def run(out: FsPath, slots: int = 1200, seed: int = 1, progress: bool = True, sl
         per_stream.setdefault(f"S{sid}", [int(x) for x in arr[p.name]])
     per_stream, realised = realised_loads(w, per_stream, slots, seed)
     bar = Progress(len(STRATEGIES) + 1, "jiang-on-engine") if progress else None
-    chart = {f"S{sid}": 0.0 for sid in range(jiang.STREAMS)}
-    for p, sid in zip(w.paths, w.stream_of, strict=True):
-        chart[f"S{sid}"] += p.chart()[-1][0]
+    chart = {f"S{k}": x for k, x in enumerate(jiang.stream_work(w))}
     rate = {k: float(np.mean(a)) for k, a in per_stream.items()}
 
     def over_chart(paths: list[Any], streams: list[str]) -> float:

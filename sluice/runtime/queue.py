@@ -122,10 +122,14 @@ class Queue:
         if watermark > self.watermark:
             self.watermark = watermark
 
+    def _batch_at(self, start: int) -> int:
+        """The index in ``_batches`` of the held batch holding element ``start`` (by bisection)."""
+        return max(bisect_right(self._starts, start, self._head) - 1, self._head)
+
     def _slice(self, start: int, n: int) -> list[pa.Table]:
         out = []
         batches, starts = self._batches, self._starts
-        i = max(bisect_right(starts, start, self._head) - 1, self._head)  # the batch holding ``start``
+        i = self._batch_at(start)
         while i < len(batches):
             b, lo = batches[i], starts[i]
             hi = lo + b.num_rows
@@ -223,7 +227,7 @@ def count_upto(reader: Reader, bound: int, cap: int | None = None) -> int:
     q = reader.queue
     total = 0
     batches, starts = q._batches, q._starts
-    i = max(bisect_right(starts, reader.cursor, q._head) - 1, q._head)
+    i = q._batch_at(reader.cursor)
     while i < len(batches):
         b = batches[i]
         skip = max(reader.cursor - starts[i], 0)

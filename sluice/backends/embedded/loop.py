@@ -127,6 +127,12 @@ class SchedulerLoop:
             or self._granularity != self.strategy.granularity
         )
 
+    def _current_outputs(self) -> list[Any]:
+        """The registry's output operators, looked up again only when its DAG changed."""
+        if self._outputs[0] != self.registry.version:
+            self._outputs = (self.registry.version, self.registry.outputs())
+        return self._outputs[1]
+
     def _ask_all(self, units: list[EngineUnit]) -> None:
         self._work = [u.has_work() for u in units]
         self._position = {id(u): i for i, u in enumerate(units)}  # (not kept: ids change when pickled)
@@ -138,9 +144,7 @@ class SchedulerLoop:
         reg = self.registry
         reg.fix_start()
         sources = list(reg.sources.values())
-        if self._outputs[0] != reg.version:
-            self._outputs = (reg.version, reg.outputs())
-        outputs = self._outputs[1]
+        outputs = self._current_outputs()
         steps = 0
         self._entered += 1
         entered = self._entered
@@ -150,9 +154,7 @@ class SchedulerLoop:
         while max_steps is None or steps < max_steps:
             if entered != self._entered:  # a run nested in a callback (a push from a subscriber)
                 self._work_for, entered = None, self._entered  # changed what any unit has to do: ask all
-                if self._outputs[0] != reg.version:  # (it may have registered a query)
-                    self._outputs = (reg.version, reg.outputs())
-                    outputs = self._outputs[1]
+                outputs = self._current_outputs()  # (it may have registered a query)
             reg.fix_start()  # (a push from a subscriber's callback may make the first element releasable)
             for s in sources:
                 if s.has_work():
@@ -185,8 +187,7 @@ class SchedulerLoop:
                     done = u.run(budget)
                 except OperatorFailure as f:
                     reg.fail(f)
-                    self._outputs = (reg.version, reg.outputs())  # (the failed query's output is gone)
-                    outputs = self._outputs[1]
+                    outputs = self._current_outputs()  # (the failed query's output is gone)
                     continue
                 self.last = u
                 self.strategy.charge(u, max(done, 1) / self.strategy.budget(u), self.view)
@@ -199,8 +200,7 @@ class SchedulerLoop:
                         o.run(self.budget)
                     except OperatorFailure as f:
                         reg.fail(f)
-                        self._outputs = (reg.version, reg.outputs())
-                        outputs = self._outputs[1]
+                        outputs = self._current_outputs()
                         break
                     done_out = True
             if not ready and not done_out and not any(s.has_work() for s in sources):
