@@ -19,12 +19,11 @@ from typing import Any
 
 from sluice.backends.rows import admit_rows
 from sluice.catalog import Catalog, Kind, SourceDef
+from sluice.cli_engine import add_engine_options, bench_opts, build_engine, engine_key, engine_opts
 from sluice.cql import CQLError
-from sluice.cql.ast import TimeUnit
 from sluice.errors import SluiceError
 from sluice.io.csv_input import read_csv
 from sluice.plan import BoundQuery, execute
-from sluice.plan.dataflow import JOIN_INTERMEDIATES
 from sluice.plan.explain import explain
 from sluice.progress import progress, say
 
@@ -139,88 +138,6 @@ def _reference(args: argparse.Namespace) -> int:
     return 0
 
 
-def _engine_options(p: argparse.ArgumentParser) -> None:
-    """The engine options every command that runs queries takes, with the same meaning."""
-    g = p.add_argument_group("engine")
-    g.add_argument("--backend", choices=["embedded", "spark"], default="embedded")
-    g.add_argument("--master", default="local[2]", help="Spark master URL (with --backend spark)")
-    g.add_argument(
-        "--scheduler",
-        default=None,
-        help="strategy[+modifier][:key=value,…], e.g. chain, threshold:memory=5MB, round-robin:quantum=2 "
-        "(default: round-robin, switched for latency targets and memory pressure)",
-    )
-    g.add_argument("--slack", type=int, default=0, help="accept elements up to this many ticks out of order")
-    g.add_argument(
-        "--shared-join",
-        default=None,
-        metavar="POLICY",
-        help="how queries joining the same streams on the same predicate share one join: greedy (default), "
-        "swf, lwo or off; options after ':', e.g. swf:variant=nested-loop,unit=1",
-    )
-    g.add_argument(
-        "--sharing",
-        default="on",
-        choices=["on", "off"],
-        help="share operators between queries (STREAM §3.2: equal subplans, windows over one stream, window "
-        "joins); off: each query's plan is its own (the same answers)",
-    )
-    g.add_argument(
-        "--join-intermediates",
-        default="auto",
-        choices=JOIN_INTERMEDIATES,
-        help="a join of three or more inputs: keep its intermediate results (a tree of binary joins), drop "
-        "them (one dataflow join), or auto: decided by the streams' rates (Getta & Vossough eq. 1-2)",
-    )
-    g.add_argument(
-        "--memory-limit",
-        default=None,
-        metavar="SIZE",
-        help="hold queues and synopses within SIZE (e.g. 64MB) by sampling and shedding stream input, "
-        "each query's approximation reported (embedded engine); default: exact whatever the memory",
-    )
-    g.add_argument("--seed", type=int, default=0, help="seed of Sample()")
-    g.add_argument("--time-unit", default="second", choices=UNITS, help="what one tick is (NEXMark: millisecond)")
-
-
-def _engine_key(args: argparse.Namespace) -> tuple[Any, ...]:
-    return (
-        args.backend,
-        args.scheduler,
-        args.seed,
-        args.time_unit,
-        args.slack,
-        args.shared_join,
-        args.memory_limit,
-        args.join_intermediates,
-        args.sharing,
-    )
-
-
-def _engine(args: argparse.Namespace) -> Any:
-    from sluice.backends import Sluice
-
-    return Sluice(args.backend, **_engine_opts(args))
-
-
-def _engine_opts(args: argparse.Namespace) -> dict[str, Any]:
-    opts: dict[str, Any] = {
-        "seed": args.seed,
-        "time_unit": args.time_unit,
-        "slack": args.slack,
-        "shared_join": args.shared_join,
-        "join_intermediates": args.join_intermediates,
-        "sharing": args.sharing == "on",
-    }
-    if args.memory_limit is not None:
-        opts["memory_limit"] = args.memory_limit
-    if args.scheduler is not None:  # chosen: kept (latency targets do not switch it)
-        opts["scheduler"] = args.scheduler
-    if args.backend == "spark":
-        opts["master"] = args.master
-    return opts
-
-
 def _serve(args: argparse.Namespace) -> int:
     from sluice.server import serve
 
@@ -236,7 +153,7 @@ def _serve(args: argparse.Namespace) -> int:
         backlog=args.backlog,
         max_body=args.max_body,
         sample_every=args.sample_every,
-        **_engine_opts(args),
+        **engine_opts(args),
     )
     return 0
 
@@ -347,7 +264,7 @@ def _run(args: argparse.Namespace) -> int:
     fingerprint = hashlib.sha256(
         # (punctuation files only when given: older checkpoints keep their fingerprint)
         repr(
-            (text, args.source, args.static, args.until, _engine_key(args))
+            (text, args.source, args.static, args.until, engine_key(args))
             + ((args.punctuations,) if args.punctuations else ())
         ).encode()
     ).hexdigest()
@@ -361,7 +278,7 @@ def _run(args: argparse.Namespace) -> int:
         queries = list(eng.queries.values())
         print(f"resuming from {ck} ({saved['rows']} input rows done)", file=sys.stderr)
     else:
-        eng = _engine(args)
+        eng = build_engine(args)
         try:
             results = eng.execute(text)
         except CQLError as e:
@@ -497,7 +414,7 @@ def _attach_static(eng: Any, args: argparse.Namespace) -> None:
 def _script(args: argparse.Namespace) -> int:
     from sluice.compat.runner import run_script
 
-    run = run_script(args.file, base=args.base, out_dir=args.out, engine=_engine(args))
+    run = run_script(args.file, base=args.base, out_dir=args.out, engine=build_engine(args))
     for msg in run.rejected:
         print(f"rejected: {msg}", file=sys.stderr)
     for dest, n in run.counts.items():
@@ -617,7 +534,10 @@ def _bench(args: argparse.Namespace) -> int:
     from sluice.experiments.bench import bench, table
 
     engines = tuple(e.strip() for e in args.engines.split(",") if e.strip())
-    doc = bench(args.queries.split(","), args.events, args.batch, args.rate, args.out, engines, args.master, args.check)
+    doc = bench(
+        args.queries.split(","), args.events, args.batch, args.rate, args.out, engines, args.master, args.check,
+        bench_opts(args),
+    )  # fmt: skip
     print(table(doc))
     print(f"wrote {args.out}", file=sys.stderr)
     return 0
@@ -626,11 +546,8 @@ def _bench(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from sluice.demo import run
 
-    run(args.requests, args.seed)
+    run(args.requests, args.data_seed, backend=args.backend, **engine_opts(args))
     return 0
-
-
-UNITS = [u.name.lower() for u in TimeUnit]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -660,13 +577,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--checkpoint-every", type=float, default=10.0, metavar="SECONDS", help="how often to checkpoint (default 10)"
     )
-    _engine_options(p)
+    add_engine_options(p)
     p.set_defaults(fn=_run)
     p = sub.add_parser("script", help="run a STREAM 0.6.0 script file unchanged")
     p.add_argument("file")
     p.add_argument("--base", default=None, help="directory the script's paths are relative to (default: .)")
     p.add_argument("--out", default=None, help="write outputs into this directory instead of the dest paths")
-    _engine_options(p)
+    add_engine_options(p)
     p.set_defaults(fn=_script)
     p = sub.add_parser("check", help="parse and bind CQL files; print each query's plan")
     p.add_argument("files", nargs="+")
@@ -729,6 +646,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("--master", default="local[2]", help="Spark master for the spark column")
     p.add_argument("--check", type=int, default=3000, help="events on which the engine must equal the reference first")
+    add_engine_options(p, exact=True)
     p.set_defaults(fn=_bench)
     p = sub.add_parser("serve", help="run Sluice as a server: HTTP API for queries, pushes, subscriptions, controls")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback; any other needs --token)")
@@ -756,11 +674,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="TICKS",
         help="system streams (SysQueues, …): a sample each time data time advances this much (default: 1 second)",
     )
-    _engine_options(p)
+    add_engine_options(p)
     p.set_defaults(fn=_serve)
     p = sub.add_parser("demo", help="the seed paper's web-proxy queries over a generated bursty stream")
-    p.add_argument("--requests", type=int, default=3000)
-    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--requests", type=_positive, default=3000)
+    p.add_argument("--data-seed", type=int, default=7, help="seed of the generated Requests stream")
+    add_engine_options(p)
     p.set_defaults(fn=_demo)
     args = parser.parse_args(argv)
     try:

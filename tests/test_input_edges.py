@@ -3,6 +3,7 @@ each bad option a one-line error (issue: nothing lost, nothing crashes)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -339,3 +340,33 @@ def test_the_vectorised_jsonl_reader_gives_the_per_line_answer(relation: bool) -
         assert sorted(got_errors) == sorted(errors + more)
 
     check()
+
+
+def test_demo_takes_the_engine_options(capsys: pytest.CaptureFixture[str]) -> None:
+    """`sluice demo` takes every command's engine options: the chosen scheduler runs it, the
+    engine's --seed is Sample()'s (the reference gets the same), the stream's is --data-seed."""
+    assert main(["demo", "--requests", "400", "--data-seed", "3", "--scheduler", "chain", "--seed", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "scheduler steps (chain)" in out
+    assert out.count("identical to the reference evaluator") == 6 and "DIFFERS" not in out
+
+
+def test_demo_under_a_memory_limit_reports_its_approximation(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--requests", "3000", "--memory-limit", "100KB"]) == 0
+    out = capsys.readouterr().out
+    assert "kept" in out and "differences from the exact answer (the approximation's)" in out
+    assert "DIFFERS" not in out  # an approximated answer is reported as one, not as a wrong answer
+
+
+def test_bench_takes_the_engine_options_that_keep_answers_exact(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "b.json"
+    argv = ["bench", "--queries", "q1", "--events", "2000", "--check", "500", "--engines", "embedded"]
+    assert main([*argv, "--scheduler", "chain", "--sharing", "off", "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["options"]["scheduler"] == "chain" and doc["options"]["sharing"] is False
+    assert doc["results"]["q1"]["duckdb"]["answer_equal"] is True
+    with pytest.raises(SystemExit):  # an approximating engine could not be checked equal to DuckDB
+        main([*argv, "--memory-limit", "1MB"])
+    assert "unrecognized arguments: --memory-limit" in capsys.readouterr().err

@@ -92,11 +92,16 @@ def _tables(rows: dict[str, list[Any]]) -> dict[str, Any]:
     return {s: to_table(["ts", *COLUMNS[s]], rs) for s, rs in rows.items()}
 
 
-def run_embedded(text: str, tables: dict[str, Any], batch: int) -> tuple[dict[str, Any], Any]:
+def run_embedded(
+    text: str, tables: dict[str, Any], batch: int, options: dict[str, Any] | None = None
+) -> tuple[dict[str, Any], Any]:
+    """``text`` over ``tables`` pushed ``batch`` events at a time; ``options``: the engine's
+    (scheduler, sharing, …: what ``sluice bench`` takes as every command's engine options).
+    """
     from sluice.backends.embedded import EmbeddedEngine
     from sluice.backends.rows import table_to_batch
 
-    eng = EmbeddedEngine(_catalog(), start=0)
+    eng = EmbeddedEngine(_catalog(), start=0, **(options or {}))
     q = eng.register_query(text)
     typed = {}
     for s, t in tables.items():  # typing the input is parsing, not the query's work
@@ -147,7 +152,7 @@ def run_embedded(text: str, tables: dict[str, Any], batch: int) -> tuple[dict[st
     }, q.results()
 
 
-def reference_check(text: str, rate: int, events: int) -> dict[str, Any]:
+def reference_check(text: str, rate: int, events: int, options: dict[str, Any] | None = None) -> dict[str, Any]:
     """The engine equals the reference evaluator on the first ``events`` events of the same input
     (the oracle computes every instant by definition, so the full run is out of its reach).
     """
@@ -161,8 +166,9 @@ def reference_check(text: str, rate: int, events: int) -> dict[str, Any]:
     cat = _catalog()
     cats: list[Any] = [(t, s, tuple(r)) for t, s, *r in categories()]
     data: dict[str, Any] = {k: [(r[0], tuple(r[1:])) for r in v] for k, v in rows.items()}
-    expected = evaluate(bind_query(cat, text), data, {"Category": cats}, start=0, until=until)
-    eng = EmbeddedEngine(cat, start=0)
+    seed = (options or {}).get("seed", 0)
+    expected = evaluate(bind_query(cat, text), data, {"Category": cats}, start=0, until=until, seed=seed)
+    eng = EmbeddedEngine(cat, start=0, **(options or {}))
     q = eng.register_query(text)
     eng.push("Category", categories())
     for name, rs in rows.items():
@@ -185,14 +191,20 @@ def run_duckdb(name: str, tables: dict[str, Any]) -> tuple[float, list[Any]]:
     return time.perf_counter() - t0, final
 
 
-def run_spark(text: str, tables: dict[str, Any], master: str) -> tuple[dict[str, Any], Any]:
+def run_spark(
+    text: str, tables: dict[str, Any], master: str, options: dict[str, Any] | None = None
+) -> tuple[dict[str, Any], Any]:
     from sluice.backends.spark.engine import SparkEngine
 
     def once(tabs: dict[str, Any]) -> tuple[float, Any, str]:
         from sluice.cql.ast import TimeUnit
 
         eng = SparkEngine(
-            master, workdir=tempfile.mkdtemp(prefix="sluice-bench-"), start=0, time_unit=TimeUnit.MILLISECOND
+            master,
+            workdir=tempfile.mkdtemp(prefix="sluice-bench-"),
+            start=0,
+            time_unit=TimeUnit.MILLISECOND,
+            **(options or {}),
         )
         eng.register_function("DOLTOEUR", doltoeur, "float", ["bigint"], vectorized=True)
         eng.execute(DDL)
@@ -269,14 +281,15 @@ def run_query(
     master: str,
     check: int = 3000,
     tables: dict[str, Any] | None = None,
+    options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     if tables is None:
         tables = generate(events, rate)
     text = (QUERY_DIR / f"{name}.cql").read_text()
     out: dict[str, Any] = {"query": " ".join(line for line in text.splitlines() if not line.startswith("--"))}
     out["events"] = events
-    out["reference_check"] = reference_check(text, rate, min(check, events)) if check else None
-    stats, answer = run_embedded(text, tables, batch)
+    out["reference_check"] = reference_check(text, rate, min(check, events), options) if check else None
+    stats, answer = run_embedded(text, tables, batch, options)
     out["embedded"] = stats
     expected: Counter[tuple[Any, ...]] | None = None
     if name in DUCKDB:
@@ -290,7 +303,7 @@ def run_query(
     if "spark" in engines:
         from sluice.reference.compare import diff_outputs
 
-        stats, got = run_spark(text, tables, master)
+        stats, got = run_spark(text, tables, master, options)
         if diff_outputs(answer, got):
             raise AssertionError(f"{name}: the Spark backend's answer differs from the embedded engine's")
         out["spark"] = {**stats, "answer_equal": True}
@@ -319,7 +332,11 @@ def bench(
     engines: tuple[str, ...] = ENGINES,
     master: str = "local[2]",
     check: int = 3000,
+    options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """Each of ``queries`` on ``engines`` beside DuckDB, answers checked equal first; ``options``:
+    the Sluice engines' options (both backends get the same).
+    """
     unknown = set(engines) - set(ENGINES)
     if unknown:
         raise ValueError(f"unknown engine(s) {', '.join(sorted(unknown))}; known: {', '.join(ENGINES)}")
@@ -330,10 +347,11 @@ def bench(
         for i, q in enumerate(queries):
             bar.set_postfix_str(q)
             say(f"{q} ...")
-            results[q] = run_query(q, events, batch, rate, engines, master, check, tables)
+            results[q] = run_query(q, events, batch, rate, engines, master, check, tables, options)
             # saved and printed as each query finishes: a long run that is stopped keeps what it did
             doc = write_results(
                 out, "nexmark", events=events, batch=batch, rate=rate, engines=list(engines), results=results,
+                options=options or {},
                 complete=i == len(queries) - 1,
             )  # fmt: skip
             lines = table({**doc, "results": {q: results[q]}}).split("\n")
