@@ -432,3 +432,41 @@ def test_the_feed_gives_each_punctuation_before_the_rows_after_it() -> None:
     assert _relation(q) == sorted([(k, 4 if k else 3) for k in range(20)], key=repr)
     (g,) = [op for op in eng.operators if isinstance(op, Aggregate)]
     assert len(g._counting.gid) <= 2  # the groups the punctuations closed are gone
+
+
+def test_the_log_merges_what_its_source_has_passed() -> None:
+    """400 punctuations (one value each) leave a handful of entries — the merged set, not one
+    entry each — while the source still rejects every punctuated value and a query registered
+    after the merge forgets by it (it applies the merged entry) with the same answers."""
+    eng = _orders("values")
+    log = eng.registry.source("F").punctuations
+    # the entries after the merged one weigh less than it (else they merge): 2× the set at most,
+    # where one entry a punctuation is 24 bytes each
+    assert len(log.of("oid")) <= 100 and log.nbytes() <= 2 * (16 + 8 * 400) + 24 and log.start("oid") > 300
+    late = eng.register_query("select oid, count(*) from F group by oid", name="late")
+    eng.push("F", [(2000, 5, 1), (2000, 399, 2), (2000, 500, 3)])  # 5 and 399 punctuated, 500 not
+    eng.punctuate("F", "oid", values=[500], ts=2000)
+    eng.push("F", [(2001, 500, 4)])
+    eng.close()
+    assert [m.split(": ")[1].split(" violates")[0] for m in eng.rejected()] == [
+        "element at ts 2000", "element at ts 2000", "element at ts 2001"
+    ]  # fmt: skip
+    # it reads F from its first instant: order 399's last fulfilment (stamped then) and 500's first
+    assert [r for r in _relation(late) if r[0] != 399] == [(500, 1)] and len(_relation(late)) == 2
+
+
+def test_bounds_merge_to_one_and_close_the_values_below_them() -> None:
+    eng = _orders("upto")
+    log = eng.registry.source("F").punctuations
+    assert len(log.of("oid")) <= 2 and log.nbytes() <= 2 * 16
+    eng.punctuate("F", "oid", values=[1000, 2])  # 2 is below the bound already
+    eng.push("F", [(2000, 1000, 1)])
+    eng.punctuate("F", "oid", upto=1500, ts=2000)
+    eng.push("F", [(2001, 1000, 1), (2001, 1600, 1)])
+    eng.close()
+    assert [m.split(": ")[1].split(" violates")[0] for m in eng.rejected()] == [
+        "element at ts 2000",
+        "element at ts 2001",
+    ]
+    (merged,) = log.of("oid")  # all passed: one entry, the bound's, with no value below it
+    assert merged[1] is None and merged[2] == 1500

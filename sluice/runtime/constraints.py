@@ -253,20 +253,53 @@ class _Unique:
 
 class PunctuationLog(Part):
     """A stream's punctuations, per attribute (lower case) in order of ``τ`` (ticks): each says no
-    element stamped after ``τ`` has one of ``values`` (a sorted array) or a value ≤ ``upto``.  Kept
-    by the source (a part of its state); a punctuation is only ever added at or after the instants
-    the source has released, so whoever has applied the ones up to some ``τ`` finds every later
-    one after them.
+    element stamped after ``τ`` has one of ``values`` (a sorted array) and none a value ≤ ``upto``
+    (either may be None).  Kept by the source (a part of its state); a punctuation is only ever
+    added at or after the instants the source has released, so whoever has applied the ones up to
+    some ``τ`` finds every later one after them.
+
+    Readers (``_Punctuated``) count what they applied in *absolute* positions: ``compact`` merges
+    the punctuations at or before an instant the source has released into one — the set union and
+    the largest bound, at the latest ``τ`` — and ``start`` says the absolute position of the first
+    entry kept, so a reader behind the merge applies the merged one again (a union and a maximum:
+    applying twice changes nothing).  Merged later than some of its parts, a punctuation closes a
+    value for a reader no earlier than the parts did (a join forgets no sooner); the source's own
+    check needs none of them early, having released every element stamped at or before it.
     """
 
-    STATE = ("entries",)
+    STATE = ("entries", "starts")
 
     def __init__(self, stream: str) -> None:
         self.stream = stream
         self.entries: dict[str, list[tuple[int, np.ndarray | None, Any]]] = {}  # column → (τ, values, upto)
+        self.starts: dict[str, int] = {}  # column → the absolute position of its first entry kept
 
     def of(self, column: str) -> list[tuple[int, np.ndarray | None, Any]]:
         return self.entries.setdefault(column.lower(), [])
+
+    def start(self, column: str) -> int:
+        return self.starts.get(column.lower(), 0)
+
+    def compact(self, through: int) -> None:
+        """Merge each attribute's punctuations with ``τ`` ≤ ``through`` (the source released every
+        element stamped ≤ it) into one, once those after the first weigh as much as it (so a log
+        of many punctuations costs its merged size, not one entry each, and merging stays linear).
+        """
+        for column, es in self.entries.items():
+            n = 0
+            while n < len(es) and es[n][0] <= through:
+                n += 1
+            if n < 2 or sum(_weight(e) for e in es[1:n]) < _weight(es[0]):
+                continue
+            bounds = [e[2] for e in es[:n] if e[2] is not None]
+            bound = max(bounds) if bounds else None
+            sets = [e[1] for e in es[:n] if e[1] is not None]
+            values = np.unique(np.concatenate(sets)) if sets else None
+            if values is not None and bound is not None:
+                values = values[~(values <= bound)]  # (the bound closes them already)
+            merged = (es[n - 1][0], values if values is not None and len(values) else None, bound)
+            es[:n] = [merged]
+            self.starts[column] = self.start(column) + n - 1
 
     def add(self, column: str, tau: int, values: np.ndarray | None, upto: Any) -> None:
         entries = self.of(column)
@@ -276,14 +309,20 @@ class PunctuationLog(Part):
         entries.insert(i, (tau, None if values is None else np.unique(values), upto))
 
     def nbytes(self) -> int:
-        return sum(16 + (0 if v is None else int(v.nbytes)) for es in self.entries.values() for _, v, _ in es)
+        return sum(_weight(e) for es in self.entries.values() for e in es)
+
+
+def _weight(entry: tuple[int, np.ndarray | None, Any]) -> int:
+    """An entry's bytes: its instant and bound, and its values."""
+    return 16 + (0 if entry[1] is None else int(entry[1].nbytes))
 
 
 def _matches(entry: tuple[int, np.ndarray | None, Any], v: np.ndarray) -> np.ndarray:
     _, values, upto = entry
-    if values is None:
-        return np.asarray(v <= upto, dtype=bool)
-    return np.isin(v, values)
+    out = np.isin(v, values) if values is not None else np.zeros(len(v), dtype=bool)
+    if upto is not None:
+        out |= np.asarray(v <= upto, dtype=bool)
+    return out
 
 
 class _Punctuated:
@@ -307,23 +346,27 @@ class _Punctuated:
         self.log, self.column = None, state["column"]
         self.applied, self.closed_set, self.floor = state["applied"], state["closed_set"], state["floor"]
 
-    def _entries(self) -> list[tuple[int, np.ndarray | None, Any]]:
+    def _entries(self) -> tuple[list[tuple[int, np.ndarray | None, Any]], int]:
+        """The log's entries for the column, and where in them the first not yet applied is."""
         if self.log is None:
             raise InternalError("a punctuation check restored without its stream's log")
-        return self.log.of(self.column)
+        first = self.log.start(self.column)
+        return self.log.of(self.column), max(self.applied - first, 0)
 
     def advance(self, through: int, strict: bool = False) -> bool:
         """Apply the punctuations with ``τ`` ≤ ``through`` (< if ``strict``); True if any."""
-        entries, n = self._entries(), self.applied
+        entries, n = self._entries()
+        begin = n
         while n < len(entries) and (entries[n][0] < through if strict else entries[n][0] <= through):
             _, values, upto = entries[n]
-            if values is None:
+            if upto is not None:
                 self.floor = upto if self.floor is None else max(self.floor, upto)
-            else:
+            if values is not None:
                 self.closed_set.add(values)
             n += 1
-        done, self.applied = n > self.applied, n
-        return done
+        if n > begin:
+            self.applied = self.log.start(self.column) + n if self.log is not None else n
+        return n > begin
 
     def violations(self, v: np.ndarray, ts: np.ndarray | None = None) -> np.ndarray:
         """Elements (values ``v`` stamped ``ts``, in the stream's order) a punctuation before them excludes."""
@@ -332,8 +375,8 @@ class _Punctuated:
         assert ts is not None
         self.advance(int(ts[0]), strict=True)  # (what follows is stamped ≥ ts[0])
         bad = self.closed(v)
-        entries, last = self._entries(), int(ts[-1])
-        for e in entries[self.applied :]:
+        (entries, n), last = self._entries(), int(ts[-1])
+        for e in entries[n:]:
             if e[0] >= last:
                 break
             bad |= (ts > e[0]) & _matches(e, v)

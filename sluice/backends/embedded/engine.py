@@ -64,8 +64,9 @@ from sluice.scheduling.strategies import Strategy
 # same operator names and kinds to another plan); 10 since DISTINCT keeps its counts as a counting
 # part (``Counting``), not a dictionary of rows; 11 since a selection keeps the profile of its
 # conjuncts (a ``Monitor`` part) and a join of three or more inputs may be one ``DataflowJoin``;
-# 12 since a source keeps its punctuations (a ``PunctuationLog`` part)
-SNAPSHOT_FORMAT = 12
+# 12 since a source keeps its punctuations (a ``PunctuationLog`` part); 13 since the log keeps
+# where its first entry kept stands (it merges the punctuations its source has passed)
+SNAPSHOT_FORMAT = 13
 # EmbeddedEngine.checkpoint's: 2 since operator protocol v2 (checkpoints without it are format 1,
 # whose objects this version would misread: refused with a message, never run); 3 since operators
 # are built from specs and the engine is a session over a registry, a scheduler loop and an inspector;
@@ -79,8 +80,9 @@ SNAPSHOT_FORMAT = 12
 # its counts as a counting part; 12 since a selection orders its conjuncts (a monitor an older
 # pickle lacks) and the planner may build dataflow joins; 13 since sources keep punctuations;
 # 14 since queues index their batches (a list with a head and each batch's start) and the loop
-# keeps its units' has-work answers between runs
-CHECKPOINT_FORMAT = 14
+# keeps its units' has-work answers between runs; 15 since a punctuation log merges what its source
+# has passed (a field an older pickle lacks)
+CHECKPOINT_FORMAT = 15
 
 
 def _plan_mark(o: Operator) -> str:

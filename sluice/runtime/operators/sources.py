@@ -100,11 +100,6 @@ class Source(Operator):
         return self.admission.max_seen
 
     @property
-    def watermark_out(self) -> int:
-        """Every element stamped ≤ this (ticks) has been released."""
-        return self._wm_out
-
-    @property
     def messages(self) -> list[str]:
         return self.admission.messages
 
@@ -223,6 +218,8 @@ class Source(Operator):
             self.output.ended = True
             n += rows.num_rows
         self.advance(done)
+        if self.punctuations.entries:
+            self.punctuations.compact(self._wm_out)  # every element stamped ≤ it is released and checked
         return n
 
     def _check_constraints(self, b: pa.Table) -> pa.Table:
