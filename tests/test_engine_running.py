@@ -275,3 +275,32 @@ def test_estimates_must_be_finite() -> None:
     eng = EmbeddedEngine(scheduler="chain")
     with pytest.raises(SluiceError, match="finite"):
         eng.set_estimates({"select#1": (1e-3, float("nan"))})
+
+
+def test_a_quantum_is_time_each_operator_takes_as_many_tuples_as_its_cost_allows() -> None:
+    """Round-robin's quantum (Chain §4.3: "a fixed time quantum") is the same time for every
+    operator: one costing a quarter of the mean takes four times the tuples a turn, one costing
+    four times it a quarter — not the same number of tuples each (budget × quantum)."""
+    eng = EmbeddedEngine(scheduler="round-robin", budget=16)
+    eng.execute("register stream S (A integer, B integer)")
+    eng.register_query("select A from S where A >= 0 and B >= 0")
+    eng.register_query("Istream(select A, B from S [Range Unbounded] where B >= 0)")
+    ops = [o for o in eng.operators if o.kind not in ("Output", "StreamSource")]
+    # a dear selection, a cheap one, and a projection between them (seconds per tuple)
+    costs = {o.name: {"select#1": 4e-3, "select#3": 0.5e-3}.get(o.name, 1e-3) for o in ops}
+    eng.set_estimates({n: (c, 1.0) for n, c in costs.items()})
+    eng.push("S", [(t, t, t) for t in range(400)])
+    taken: dict[str, list[int]] = {}
+    before = {o.name: o.tuples_in for o in ops}
+    while eng.run(max_steps=1):
+        u = eng.loop.last
+        assert u is not None
+        (op,) = u.ops
+        taken.setdefault(op.name, []).append(op.tuples_in - before[op.name])
+        before[op.name] = op.tuples_in
+    mean = sum(costs.values()) / len(costs)
+    first = {o.name for o in ops if any(r.queue.name == "S" for r in o.readers)}  # (a backlog of 400)
+    assert first == {"select#1", "select#3"}
+    for name, turns in taken.items():
+        want = round(16 * mean / costs[name])  # tuples a full turn gives it
+        assert max(turns) == want if name in first else max(turns) <= want, (name, turns[:5], want)

@@ -135,9 +135,15 @@ class EngineView:
         return float(max((s.max_seen for s in self.sources.values()), default=0))
 
     def oldest(self, u: EngineUnit) -> float:
+        """The timestamp of the oldest element the unit holds; with none, the oldest instant its
+        turn would complete (a source releasing, time moving on): a heartbeat is an element of
+        its instant too (STREAM §3), and a join waiting for it must not wait behind every newer tuple.
+        """
         stamps = [r.queue.next_ts(r.cursor) for op in u.ops for r in op.readers]
         vals = [s for s in stamps if s is not None]
-        return float(min(vals)) if vals else float("inf")
+        if vals:
+            return float(min(vals))
+        return float(min(op.watermark_out for op in u.ops) + 1) if u.ops else float("inf")
 
     def unit_memory(self, u: EngineUnit) -> float:
         total = 0.0

@@ -48,6 +48,11 @@ class SchedulerLoop:
         self._position: dict[int, int] = {}
         self._dirty: set[int] = set()  # units whose answer may have changed since asked
         self._outputs: tuple[int, list[Any]] = (-1, [])  # (registry version, its output operators)
+        # per unit of ``_units``: the tuples one time unit of the strategies' model gives it
+        # (``_per_time_unit``); a time unit is ``time_unit_seconds`` when set, else the time of
+        # ``budget`` tuples at the units' mean cost per tuple
+        self._scale: list[float] = []
+        self.time_unit_seconds: float | None = None
         self.last: EngineUnit | None = None  # the unit this run's last decision ran (None: none yet)
         self.set_scheduler(scheduler)
 
@@ -55,6 +60,11 @@ class SchedulerLoop:
         state = dict(self.__dict__)
         state.update(_work=[], _work_for=None, _position={}, _dirty=set(), last=None)  # keyed by ids: asked anew
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.__dict__.setdefault("_scale", [])  # (a checkpoint of format 15 from before it: re-measured)
+        self.__dict__.setdefault("time_unit_seconds", None)
 
     def set_scheduler(self, scheduler: str | Strategy, **options: Any) -> None:
         """A name from ``sluice.scheduling.strategies.STRATEGIES`` (with modifiers) or a strategy."""
@@ -91,6 +101,7 @@ class SchedulerLoop:
         # operators on no path to an output (none today) still get run
         units += [EngineUnit((o,), -1, 0, 0, o.name) for o in inner if id(o) not in covered]
         self._units = units
+        self._scale = _per_time_unit(units, model, self.budget, self.time_unit_seconds)
         # every operator's (cost, selectivity) given: re-preparing would compute the same priorities
         self._given = bool(inner) and all(o.name in self.stats.static for o in inner)
         self._index_units(units, list(reg.sources.values()))
@@ -175,14 +186,17 @@ class SchedulerLoop:
             ready = [u for u, w in zip(units, work, strict=True) if w]
             if ready:
                 u = self.strategy.choose(ready, self.view)
-                # One time unit of the strategies' model is one turn of `budget` tuples; a quantum
-                # (round-robin's, a `+limited` discipline's) scales the turn, and the unit is
-                # charged the fraction of a time unit it used.
+                # One time unit of the strategies' model is the time of `budget` tuples at the units'
+                # mean cost per tuple: a quantum (round-robin's, a `+limited` discipline's) is time
+                # (Chain §4.3, Jiang §3.2), so a unit gets as many tuples of it as its own cost
+                # allows, and is charged the fraction of a time unit it used.
+                pos = self._position[id(u)]
                 budget = self.strategy.budget(u)
+                per_unit = budget * self._scale[pos] / self.budget if pos < len(self._scale) else float(budget)
                 quantum = self.strategy.quantum(u)
                 if quantum is not None:
-                    budget = max(1, round(budget * quantum))
-                dirty.update(affects[self._position[id(u)]])
+                    budget = max(1, round(per_unit * quantum))
+                dirty.update(affects[pos])
                 try:
                     done = u.run(budget)
                 except OperatorFailure as f:
@@ -190,7 +204,7 @@ class SchedulerLoop:
                     outputs = self._current_outputs()  # (the failed query's output is gone)
                     continue
                 self.last = u
-                self.strategy.charge(u, max(done, 1) / self.strategy.budget(u), self.view)
+                self.strategy.charge(u, max(done, 1) / per_unit, self.view)
                 self._since_prepare += 1
                 steps += 1
             done_out = False
@@ -210,3 +224,23 @@ class SchedulerLoop:
                 break
         self.steps += steps
         return steps
+
+
+def _per_time_unit(units: list[EngineUnit], model: list[Any], budget: int, seconds: float | None) -> list[float]:
+    """Per unit, the tuples one time unit gives it: ``seconds`` over its cost per input tuple (its
+    operators' costs, each weighted by what reaches it), or without ``seconds`` ``budget`` times the
+    units' mean cost over its own; ``budget`` where a cost is not known yet.  So a time quantum is
+    the same time for every unit, not the same tuples (an operator below one of selectivity above 1
+    would otherwise receive more a turn than it takes).
+    """
+    costs = []
+    for u in units:
+        c, reach = 0.0, 1.0
+        if 0 <= u.path < len(model):
+            for o in model[u.path].ops[u.first : u.last + 1]:
+                c, reach = c + reach * o.cost, reach * o.sel
+        costs.append(c if math.isfinite(c) else 0.0)
+    known = [c for c in costs if c > 0]
+    mean = sum(known) / len(known) if known else 0.0
+    unit = seconds if seconds else budget * mean
+    return [unit / c if c > 0 and unit > 0 else float(budget) for c in costs]

@@ -298,6 +298,11 @@ class Operator(Part):
         return sum(s.nbytes for s in self.synopses())
 
     @property
+    def watermark_out(self) -> int:
+        """Every instant ≤ this (ticks) is complete in its output."""
+        return self._wm_out
+
+    @property
     def busy_seconds(self) -> float:
         """The time its runs took so far (``statistics().seconds`` without sizing its state)."""
         return self._seconds
