@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from sluice.backends.embedded import EmbeddedEngine
@@ -134,8 +135,12 @@ def test_jiang_on_engine_runs_the_116_operators_as_cql(tmp_path, monkeypatch) ->
         assert len(r["engine"]) == len(r["model"]) == 4  # the four load phases
         assert r["fixed_work_per_slot"] > 0  # heartbeats move time through every operator
         assert r["outputs"] > 0
+        assert len(r["turns_per_tuple_by_phase"]) == 4 and r["cost_scale_to_match"] is not None
+    shares = s["results"]["threshold"]["saving_share_by_phase"]
+    assert len(shares) == 4 and all(0 <= x <= 1 for x in shares)
+    assert s["results"]["chain"]["saving_share_by_phase"] is None and s["cost_spread"] >= 1
     assert s["setup"]["chart_operators"] == 116 and s["setup"]["sharing"] is False
-    assert [type(c["agrees"]) for c in s["agreement"]] == [bool] * 5
+    assert len(s["agreement"]) == 5 and all(c["agrees"] in (True, False, None) for c in s["agreement"])
     assert (tmp_path / "jiang-on-engine.json").exists()
 
 
@@ -144,3 +149,54 @@ def test_heartbeat_work_is_fixed_per_slot_not_charged_per_tuple() -> None:
     e = on_engine.play("chain-two-ops", {"q": [0] * 20}, "fifo", on_engine.calibrate(20_000), 1)
     assert e["outputs"] == 0 and e["fixed_work_per_slot"] > 0
     assert all(o.cost == 1e-9 for p in e["paths"] for o in p.ops)  # nothing read: no cost per tuple
+
+
+def test_cost_to_match_recovers_the_scale_that_made_the_queue() -> None:
+    """The model's queue at costs × 1.25 is the target: the bisection finds 1.25 again (and says
+    when no factor in 0.5–2 reaches the target)."""
+    import statistics
+
+    from sluice.scheduling.model import Op, Path
+    from sluice.scheduling.simulator import simulate
+    from sluice.scheduling.strategies import make
+
+    paths = [Path("q", (Op("a", 0.3, 0.5), Op("b", 1.2, 1.0)))]
+    arrivals = {"q": [1, 2, 0, 1, 3, 0, 0, 1, 2, 1] * 20}
+    scaled = [Path("q", (Op("a", 0.375, 0.5), Op("b", 1.5, 1.0)))]
+    target = statistics.fmean(simulate(scaled, arrivals, make("fifo"), 200, preemptive=False, whole=True).memory)
+    assert on_engine.cost_to_match(paths, arrivals, "fifo", 200, target) == pytest.approx(1.25, abs=0.01)
+    assert on_engine.cost_to_match(paths, arrivals, "fifo", 200, 1e9) == ">2.0"
+    rows = {
+        s: {"measured_paths": {"q#0": [["a@0", c, 0.5], ["b@0", 1.0, 1.0], ["w@0", 0.01, 1.0]]}}
+        for s, c in (("chain", 0.4), ("fifo", 0.5))
+    }
+    assert on_engine.cost_spread(rows) == 1.25  # a's 0.5 over 0.4; w (a hundredth of the work) left out
+
+
+def test_jiang_joins_get_small_windows_meeting_both_selectivities() -> None:
+    from sluice.experiments.jiang_engine import join_shape
+
+    for left, right in [(0.2, 0.3), (0.5, 1.7), (0.77, 0.41), (1.9, 1.2), (1.0, 1.0)]:
+        m, rows_l, rows_r = join_shape(left, right)
+        assert m <= 20 and max(rows_l, rows_r) <= 40
+        # an arrival on the left meets rows_r/m partners on average, one on the right rows_l/m
+        assert rows_r / m == pytest.approx(left, rel=0.1) and rows_l / m == pytest.approx(right, rel=0.1)
+
+
+def test_warm_up_rows_fill_windows_but_are_not_measured() -> None:
+    """Rows before slot 0 reach the join's windows (more output from the first arrivals) but no
+    output, cost or selectivity of theirs is counted."""
+
+    def build(strategy: str, per_round: float, budget: int | None) -> tuple[Any, list[Any]]:
+        eng = on_engine.engine(strategy, budget, 2, ["L", "R"], start=-50)
+        q = eng.register_query("Istream(SELECT L.A0 FROM L [Rows 10], R [Rows 10] WHERE L.K % 2 = R.K % 2)")
+        return eng, [q]
+
+    arrivals = {"L": [1, 0, 1, 0], "R": [0, 1, 0, 1]}
+    cold = on_engine.play(build, arrivals, "fifo", on_engine.calibrate(20_000), 1, width=2)
+    warm = on_engine.play(build, arrivals, "fifo", on_engine.calibrate(20_000), 1, width=2,
+                          warm=lambda rng, n: {}, warm_rows=50)  # fmt: skip
+    assert cold["outputs"] < warm["outputs"] <= 4 * 10  # four arrivals, each meeting ≤ 10 rows
+    joins = [o for p in warm["paths"] for o in p.ops if "join" in o.name]  # its two sides
+    assert len(joins) == 2 and all(0 < o.sel <= 10 for o in joins)  # per tuple in since slot 0
+    assert len(warm["memory"]) == 4 and warm["memory"][0] <= 1
