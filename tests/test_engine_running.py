@@ -304,3 +304,16 @@ def test_a_quantum_is_time_each_operator_takes_as_many_tuples_as_its_cost_allows
     for name, turns in taken.items():
         want = round(16 * mean / costs[name])  # tuples a full turn gives it
         assert max(turns) == want if name in first else max(turns) <= want, (name, turns[:5], want)
+    # a time unit in seconds: each takes that time's worth, whatever budget the strategy names
+    for scheduler in ("round-robin", "round-robin:budget=4"):
+        eng = EmbeddedEngine(scheduler=scheduler, budget=16)
+        eng.execute("register stream S (A integer, B integer)")
+        eng.register_query("select A from S where A >= 0 and B >= 0")
+        eng.set_estimates({o.name: (1e-3, 1.0) for o in eng.operators if o.kind not in ("Output", "StreamSource")})
+        eng.loop.time_unit_seconds = 8e-3
+        eng.push("S", [(t, t, t) for t in range(100)])
+        assert eng.run(max_steps=1) == 1
+        (op,) = eng.loop.last.ops
+        assert op.tuples_in == 8, scheduler
+    with pytest.raises(SluiceError, match="positive number of seconds"):
+        eng.loop.time_unit_seconds = 0.0

@@ -351,7 +351,7 @@ def bench(
             # saved and printed as each query finishes: a long run that is stopped keeps what it did
             doc = write_results(
                 out, "nexmark", events=events, batch=batch, rate=rate, engines=list(engines), results=results,
-                options=options or {},
+                options={"scheduler": "the engine's default", **(options or {})},
                 complete=i == len(queries) - 1,
             )  # fmt: skip
             lines = table({**doc, "results": {q: results[q]}}).split("\n")

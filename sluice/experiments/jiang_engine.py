@@ -198,14 +198,15 @@ def _saving(switches: list[tuple[float, str]], slots: int) -> list[float]:
 
 def _spread(costs: dict[str, dict[str, float]]) -> float:
     """The most one operator's measured cost per tuple differs between the strategies' runs (max
-    over min), over the operators doing at least a hundredth of the work: the measurement's noise.
+    over min), over the operators costing at least a hundredth of all of them per tuple: the
+    measurement's noise and each strategy's share of decisions in its turns together.
     """
     names = set.intersection(*(set(c) for c in costs.values())) if costs else set()
     total = max((sum(c.values()) for c in costs.values()), default=0.0)
     ratios = [
         max(c[n] for c in costs.values()) / min(c[n] for c in costs.values())
         for n in names
-        if min(c[n] for c in costs.values()) > 0 and max(c[n] for c in costs.values()) >= 0.01 * total
+        if min(c[n] for c in costs.values()) > 1e-9 and max(c[n] for c in costs.values()) >= 0.01 * total
     ]
     return round(max(ratios, default=1.0), 3)
 
@@ -427,7 +428,9 @@ def _noise(scales: dict[str, Any], spread: float | None) -> str:
     outside = [s for s in scales if s not in inside]
     parts = []
     if inside:
-        parts.append(f"for {', '.join(inside)} within that noise (one mean cost per operator, amplified by queueing)")
+        parts.append(
+            f"for {', '.join(inside)} within that difference (one mean cost per operator, amplified by queueing)"
+        )
     if outside:
         parts.append(
             f"for {', '.join(outside)} beyond it, not yet explained (the model is given each operator's share "
@@ -572,7 +575,8 @@ def agreement(rows: dict[str, Any], realised: list[float], spread: float | None 
             + ", ".join(f"{v} ({s})" for s, v in scales.items())
             + " (cost_scale_to_match)"
             + (
-                f", while one operator's cost measured in the four runs differs by up to ×{spread} (cost_spread)"
+                f", while one operator's measured cost differs between the four runs by up to ×{spread} "
+                "(cost_spread: noise, and each strategy's decisions in its turns)"
                 if spread
                 else ""
             )

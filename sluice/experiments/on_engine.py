@@ -359,7 +359,9 @@ def play(
             opz.append(Op(f"{o.name}@{k}", cost, ost.selectivity if ost.tuples_in else 1.0, partner))
         model.append(Path(f"{stream}#{k}", tuple(opz)))
     own = sum(ost.seconds for ost, _ in st_of.values()) / slot
-    switches = [(float(t), str(m)) for t, m in getattr(eng.loop.strategy, "switches", [])]  # (threshold's)
+    # threshold's switches, those during the warm-up too (its mode at slot 0 is the last of them;
+    # its running mean memory carries the warm-up as well)
+    switches = [(float(t), str(m)) for t, m in getattr(eng.loop.strategy, "switches", [])]
     eng.close()
     return {
         "memory": memory,
@@ -376,6 +378,7 @@ def play(
         # every operator), apart from the operators' costs per tuple
         "fixed_work_per_slot": fixed,
         "busy": busy,  # time units the engine worked, over the run's slots
+        "tuples_in": {o.name: st.tuples_in for o, (st, _) in zip(ops, st_of.values(), strict=True)},  # from slot 0
         "turns_at": turns_at,
         "turns": turns,  # scheduling decisions (operator or unit turns) over the run
         "switches": switches,  # a switching strategy's (engine time, mode it switched to)
@@ -508,14 +511,15 @@ def cost_to_match(
 
 def cost_spread(rows: dict[str, Any]) -> float:
     """The most the same operator's measured cost per tuple differs between the strategies' runs
-    (max over min), over the operators doing a tenth of a path's work or more: the measurement's noise.
+    (max over min), over the operators costing a tenth of their path's per-tuple costs or more: the
+    measurement's noise and each strategy's share of decisions in its turns together.
     """
     costs: dict[str, list[float]] = {}
     for r in rows.values():
         for ops in r["measured_paths"].values():
             total = sum(c for _, c, _ in ops)
             for name, c, _ in ops:
-                if c >= 0.1 * total:
+                if c >= 0.1 * total and c > 1e-9:  # (1e-9: read nothing)
                     costs.setdefault(name, []).append(c)
     return round(max((max(v) / min(v) for v in costs.values() if min(v) > 0), default=1.0), 3)
 
@@ -544,13 +548,13 @@ def _cost_why(rows: dict[str, Any], med: float | None) -> str:
         f" The model predicts {1 / med:.2f}× the engine's queue (median). It would match with every "
         "operator's cost scaled by "
         + ", ".join(f"{k} ({s})" for s, k in scales.items())
-        + f" (cost_scale_to_match), while the same operator's cost measured in the four runs differs by up "
-        f"to ×{spread}: "
+        + f" (cost_scale_to_match), while the same operator's measured cost differs between the four runs by "
+        f"up to ×{spread} (cost_spread: noise, and each strategy's decisions in its turns): "
     )
     if within:
         text += (
-            f"for {', '.join(within)} the difference is within that noise (one mean cost per operator, "
-            "amplified by queueing)"
+            f"for {', '.join(within)} the difference is within that between-run difference (one mean cost "
+            "per operator, amplified by queueing)"
         )
     if beyond:
         text += ("; " if within else "") + f"for {', '.join(beyond)} it is not: "
@@ -571,10 +575,11 @@ def _where(rows: dict[str, Any], s: str) -> str:
     if cv is None or busy is None:
         return f"under {s} {share:.0%} of the engine's queue waited at {op} (held_by; not yet explained)"
     return (
-        f"under {s} {share:.0%} of the engine's queue waited at {op}, whose turns' time per tuple varied with "
-        f"a coefficient of variation of {cv} (cost_cv) where the model's is one fixed cost, the engine busy "
-        f"{busy} of a slot: a queue grows with the variance of service times as well as their mean "
-        f"(Pollaczek–Khinchine: by 1 + CV² = {1 + cv * cv:.2f} for one server), the more so near saturation"
+        f"under {s} about {share:.0%} of the engine's queue waited at {op} (held_by, counted after each slot's "
+        f"arrivals), whose turns' time per tuple varied with a coefficient of variation of {cv} (cost_cv) "
+        f"where the model's is one fixed cost, the engine busy {busy} of a slot — a likely cause, not checked "
+        "here: a queue grows with the variance of service times as well as their mean (Pollaczek–Khinchine: "
+        f"by 1 + CV² = {1 + cv * cv:.2f} for one server), the more so near saturation"
     )
 
 

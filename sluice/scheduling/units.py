@@ -67,7 +67,8 @@ class SchedulingView(Protocol[U_contra]):
     """What strategies read of the system running them — the simulator or the engine.
 
     ``now``: the current time; ``oldest(u)``: arrival time of the oldest tuple in the unit's queues
-    (inf if none); ``unit_memory(u)``: memory its queues hold; ``memory()``: all queue memory.
+    (inf if none; in the engine a unit with no tuple but time to move on is as old as the instant
+    its turn completes); ``unit_memory(u)``: memory its queues hold; ``memory()``: all queue memory.
     """
 
     @property

@@ -52,7 +52,7 @@ class SchedulerLoop:
         # (``_per_time_unit``); a time unit is ``time_unit_seconds`` when set, else the time of
         # ``budget`` tuples at the units' mean cost per tuple
         self._scale: list[float] = []
-        self.time_unit_seconds: float | None = None
+        self._time_unit: float | None = None
         self.last: EngineUnit | None = None  # the unit this run's last decision ran (None: none yet)
         self.set_scheduler(scheduler)
 
@@ -63,8 +63,22 @@ class SchedulerLoop:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self.__dict__.setdefault("_scale", [])  # (a checkpoint of format 15 from before it: re-measured)
-        self.__dict__.setdefault("time_unit_seconds", None)
+        if "_scale" not in state:  # (a checkpoint of format 15 from before it: units built anew)
+            self.__dict__.update(_scale=[], _time_unit=None, _units=None)
+
+    @property
+    def time_unit_seconds(self) -> float | None:
+        """Seconds in one time unit of the strategies' model (a quantum is time: Chain §4.3); None:
+        the time of ``budget`` tuples at the units' mean cost per tuple.
+        """
+        return self._time_unit
+
+    @time_unit_seconds.setter
+    def time_unit_seconds(self, seconds: float | None) -> None:
+        if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
+            raise SluiceError(f"a time unit must be a positive number of seconds, not {seconds}")
+        self._time_unit = seconds
+        self._units = None  # (the units' tuples per time unit change)
 
     def set_scheduler(self, scheduler: str | Strategy, **options: Any) -> None:
         """A name from ``sluice.scheduling.strategies.STRATEGIES`` (with modifiers) or a strategy."""
@@ -101,7 +115,7 @@ class SchedulerLoop:
         # operators on no path to an output (none today) still get run
         units += [EngineUnit((o,), -1, 0, 0, o.name) for o in inner if id(o) not in covered]
         self._units = units
-        self._scale = _per_time_unit(units, model, self.budget, self.time_unit_seconds)
+        self._scale = _per_time_unit(units, model, self.budget, self._time_unit)
         # every operator's (cost, selectivity) given: re-preparing would compute the same priorities
         self._given = bool(inner) and all(o.name in self.stats.static for o in inner)
         self._index_units(units, list(reg.sources.values()))
@@ -192,7 +206,10 @@ class SchedulerLoop:
                 # allows, and is charged the fraction of a time unit it used.
                 pos = self._position[id(u)]
                 budget = self.strategy.budget(u)
-                per_unit = budget * self._scale[pos] / self.budget if pos < len(self._scale) else float(budget)
+                per_unit = float(budget)  # tuples one time unit gives the unit
+                scale = self._scale[pos] if pos < len(self._scale) else 0.0  # (0: its cost not known yet)
+                if scale > 0:  # seconds given: its own; else relative to the engine's budget
+                    per_unit = scale if self._time_unit else budget * scale / self.budget
                 quantum = self.strategy.quantum(u)
                 if quantum is not None:
                     budget = max(1, round(per_unit * quantum))
@@ -229,9 +246,9 @@ class SchedulerLoop:
 def _per_time_unit(units: list[EngineUnit], model: list[Any], budget: int, seconds: float | None) -> list[float]:
     """Per unit, the tuples one time unit gives it: ``seconds`` over its cost per input tuple (its
     operators' costs, each weighted by what reaches it), or without ``seconds`` ``budget`` times the
-    units' mean cost over its own; ``budget`` where a cost is not known yet.  So a time quantum is
-    the same time for every unit, not the same tuples (an operator below one of selectivity above 1
-    would otherwise receive more a turn than it takes).
+    units' mean cost over its own; 0 where a cost is not known yet (a turn is then the strategy's
+    budget).  So a time quantum is the same time for every unit, not the same tuples (an operator
+    below one of selectivity above 1 would otherwise receive more a turn than it takes).
     """
     costs = []
     for u in units:
@@ -243,4 +260,4 @@ def _per_time_unit(units: list[EngineUnit], model: list[Any], budget: int, secon
     known = [c for c in costs if c > 0]
     mean = sum(known) / len(known) if known else 0.0
     unit = seconds if seconds else budget * mean
-    return [unit / c if c > 0 and unit > 0 else float(budget) for c in costs]
+    return [unit / c if c > 0 and unit > 0 else 0.0 for c in costs]

@@ -62,7 +62,9 @@ class DynamicPriority(_Wrapper):
     def choose(self, ready: Sequence[U], view: SchedulingView[U]) -> U:
         ages = {u: max(0.0, view.now - view.oldest(u)) for u in ready}
         sizes = {u: view.unit_memory(u) for u in ready}
-        amax = max(ages.values()) or 1.0
+        # (a unit holding no tuple — time to move on in the engine — has no memory to weigh and
+        # its age, the instant its turn completes, must not shrink every other unit's)
+        amax = max((a for u, a in ages.items() if sizes[u] > 0), default=0.0) or 1.0
         smax = max(sizes.values()) or 1.0
 
         def key(u: U) -> tuple[float, float, float]:
