@@ -563,7 +563,7 @@ def _cost_why(rows: dict[str, Any], med: float | None) -> str:
 
 
 def _where(rows: dict[str, Any], s: str) -> str:
-    """Where the engine's queue waited under strategy ``s``, and (round-robin) why, in words."""
+    """Where the engine's queue waited under strategy ``s``, and whether its service times varied, in words."""
     r = rows[s]
     held = r.get("held_by") or {}
     if not held or not r["engine"]["mean_queue"]:
@@ -574,12 +574,17 @@ def _where(rows: dict[str, Any], s: str) -> str:
     busy = r.get("busy_per_slot")
     if cv is None or busy is None:
         return f"under {s} {share:.0%} of the engine's queue waited at {op} (held_by; not yet explained)"
+    where = f"under {s} about {share:.0%} of the engine's queue waited at {op} (held_by, after each slot's arrivals)"
+    factor = 1 + cv * cv  # Pollaczek–Khinchine: what service-time variance multiplies a one-server queue by
+    if factor < 1.2:
+        return (
+            f"{where}; its turns' time per tuple varied little (coefficient of variation {cv}, cost_cv: "
+            f"1 + CV² = {factor:.2f}), so not the variance of service times either; not yet explained"
+        )
     return (
-        f"under {s} about {share:.0%} of the engine's queue waited at {op} (held_by, counted after each slot's "
-        f"arrivals), whose turns' time per tuple varied with a coefficient of variation of {cv} (cost_cv) "
-        f"where the model's is one fixed cost, the engine busy {busy} of a slot — a likely cause, not checked "
-        "here: a queue grows with the variance of service times as well as their mean (Pollaczek–Khinchine: "
-        f"by 1 + CV² = {1 + cv * cv:.2f} for one server), the more so near saturation"
+        f"{where}; its turns' time per tuple varied with a coefficient of variation of {cv} (cost_cv) where the "
+        f"model's is one fixed cost: service-time variance multiplies a one-server queue by 1 + CV² = "
+        f"{factor:.2f} (Pollaczek–Khinchine) — a possible part, not checked here"
     )
 
 
