@@ -109,3 +109,43 @@ def test_the_simulator_refuses_repeated_operator_names() -> None:
     p = Path("p", (Op("a", 1.0, 0.5),))
     with pytest.raises(ValueError, match="operator names must be unique across paths; repeated: a"):
         Simulator([p, Path("q", p.ops)], make("round-robin"))
+
+
+def test_dynamic_priority_ages_only_units_holding_tuples() -> None:
+    """In the engine a unit holding no tuple (time to move on) is as old as the instant its turn
+    completes — before anything was released, minus 2^62.  ``+dynamic`` weighs age × memory: such a
+    unit has no memory, and its age must not shrink every other unit's to nothing (then the
+    static priority alone decided, for the time-only unit)."""
+    from dataclasses import dataclass
+
+    from sluice.scheduling.strategies.starvation import DynamicPriority
+
+    @dataclass(frozen=True)
+    class U:
+        name: str
+        path: int = 0
+        first: int = 0
+        last: int = 0
+
+    a, b, t = U("a"), U("b"), U("t")
+    oldest = {a: 0.0, b: 9.0, t: -(2.0**62) + 1}
+    memory = {a: 1.0, b: 1.0, t: 0.0}
+    prio = {a: 1.0, b: 2.0, t: 3.0}
+
+    class View:
+        now = 10.0
+
+        def oldest(self, u: U) -> float:
+            return oldest[u]
+
+        def unit_memory(self, u: U) -> float:
+            return memory[u]
+
+    class Inner(Strategy):
+        name = "fixed"
+
+        def priority(self, unit, view) -> float:  # type: ignore[no-untyped-def]
+            return prio[unit]
+
+    # a: age 10, b: age 1 — a's priority × age × memory (1 × 1 × 1) beats b's (2 × 0.1 × 1)
+    assert DynamicPriority(Inner()).choose([a, b, t], View()) == a
