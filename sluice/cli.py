@@ -19,7 +19,7 @@ from typing import Any
 
 from sluice.backends.rows import admit_rows
 from sluice.catalog import Catalog, Kind, SourceDef
-from sluice.cli_engine import add_engine_options, bench_opts, build_engine, engine_key, engine_opts
+from sluice.cli_engine import add_engine_options, build_engine, engine_key, engine_opts
 from sluice.cql import CQLError
 from sluice.errors import SluiceError
 from sluice.io.csv_input import read_csv
@@ -536,7 +536,7 @@ def _bench(args: argparse.Namespace) -> int:
     engines = tuple(e.strip() for e in args.engines.split(",") if e.strip())
     doc = bench(
         args.queries.split(","), args.events, args.batch, args.rate, args.out, engines, args.master, args.check,
-        bench_opts(args),
+        engine_opts(args),
     )  # fmt: skip
     print(table(doc))
     print(f"wrote {args.out}", file=sys.stderr)

@@ -52,8 +52,8 @@ def add_engine_options(p: argparse.ArgumentParser, exact: bool = False) -> None:
         help="a join of three or more inputs: keep its intermediate results (a tree of binary joins), drop "
         "them (one dataflow join), or auto: decided by the streams' rates (Getta & Vossough eq. 1-2)",
     )
+    g.add_argument("--seed", type=int, default=0, help="seed of Sample()")
     if exact:
-        g.add_argument("--seed", type=int, default=0, help="seed of Sample()")
         return
     g.add_argument(
         "--memory-limit",
@@ -62,13 +62,7 @@ def add_engine_options(p: argparse.ArgumentParser, exact: bool = False) -> None:
         help="hold queues and synopses within SIZE (e.g. 64MB) by sampling and shedding stream input, "
         "each query's approximation reported (embedded engine); default: exact whatever the memory",
     )
-    g.add_argument("--seed", type=int, default=0, help="seed of Sample()")
     g.add_argument("--time-unit", default="second", choices=UNITS, help="what one tick is (NEXMark: millisecond)")
-
-
-def bench_opts(args: argparse.Namespace) -> dict[str, Any]:
-    """The engine options ``sluice bench`` takes (``add_engine_options(exact=True)``)."""
-    return engine_opts(args)
 
 
 def engine_key(args: argparse.Namespace) -> tuple[Any, ...]:

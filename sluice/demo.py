@@ -107,7 +107,7 @@ def run(
         print(f"   a {q.kind.value}: {len(out)} elements ({signs['+']} +, {signs['-']} -)", end="")
         approx = getattr(q, "approximation", None)  # (the embedded engine's; Spark is exact)
         approximate = approx is not None and not approx.exact
-        if approx is not None and approximate:
+        if approx is not None and approximate:  # (both, for the type checker)
             print(f"; {approx.describe()}", end="")
         if verify:
             ref = evaluate(q.bound, {"Requests": requests}, {"Domains": domains}, seed=options.get("seed", 0))

@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import json
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path as FsPath
 from typing import Any
 
@@ -34,7 +34,18 @@ import numpy as np
 
 from sluice.backends.embedded import EmbeddedEngine
 from sluice.experiments import jiang
-from sluice.experiments.on_engine import BUDGET, KEYS, TOLERANCE, _stages, calibrate, cost_to_match, engine, play
+from sluice.experiments.on_engine import (
+    BUDGET,
+    KEYS,
+    TOLERANCE,
+    _stages,
+    calibrate,
+    cost_to_match,
+    engine,
+    max_ratio,
+    play,
+    within_spread,
+)
 from sluice.experiments.results import claim
 from sluice.experiments.scheduling import Progress
 from sluice.scheduling.model import Op
@@ -165,26 +176,35 @@ def realised_loads(
     return out, loads
 
 
+def _phase_increase(cumulative: Sequence[float], slots: int) -> list[tuple[float, int]]:
+    """Per load phase, how much a per-slot running total (work, decisions) grew over it, and over
+    how many slots (the last phase ends at the series' last slot).
+    """
+    n = slots // len(jiang.PHASES)
+    out = []
+    for k in range(len(jiang.PHASES)):
+        a, b = k * n, min((k + 1) * n, len(cumulative) - 1)
+        out.append((cumulative[b] - cumulative[a], b - a))
+    return out
+
+
 def _carried_slots(busy_at: list[float], slots: int) -> np.ndarray:
     """The slots of the phases a run carried (busy below ``SATURATED`` of a slot over the phase)."""
     n = slots // len(jiang.PHASES)
     keep = np.zeros(slots, dtype=bool)
-    for k in range(len(jiang.PHASES)):
-        a, b = k * n, min((k + 1) * n, len(busy_at) - 1)
-        if b > a and (busy_at[b] - busy_at[a]) / (b - a) < SATURATED:
-            keep[a : (k + 1) * n] = True
+    for k, (work, span) in enumerate(_phase_increase(busy_at, slots)):
+        if span > 0 and work / span < SATURATED:
+            keep[k * n : (k + 1) * n] = True
     return keep if keep.any() else np.ones(slots, dtype=bool)
 
 
 def _per_phase(turns_at: list[int], arrivals: dict[str, list[int]], slots: int) -> list[float]:
     """Scheduling decisions per arriving tuple in each load phase."""
     n = slots // len(jiang.PHASES)
-    out = []
-    for k in range(len(jiang.PHASES)):
-        a, b = k * n, min((k + 1) * n, len(turns_at) - 1)
-        tuples = sum(sum(v[k * n : (k + 1) * n]) for v in arrivals.values())
-        out.append(round((turns_at[b] - turns_at[a]) / max(tuples, 1), 2))
-    return out
+    return [
+        round(turns / max(sum(sum(v[k * n : (k + 1) * n]) for v in arrivals.values()), 1), 2)
+        for k, (turns, _) in enumerate(_phase_increase(turns_at, slots))
+    ]
 
 
 def _saving(switches: list[tuple[float, str]], slots: int) -> list[float]:
@@ -203,12 +223,8 @@ def _spread(costs: dict[str, dict[str, float]]) -> float:
     """
     names = set.intersection(*(set(c) for c in costs.values())) if costs else set()
     total = max((sum(c.values()) for c in costs.values()), default=0.0)
-    ratios = [
-        max(c[n] for c in costs.values()) / min(c[n] for c in costs.values())
-        for n in names
-        if min(c[n] for c in costs.values()) > 1e-9 and max(c[n] for c in costs.values()) >= 0.01 * total
-    ]
-    return round(max(ratios, default=1.0), 3)
+    samples = [[c[n] for c in costs.values()] for n in names]
+    return max_ratio(v for v in samples if min(v) > 1e-9 and max(v) >= 0.01 * total)
 
 
 def _plan_work(paths: list[Any], streams: list[str]) -> dict[str, float]:
@@ -229,9 +245,8 @@ def phases(
     out = jiang.phase_figures(delivered, latency, memory, per_slot.tolist(), slots)
     if busy_at:
         n = slots // len(jiang.PHASES)
-        for k, ph in enumerate(out):
-            a, b = k * n, (k + 1) * n
-            out[k] = {"busy_per_slot": round((busy_at[min(b, len(busy_at) - 1)] - busy_at[a]) / (b - a), 3)} | ph
+        for k, (work, _) in enumerate(_phase_increase(busy_at, slots)):
+            out[k] = {"busy_per_slot": round(work / n, 3)} | out[k]
     return out
 
 
@@ -424,7 +439,7 @@ def work_per_load(rows: dict[str, Any], realised: list[float]) -> dict[str, list
 
 def _noise(scales: dict[str, Any], spread: float | None) -> str:
     """Whether cost noise of ``spread`` could explain the model's miss of each strategy, in words."""
-    inside = [s for s, k in scales.items() if isinstance(k, float) and spread and max(k, 1 / k) <= spread]
+    inside = within_spread(scales, spread)
     outside = [s for s in scales if s not in inside]
     parts = []
     if inside:

@@ -23,7 +23,7 @@ import json
 import math
 import statistics
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path as FsPath
 from typing import Any
 
@@ -521,7 +521,17 @@ def cost_spread(rows: dict[str, Any]) -> float:
             for name, c, _ in ops:
                 if c >= 0.1 * total and c > 1e-9:  # (1e-9: read nothing)
                     costs.setdefault(name, []).append(c)
-    return round(max((max(v) / min(v) for v in costs.values() if min(v) > 0), default=1.0), 3)
+    return max_ratio(costs.values())
+
+
+def max_ratio(samples: Iterable[Sequence[float]]) -> float:
+    """The largest max-over-min among ``samples`` (each one operator's cost in every run), 1 if none."""
+    return round(max((max(v) / min(v) for v in samples if v and min(v) > 0), default=1.0), 3)
+
+
+def within_spread(scales: dict[str, Any], spread: float | None) -> list[str]:
+    """The strategies whose ``cost_scale_to_match`` lies within a between-run ``spread`` of costs."""
+    return [s for s, k in scales.items() if isinstance(k, float) and spread and max(k, 1 / k) <= spread]
 
 
 def _median_ratio(rows: dict[str, Any], model: str) -> float | None:
@@ -542,7 +552,7 @@ def _cost_why(rows: dict[str, Any], med: float | None) -> str:
         return ""
     spread = cost_spread(rows)
     scales = {s: r.get("cost_scale_to_match") for s, r in rows.items()}
-    within = [s for s, k in scales.items() if isinstance(k, float) and max(k, 1 / k) <= spread]
+    within = within_spread(scales, spread)
     beyond = [s for s in scales if s not in within]
     text = (
         f" The model predicts {1 / med:.2f}× the engine's queue (median). It would match with every "
@@ -571,8 +581,7 @@ def _where(rows: dict[str, Any], s: str) -> str:
     op, n = next(iter(held.items()))
     share = n / r["engine"]["mean_queue"]
     cv = (r.get("cost_cv") or {}).get(op)
-    busy = r.get("busy_per_slot")
-    if cv is None or busy is None:
+    if cv is None:
         return f"under {s} {share:.0%} of the engine's queue waited at {op} (held_by; not yet explained)"
     where = f"under {s} about {share:.0%} of the engine's queue waited at {op} (held_by, after each slot's arrivals)"
     factor = 1 + cv * cv  # Pollaczek–Khinchine: what service-time variance multiplies a one-server queue by

@@ -347,16 +347,15 @@ class _Punctuated:
         self.applied, self.closed_set, self.floor = state["applied"], state["closed_set"], state["floor"]
 
     def _entries(self) -> tuple[list[tuple[int, np.ndarray | None, Any]], int]:
-        """The log's entries for the column, and where in them the first not yet applied is."""
+        """The log's entries for the column, and the absolute position of the first of them."""
         if self.log is None:
             raise InternalError("a punctuation check restored without its stream's log")
-        first = self.log.start(self.column)
-        return self.log.of(self.column), max(self.applied - first, 0)
+        return self.log.of(self.column), self.log.start(self.column)
 
     def advance(self, through: int, strict: bool = False) -> bool:
         """Apply the punctuations with ``τ`` ≤ ``through`` (< if ``strict``); True if any."""
-        entries, n = self._entries()
-        begin = n
+        entries, first = self._entries()
+        n = begin = max(self.applied - first, 0)
         while n < len(entries) and (entries[n][0] < through if strict else entries[n][0] <= through):
             _, values, upto = entries[n]
             if upto is not None:
@@ -365,7 +364,7 @@ class _Punctuated:
                 self.closed_set.add(values)
             n += 1
         if n > begin:
-            self.applied = self.log.start(self.column) + n if self.log is not None else n
+            self.applied = first + n
         return n > begin
 
     def violations(self, v: np.ndarray, ts: np.ndarray | None = None) -> np.ndarray:
@@ -375,8 +374,8 @@ class _Punctuated:
         assert ts is not None
         self.advance(int(ts[0]), strict=True)  # (what follows is stamped ≥ ts[0])
         bad = self.closed(v)
-        (entries, n), last = self._entries(), int(ts[-1])
-        for e in entries[n:]:
+        (entries, first), last = self._entries(), int(ts[-1])
+        for e in entries[max(self.applied - first, 0) :]:
             if e[0] >= last:
                 break
             bad |= (ts > e[0]) & _matches(e, v)

@@ -16,6 +16,7 @@ from sluice.backends.embedded.registry import QueryRegistry
 from sluice.errors import SluiceError
 from sluice.runtime.operators.base import OperatorFailure
 from sluice.runtime.units import EngineUnit, EngineView, OnlineStats, make_units, model_paths, operator_paths
+from sluice.scheduling.model import unit_capacity
 from sluice.scheduling.strategies import Strategy, make
 from sluice.scheduling.units import Granularity, SchedulingView
 
@@ -207,7 +208,7 @@ class SchedulerLoop:
                 pos = self._position[id(u)]
                 budget = self.strategy.budget(u)
                 per_unit = float(budget)  # tuples one time unit gives the unit
-                scale = self._scale[pos] if pos < len(self._scale) else 0.0  # (0: its cost not known yet)
+                scale = self._scale[pos]  # (0: no cost to go by)
                 if scale > 0:  # seconds given: its own; else relative to the engine's budget
                     per_unit = scale if self._time_unit else budget * scale / self.budget
                 quantum = self.strategy.quantum(u)
@@ -246,18 +247,15 @@ class SchedulerLoop:
 def _per_time_unit(units: list[EngineUnit], model: list[Any], budget: int, seconds: float | None) -> list[float]:
     """Per unit, the tuples one time unit gives it: ``seconds`` over its cost per input tuple (its
     operators' costs, each weighted by what reaches it), or without ``seconds`` ``budget`` times the
-    units' mean cost over its own; 0 where a cost is not known yet (a turn is then the strategy's
-    budget).  So a time quantum is the same time for every unit, not the same tuples (an operator
+    units' mean cost over its own; 0 for a unit on no path or of unbounded cost (its turn is then the
+    strategy's budget).  So a time quantum is the same time for every unit, not the same tuples (an operator
     below one of selectivity above 1 would otherwise receive more a turn than it takes).
     """
-    costs = []
+    caps = []  # tuples per second (Jiang's processing capacity, eq. 2.2; the model's costs are > 0)
     for u in units:
-        c, reach = 0.0, 1.0
-        if 0 <= u.path < len(model):
-            for o in model[u.path].ops[u.first : u.last + 1]:
-                c, reach = c + reach * o.cost, reach * o.sel
-        costs.append(c if math.isfinite(c) else 0.0)
-    known = [c for c in costs if c > 0]
+        cap = unit_capacity(model[u.path], u.first, u.last) if 0 <= u.path < len(model) else 0.0
+        caps.append(cap if math.isfinite(cap) and cap > 0 else 0.0)
+    known = [1 / c for c in caps if c > 0]
     mean = sum(known) / len(known) if known else 0.0
     unit = seconds if seconds else budget * mean
-    return [unit / c if c > 0 and unit > 0 else 0.0 for c in costs]
+    return [unit * c for c in caps]
