@@ -105,9 +105,9 @@ def run(
         print(f"── {title}")
         print(f"   {' '.join(q.bound.text.split())}")
         print(f"   a {q.kind.value}: {len(out)} elements ({signs['+']} +, {signs['-']} -)", end="")
-        approx = getattr(q, "approximation", None)  # (the embedded engine's; Spark is exact)
-        approximate = approx is not None and not approx.exact
-        if approx is not None and approximate:  # (both, for the type checker)
+        approx = q.approximation
+        approximate = not approx.exact
+        if approximate:
             print(f"; {approx.describe()}", end="")
         if verify:
             ref = evaluate(q.bound, {"Requests": requests}, {"Domains": domains}, seed=options.get("seed", 0))

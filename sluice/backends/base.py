@@ -18,6 +18,7 @@ import pyarrow as pa
 from sluice.catalog import Kind
 
 if TYPE_CHECKING:
+    from sluice.approx.manager import Approximation
     from sluice.backends.embedded import EmbeddedEngine, Query
     from sluice.backends.spark.engine import SparkEngine
     from sluice.backends.spark.query import SparkQuery
@@ -34,6 +35,11 @@ class QueryHandle(Protocol):
 
     def arrow(self) -> pa.Table:
         """Its output so far as one Arrow table: ``ts``, ``sign``, then the columns by name."""
+        ...
+
+    @property
+    def approximation(self) -> Approximation:
+        """What a memory limit does to it: exact, or its streams' kept fractions and precision."""
         ...
 
 
