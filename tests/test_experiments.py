@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from sluice.backends.embedded import EmbeddedEngine
 from sluice.errors import SluiceError
-from sluice.experiments import jiang, on_engine, page
+from sluice.experiments import jiang, on_engine, on_engine_claims, page
 from sluice.experiments.scheduling import CHAIN_SETUPS, EXPERIMENTS, run, two_ops_sensitivity
 from sluice.scheduling.model import lower_envelope
 
@@ -84,7 +84,10 @@ def test_on_engine_reports_engine_beside_model(tmp_path, monkeypatch) -> None:
     assert len(paths) == 2
     joins = [[n for n, _, _ in ops if "join#" in n] for ops in paths.values()]
     assert all(len(j) == 1 for j in joins) and joins[0][0].split("@")[0] == joins[1][0].split("@")[0]
-    assert len(s["agreement"]) == 6 and (tmp_path / "chain-on-engine.json").exists()
+    assert len(s["agreement"]) == 8 and (tmp_path / "chain-on-engine.json").exists()  # 4 claims per experiment
+    for row in rows.values():
+        assert set(row["ratio_to_passes_model"]) == {"peak_queue", "mean_queue", "mean_latency"}
+        assert row["replay"]["mean_queue"] >= 0 and "engine_over_replay" in row
 
 
 def test_engine_memory_counts_what_each_operator_has_to_read() -> None:
@@ -140,7 +143,7 @@ def test_jiang_on_engine_runs_the_116_operators_as_cql(tmp_path, monkeypatch) ->
     assert len(shares) == 4 and all(0 <= x <= 1 for x in shares)
     assert s["results"]["chain"]["saving_share_by_phase"] is None and s["cost_spread"] >= 1
     assert s["setup"]["chart_operators"] == 116 and s["setup"]["sharing"] is False
-    assert len(s["agreement"]) == 5 and all(c["agrees"] in (True, False, None) for c in s["agreement"])
+    assert len(s["agreement"]) == 6 and all(c["agrees"] in (True, False, None) for c in s["agreement"])
     assert (tmp_path / "jiang-on-engine.json").exists()
 
 
@@ -164,13 +167,13 @@ def test_cost_to_match_recovers_the_scale_that_made_the_queue() -> None:
     arrivals = {"q": [1, 2, 0, 1, 3, 0, 0, 1, 2, 1] * 20}
     scaled = [Path("q", (Op("a", 0.375, 0.5), Op("b", 1.5, 1.0)))]
     target = statistics.fmean(simulate(scaled, arrivals, make("fifo"), 200, preemptive=False, whole=True).memory)
-    assert on_engine.cost_to_match(paths, arrivals, "fifo", 200, target) == pytest.approx(1.25, abs=0.01)
-    assert on_engine.cost_to_match(paths, arrivals, "fifo", 200, 1e9) == ">2.0"
+    assert on_engine_claims.cost_to_match(paths, arrivals, "fifo", 200, target) == pytest.approx(1.25, abs=0.01)
+    assert on_engine_claims.cost_to_match(paths, arrivals, "fifo", 200, 1e9) == ">2.0"
     rows = {
         s: {"measured_paths": {"q#0": [["a@0", c, 0.5], ["b@0", 1.0, 1.0], ["w@0", 0.01, 1.0]]}}
         for s, c in (("chain", 0.4), ("fifo", 0.5))
     }
-    assert on_engine.cost_spread(rows) == 1.25  # a's 0.5 over 0.4; w (a hundredth of the work) left out
+    assert on_engine_claims.cost_spread(rows) == 1.25  # a's 0.5 over 0.4; w (a hundredth of the work) left out
 
 
 def test_jiang_joins_get_small_windows_meeting_both_selectivities() -> None:
@@ -202,3 +205,26 @@ def test_warm_up_rows_fill_windows_but_are_not_measured() -> None:
     (join,) = [n for n in warm["tuples_in"] if "join" in n]
     assert warm["tuples_in"][join] == 4  # the four arrivals from slot 0, not the warm-up's hundred rows
     assert len(warm["memory"]) == 4 and min(warm["memory"]) >= 0 and warm["memory"][0] <= 1
+
+
+def test_replay_of_the_engines_own_turns_reproduces_its_queue() -> None:
+    """The replay (``on_engine.replay``) with each turn's measured cost is the engine's own count,
+    slot by slot; with every tuple at its operator's mean cost the total work is the same. The
+    passes recorded per operator are what it wrote per tuple read."""
+    arrivals = {"q": [3, 0, 2, 0, 0, 1, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0]}
+    e = on_engine.play("chain-two-ops", arrivals, "fifo", on_engine.calibrate(20_000), 1)
+    assert on_engine.replay(e["trace"], e["done_before"], e["arrived"]) == e["memory"]
+    assert e["arrived"][-1] == 10  # one operator reads the stream
+    select = e["passes"]["select#1@0"]
+    assert len(select) == 10 and set(select) <= {0, 1}
+    path = e["paths"][0]
+    assert sum(select) == round(path.ops[0].sel * 10)
+
+
+def test_stored_relation_rows_are_not_the_joins_work_per_stream_tuple() -> None:
+    """The stored relation (2 rows per key) is loaded before slot 0: the join's selectivity per
+    stream element is 2, not diluted by its own 200 insertions."""
+    arrivals = {"q": [2, 1, 0, 3] + [0] * 30}
+    e = on_engine.play("chain-stored-join", arrivals, "fifo", on_engine.calibrate(20_000), 1)
+    joins = [o for p in e["paths"] for o in p.ops if o.name.startswith("join#")]
+    assert joins and all(o.sel == 2.0 for o in joins)

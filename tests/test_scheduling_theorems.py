@@ -257,3 +257,26 @@ def test_non_preemptive_finishes_a_begun_tuple() -> None:
     assert (non.completions[1][1], non.completions[2][1]) == (12.0, 13.0)
     assert pre.memory[3:13] == [3.0] + [2.0] * 9 and non.memory[3:13] == [3.0] * 9 + [2.0]
     assert pre.completions[3][1] == non.completions[3][1] == 24.0  # the same work either way
+
+
+def test_whole_tuples_a_join_passes_stay_apart() -> None:
+    """A tuple past a join of selectivity 2 is two tuples: under round-robin the next operator (5 per
+    tuple, quantum 1) finishes the one it began (1→6) and lets the ready others run before the second
+    (6→7, then 7→12); kept as one batch of two, both went through in one uninterruptible 1→11."""
+    p = Path("p", (Op("j", 1.0, 2.0), Op("slow", 5.0, 1.0)))
+    q = Path("q", (Op("fast", 1.0, 1.0),))
+    r = simulate([p, q], {"p": [1], "q": [0] * 6 + [1]}, make("round-robin"), 30, preemptive=False, whole=True)
+    assert r.completions[1][1] == 7.0  # q's tuple, arrived at 6, between the two halves
+    assert r.completions[0][1] == 12.0  # the p tuple's last part
+    assert r.memory[6] == 2.0  # the second half waiting, and q's arrival
+
+
+def test_given_passes_replace_the_every_kth_rule() -> None:
+    """``passes``: the k-th tuple an operator finishes passes ``passes[k]`` (the data's pattern);
+    past the list's end, ⌊k·s⌋ again."""
+    p = Path("p", (Op("s", 1.0, 0.5), Op("o", 1.0, 1.0)))
+    even = simulate([p], {"p": [4]}, make("fifo"), 20, whole=True)
+    given = simulate([p], {"p": [4]}, make("fifo"), 20, whole=True, passes={"s": [1, 1, 0]})
+    assert sum(n for _, n, _ in even.latencies) == 2  # tuples 2 and 4 pass
+    assert sum(n for _, n, _ in given.latencies) == 3  # 1, 2 as given; 4 by ⌊k·s⌋ (4 · 0.5 grows)
+    assert sorted(given.completions) == [0, 1, 2, 3]

@@ -23,7 +23,7 @@ import json
 import math
 import statistics
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path as FsPath
 from typing import Any
 
@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from sluice.backends.embedded import EmbeddedEngine
-from sluice.experiments.results import claim
+from sluice.experiments.on_engine_claims import cost_to_match, engine_agreement
 from sluice.experiments.scheduling import CHAIN_SETUPS, STRATEGIES, Progress, _arrivals
 from sluice.scheduling.model import Op, Path
 from sluice.scheduling.simulator import simulate
@@ -42,7 +42,6 @@ DOMAIN = 1_000_000  # the attributes' values: uniform in [0, DOMAIN)
 JOIN_KEYS = 10  # the window join's key: K modulo this
 KEYS = 100  # the join key K: uniform in [0, KEYS); a stored relation holds every key
 ON_ENGINE = tuple(CHAIN_SETUPS)
-TOLERANCE = 0.2
 DEFAULT_BUDGET = 65536  # the engine's own: an operator takes (up to) its whole queue per turn
 BUDGET = 1  # one tuple per operator turn: the model's unit of scheduling (Chain §3)
 
@@ -91,7 +90,9 @@ def _stages(
             copies = round(op.sel)
             rel = f"{prefix}rel{k}"
             eng.execute(f"REGISTER RELATION {rel} (K integer, X integer)")
-            eng.push(rel, [(0, "+", key, c) for key in range(KEYS) for c in range(copies)])
+            # before slot 0 (``play`` processes them first): the relation's own insertions are not the
+            # join's work per stream tuple, nor part of its selectivity
+            eng.push(rel, [(-1, "+", key, c) for key in range(KEYS) for c in range(copies)])
             rounds = max(1, round(op.cost * slot / per_round / copies))
             items = ", ".join(f"burn({src}.A{j}, {rounds}) AS A{j}" if j == i else f"{src}.A{j}" for j in range(width))
             body = f"Rstream(SELECT {items}, {src}.K FROM {src} [Now], {rel} WHERE {src}.K = {rel}.K)"
@@ -114,10 +115,10 @@ def engine(
     width: int = WIDTH,
     streams: Sequence[str] = (),
     sharing: bool = True,
-    start: int = 0,
+    start: int = -1,
 ) -> EmbeddedEngine:
     """An engine timing operators on this thread's CPU clock, with ``burn`` and the streams
-    (``start`` < 0: instants before slot 0 for ``play``'s warm-up rows).
+    (``start`` < 0: instants before slot 0 — for the stored relations' rows, and ``play``'s warm-up rows).
     """
     eng = EmbeddedEngine(
         scheduler=strategy,
@@ -250,9 +251,9 @@ def play(
                     vals = np.full(warm_rows, given[i])
                 cols[f"c{i}"] = pa.array(vals, pa.int64())
             eng.push_batch(st, pa.table(cols))
-        eng.heartbeat(-1)
-        eng.run()
-        out.clear()
+    eng.heartbeat(-1)  # the warm-up rows and the stored relations' rows, processed before slot 0
+    eng.run()
+    out.clear()
     ops = list(eng.operators)
     queue_of = {q.name: q for q in eng.registry.queues()}
     before = {id(o): o.statistics() for o in ops}  # (the warm-up's share, not measured)
@@ -274,9 +275,20 @@ def play(
     index = {id(o): k for k, o in enumerate(ops)}
     seen = [o.busy_seconds for o in ops]  # each operator's busy time when it last ran
     seen_in = [o.tuples_in for o in ops]
+    seen_out = [o.tuples_out for o in ops]
+    # per operator: what each tuple it read passed on, in order (a turn that read n and wrote m: the
+    # m spread over its n, in order); and what it wrote in turns that read nothing (a window's
+    # expirations: then its writes are not per tuple read)
+    emitted: list[list[int]] = [[] for _ in ops]
+    unread_out = [0] * len(ops)
     idle = 0.0  # the cost of turns in which an operator read no tuple (time moving on: heartbeats)
     outputs = [k for k, o in enumerate(ops) if o.kind == "Output"]  # (they run at every step)
     readers_of = [r for o in ops for r in o.readers]
+    # per turn that ran: (slots pushed before it, what it cost, its tuples read per operator, the part
+    # of its cost those operators' reads were charged), and the held elements before each turn apart
+    # from the arrivals (what the turns so far had done to the queues): ``replay``'s input
+    trace: list[tuple[int, float, dict[int, int], float]] = []
+    done_before: list[int] = []
     while True:
         # the slots the clock has reached: their arrivals enter; a slot passed during a turn sees the
         # queues as they were when the turn began (the turn's batch is still in service) plus arrivals
@@ -299,6 +311,7 @@ def play(
         # the sources have not yet released, once per operator reading them
         held = sum(r.available() for r in readers_of)
         held += sum((pos[st] - queue_of[st].enqueued + enqueued[st]) * readers[st] for st in arrivals)
+        pushed = sum(pos[st] * readers[st] for st in arrivals)
         t0 = time.thread_time()
         steps = eng.run(max_steps=1)
         turns += steps
@@ -310,13 +323,21 @@ def play(
             now, now_in = ops[k].busy_seconds, ops[k].tuples_in
             spent[k], seen[k] = now - seen[k], now
             read[k], seen_in[k] = now_in - seen_in[k], now_in
+            wrote, seen_out[k] = ops[k].tuples_out - seen_out[k], ops[k].tuples_out
+            if read[k]:
+                q, r = divmod(wrote, read[k])
+                emitted[k].extend([q + 1] * r + [q] * (read[k] - r))
+            else:
+                unread_out[k] += wrote
         total = sum(spent.values())
+        charged = 0.0
         for k, x in spent.items():  # the turn's whole cost (scheduling too), by each operator's share
             if total > 0:
                 # an operator that read nothing only moved time on: a fixed cost per slot, not per tuple
                 share = cost * x / total
                 if read[k]:
                     turn_cost[k] += share
+                    charged += share
                     per = share / read[k]  # this turn's time per tuple (the model's is one fixed cost)
                     spread_n[k] += 1
                     spread_s[k] += per
@@ -331,6 +352,8 @@ def play(
                 break
             v = float(len(memory))  # idle: jump to the next slot
             continue
+        trace.append((len(memory), cost, {k: n for k, n in read.items() if n}, charged))
+        done_before.append(held - pushed)
         v += cost
         for t in out:  # delivered during the turn: they leave when it ends
             lat.extend((v - np.asarray(t.column("__ts"), dtype=float)).tolist())
@@ -347,9 +370,13 @@ def play(
     for k, (_, chain) in enumerate(paths):
         for o in chain:
             copies.setdefault(id(o), []).append(k)
+    passes: dict[str, list[int]] = {}  # the model's operator: what each tuple passed in the engine
     for k, (stream, chain) in enumerate(paths):
         opz = []
         for o in chain:
+            j = index[id(o)]
+            if len(o.inputs()) == 1 and not unread_out[j] and emitted[j]:
+                passes[f"{o.name}@{k}"] = emitted[j]
             ost, charged = st_of[id(o)]
             shared = copies[id(o)]
             partner = None
@@ -362,14 +389,35 @@ def play(
     # threshold's switches, those during the warm-up too (its mode at slot 0 is the last of them;
     # its running mean memory carries the warm-up as well)
     switches = [(float(t), str(m)) for t, m in getattr(eng.loop.strategy, "switches", [])]
+    arrived = [sum(int(np.searchsorted(ts, k, side="right")) * readers[st] for st, ts in stamps.items())
+               for k in range(slots)]  # fmt: skip
+    reads = [0] * len(ops)
+    for _, _, rd, _ in trace:
+        for k, n in rd.items():
+            reads[k] += n
+    mean = [c / n if n else 0.0 for c, n in zip(turn_cost, reads, strict=True)]
     eng.close()
     return {
         "memory": memory,
+        "trace": trace,
+        "op_names": [o.name for o in ops],
+        # the held elements apart from the arrivals before each turn, and after the last
+        "done_before": [*done_before, held - pushed],
+        # the engine's own turns, each tuple charged its operator's mean cost (the model's, before the
+        # fixed work is spread over the slots): what the engine's queue would have been
+        "replay_memory": replay(
+            trace,
+            [*done_before, held - pushed],
+            arrived,
+            [c - ch + sum(n * mean[k] for k, n in rd.items()) for _, c, rd, ch in trace],
+        ),  # fmt: skip
+        "arrived": arrived,
         "queue_bytes": queue_bytes,
         "busy_at": busy_at,
         "latency": lat,
         "delivered_at": at,
         "paths": model,
+        "passes": passes,
         "streams": [stream for stream, _ in paths],
         "outputs": len(lat),
         "operator_share_of_turns": round(own / busy, 3) if busy else None,
@@ -396,6 +444,30 @@ def play(
             )
         ),  # fmt: skip
     }
+
+
+def replay(
+    trace: Sequence[tuple[int, float, Mapping[int, int], float]],
+    done_before: Sequence[float],
+    arrived: Sequence[float],
+    costs: Sequence[float] | None = None,
+) -> list[float]:
+    """The engine's held elements at each slot had its turns (``play``'s trace: the same operators,
+    the same tuples, in the same order) taken ``costs`` each (None: what each took).
+
+    Turn j starts when the one before it ends, and not before the slot whose arrivals the engine
+    had pushed when it began; a slot sees the queues as they were before the turn in service then
+    (``done_before[j]``: what the turns before it had done) plus every arrival up to it — as ``play``
+    counts.  With the measured costs it is the engine's own count; with each tuple at its operator's
+    mean cost it separates what the turns' varying costs did from what the engine's decisions did.
+    """
+    ends, end = [], 0.0
+    given = costs if costs is not None else [t[1] for t in trace]
+    for (slots_in, _, _, _), c in zip(trace, given, strict=True):
+        end = max(end, slots_in - 1) + c
+        ends.append(end)
+    done = np.searchsorted(np.asarray(ends), np.arange(len(arrived)), side="left")  # turns ended before each slot
+    return [done_before[j] + a for j, a in zip(done.tolist(), arrived, strict=True)]
 
 
 def _since(a: Any, b: Any) -> Any:
@@ -438,10 +510,18 @@ def run(out: FsPath, slots: int = 2000, seed: int = 1, progress: bool = True) ->
                     p.name: [[o.name, round(o.cost, 4), round(o.sel, 4)] for o in p.ops] for p in e["paths"]
                 },
             }
-            for model, engine_like in (("model", True), ("fluid_model", False)):
+            # the model as the engine runs (whole tuples, non-preemptive); the same given what each
+            # operator's tuples passed in the engine (the data's pattern, where the model passes every
+            # 1/s-th); Chain's fluid model
+            for model, engine_like, passes in (
+                ("model", True, None),
+                ("passes_model", True, e["passes"]),
+                ("fluid_model", False, None),
+            ):
                 sim = simulate(
-                    e["paths"], model_arrivals, make(s), slots, preemptive=not engine_like, whole=engine_like
-                )
+                    e["paths"], model_arrivals, make(s), slots, preemptive=not engine_like, whole=engine_like,
+                    passes=passes,
+                )  # fmt: skip
                 sim_lat = sum(lat * a for lat, a, _ in sim.latencies) / max(sum(a for _, a, _ in sim.latencies), 1e-12)
                 row[model] = {
                     "peak_queue": round(sim.peak, 3),
@@ -452,6 +532,14 @@ def run(out: FsPath, slots: int = 2000, seed: int = 1, progress: bool = True) ->
                     k: round(row["engine"][k] / row[model][k], 3) if row[model][k] else None
                     for k in ("peak_queue", "mean_queue", "mean_latency")
                 }
+            # the engine's own turns, each tuple at its operator's mean cost: what the turns' varying
+            # costs did, apart from the decisions
+            row["replay"] = {"mean_queue": round(statistics.fmean(e["replay_memory"]), 3)}
+            row["engine_over_replay"] = (
+                round(row["engine"]["mean_queue"] / row["replay"]["mean_queue"], 3)
+                if row["replay"]["mean_queue"]
+                else None
+            )
             row["cost_scale_to_match"] = cost_to_match(
                 e["paths"], model_arrivals, s, slots, row["engine"]["mean_queue"]
             )
@@ -478,179 +566,3 @@ def run(out: FsPath, slots: int = 2000, seed: int = 1, progress: bool = True) ->
     out.mkdir(parents=True, exist_ok=True)
     (out / "chain-on-engine.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
-
-
-def cost_to_match(
-    paths: list[Path],
-    arrivals: Mapping[str, Sequence[float]],
-    strategy: str | Callable[[], Any],
-    slots: int,
-    target: float,
-) -> float | str:
-    """The factor on every operator's measured cost at which the model (whole tuples,
-    non-preemptive) predicts the engine's time-mean queue ``target`` — how far off the costs would
-    have to be for cost alone to explain a difference (bisection over 0.5–2; a bound past them).
-    ``strategy``: a name, or what makes a fresh one (threshold with its memory).
-    """
-    fresh = (lambda: make(strategy)) if isinstance(strategy, str) else strategy
-
-    def queue(k: float) -> float:
-        scaled = [Path(p.name, tuple(dataclasses.replace(o, cost=o.cost * k) for o in p.ops)) for p in paths]
-        return statistics.fmean(simulate(scaled, arrivals, fresh(), slots, preemptive=False, whole=True).memory)
-
-    lo, hi = 0.5, 2.0
-    if queue(hi) < target:
-        return f">{hi}"
-    if queue(lo) > target:
-        return f"<{lo}"
-    for _ in range(12):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if queue(mid) < target else (lo, mid)
-    return round((lo + hi) / 2, 3)
-
-
-def cost_spread(rows: dict[str, Any]) -> float:
-    """The most the same operator's measured cost per tuple differs between the strategies' runs
-    (max over min), over the operators costing a tenth of their path's per-tuple costs or more: the
-    measurement's noise and each strategy's share of decisions in its turns together.
-    """
-    costs: dict[str, list[float]] = {}
-    for r in rows.values():
-        for ops in r["measured_paths"].values():
-            total = sum(c for _, c, _ in ops)
-            for name, c, _ in ops:
-                if c >= 0.1 * total and c > 1e-9:  # (1e-9: read nothing)
-                    costs.setdefault(name, []).append(c)
-    return max_ratio(costs.values())
-
-
-def max_ratio(samples: Iterable[Sequence[float]]) -> float:
-    """The largest max-over-min among ``samples`` (each one operator's cost in every run), 1 if none."""
-    return round(max((max(v) / min(v) for v in samples if v and min(v) > 0), default=1.0), 3)
-
-
-def within_spread(scales: dict[str, Any], spread: float | None) -> list[str]:
-    """The strategies whose ``cost_scale_to_match`` lies within a between-run ``spread`` of costs."""
-    return [s for s, k in scales.items() if isinstance(k, float) and spread and max(k, 1 / k) <= spread]
-
-
-def _median_ratio(rows: dict[str, Any], model: str) -> float | None:
-    """The median over strategies of the engine's time-mean queue over the model's."""
-    rs = [r[f"ratio_to_{model}"]["mean_queue"] for r in rows.values() if r[f"ratio_to_{model}"]["mean_queue"]]
-    return round(statistics.median(rs), 3) if rs else None
-
-
-def _order(rows: dict[str, Any], side: str) -> list[str]:
-    return sorted(rows, key=lambda s: rows[s][side]["mean_queue"])
-
-
-def _cost_why(rows: dict[str, Any], med: float | None) -> str:
-    """Whether the measured costs' own noise explains the model's miss (``cost_to_match`` against
-    ``cost_spread``), in words.
-    """
-    if med is None or abs(med - 1) <= TOLERANCE:
-        return ""
-    spread = cost_spread(rows)
-    scales = {s: r.get("cost_scale_to_match") for s, r in rows.items()}
-    within = within_spread(scales, spread)
-    beyond = [s for s in scales if s not in within]
-    text = (
-        f" The model predicts {1 / med:.2f}× the engine's queue (median). It would match with every "
-        "operator's cost scaled by "
-        + ", ".join(f"{k} ({s})" for s, k in scales.items())
-        + f" (cost_scale_to_match), while the same operator's measured cost differs between the four runs by "
-        f"up to ×{spread} (cost_spread: noise, and each strategy's decisions in its turns): "
-    )
-    if within:
-        text += (
-            f"for {', '.join(within)} the difference is within that between-run difference (one mean cost "
-            "per operator, amplified by queueing)"
-        )
-    if beyond:
-        text += ("; " if within else "") + f"for {', '.join(beyond)} it is not: "
-        text += "; ".join(_where(rows, s) for s in beyond)
-    return text + "."
-
-
-def _where(rows: dict[str, Any], s: str) -> str:
-    """Where the engine's queue waited under strategy ``s``, and whether its service times varied, in words."""
-    r = rows[s]
-    held = r.get("held_by") or {}
-    if not held or not r["engine"]["mean_queue"]:
-        return f"{s}: not yet explained"
-    op, n = next(iter(held.items()))
-    share = n / r["engine"]["mean_queue"]
-    cv = (r.get("cost_cv") or {}).get(op)
-    if cv is None:
-        return f"under {s} {share:.0%} of the engine's queue waited at {op} (held_by; not yet explained)"
-    where = f"under {s} about {share:.0%} of the engine's queue waited at {op} (held_by, after each slot's arrivals)"
-    factor = 1 + cv * cv  # Pollaczek–Khinchine: what service-time variance multiplies a one-server queue by
-    if factor < 1.2:
-        return (
-            f"{where}; its turns' time per tuple varied little (coefficient of variation {cv}, cost_cv: "
-            f"1 + CV² = {factor:.2f}), so not the variance of service times either; not yet explained"
-        )
-    return (
-        f"{where}; its turns' time per tuple varied with a coefficient of variation of {cv} (cost_cv) where the "
-        f"model's is one fixed cost: service-time variance multiplies a one-server queue by 1 + CV² = "
-        f"{factor:.2f} (Pollaczek–Khinchine) — a possible part, not checked here"
-    )
-
-
-def engine_agreement(name: str, rows: dict[str, Any], whole: dict[str, Any]) -> list[dict[str, Any]]:
-    """The model against the engine on ``name``: the queue size it predicts (median ratio over the
-    strategies within ``TOLERANCE``), the order of the strategies it predicts, and Chain's fluid model.
-    """
-    pct = int(TOLERANCE * 100)
-    e = {s: rows[s]["engine"] for s in ("chain", "fifo")}
-    med, fluid = _median_ratio(rows, "model"), _median_ratio(rows, "fluid_model")
-    engine_order, model_order = _order(rows, "engine"), _order(rows, "model")
-    return [
-        claim(
-            f"{name}: the model, given the engine's measured operators (whole tuples, a begun tuple finishing "
-            f"first, as the engine runs), predicts the engine's time-mean queue size within {pct}% (median over "
-            "the strategies)",
-            "Babcock et al. 2003 §3 (the progress-chart model), whole tuples, non-preemptive",
-            med is not None and abs(med - 1) <= TOLERANCE,
-            {"median": med} | {s: r["ratio_to_model"] for s, r in rows.items()},
-            "The engine ran one tuple per operator turn (budget 1), the model's unit; round-robin's quantum is "
-            "one slot of the chart, as much time for every operator (loop.time_unit_seconds). Costs are each "
-            "operator's "
-            "share of its turns' CPU time (scheduling included); selectivities as counted. Latency is shown, not "
-            "judged: the engine times output tuples only. Apart from the model: each turn's CPU time varies (a "
-            "Python call per row, on a shared machine), selections pass a random share where the model passes "
-            "an exact one, a run holds a few dozen output tuples, and near saturation (stored-join) small "
-            "differences in cost grow into large ones in queue. With the engine's default turns (an operator "
-            f"takes its whole queue) Chain held peak {whole['peak_queue']}, mean {whole['mean_queue']} against "
-            f"{e['chain']['peak_queue']}, {e['chain']['mean_queue']} at one tuple per turn (FIFO "
-            f"{e['fifo']['peak_queue']}, {e['fifo']['mean_queue']}): a long turn keeps arrivals waiting at full "
-            "size, which no tuple-at-a-time model predicts."
-            + (
-                " The window join's windows fill within a few dozen tuples (keys modulo 10), so its selectivity "
-                "is steady; with 150-row windows it rose through half the run and the model, given one average, "
-                "predicted about twice the engine's queue."
-                if any(o.partner for p in CHAIN_SETUPS[name].paths() for o in p.ops)
-                else ""
-            )
-            + _cost_why(rows, med),
-        ),
-        claim(
-            f"{name}: the engine ranks the strategies by queue size as the model predicts",
-            "Babcock et al. 2003 §6 (the strategies compared)",
-            engine_order == model_order,
-            {"engine": engine_order, "model": model_order},
-            "Ranked by time-mean queue size, least first.",
-        ),
-        claim(
-            f"{name}: Chain's fluid model (every tuple becomes s of one at an operator of selectivity s; the "
-            f"strategy chooses again every time unit) predicts the same within {pct}%",
-            "Babcock et al. 2003 §3",
-            fluid is not None and abs(fluid - 1) <= TOLERANCE,
-            {"median": fluid} | {s: r["ratio_to_fluid_model"] for s, r in rows.items()},
-            "The fluid model averages: past a selection of 0.2 every tuple is 0.2 of one and costs 0.2 of the "
-            "next operator's time, where in the engine one tuple in five goes on whole and costs all of it, "
-            "holding its memory (and, in one uninterruptible call, the input behind it) five times as long. It "
-            "matches when no operator's time per tuple is long against the time between arrivals; two-ops' slow "
-            "operator takes ~45 time units per tuple.",
-        ),
-    ]

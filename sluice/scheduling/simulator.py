@@ -57,20 +57,31 @@ class SimResult:
 class Simulator:
     """The fluid model running ``strategy``: a ``SchedulingView`` of ``Unit``s."""
 
-    def __init__(self, paths: Sequence[Path], strategy: Strategy, preemptive: bool = True, whole: bool = False) -> None:
+    def __init__(
+        self,
+        paths: Sequence[Path],
+        strategy: Strategy,
+        preemptive: bool = True,
+        whole: bool = False,
+        passes: Mapping[str, Sequence[int]] | None = None,
+    ) -> None:
         """``preemptive``: the strategy chooses again at every time unit, also in the middle of a
         tuple (Chain's fluid model); False: a tuple an operator has begun finishes first (the
         engine, where an operator's turn is one call).  ``whole``: tuples stay whole, as in an
         engine — an operator of selectivity s passes s of the tuples it finishes (deterministically:
         the k-th passes when ⌊k·s⌋ grows), each costs the operator's time per tuple, and a tuple
         holds one unit of memory until it is finished; the fluid model instead turns every tuple
-        into s of one (Chain §3), the same on average.
+        into s of one (Chain §3), the same on average.  ``passes`` (whole): per operator (by name),
+        how many tuples each tuple it finishes passes, in order — a run's own data (an engine's
+        selection passes what its data satisfies, not every 1/s-th tuple); past its end, ⌊k·s⌋.
         """
         self.paths = list(paths)
         self.preemptive = preemptive
         self.whole = whole
         self.progress: dict[tuple[int, int, float], float] = {}  # whole: work done on a begun tuple
         self.passed = [[0.0] * len(p.ops) for p in paths]  # whole: Σ selectivity over finished tuples
+        self.passes = [[(passes or {}).get(op.name) for op in p.ops] for p in paths]
+        self.finished = [[0] * len(p.ops) for p in paths]  # whole: tuples each operator finished
         self.in_service: tuple[Unit, float] | None = None  # the unit and the tuple it has begun
         self.strategy = strategy
         repeated = sorted(n for n, k in Counter(op.name for p in self.paths for op in p.ops).items() if k > 1)
@@ -180,11 +191,15 @@ class Simulator:
                 before = acc[i]
                 acc[i] += amount * self.paths[u.path].ops[i].sel
                 n = float(int(acc[i] + EPS) - int(before + EPS))  # the whole tuples that pass
+                given, k = self.passes[u.path][i], self.finished[u.path][i]
+                if given is not None and k < len(given):
+                    n = float(given[k])
+                self.finished[u.path][i] = k + 1
                 t_end = self.now + used
                 if i + 1 < m:
-                    if n > 0:
-                        _insert(qs[i + 1], arrival, n, tid)
-                    else:
+                    for _ in range(int(n)):  # each whole tuple its own: the next operator may stop between them
+                        _insert(qs[i + 1], arrival, 1.0, tid, merge=False)
+                    if n == 0:
                         self.completions[int(tid)] = (arrival, t_end, u.path)  # filtered out: it left
                 else:
                     if n > 0:
@@ -239,9 +254,11 @@ class Simulator:
                 break
 
 
-def _insert(q: deque[list[float]], arrival: float, amount: float, tid: float) -> None:
-    """Keep a queue ordered by arrival; the parts of one tuple (same id) stay one batch."""
-    if q and q[-1][2] == tid:
+def _insert(q: deque[list[float]], arrival: float, amount: float, tid: float, merge: bool = True) -> None:
+    """Keep a queue ordered by arrival; the parts of one tuple (same id) stay one batch (``merge``:
+    the fluid model's fractions of one tuple; whole tuples stay apart, each one element).
+    """
+    if merge and q and q[-1][2] == tid:
         q[-1][1] += amount
         return
     if not q or q[-1][0] <= arrival:
@@ -261,11 +278,12 @@ def simulate(
     horizon: int | None = None,
     preemptive: bool = True,
     whole: bool = False,
+    passes: Mapping[str, Sequence[int]] | None = None,
 ) -> SimResult:
     """Run ``strategy`` over ``paths``; ``arrivals[path][k]`` input-tuple units arrive at time k
-    (``preemptive``, ``whole``: see ``Simulator``).
+    (``preemptive``, ``whole``, ``passes``: see ``Simulator``).
     """
-    sim = Simulator(paths, strategy, preemptive, whole)
+    sim = Simulator(paths, strategy, preemptive, whole, passes)
     if horizon is None:
         horizon = max((len(a) for a in arrivals.values()), default=0)
     memory: list[float] = []

@@ -312,6 +312,11 @@ class Operator(Part):
         """The elements it has read so far (``statistics().tuples_in``)."""
         return self._in
 
+    @property
+    def tuples_out(self) -> int:
+        """The elements it has written so far (``statistics().tuples_out``)."""
+        return self._out
+
     def statistics(self) -> OperatorStats:
         return OperatorStats(
             self.name, self.kind, self._in, self._out, self._runs, self._seconds, self.state_bytes(), self.rows_rejected

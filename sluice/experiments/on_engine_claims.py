@@ -1,0 +1,248 @@
+"""What the chain-on-engine experiment concludes, and why the model and the engine differ where they do.
+
+The model's prediction against the engine's measurement (``on_engine.run``'s rows, one per
+strategy): the claims, and in words why they differ — the selections' own pattern
+(``passes_model``), the turns' varying costs (the replay), the measured costs' noise
+(``cost_to_match`` against ``cost_spread``), where the queue waited (``held_by``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from sluice.experiments.results import claim
+from sluice.experiments.scheduling import CHAIN_SETUPS
+from sluice.scheduling.model import Path
+from sluice.scheduling.simulator import simulate
+from sluice.scheduling.strategies import make
+
+TOLERANCE = 0.2
+
+
+def cost_to_match(
+    paths: list[Path],
+    arrivals: Mapping[str, Sequence[float]],
+    strategy: str | Callable[[], Any],
+    slots: int,
+    target: float,
+) -> float | str:
+    """The factor on every operator's measured cost at which the model (whole tuples,
+    non-preemptive) predicts the engine's time-mean queue ``target`` — how far off the costs would
+    have to be for cost alone to explain a difference (bisection over 0.5–2; a bound past them).
+    ``strategy``: a name, or what makes a fresh one (threshold with its memory).
+    """
+    fresh = (lambda: make(strategy)) if isinstance(strategy, str) else strategy
+
+    def queue(k: float) -> float:
+        scaled = [Path(p.name, tuple(dataclasses.replace(o, cost=o.cost * k) for o in p.ops)) for p in paths]
+        return statistics.fmean(simulate(scaled, arrivals, fresh(), slots, preemptive=False, whole=True).memory)
+
+    lo, hi = 0.5, 2.0
+    if queue(hi) < target:
+        return f">{hi}"
+    if queue(lo) > target:
+        return f"<{lo}"
+    for _ in range(12):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if queue(mid) < target else (lo, mid)
+    return round((lo + hi) / 2, 3)
+
+
+def cost_spread(rows: dict[str, Any]) -> float:
+    """The most the same operator's measured cost per tuple differs between the strategies' runs
+    (max over min), over the operators costing a tenth of their path's per-tuple costs or more: the
+    measurement's noise and each strategy's share of decisions in its turns together.
+    """
+    costs: dict[str, list[float]] = {}
+    for r in rows.values():
+        for ops in r["measured_paths"].values():
+            total = sum(c for _, c, _ in ops)
+            for name, c, _ in ops:
+                if c >= 0.1 * total and c > 1e-9:  # (1e-9: read nothing)
+                    costs.setdefault(name, []).append(c)
+    return max_ratio(costs.values())
+
+
+def max_ratio(samples: Iterable[Sequence[float]]) -> float:
+    """The largest max-over-min among ``samples`` (each one operator's cost in every run), 1 if none."""
+    return round(max((max(v) / min(v) for v in samples if v and min(v) > 0), default=1.0), 3)
+
+
+def within_spread(scales: dict[str, Any], spread: float | None) -> list[str]:
+    """The strategies whose ``cost_scale_to_match`` lies within a between-run ``spread`` of costs."""
+    return [s for s, k in scales.items() if isinstance(k, float) and spread and max(k, 1 / k) <= spread]
+
+
+def _median_ratio(rows: dict[str, Any], model: str) -> float | None:
+    """The median over strategies of the engine's time-mean queue over the model's."""
+    rs = [r[f"ratio_to_{model}"]["mean_queue"] for r in rows.values() if r[f"ratio_to_{model}"]["mean_queue"]]
+    return round(statistics.median(rs), 3) if rs else None
+
+
+def _order(rows: dict[str, Any], side: str) -> list[str]:
+    return sorted(rows, key=lambda s: rows[s][side]["mean_queue"])
+
+
+def _cost_why(rows: dict[str, Any], med: float | None) -> str:
+    """Why the model misses the engine's queue, in words: the selections' own pattern
+    (``passes_model``), the turns' varying costs (``engine_over_replay``), and for what neither
+    explains, the measured costs' own noise (``cost_to_match`` against ``cost_spread``).
+    """
+    if med is None or abs(med - 1) <= TOLERANCE:
+        return ""
+    passes = _median_ratio(rows, "passes_model")
+    explained = [s for s, r in rows.items() if _within(r["ratio_to_passes_model"]["mean_queue"])]
+    replay = {s: r.get("engine_over_replay") for s, r in rows.items()}
+    text = (
+        f" The model predicts {1 / med:.2f}× the engine's queue (median). Given what each operator's tuples "
+        "passed in the engine (passes_model: the data's own pattern, where the model passes every 1/s-th tuple) "
+        + (f"it predicts {1 / passes:.2f}× (median)" if passes else "it predicts nothing")
+        + "; the engine's own turns, replayed with every tuple at its operator's mean cost, hold "
+        + ", ".join(f"{1 / x:.2f}× ({s})" for s, x in replay.items() if x)
+        + " the engine's queue (replay: the turns' varying costs are "
+        + ("not the cause" if all(x and _within(x) for x in replay.values()) else "part of it")
+        + ")"
+    )
+    if explained:
+        text += (
+            f". For {', '.join(explained)} the difference is which tuples the selections passed: the data's "
+            "passes come clustered at random where the model's come evenly spaced, and clustered tuples wait at a "
+            "slow operator (and, behind its uninterruptible turn, at every other) where evenly spaced ones would not"
+        )
+    beyond = [s for s in rows if s not in explained]
+    if not beyond:
+        return text + "."
+    spread = cost_spread(rows)
+    scales = {s: rows[s].get("cost_scale_to_match") for s in beyond}
+    within = within_spread(scales, spread)
+    text += (
+        f". For {', '.join(beyond)} the model would match with every operator's cost scaled by "
+        + ", ".join(f"{k} ({s})" for s, k in scales.items())
+        + f" (cost_scale_to_match), while the same operator's measured cost differs between the four runs by "
+        f"up to ×{spread} (cost_spread: noise, and each strategy's decisions in its turns): "
+    )
+    if within:
+        text += (
+            f"for {', '.join(within)} the difference is within that between-run difference (one mean cost "
+            "per operator, amplified by queueing)"
+        )
+    rest = [s for s in beyond if s not in within]
+    if rest:
+        text += ("; " if within else "") + f"for {', '.join(rest)} it is not: "
+        text += "; ".join(_where(rows, s) for s in rest)
+    return text + "."
+
+
+def _within(ratio: float | None) -> bool:
+    return ratio is not None and abs(ratio - 1) <= TOLERANCE
+
+
+def _where(rows: dict[str, Any], s: str) -> str:
+    """Where the engine's queue waited under strategy ``s``, and whether its service times varied, in words."""
+    r = rows[s]
+    held = r.get("held_by") or {}
+    if not held or not r["engine"]["mean_queue"]:
+        return f"{s}: not yet explained"
+    op, n = next(iter(held.items()))
+    share = n / r["engine"]["mean_queue"]
+    cv = (r.get("cost_cv") or {}).get(op)
+    if cv is None:
+        return f"under {s} {share:.0%} of the engine's queue waited at {op} (held_by; not yet explained)"
+    where = f"under {s} about {share:.0%} of the engine's queue waited at {op} (held_by, after each slot's arrivals)"
+    factor = 1 + cv * cv  # Pollaczek–Khinchine: what service-time variance multiplies a one-server queue by
+    if factor < 1.2:
+        return (
+            f"{where}; its turns' time per tuple varied little (coefficient of variation {cv}, cost_cv: "
+            f"1 + CV² = {factor:.2f}), so not the variance of service times either; not yet explained"
+        )
+    return (
+        f"{where}; its turns' time per tuple varied with a coefficient of variation of {cv} (cost_cv) where the "
+        f"model's is one fixed cost: service-time variance multiplies a one-server queue by 1 + CV² = "
+        f"{factor:.2f} (Pollaczek–Khinchine) — a possible part, not checked here"
+    )
+
+
+def engine_agreement(name: str, rows: dict[str, Any], whole: dict[str, Any]) -> list[dict[str, Any]]:
+    """The model against the engine on ``name``: the queue size it predicts (median ratio over the
+    strategies within ``TOLERANCE``), the order of the strategies it predicts, and Chain's fluid model.
+    """
+    pct = int(TOLERANCE * 100)
+    e = {s: rows[s]["engine"] for s in ("chain", "fifo")}
+    med, fluid = _median_ratio(rows, "model"), _median_ratio(rows, "fluid_model")
+    passes = _median_ratio(rows, "passes_model")
+    engine_order, model_order = _order(rows, "engine"), _order(rows, "model")
+    return [
+        claim(
+            f"{name}: the model, given the engine's measured operators (whole tuples, a begun tuple finishing "
+            f"first, as the engine runs), predicts the engine's time-mean queue size within {pct}% (median over "
+            "the strategies)",
+            "Babcock et al. 2003 §3 (the progress-chart model), whole tuples, non-preemptive",
+            med is not None and abs(med - 1) <= TOLERANCE,
+            {"median": med} | {s: r["ratio_to_model"] for s, r in rows.items()},
+            "The engine ran one tuple per operator turn (budget 1), the model's unit; round-robin's quantum is "
+            "one slot of the chart, as much time for every operator (loop.time_unit_seconds). Costs are each "
+            "operator's "
+            "share of its turns' CPU time (scheduling included); selectivities as counted. Latency is shown, not "
+            "judged: the engine times output tuples only. Apart from the model: each turn's CPU time varies (a "
+            "Python call per row, on a shared machine), selections pass a random share where the model passes "
+            "an exact one, a run holds a few dozen output tuples, and near saturation (stored-join) small "
+            "differences in cost grow into large ones in queue. With the engine's default turns (an operator "
+            f"takes its whole queue) Chain held peak {whole['peak_queue']}, mean {whole['mean_queue']} against "
+            f"{e['chain']['peak_queue']}, {e['chain']['mean_queue']} at one tuple per turn (FIFO "
+            f"{e['fifo']['peak_queue']}, {e['fifo']['mean_queue']}): a long turn keeps arrivals waiting at full "
+            "size, which no tuple-at-a-time model predicts."
+            + (
+                " The window join's windows fill within a few dozen tuples (keys modulo 10), so its selectivity "
+                "is steady; with 150-row windows it rose through half the run and the model, given one average, "
+                "predicted about twice the engine's queue."
+                if any(o.partner for p in CHAIN_SETUPS[name].paths() for o in p.ops)
+                else ""
+            )
+            + (
+                " The stored relation's rows are inserted before slot 0: inserted in the measured run, the join's "
+                "own 200 insertions were counted as its work and input per stream tuple (selectivity 1.62 where "
+                "each stream element meets 2 rows), and the model, given them, predicted a sixth to a third of the "
+                "engine's queue."
+                if any(o.sel > 1 and not o.partner for p in CHAIN_SETUPS[name].paths() for o in p.ops)
+                else ""
+            )
+            + _cost_why(rows, med),
+        ),
+        claim(
+            f"{name}: the model, given the engine's measured operators and what each operator's tuples passed in "
+            f"the engine (the data's own pattern), predicts the engine's time-mean queue size within {pct}% "
+            "(median over the strategies)",
+            "Babcock et al. 2003 §3, whole tuples, non-preemptive, each tuple passing as it did in the engine",
+            passes is not None and abs(passes - 1) <= TOLERANCE,
+            {"median": passes}
+            | {s: r["ratio_to_passes_model"] for s, r in rows.items()}
+            | {"engine_over_replay": {s: r["engine_over_replay"] for s, r in rows.items()}},
+            "The model passes every 1/s-th tuple of an operator of selectivity s (⌊k·s⌋ grows); here each "
+            "operator reading one input passes, tuple by tuple, what it passed in the engine (passes: from the "
+            "engine's turns; a window's expirations, written in turns that read nothing, and a join's two inputs "
+            "keep ⌊k·s⌋). engine_over_replay: the engine's queue over its own turns replayed with every tuple at "
+            "its operator's mean cost (replay) — 1 when the turns' varying costs do not matter, only the decisions.",
+        ),
+        claim(
+            f"{name}: the engine ranks the strategies by queue size as the model predicts",
+            "Babcock et al. 2003 §6 (the strategies compared)",
+            engine_order == model_order,
+            {"engine": engine_order, "model": model_order},
+            "Ranked by time-mean queue size, least first.",
+        ),
+        claim(
+            f"{name}: Chain's fluid model (every tuple becomes s of one at an operator of selectivity s; the "
+            f"strategy chooses again every time unit) predicts the same within {pct}%",
+            "Babcock et al. 2003 §3",
+            fluid is not None and abs(fluid - 1) <= TOLERANCE,
+            {"median": fluid} | {s: r["ratio_to_fluid_model"] for s, r in rows.items()},
+            "The fluid model averages: past a selection of 0.2 every tuple is 0.2 of one and costs 0.2 of the "
+            "next operator's time, where in the engine one tuple in five goes on whole and costs all of it, "
+            "holding its memory (and, in one uninterruptible call, the input behind it) five times as long. It "
+            "matches when no operator's time per tuple is long against the time between arrivals; two-ops' slow "
+            "operator takes ~45 time units per tuple.",
+        ),
+    ]
