@@ -228,3 +228,15 @@ def test_stored_relation_rows_are_not_the_joins_work_per_stream_tuple() -> None:
     e = on_engine.play("chain-stored-join", arrivals, "fifo", on_engine.calibrate(20_000), 1)
     joins = [o for p in e["paths"] for o in p.ops if o.name.startswith("join#")]
     assert joins and all(o.sel == 2.0 for o in joins)
+
+
+def test_an_operator_shared_by_two_queries_is_charged_once_in_the_model() -> None:
+    """chain-multi-query's join path and four-ops path begin with the same selection, which the
+    engine shares: the model has a copy on each path, each charged half its measured work (the two
+    copies see the same tuples), where each charged all of it, doubling that operator's work."""
+    arrivals = {"R": [2, 1, 0, 3] + [0] * 40, "S": [1, 0, 1] + [0] * 41}
+    e = on_engine.play("chain-multi-query", arrivals, "fifo", on_engine.calibrate(20_000), 1)
+    copies = [o for p in e["paths"] for o in p.ops if o.name.startswith("select#1@")]
+    assert len(copies) == 2 and copies[0].cost == copies[1].cost
+    per_tuple = e["charged"]["select#1"] / e["tuples_in"]["select#1"] / (1 - e["fixed_work_per_slot"])
+    assert copies[0].cost == pytest.approx(per_tuple / 2)

@@ -371,11 +371,14 @@ def play(
         for o in chain:
             copies.setdefault(id(o), []).append(k)
     passes: dict[str, list[int]] = {}  # the model's operator: what each tuple passed in the engine
+    halved: set[str] = set()  # operators the engine shares between paths of the same tuples
     for k, (stream, chain) in enumerate(paths):
         opz = []
+        joined = False  # past a join of two streams: the copies of an operator on several paths see different tuples
         for o in chain:
             j = index[id(o)]
-            if len(o.inputs()) == 1 and not unread_out[j] and emitted[j]:
+            joined = joined or len(o.inputs()) == 2
+            if len(o.inputs()) == 1 and not unread_out[j] and emitted[j] and (not joined or len(copies[id(o)]) == 1):
                 passes[f"{o.name}@{k}"] = emitted[j]
             ost, charged = st_of[id(o)]
             shared = copies[id(o)]
@@ -383,6 +386,9 @@ def play(
             if len(o.inputs()) == 2 and len(shared) == 2:  # a two-stream join: the other side's half
                 partner = f"{o.name}@{shared[1] if shared[0] == k else shared[0]}"
             cost = max(charged / ost.tuples_in / left, 1e-9) if ost.tuples_in else 1e-9
+            if not joined and len(shared) > 1:  # one operator serving several paths' same tuples: its work once
+                cost /= len(shared)
+                halved.add(o.name)
             opz.append(Op(f"{o.name}@{k}", cost, ost.selectivity if ost.tuples_in else 1.0, partner))
         model.append(Path(f"{stream}#{k}", tuple(opz)))
     own = sum(ost.seconds for ost, _ in st_of.values()) / slot
@@ -418,6 +424,7 @@ def play(
         "delivered_at": at,
         "paths": model,
         "passes": passes,
+        "shared": sorted(halved),
         "streams": [stream for stream, _ in paths],
         "outputs": len(lat),
         "operator_share_of_turns": round(own / busy, 3) if busy else None,
@@ -427,6 +434,7 @@ def play(
         "fixed_work_per_slot": fixed,
         "busy": busy,  # time units the engine worked, over the run's slots
         "tuples_in": {o.name: st.tuples_in for o, (st, _) in zip(ops, st_of.values(), strict=True)},  # from slot 0
+        "charged": {o.name: c for o, c in zip(ops, turn_cost, strict=True)},  # time units of its turns, from slot 0
         "turns_at": turns_at,
         "turns": turns,  # scheduling decisions (operator or unit turns) over the run
         "switches": switches,  # a switching strategy's (engine time, mode it switched to)
@@ -502,6 +510,7 @@ def run(out: FsPath, slots: int = 2000, seed: int = 1, progress: bool = True) ->
                     "mean_latency": round(eng_lat, 3),
                 },
                 "outputs": e["outputs"],
+                "shared_operators": e["shared"],
                 "operator_share_of_turns": e["operator_share_of_turns"],
                 "held_by": dict(list(e["held_by"].items())[:3]),  # the operators most is waiting at
                 "cost_cv": {k: e["cost_cv"].get(k) for k in list(e["held_by"])[:3]},

@@ -173,6 +173,7 @@ def engine_agreement(name: str, rows: dict[str, Any], whole: dict[str, Any]) -> 
     e = {s: rows[s]["engine"] for s in ("chain", "fifo")}
     med, fluid = _median_ratio(rows, "model"), _median_ratio(rows, "fluid_model")
     passes = _median_ratio(rows, "passes_model")
+    shared = sorted({n for r in rows.values() for n in r.get("shared_operators", [])})
     engine_order, model_order = _order(rows, "engine"), _order(rows, "model")
     return [
         claim(
@@ -207,6 +208,14 @@ def engine_agreement(name: str, rows: dict[str, Any], whole: dict[str, Any]) -> 
                 "each stream element meets 2 rows), and the model, given them, predicted a sixth to a third of the "
                 "engine's queue."
                 if any(o.sel > 1 and not o.partner for p in CHAIN_SETUPS[name].paths() for o in p.ops)
+                else ""
+            )
+            + (
+                f" The engine shares {', '.join(shared)} between queries (the same operator over the same stream): "
+                "the model, whose paths are apart, has a copy on each path, each charged its share of the measured "
+                "work — charged all of it, each copy doubled that operator's work and the model predicted 1.3× the "
+                "engine's queue."
+                if shared
                 else ""
             )
             + _cost_why(rows, med),
