@@ -240,3 +240,14 @@ def test_an_operator_shared_by_two_queries_is_charged_once_in_the_model() -> Non
     assert len(copies) == 2 and copies[0].cost == copies[1].cost
     per_tuple = e["charged"]["select#1"] / e["tuples_in"]["select#1"] / (1 - e["fixed_work_per_slot"])
     assert copies[0].cost == pytest.approx(per_tuple / 2)
+
+
+def test_strategies_closer_than_the_run_to_run_difference_are_not_ranked() -> None:
+    def rows(engine: dict[str, float], model: dict[str, float]) -> dict[str, Any]:
+        return {s: {"engine": {"mean_queue": engine[s]}, "model": {"mean_queue": model[s]}} for s in engine}
+
+    # chain/greedy 1% apart on the engine: a tie, whatever the model says
+    assert on_engine_claims.opposed(rows({"chain": 2.45, "greedy": 2.47}, {"chain": 2.6, "greedy": 2.2})) == []
+    # both sides apart by more than 10%, in opposite orders: counted against
+    opp = on_engine_claims.opposed(rows({"chain": 2.0, "fifo": 3.0, "rr": 3.1}, {"chain": 3.0, "fifo": 2.0, "rr": 4.0}))
+    assert opp == [("chain", "fifo")]

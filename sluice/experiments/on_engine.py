@@ -552,6 +552,9 @@ def run(out: FsPath, slots: int = 2000, seed: int = 1, progress: bool = True) ->
             row["cost_scale_to_match"] = cost_to_match(
                 e["paths"], model_arrivals, s, slots, row["engine"]["mean_queue"]
             )
+            row["passes_cost_scale_to_match"] = cost_to_match(
+                e["paths"], model_arrivals, s, slots, row["engine"]["mean_queue"], e["passes"]
+            )
             rows[s] = row
             if bar:
                 bar.step(f"{name}/{s}")
