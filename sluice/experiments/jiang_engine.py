@@ -483,6 +483,11 @@ def agreement(rows: dict[str, Any], realised: list[float], spread: float | None 
         if saturated
         else f" Judged at {phase}."
     )
+    why_phase += (
+        " Two runs of this experiment on the same seed (2026-11-27) differed by up to 17% in one strategy's "
+        "phase-2 latency and memory (simplified segment 2.73 and 3.12, 15.9 and 18.6; the others ≤ 6%): strategies "
+        "closer than that are not ordered by one run."
+    )
     sec = "Jiang & Chakravarthy §5.2"
     pc, ss = "path-capacity", "simplified-segment"
     turns = {s: r["turns_per_tuple_by_phase"][k] for s, r in rows.items() if r.get("turns_per_tuple_by_phase")}
