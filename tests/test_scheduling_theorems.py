@@ -280,3 +280,13 @@ def test_given_passes_replace_the_every_kth_rule() -> None:
     assert sum(n for _, n, _ in even.latencies) == 2  # tuples 2 and 4 pass
     assert sum(n for _, n, _ in given.latencies) == 3  # 1, 2 as given; 4 by ⌊k·s⌋ (4 · 0.5 grows)
     assert sorted(given.completions) == [0, 1, 2, 3]
+
+
+def test_a_tuple_has_left_only_when_its_last_part_has() -> None:
+    """Whole tuples: past a join (selectivity 2) a tuple is two parts; the first filtered out at 2
+    does not make the tuple done while the second is still queued — it leaves at 4, delivered."""
+    p = Path("p", (Op("j", 1.0, 2.0), Op("s", 1.0, 0.5), Op("o", 1.0, 1.0)))
+    cut = simulate([p], {"p": [1]}, make("fifo"), 3, whole=True)
+    assert 0 not in cut.completions  # at 3 its second part waits at o
+    full = simulate([p], {"p": [1]}, make("fifo"), 10, whole=True)
+    assert full.completions[0] == (0.0, 4.0, 0)

@@ -258,7 +258,13 @@ def play(
     queue_of = {q.name: q for q in eng.registry.queues()}
     before = {id(o): o.statistics() for o in ops}  # (the warm-up's share, not measured)
     enqueued = {st: queue_of[st].enqueued for st in arrivals}
-    readers = {st: len([r for o in ops for r in o.readers if r.queue is queue_of[st]]) for st in arrivals}
+    paths = engine_paths(eng, handles)
+    copies, past = plan_copies(paths)
+    # the model has a copy of an operator on every path it is on; the engine, where one operator
+    # serves several paths' same tuples (shared, before any join), one reader: each element waiting
+    # there counts once per copy, as the model counts it (past a join each copy holds its own side's)
+    weight = {id(r): len(copies.get(id(o), [0])) if id(o) not in past else 1 for o in ops for r in o.readers}
+    readers = {st: sum(weight[id(r)] for o in ops for r in o.readers if r.queue is queue_of[st]) for st in arrivals}
     slots = max(len(a) for a in arrivals.values())
     memory: list[int] = []
     queue_bytes: list[float] = []  # the queues' bytes at each slot (what the engine's strategies read)
@@ -277,8 +283,9 @@ def play(
     seen_in = [o.tuples_in for o in ops]
     seen_out = [o.tuples_out for o in ops]
     # per operator: what each tuple it read passed on, in order (a turn that read n and wrote m: the
-    # m spread over its n, in order); and what it wrote in turns that read nothing (a window's
-    # expirations: then its writes are not per tuple read)
+    # m spread evenly over its n); and what it wrote in turns that read nothing (a window's
+    # expirations: then its writes are not per tuple read). The model takes them for selections
+    # only: an operator holding its input (Istream, Rstream, a join) writes for earlier tuples
     emitted: list[list[int]] = [[] for _ in ops]
     unread_out = [0] * len(ops)
     idle = 0.0  # the cost of turns in which an operator read no tuple (time moving on: heartbeats)
@@ -307,9 +314,9 @@ def play(
             queue_bytes.append(eng.loop.view.memory())
             busy_at.append(busy)
             turns_at.append(turns)
-        # what each operator has still to read (a path's copy, as the model counts), and pushed rows
-        # the sources have not yet released, once per operator reading them
-        held = sum(r.available() for r in readers_of)
+        # what each operator has still to read (once per path's copy, as the model counts), and pushed
+        # rows the sources have not yet released, once per operator (copy) reading them
+        held = sum(r.available() * weight[id(r)] for r in readers_of)
         held += sum((pos[st] - queue_of[st].enqueued + enqueued[st]) * readers[st] for st in arrivals)
         pushed = sum(pos[st] * readers[st] for st in arrivals)
         t0 = time.thread_time()
@@ -324,9 +331,8 @@ def play(
             spent[k], seen[k] = now - seen[k], now
             read[k], seen_in[k] = now_in - seen_in[k], now_in
             wrote, seen_out[k] = ops[k].tuples_out - seen_out[k], ops[k].tuples_out
-            if read[k]:
-                q, r = divmod(wrote, read[k])
-                emitted[k].extend([q + 1] * r + [q] * (read[k] - r))
+            if read[k]:  # spread evenly over the turn's tuples (which of them passed is not recorded)
+                emitted[k].extend((i + 1) * wrote // read[k] - i * wrote // read[k] for i in range(read[k]))
             else:
                 unread_out[k] += wrote
         total = sum(spent.values())
@@ -365,28 +371,23 @@ def play(
     fixed = (idle + unattributed) / max(slots, 1)
     left = max(1.0 - fixed, 0.05)
     model: list[Path] = []
-    paths = engine_paths(eng, handles)
-    copies: dict[int, list[int]] = {}  # operator: the paths it is on
-    for k, (_, chain) in enumerate(paths):
-        for o in chain:
-            copies.setdefault(id(o), []).append(k)
     passes: dict[str, list[int]] = {}  # the model's operator: what each tuple passed in the engine
     halved: set[str] = set()  # operators the engine shares between paths of the same tuples
     for k, (stream, chain) in enumerate(paths):
         opz = []
-        joined = False  # past a join of two streams: the copies of an operator on several paths see different tuples
         for o in chain:
             j = index[id(o)]
-            joined = joined or len(o.inputs()) == 2
-            if len(o.inputs()) == 1 and not unread_out[j] and emitted[j] and (not joined or len(copies[id(o)]) == 1):
+            # past a join, the copies of an operator on several paths see different tuples (each its side's)
+            alone = id(o) not in past or len(copies[id(o)]) == 1
+            if o.kind == "Select" and not unread_out[j] and emitted[j] and alone:
                 passes[f"{o.name}@{k}"] = emitted[j]
             ost, charged = st_of[id(o)]
             shared = copies[id(o)]
             partner = None
-            if len(o.inputs()) == 2 and len(shared) == 2:  # a two-stream join: the other side's half
+            if len(o.inputs()) == 2 and len(shared) == 2:  # a join of two streams: the other side's half
                 partner = f"{o.name}@{shared[1] if shared[0] == k else shared[0]}"
             cost = max(charged / ost.tuples_in / left, 1e-9) if ost.tuples_in else 1e-9
-            if not joined and len(shared) > 1:  # one operator serving several paths' same tuples: its work once
+            if id(o) not in past and len(shared) > 1:  # one operator serving several paths' same tuples: its work once
                 cost /= len(shared)
                 halved.add(o.name)
             opz.append(Op(f"{o.name}@{k}", cost, ost.selectivity if ost.tuples_in else 1.0, partner))
@@ -416,6 +417,15 @@ def play(
             [*done_before, held - pushed],
             arrived,
             [c - ch + sum(n * mean[k] for k, n in rd.items()) for _, c, rd, ch in trace],
+        ),  # fmt: skip
+        # the same turns at the model's own costs: each tuple at its operator's mean cost on what the
+        # fixed work leaves of a slot, the turns that read nothing (heartbeats) free — where the
+        # heartbeats' work fell made no difference if this is the replay's queue
+        "replay_spread_memory": replay(
+            trace,
+            [*done_before, held - pushed],
+            arrived,
+            [sum(n * mean[k] for k, n in rd.items()) / left for _, _, rd, _ in trace],
         ),  # fmt: skip
         "arrived": arrived,
         "queue_bytes": queue_bytes,
@@ -452,6 +462,22 @@ def play(
             )
         ),  # fmt: skip
     }
+
+
+def plan_copies(paths: list[tuple[str, list[Any]]]) -> tuple[dict[int, list[int]], set[int]]:
+    """Per operator (by id) the paths it is on, and the operators at or past a two-input operator
+    (a join) on some path — past it, copies on several paths see different tuples.
+    """
+    copies: dict[int, list[int]] = {}
+    past: set[int] = set()
+    for k, (_, chain) in enumerate(paths):
+        joined = False
+        for o in chain:
+            copies.setdefault(id(o), []).append(k)
+            joined = joined or len(o.inputs()) == 2
+            if joined:
+                past.add(id(o))
+    return copies, past
 
 
 def replay(

@@ -82,7 +82,8 @@ class Simulator:
         self.passed = [[0.0] * len(p.ops) for p in paths]  # whole: Σ selectivity over finished tuples
         self.passes = [[(passes or {}).get(op.name) for op in p.ops] for p in paths]
         self.finished = [[0] * len(p.ops) for p in paths]  # whole: tuples each operator finished
-        self.in_service: tuple[Unit, float] | None = None  # the unit and the tuple it has begun
+        self.in_service: tuple[Unit, float, int] | None = None  # the unit, the tuple it has begun, at which operator
+        self.parts: Counter[float] = Counter()  # per tuple id: its parts still queued (a tuple has left when none is)
         self.strategy = strategy
         repeated = sorted(n for n, k in Counter(op.name for p in self.paths for op in p.ops).items() if k > 1)
         if repeated:  # units are named after their operators, and join partners found by name
@@ -180,12 +181,12 @@ class Simulator:
                     self.progress[begun] = self.progress.get(begun, 0.0) + budget - used
                     used = budget
                     if not self.preemptive:
-                        self.in_service = (u, tid)
+                        self.in_service = (u, tid, i)
                     break
                 used += max(left, 0.0)
                 self.progress.pop(begun, None)
                 qs[i].popleft()
-                if self.in_service is not None and self.in_service[1] == tid:
+                if self.in_service is not None and self.in_service[1:] == (tid, i):
                     self.in_service = None
                 acc = self.passed[u.path]
                 before = acc[i]
@@ -196,16 +197,17 @@ class Simulator:
                     n = float(given[k])
                 self.finished[u.path][i] = k + 1
                 t_end = self.now + used
+                self.parts[tid] -= 1
                 if i + 1 < m:
                     for _ in range(int(n)):  # each whole tuple its own: the next operator may stop between them
                         _insert(qs[i + 1], arrival, 1.0, tid, merge=False)
-                    if n == 0:
-                        self.completions[int(tid)] = (arrival, t_end, u.path)  # filtered out: it left
+                    self.parts[tid] += int(n)
                 else:
                     if n > 0:
                         self.latencies.append((t_end - arrival, n, u.path))
-                    self.completions[int(tid)] = (arrival, t_end, u.path)
                     self.out_slot += amount
+                if self.parts[tid] <= 0:  # its last part delivered or filtered out: the tuple has left
+                    self.completions[int(tid)] = (arrival, t_end, u.path)
                 if i == u.last:
                     break  # a tuple left the unit
                 continue
@@ -213,14 +215,14 @@ class Simulator:
             if need <= budget - used + EPS:
                 done, used = amount, used + need
                 qs[i].popleft()
-                if self.in_service is not None and self.in_service[1] == tid:
+                if self.in_service is not None and self.in_service[1:] == (tid, i):
                     self.in_service = None
             else:
                 done = (budget - used) / cost
                 qs[i][0][1] -= done
                 used = budget
                 if not self.preemptive:
-                    self.in_service = (u, tid)
+                    self.in_service = (u, tid, i)
             t_end = self.now + used
             if i + 1 < m:
                 _insert(qs[i + 1], arrival, done, tid)
@@ -297,6 +299,7 @@ def simulate(
                 left = float(a[k])
                 while left > EPS:
                     sim.queues[pi][0].append([float(k), min(1.0, left), float(sim._next_id)])
+                    sim.parts[float(sim._next_id)] += 1
                     sim._next_id += 1
                     left -= 1.0
         memory.append(sim.memory())
