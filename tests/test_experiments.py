@@ -285,3 +285,17 @@ def test_an_order_closer_than_the_run_to_run_difference_is_not_decided() -> None
     assert _decide([(1.5, 1.0)], noise=0.17) is False  # reversed by 50%
     assert _decide([(1.0, 1.5), (2.0, 1.9)], noise=0.17) is None  # the second pair 5% apart
     assert _decide([(1.0, 1.5), (2.0, 1.9), (3.0, 1.0)], noise=0.17) is False
+
+
+def test_the_ranking_claim_is_na_when_the_model_separates_no_strategies() -> None:
+    """On the committed chain-on-engine rows with the model's queues made equal, nothing is ranked."""
+    import copy
+    from pathlib import Path
+
+    d = json.loads((Path(__file__).parents[1] / "docs/experiments/chain-on-engine.json").read_text())
+    rows = copy.deepcopy(d["results"]["chain-four-ops"])
+    for r in rows.values():
+        r["model"]["mean_queue"] = 2.0
+    claims = on_engine_claims.engine_agreement("chain-four-ops", rows, d["chain_whole_queue_turns"]["chain-four-ops"])
+    (ranking,) = [c for c in claims if "ranks the strategies" in c["claim"]]
+    assert ranking["agrees"] is None and ranking["measured"]["opposed"] == []

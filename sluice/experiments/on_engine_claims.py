@@ -236,6 +236,7 @@ def engine_agreement(name: str, rows: dict[str, Any], whole: dict[str, Any]) -> 
     med, fluid = _median_ratio(rows, "model"), _median_ratio(rows, "fluid_model")
     passes = _median_ratio(rows, "passes_model")
     shared = sorted({n for r in rows.values() for n in r.get("shared_operators", [])})
+    against = opposed(rows)
     engine_order, model_order = _order(rows, "engine"), _order(rows, "model")
     return [
         claim(
@@ -305,7 +306,7 @@ def engine_agreement(name: str, rows: dict[str, Any], whole: dict[str, Any]) -> 
             f"{name}: the engine ranks the strategies by queue size as the model predicts (strategies within "
             f"{int(TIE * 100)}% of each other tied)",
             "Babcock et al. 2003 §6 (the strategies compared)",
-            not (against := opposed(rows)) if _separated(rows) else None,
+            not against if _separated(rows) else None,
             {"engine": engine_order, "model": model_order, "opposed": [list(p) for p in against]},
             "Ranked by time-mean queue size, least first. A pair counts against only if the engine and the model "
             f"order it oppositely and both by more than {int(TIE * 100)}%: two runs of this experiment differed "
