@@ -68,7 +68,9 @@ def render(out: Path, summaries: Mapping[str, Any], command: str, seconds: Mappi
         lines += ["", f"## {name}", ""]
         paper = s.get("paper") or claims[0].get("paper", "")
         ran = f" Ran {seconds[name]:.0f} s." if name in seconds else ""
-        lines.append(f"{paper} — {ok} of {len(claims)} claims agree.{ran}")
+        na = sum(1 for c in claims if c.get("agrees") is None)
+        undecided = f" ({na} n/a at this scale)" if na else ""
+        lines.append(f"{paper} — {ok} of {len(claims)} claims agree{undecided}.{ran}")
         setup = s.get("setup")
         if isinstance(setup, dict) and setup.get("assumed"):
             lines += ["", f"Set-up assumed where the paper is silent or lost: {setup['assumed']}"]
