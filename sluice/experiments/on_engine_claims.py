@@ -198,6 +198,16 @@ def _passes_why(rows: dict[str, Any], med: float | None) -> str:
     return text + "."
 
 
+def _median_verdict(
+    rows: dict[str, Any], model: str, extra: dict[str, Any] | None = None
+) -> tuple[bool, dict[str, Any]]:
+    """A model's claim: whether the median engine/model queue ratio is within ``TOLERANCE``, and the
+    figures shown (the median, each strategy's ratios, ``extra``).
+    """
+    med = _median_ratio(rows, model)
+    return _within(med), {"median": med} | {s: r[f"ratio_to_{model}"] for s, r in rows.items()} | (extra or {})
+
+
 def _within(ratio: float | None) -> bool:
     return ratio is not None and abs(ratio - 1) <= TOLERANCE
 
@@ -233,10 +243,10 @@ def engine_agreement(name: str, rows: dict[str, Any], whole: dict[str, Any]) -> 
     """
     pct = int(TOLERANCE * 100)
     e = {s: rows[s]["engine"] for s in ("chain", "fifo")}
-    med, fluid = _median_ratio(rows, "model"), _median_ratio(rows, "fluid_model")
-    passes = _median_ratio(rows, "passes_model")
+    med = _median_ratio(rows, "model")
     shared = sorted({n for r in rows.values() for n in r.get("shared_operators", [])})
     against = opposed(rows)
+    replayed = {s: r["engine_over_replay"] for s, r in rows.items()}
     engine_order, model_order = _order(rows, "engine"), _order(rows, "model")
     return [
         claim(
@@ -244,8 +254,7 @@ def engine_agreement(name: str, rows: dict[str, Any], whole: dict[str, Any]) -> 
             f"first, as the engine runs), predicts the engine's time-mean queue size within {pct}% (median over "
             "the strategies)",
             "Babcock et al. 2003 §3 (the progress-chart model), whole tuples, non-preemptive",
-            med is not None and abs(med - 1) <= TOLERANCE,
-            {"median": med} | {s: r["ratio_to_model"] for s, r in rows.items()},
+            *_median_verdict(rows, "model"),
             "The engine ran one tuple per operator turn (budget 1), the model's unit; round-robin's quantum is "
             "one slot of the chart, as much time for every operator (loop.time_unit_seconds). Costs are each "
             "operator's "
@@ -288,10 +297,7 @@ def engine_agreement(name: str, rows: dict[str, Any], whole: dict[str, Any]) -> 
             f"the engine (the data's own pattern), predicts the engine's time-mean queue size within {pct}% "
             "(median over the strategies)",
             "Babcock et al. 2003 §3, whole tuples, non-preemptive, each tuple passing as it did in the engine",
-            passes is not None and abs(passes - 1) <= TOLERANCE,
-            {"median": passes}
-            | {s: r["ratio_to_passes_model"] for s, r in rows.items()}
-            | {"engine_over_replay": {s: r["engine_over_replay"] for s, r in rows.items()}},
+            *_median_verdict(rows, "passes_model", {"engine_over_replay": replayed}),
             "The model passes every 1/s-th tuple of an operator of selectivity s (⌊k·s⌋ grows); here each "
             "selection passes, tuple by tuple, what it passed in the engine (passes: from the engine's turns; a "
             "turn that read several tuples spreads its passes evenly over them). Every other operator keeps "
@@ -300,7 +306,7 @@ def engine_agreement(name: str, rows: dict[str, Any], whole: dict[str, Any]) -> 
             "engine_over_replay: the engine's queue over its own turns replayed with every tuple at "
             "its operator's mean cost (replay; each turn's time apart from the operators' reads, heartbeats and "
             "scheduling, kept where it fell) — near 1, the turns' varying costs are not the cause."
-            + _passes_why(rows, passes),
+            + _passes_why(rows, _median_ratio(rows, "passes_model")),
         ),
         claim(
             f"{name}: the engine ranks the strategies by queue size as the model predicts (strategies within "
@@ -318,8 +324,7 @@ def engine_agreement(name: str, rows: dict[str, Any], whole: dict[str, Any]) -> 
             f"{name}: Chain's fluid model (every tuple becomes s of one at an operator of selectivity s; the "
             f"strategy chooses again every time unit) predicts the same within {pct}%",
             "Babcock et al. 2003 §3",
-            fluid is not None and abs(fluid - 1) <= TOLERANCE,
-            {"median": fluid} | {s: r["ratio_to_fluid_model"] for s, r in rows.items()},
+            *_median_verdict(rows, "fluid_model"),
             "The fluid model averages: past a selection of 0.2 every tuple is 0.2 of one and costs 0.2 of the "
             "next operator's time, where in the engine one tuple in five goes on whole and costs all of it, "
             "holding its memory (and, in one uninterruptible call, the input behind it) five times as long. It "
