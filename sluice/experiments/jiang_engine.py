@@ -35,7 +35,7 @@ import numpy as np
 from sluice.backends.embedded import EmbeddedEngine
 from sluice.experiments import jiang
 from sluice.experiments.on_engine import BUDGET, KEYS, _stages, calibrate, engine, play
-from sluice.experiments.on_engine_claims import TOLERANCE, cost_to_match, max_ratio, within_spread
+from sluice.experiments.on_engine_claims import TOLERANCE, apart, cost_to_match, max_ratio, ratio, within_spread
 from sluice.experiments.results import claim
 from sluice.experiments.scheduling import Progress
 from sluice.scheduling.model import Op
@@ -326,15 +326,15 @@ def run(out: FsPath, slots: int = 1200, seed: int = 1, progress: bool = True, sl
             "saving_share_by_phase": _saving(e["switches"], slots) if s == "threshold" else None,
         }
         target = rows[s]["engine_mean_queue"]
-        rows[s]["queue_ratio_to_model"] = _ratio(target, rows[s]["model_mean_queue"])
+        rows[s]["queue_ratio_to_model"] = ratio(target, rows[s]["model_mean_queue"])
         rows[s]["passes_model_mean_queue"] = round(statistics.fmean(own.memory), 3)
-        rows[s]["queue_ratio_to_passes_model"] = _ratio(target, statistics.fmean(own.memory))
+        rows[s]["queue_ratio_to_passes_model"] = ratio(target, statistics.fmean(own.memory))
         # the engine's own turns replayed with every tuple at its operator's mean cost
-        rows[s]["engine_over_replay"] = _ratio(target, statistics.fmean(e["replay_memory"]))
+        rows[s]["engine_over_replay"] = ratio(target, statistics.fmean(e["replay_memory"]))
         # the engine's turns at the model's own costs (the heartbeats' work spread as the model spreads it)
         spread_q = statistics.fmean(e["replay_spread_memory"])
-        rows[s]["replay_spread_over_model"] = _ratio(spread_q, statistics.fmean(sim.memory))
-        rows[s]["replay_spread_over_passes_model"] = _ratio(spread_q, statistics.fmean(own.memory))
+        rows[s]["replay_spread_over_model"] = ratio(spread_q, statistics.fmean(sim.memory))
+        rows[s]["replay_spread_over_passes_model"] = ratio(spread_q, statistics.fmean(own.memory))
         rows[s]["cost_scale_to_match"] = cost_to_match(e["paths"], model_arr, model, slots, target)
         costs[s] = {o.name.rsplit("@", 1)[0]: o.cost for p in e["paths"] for o in p.ops}
         if bar:
@@ -463,14 +463,15 @@ def _decide(pairs: list[tuple[float, float]], noise: float | None = None) -> boo
     than it, None if some pair is closer than that (one run cannot tell).
     """
     noise = RUN_TO_RUN if noise is None else noise
-    apart = [(a, b) for a, b in pairs if min(a, b) > 0 and max(a, b) / min(a, b) > 1 + noise]
-    if any(a > b for a, b in apart):
+    settled = [(a, b) for a, b in pairs if apart(a, b, noise)]
+    if any(a > b for a, b in settled):
         return False
-    return True if len(apart) == len(pairs) else None
+    return True if len(settled) == len(pairs) else None
 
 
-def _ratio(a: float, b: float) -> float | None:
-    return round(a / b, 3) if b else None
+def _median(ratios: dict[str, float | None]) -> float | None:
+    known = [x for x in ratios.values() if x]
+    return round(statistics.median(known), 3) if known else None
 
 
 def agreement(rows: dict[str, Any], realised: list[float], spread: float | None = None) -> list[dict[str, Any]]:
@@ -487,10 +488,9 @@ def agreement(rows: dict[str, Any], realised: list[float], spread: float | None 
     cv = {s: v["output_cv"] for s, v in hi.items()}
     whole = {s: r["engine_mean_latency"] for s, r in rows.items()}
     ratios = {s: r["queue_ratio_to_model"] for s, r in rows.items()}
-    known = [x for x in ratios.values() if x]
-    med = round(statistics.median(known), 3) if known else None
+    med = _median(ratios)
     own = {s: r.get("queue_ratio_to_passes_model") for s, r in rows.items()}
-    own_med = round(statistics.median([x for x in own.values() if x]), 3) if any(own.values()) else None
+    own_med = _median(own)
     replayed = {s: r.get("engine_over_replay") for s, r in rows.items()}
     spread_turns = {s: r.get("replay_spread_over_passes_model") for s, r in rows.items()}
     busy = {s: [ph["busy_per_slot"] for ph in r["engine"]] for s, r in rows.items()}
@@ -505,8 +505,9 @@ def agreement(rows: dict[str, Any], realised: list[float], spread: float | None 
         else f" Judged at {phase}."
     )
     why_phase += (
-        " Two runs of this experiment on the same seed (2026-11-27) differed by up to 17% in one strategy's "
-        "phase-2 latency and memory (simplified segment 2.73 and 3.12, 15.9 and 18.6; the others ≤ 6%): an "
+        " Two runs of this experiment on the same seed (2026-11-27) differed by up to "
+        f"{int(RUN_TO_RUN * 100)}% in one strategy's phase-2 latency and memory (simplified segment 2.73 and "
+        "3.12, 15.9 and 18.6; the others ≤ 6%): an "
         f"order the claim needs holds (or fails) only if the two differ by more than {int(RUN_TO_RUN * 100)}%; "
         "closer, the claim is n/a (one run cannot tell)."
     )

@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from sluice.backends.embedded import EmbeddedEngine
-from sluice.experiments.on_engine_claims import cost_to_match, engine_agreement
+from sluice.experiments.on_engine_claims import cost_to_match, engine_agreement, ratio
 from sluice.experiments.scheduling import CHAIN_SETUPS, STRATEGIES, Progress, _arrivals
 from sluice.scheduling.model import Op, Path
 from sluice.scheduling.simulator import simulate
@@ -396,8 +396,11 @@ def play(
     # threshold's switches, those during the warm-up too (its mode at slot 0 is the last of them;
     # its running mean memory carries the warm-up as well)
     switches = [(float(t), str(m)) for t, m in getattr(eng.loop.strategy, "switches", [])]
-    arrived = [sum(int(np.searchsorted(ts, k, side="right")) * readers[st] for st, ts in stamps.items())
-               for k in range(slots)]  # fmt: skip
+    # every arrival up to each slot, once per operator (copy) reading it
+    upto = np.arange(slots)
+    arrived = sum((np.searchsorted(ts, upto, side="right") * readers[st] for st, ts in stamps.items()),
+                  np.zeros(slots, np.int64)).tolist()  # fmt: skip
+    done_before.append(held - pushed)  # and after the last turn
     reads = [0] * len(ops)
     for _, _, rd, _ in trace:
         for k, n in rd.items():
@@ -409,12 +412,12 @@ def play(
         "trace": trace,
         "op_names": [o.name for o in ops],
         # the held elements apart from the arrivals before each turn, and after the last
-        "done_before": [*done_before, held - pushed],
+        "done_before": done_before,
         # the engine's own turns, each tuple charged its operator's mean cost (the model's, before the
         # fixed work is spread over the slots): what the engine's queue would have been
         "replay_memory": replay(
             trace,
-            [*done_before, held - pushed],
+            done_before,
             arrived,
             [c - ch + sum(n * mean[k] for k, n in rd.items()) for _, c, rd, ch in trace],
         ),  # fmt: skip
@@ -423,7 +426,7 @@ def play(
         # heartbeats' work fell made no difference if this is the replay's queue
         "replay_spread_memory": replay(
             trace,
-            [*done_before, held - pushed],
+            done_before,
             arrived,
             [sum(n * mean[k] for k, n in rd.items()) / left for _, _, rd, _ in trace],
         ),  # fmt: skip
@@ -564,17 +567,12 @@ def run(out: FsPath, slots: int = 2000, seed: int = 1, progress: bool = True) ->
                     "mean_latency": round(sim_lat, 3),
                 }
                 row[f"ratio_to_{model}"] = {
-                    k: round(row["engine"][k] / row[model][k], 3) if row[model][k] else None
-                    for k in ("peak_queue", "mean_queue", "mean_latency")
+                    k: ratio(row["engine"][k], row[model][k]) for k in ("peak_queue", "mean_queue", "mean_latency")
                 }
             # the engine's own turns, each tuple at its operator's mean cost: what the turns' varying
             # costs did, apart from the decisions
             row["replay"] = {"mean_queue": round(statistics.fmean(e["replay_memory"]), 3)}
-            row["engine_over_replay"] = (
-                round(row["engine"]["mean_queue"] / row["replay"]["mean_queue"], 3)
-                if row["replay"]["mean_queue"]
-                else None
-            )
+            row["engine_over_replay"] = ratio(row["engine"]["mean_queue"], row["replay"]["mean_queue"])
             row["cost_scale_to_match"] = cost_to_match(
                 e["paths"], model_arrivals, s, slots, row["engine"]["mean_queue"]
             )

@@ -92,10 +92,20 @@ def _order(rows: dict[str, Any], side: str) -> list[str]:
     return sorted(rows, key=lambda s: rows[s][side]["mean_queue"])
 
 
+def apart(a: float, b: float, noise: float) -> bool:
+    """Whether two positive figures differ by more than ``noise`` (max over min)."""
+    return min(a, b) > 0 and max(a, b) / min(a, b) > 1 + noise
+
+
+def ratio(a: float, b: float) -> float | None:
+    """``a`` over ``b`` to three places; None when ``b`` is 0."""
+    return round(a / b, 3) if b else None
+
+
 def _separated(rows: dict[str, Any], tie: float = TIE) -> bool:
     """Whether the model puts some two strategies more than ``tie`` apart (something to rank)."""
     qs = [r["model"]["mean_queue"] for r in rows.values() if r["model"]["mean_queue"] > 0]
-    return bool(qs) and max(qs) / min(qs) > 1 + tie
+    return bool(qs) and apart(max(qs), min(qs), tie)
 
 
 def opposed(rows: dict[str, Any], tie: float = TIE) -> list[tuple[str, str]]:
@@ -108,10 +118,7 @@ def opposed(rows: dict[str, Any], tie: float = TIE) -> list[tuple[str, str]]:
         for b in names[i + 1 :]:
             e = rows[a]["engine"]["mean_queue"], rows[b]["engine"]["mean_queue"]
             m = rows[a]["model"]["mean_queue"], rows[b]["model"]["mean_queue"]
-            if min(e + m) <= 0:
-                continue
-            apart = max(e) / min(e) > 1 + tie and max(m) / min(m) > 1 + tie
-            if apart and (e[0] < e[1]) != (m[0] < m[1]):
+            if apart(*e, tie) and apart(*m, tie) and (e[0] < e[1]) != (m[0] < m[1]):
                 out.append((a, b))
     return out
 
