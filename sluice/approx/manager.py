@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 
 from sluice.approx.allocate import Demand, allocate
 from sluice.approx.limits import QueryLimits
-from sluice.approx.precision import Precision, base_streams, estimate, horizons, unsafe_streams, window_key_of
+from sluice.approx.precision import EXACT, Precision, base_streams, estimate, horizons, unsafe_streams, window_key_of
 from sluice.plan import logical as L
 from sluice.runtime.batch import nbytes
 
@@ -165,6 +165,11 @@ class Approximation:
     @property
     def exact(self) -> bool:
         return self.dropped == 0 and not self.windows
+
+    @classmethod
+    def none(cls, limits: QueryLimits) -> Approximation:
+        """No approximation: the query is answered exactly (no limit, or a backend without one)."""
+        return cls({}, {}, 0, EXACT, {}, limits)
 
     def describe(self) -> str:
         if self.exact:

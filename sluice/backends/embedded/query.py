@@ -14,7 +14,6 @@ import pyarrow.compute as pc
 
 from sluice.approx.limits import QueryLimits
 from sluice.approx.manager import Approximation, Event, ResourceManager, StreamShedding, windows_only
-from sluice.approx.precision import EXACT
 from sluice.approx.qos import LatencyStats, QoS
 from sluice.catalog import Kind
 from sluice.errors import SluiceError
@@ -98,7 +97,7 @@ class Query:
             return self.manager.approximation(self.name)
         if self.windows is not None:
             return windows_only(self.name, self.bound.plan, self.limits, self.windows())
-        return Approximation({}, {}, 0, EXACT, {}, self.limits)
+        return Approximation.none(self.limits)
 
     @property
     def latency(self) -> LatencyStats:

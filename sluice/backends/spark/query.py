@@ -13,7 +13,6 @@ import pyarrow.compute as pc
 
 from sluice.approx.limits import QueryLimits
 from sluice.approx.manager import Approximation
-from sluice.approx.precision import EXACT
 from sluice.backends.spark.compile import NativePlan, Partitioning, unsplittable
 from sluice.backends.spark.preagg import PreAggregate
 from sluice.catalog import Catalog, Kind
@@ -103,7 +102,7 @@ class SparkQuery:
     @property
     def approximation(self) -> Approximation:
         """Exact, always: the Spark backend refuses a memory limit (the same call as on an embedded ``Query``)."""
-        return Approximation({}, {}, 0, EXACT, {}, QueryLimits())
+        return Approximation.none(QueryLimits())
 
     @property
     def label(self) -> str:
