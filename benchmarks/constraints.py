@@ -8,7 +8,10 @@ every element; declared ``ORDERED BY oid`` (Orders) and ``ORDERED BY oid WITHIN 
 (Fulfillments, k the smallest that holds, computed from the data), the join keeps what can
 still pair.  A fourth run declares ``PUNCTUATED BY oid`` on Fulfillments instead and, after each
 batch, punctuates every oid whose fulfillments are all in (``upto`` the batch's last order minus
-the 5 ms they may lag): no adherence parameter to know in advance, the same forgetting.
+the 5 ms they may lag): no adherence parameter to know in advance, the same forgetting.  A fifth
+declares STREAM §4.1's referential integrity instead — ``UNIQUE BY oid`` on Orders and
+``FOREIGN KEY (oid) REFERENCES O(oid) WITHIN 0`` on Fulfillments (each order comes before its
+fulfillments): the join keeps no fulfillment, but every order (nothing says an order is done).
 Without constraints the default plan is a shared window join; a third run
 turns it off (``shared_join="off"``: the same binary join as with constraints), so the two effects
 — the plan and the forgetting — read apart.  Every run's answer is checked equal to DuckDB's hash
@@ -131,11 +134,16 @@ def main() -> None:
         "register stream O (oid integer, x integer) ordered by oid; "
         "register stream F (oid integer, qty integer) punctuated by oid"
     )
+    references = (
+        "register stream O (oid integer, x integer) unique by oid; "
+        "register stream F (oid integer, qty integer) foreign key (oid) references O(oid) within 0"
+    )
     runs = (
         ("without", plain, None, False),
         ("without, own join", plain, "off", False),
         ("with", declared, None, False),
         ("punctuated", punctuated, None, True),
+        ("references", references, None, False),
     )
     for name, ddl, shared, punct in runs:
         best: dict[str, Any] | None = None
@@ -154,6 +162,9 @@ def main() -> None:
     out["speedup_same_plan"] = round(out["without, own join"]["seconds"] / out["with"]["seconds"], 2)
     out["state_ratio_punctuated"] = round(
         out["without, own join"]["peak_state_bytes"] / max(1, out["punctuated"]["peak_state_bytes"]), 1
+    )
+    out["state_ratio_references"] = round(
+        out["without, own join"]["peak_state_bytes"] / max(1, out["references"]["peak_state_bytes"]), 1
     )
     print(f"DuckDB {base_s:.3f} s; k = {k}; join state {out['state_ratio']}x smaller with constraints")
     write_results(args.out, "constraints", query=QUERY, batch=10_000, **out)

@@ -142,7 +142,7 @@ def test_the_api_takes_constraints_and_refuses_bad_ones() -> None:
     eng = EmbeddedEngine()
     eng.register_stream("S", [("a", "integer")], constraints=[("ordered", "a", 2)])
     assert eng.catalog.lookup("S").constraints == (StreamConstraint("ORDERED", "a", 2),)
-    with pytest.raises(CatalogError, match="kind is 'ordered', 'clustered', 'unique' or 'punctuated'"):
+    with pytest.raises(CatalogError, match="kind is 'ordered', 'clustered', 'unique', 'punctuated' or 'references'"):
         eng.register_stream("T", [("a", "integer")], constraints=[("sorted", "a")])
     with pytest.raises(CatalogError, match="UNIQUE BY a takes no adherence k"):
         eng.register_stream("T", [("a", "integer")], constraints=[("unique", "a", 1)])

@@ -17,6 +17,7 @@ import contextlib
 import difflib
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,8 @@ class CatalogError(SluiceError):
 
 
 ColumnSpec = tuple[str, DataType | str]
-ConstraintSpec = StreamConstraint | tuple[str, str] | tuple[str, str, int]  # (kind, column[, k])
+# (kind, column[, k]) or ('references', column, 'Stream(column)', k)
+ConstraintSpec = StreamConstraint | tuple[str, str] | tuple[str, str, int] | tuple[str, str, str, int]
 
 
 def _to_type(t: DataType | str) -> DataType:
@@ -157,6 +159,9 @@ class Catalog:
                 raise CatalogError(f"attribute {c.name!r} appears twice in {name!r}")
             seen.add(c.name.lower())
         d = SourceDef(name, kind, Schema(cols), unit, _constraints(name, kind, Schema(cols), constraints))
+        for sc in d.constraints:
+            if sc.kind == "REFERENCES":
+                d = self._references(d, sc)
         self._sources[name.lower()] = d
         suffix = f" UNIT {unit.name.lower()}" if unit is not None else ""
         suffix += "".join(f" {c.sql()}" for c in d.constraints)
@@ -176,6 +181,43 @@ class Catalog:
         self, name: str, columns: Iterable[ColumnSpec], unit: TimeUnit | str | None = None
     ) -> SourceDef:
         return self.register_source(name, Kind.RELATION, columns, unit)
+
+    def _references(self, d: SourceDef, c: StreamConstraint) -> SourceDef:
+        """``d`` with ``FOREIGN KEY (a) REFERENCES R(b)`` checked: ``R`` a stream registered
+        before it (so references never form a cycle) and ``b`` one of its attributes of ``a``'s
+        type (the referenced attribute written as ``R`` declares it).
+        """
+        what = f"{d.name}: {c.sql()}"
+        if c.ref.lower() == d.name.lower():
+            raise CatalogError(f"{what}: a stream cannot reference itself")
+        r = self._sources.get(c.ref.lower())
+        if r is None or r.kind is not Kind.STREAM:
+            known = ", ".join(sorted(s.name for s in self._sources.values() if s.kind is Kind.STREAM)) or "none"
+            raise CatalogError(
+                f"{what}: {c.ref} is not a registered stream (register the referenced stream first; streams: {known})"
+            )
+        try:
+            col = r.schema.columns[r.schema.index(c.ref_column)]
+        except KeyError:
+            raise CatalogError(
+                f"{what}: {r.name} has no attribute {c.ref_column} ({', '.join(r.schema.names)})"
+            ) from None
+        own = d.schema.columns[d.schema.index(c.column)]
+        if col.type != own.type:
+            raise CatalogError(
+                f"{what}: {d.name}.{own.name} is {own.type.sql()} but {r.name}.{col.name} is {col.type.sql()}"
+            )
+        fixed = StreamConstraint(c.kind, c.column, c.k, r.name, col.name)
+        return replace(d, constraints=tuple(fixed if o is c else o for o in d.constraints))
+
+    def referencing(self, name: str) -> list[tuple[SourceDef, StreamConstraint]]:
+        """The streams whose ``FOREIGN KEY … REFERENCES`` names ``name``, with the constraint."""
+        return [
+            (d, c)
+            for d in self._sources.values()
+            for c in d.constraints
+            if c.kind == "REFERENCES" and c.ref.lower() == name.lower()
+        ]
 
     def scale(self, d: SourceDef) -> int:
         """Ticks per timestamp unit of ``d`` (1 unless it declared a coarser unit)."""
@@ -222,6 +264,11 @@ class Catalog:
         is the caller's to check (views and queries are bound above this layer).
         """
         key = name.lower()
+        if by := self.referencing(name):
+            raise CatalogError(
+                f"{name} is referenced by {', '.join(f'{d.name} ({c.sql()})' for d, c in by)}: unregister "
+                f"{'it' if len(by) == 1 else 'them'} first"
+            )
         d: SourceDef | ViewDef | None = self._sources.pop(key, None) or self._views.pop(key, None)
         if d is None:
             raise CatalogError(f"no stream, relation or view named {name!r}")
@@ -296,9 +343,14 @@ def _constraints(
         if c.kind in c.NO_K and c.k:
             raise CatalogError(f"{name}: {c.kind} BY {column} takes no adherence k")
         if not 0 <= c.k < 2**31:
-            raise CatalogError(f"{name}: {c.kind} BY {column} WITHIN {c.k}: k counts elements, 0 to 2^31 - 1")
-        c = StreamConstraint(c.kind, column, c.k)
+            unit = "units of the stream's time" if c.kind == "REFERENCES" else "elements"
+            raise CatalogError(f"{name}: {c.sql()}: k counts {unit}, 0 to 2^31 - 1")
+        if c.kind == "PUNCTUATED" and c.ref:
+            raise CatalogError(f"{name}: {c.sql()} is implied by the referencing stream, not declared")
+        c = StreamConstraint(c.kind, column, c.k, c.ref, c.ref_column)
         if any(o.kind == c.kind and o.column.lower() == column.lower() for o in out):
-            raise CatalogError(f"{name}: {c.kind} BY {column} is given twice")
+            raise CatalogError(
+                f"{name}: {c.sql() if c.kind == 'REFERENCES' else f'{c.kind} BY {column}'} is given twice"
+            )
         out.append(c)
     return tuple(out)

@@ -429,42 +429,77 @@ class StreamConstraint:
     ``a`` come at most ``k`` with another; ``UNIQUE BY a`` — no two elements have the same ``a``
     (a join with it is many-one); ``PUNCTUATED BY a`` — the stream's punctuations on ``a`` (Tucker
     et al.; STREAM §4.1) say which values no later element has.  Positions count the stream's
-    admitted elements in its order (timestamps, ties in arrival order).  Design 023.
+    admitted elements in its order (timestamps, ties in arrival order).  ``FOREIGN KEY (a)
+    REFERENCES R(b) WITHIN k`` — STREAM §4.1's referential integrity with its time delay bounded:
+    an element of stream ``R`` with ``b = v`` is never stamped more than ``k`` units of this
+    stream's time after one of this stream with ``a = v`` (``ref``, ``ref_column``; checked on
+    ``R``).  Design 023.
 
     >>> StreamConstraint.of(("ordered", "oid", 2))
-    StreamConstraint(kind='ORDERED', column='oid', k=2)
+    StreamConstraint(kind='ORDERED', column='oid', k=2, ref='', ref_column='')
+    >>> StreamConstraint.of(("references", "oid", "Orders(id)", 5)).sql()
+    'FOREIGN KEY (oid) REFERENCES Orders(id) WITHIN 5'
     """
 
-    kind: str  # 'ORDERED' | 'CLUSTERED' | 'UNIQUE' | 'PUNCTUATED'
+    kind: str  # 'ORDERED' | 'CLUSTERED' | 'UNIQUE' | 'PUNCTUATED' | 'REFERENCES'
     column: str
     k: int = 0
+    ref: str = ""  # REFERENCES: the referenced stream; PUNCTUATED: the stream whose references punctuate this one
+    ref_column: str = ""  # REFERENCES: its attribute; PUNCTUATED: the referencing stream's attribute
 
-    KINDS = ("ORDERED", "CLUSTERED", "UNIQUE", "PUNCTUATED")
+    KINDS = ("ORDERED", "CLUSTERED", "UNIQUE", "PUNCTUATED", "REFERENCES")
     NO_K = ("UNIQUE", "PUNCTUATED")  # kinds without an adherence parameter
 
     @classmethod
-    def of(cls, c: StreamConstraint | tuple[str, str] | tuple[str, str, int]) -> StreamConstraint:
-        """A constraint, or ``(kind, column[, k])``."""
+    def of(
+        cls, c: StreamConstraint | tuple[str, str] | tuple[str, str, int] | tuple[str, str, str, int]
+    ) -> StreamConstraint:
+        """A constraint, or ``(kind, column[, k])``, or ``("references", column, "R(b)" | "R", k)``
+        (``R``'s attribute defaults to ``column``).
+        """
         if isinstance(c, StreamConstraint):
             return c
-        if not isinstance(c, tuple) or len(c) not in (2, 3):
-            raise ValueError(f"a constraint is (kind, column[, k]), e.g. ('ordered', 'oid', 2), not {c!r}")
+        if not isinstance(c, tuple) or len(c) not in (2, 3, 4):
+            raise ValueError(
+                "a constraint is (kind, column[, k]), e.g. ('ordered', 'oid', 2), or "
+                f"('references', column, 'Stream(column)', k), not {c!r}"
+            )
         kind, column = c[0], c[1]
-        k = c[2] if len(c) == 3 else 0
         if not isinstance(kind, str) or kind.upper() not in cls.KINDS:
-            raise ValueError(f"a constraint's kind is 'ordered', 'clustered', 'unique' or 'punctuated', not {kind!r}")
+            raise ValueError(
+                f"a constraint's kind is 'ordered', 'clustered', 'unique', 'punctuated' or 'references', not {kind!r}"
+            )
+        ref = ref_column = ""
+        if kind.upper() == "REFERENCES":
+            if len(c) < 3 or not isinstance(c[2], str) or not c[2].strip():
+                raise ValueError(f"a references constraint is ('references', column, 'Stream(column)', k), not {c!r}")
+            target = c[2].strip()
+            ref, _, rest = target.partition("(")
+            ref, ref_column = ref.strip(), (rest.rstrip(")").strip() if rest else str(column))
+            if not ref or (rest and not rest.endswith(")")) or not ref_column:
+                raise ValueError(f"a referenced stream is 'Stream' or 'Stream(column)', not {target!r}")
+            k = c[3] if len(c) == 4 else 0
+        elif len(c) == 4:
+            raise ValueError(f"only a references constraint names a stream: {c!r}")
+        else:
+            k = c[2] if len(c) == 3 else 0
         if isinstance(k, bool) or not isinstance(k, int):
-            raise ValueError(f"a constraint's adherence k is a whole number of elements, not {k!r}")
-        return cls(kind.upper(), str(column), k)
+            what = "units of the stream's time" if ref else "elements"
+            raise ValueError(f"a constraint's adherence k is a whole number of {what}, not {k!r}")
+        return cls(kind.upper(), str(column), k, ref, ref_column)
 
     def sql(self) -> str:
+        if self.kind == "REFERENCES":
+            return f"FOREIGN KEY ({self.column}) REFERENCES {self.ref}({self.ref_column}) WITHIN {self.k}"
+        if self.kind == "PUNCTUATED" and self.ref:  # (implied on the referenced stream: never in DDL)
+            return f"{self.column} REFERENCED BY {self.ref}({self.ref_column}) WITHIN {self.k}"
         return f"{self.kind} BY {self.column}" + ("" if self.kind in self.NO_K else f" WITHIN {self.k}")
 
 
 @dataclass(frozen=True, slots=True)
 class RegisterSource(Statement):
     """``REGISTER STREAM|RELATION name (attr type, ...) [UNIT u] [kind BY a [WITHIN k]]…`` (kind: ORDERED,
-    CLUSTERED, UNIQUE, PUNCTUATED).
+    CLUSTERED, UNIQUE, PUNCTUATED), ``[FOREIGN KEY (a) REFERENCES R(b) [WITHIN k]]…``.
     """
 
     kind: str  # 'STREAM' | 'RELATION'

@@ -199,8 +199,8 @@ class Parser:
             self.advance()
             unit = _UNITS[t.upper]
         constraints: list[ast.StreamConstraint] = []
-        while self.is_kw("ORDERED", "CLUSTERED", "UNIQUE", "PUNCTUATED"):
-            constraints.append(self.arrival_constraint())
+        while self.is_kw("ORDERED", "CLUSTERED", "UNIQUE", "PUNCTUATED", "FOREIGN"):
+            constraints.append(self.foreign_key() if self.is_kw("FOREIGN") else self.arrival_constraint())
         return ast.RegisterSource(kind, name, cols, unit, tuple(constraints), span=self.span_from(start))
 
     def arrival_constraint(self) -> ast.StreamConstraint:
@@ -225,6 +225,39 @@ class Parser:
             self.advance()
             k = int(n.text)
         return ast.StreamConstraint(word.upper, column, k)
+
+    def foreign_key(self) -> ast.StreamConstraint:
+        """``FOREIGN KEY (a) REFERENCES R[(b)] [WITHIN k]`` — STREAM §4.1's referential integrity,
+        its delay bounded by ``k`` units of this stream's time (default 0; ``b`` defaults to ``a``).
+        """
+        self.advance()
+        self.expect_kw("KEY")
+        self.expect(T.LPAREN, "'(' before the referencing attribute")
+        column = self.ident("an attribute name").text
+        self.expect(T.RPAREN, "')' after the referencing attribute")
+        self.expect_kw("REFERENCES")
+        ref = self.ident("the referenced stream's name").text
+        ref_column = column
+        if self.accept(T.LPAREN):
+            ref_column = self.ident("the referenced attribute").text
+            self.expect(T.RPAREN, "')' after the referenced attribute")
+        k = 0
+        if self.accept_kw("WITHIN"):
+            n = self.tok
+            if n.type is not T.INTEGER:
+                self.fail(
+                    "expected a whole number of time units after WITHIN",
+                    hint=f"e.g. FOREIGN KEY ({column}) REFERENCES {ref}({ref_column}) WITHIN 5 (the most a "
+                    f"{ref} element may come after its reference, in this stream's time units)",
+                )
+            self.advance()
+            k = int(n.text)
+            if self.tok.type is T.IDENT and self.tok.upper in _UNITS:
+                self.fail(
+                    "WITHIN counts units of this stream's own time, without a unit",
+                    hint="declare the stream's UNIT (e.g. UNIT second) and give k in it",
+                )
+        return ast.StreamConstraint("REFERENCES", column, k, ref, ref_column)
 
     def column_def(self) -> ast.ColumnDef:
         name_tok = self.ident("an attribute name")

@@ -126,6 +126,7 @@ def check_unused(catalog: Catalog, name: str, queries: Mapping[str, str]) -> Sou
     except KeyError:
         raise CatalogError(f"no stream, relation or view named {name!r}") from None
     users = users_of(catalog, d.name, queries)
+    users += [f"{r.name} ({c.sql()})" for r, c in catalog.referencing(d.name)]
     if users:
         raise InUseError(f"{d.name} is used by {', '.join(users)}: unregister those first")
     return d

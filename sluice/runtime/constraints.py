@@ -39,6 +39,7 @@ S: element at ts 3: a = 2 violates ORDERED BY a WITHIN 1: below 3, which came mo
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from typing import Any
 
@@ -47,7 +48,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sluice.cql.ast import StreamConstraint
-from sluice.errors import InternalError
+from sluice.errors import InternalError, SluiceError
 from sluice.runtime.batch import META, ts_of
 from sluice.runtime.operators.base import Part
 
@@ -119,6 +120,16 @@ class _Ordered:
         return 0 if self.recent is None else int(self.recent.nbytes)
 
 
+def _distinct(v: np.ndarray) -> np.ndarray:
+    """``v``'s values sorted, each once (a sort, not ``np.unique``'s hashing: faster on the
+    nearly sorted runs merged here).
+    """
+    v = np.sort(v, kind="stable")
+    keep = np.ones(len(v), dtype=bool)
+    keep[1:] = v[1:] != v[:-1]
+    return v[keep]
+
+
 class _ValueSet:
     """A growing set of values as sorted NumPy runs (a binary counter of sizes: O(log n) runs),
     8 bytes a number — the closed values of a clustered stream, which can be many.
@@ -130,9 +141,9 @@ class _ValueSet:
     def add(self, v: np.ndarray) -> None:
         if not len(v):
             return
-        run = np.unique(v)
+        run = _distinct(v)
         while self.runs and len(self.runs[-1]) <= 2 * len(run):
-            run = np.union1d(self.runs.pop(), run)
+            run = _distinct(np.concatenate([self.runs.pop(), run]))
         self.runs.append(run)
 
     def contains(self, v: np.ndarray) -> np.ndarray:
@@ -251,6 +262,11 @@ class _Unique:
         return self.seen.nbytes()
 
 
+# a punctuation: (τ, values or None, bound or None) — values sorted and distinct — and, from
+# ``add_pairs``, each value's own τ and the earliest of them
+Entry = tuple[Any, ...]
+
+
 class PunctuationLog(Part):
     """A stream's punctuations, per attribute (lower case) in order of ``τ`` (ticks): each says no
     element stamped after ``τ`` has one of ``values`` (a sorted array) and none a value ≤ ``upto``
@@ -271,10 +287,24 @@ class PunctuationLog(Part):
 
     def __init__(self, stream: str) -> None:
         self.stream = stream
-        self.entries: dict[str, list[tuple[int, np.ndarray | None, Any]]] = {}  # column → (τ, values, upto)
+        self.entries: dict[str, list[Entry]] = {}  # column → (τ, values, upto[, each value's τ])
         self.starts: dict[str, int] = {}  # column → the absolute position of its first entry kept
+        self._weights: dict[str, int] | None = None  # column → its entries' bytes (kept as they change)
 
-    def of(self, column: str) -> list[tuple[int, np.ndarray | None, Any]]:
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
+        self._weights = None
+
+    def __setstate__(self, state: dict[str, Any]) -> None:  # (the whole engine pickled: a checkpoint)
+        self.__dict__.update(state)
+        self._weights = None
+
+    def weights(self) -> dict[str, int]:
+        if self._weights is None:
+            self._weights = {c: sum(_weight(e) for e in es) for c, es in self.entries.items()}
+        return self._weights
+
+    def of(self, column: str) -> list[Entry]:
         return self.entries.setdefault(column.lower(), [])
 
     def start(self, column: str) -> int:
@@ -285,11 +315,13 @@ class PunctuationLog(Part):
         element stamped ≤ it) into one, once those after the first weigh as much as it (so a log
         of many punctuations costs its merged size, not one entry each, and merging stays linear).
         """
+        weights = self.weights()
         for column, es in self.entries.items():
-            n = 0
-            while n < len(es) and es[n][0] <= through:
-                n += 1
-            if n < 2 or sum(_weight(e) for e in es[1:n]) < _weight(es[0]):
+            n = bisect.bisect_right(es, through, key=lambda e: e[0])
+            if n < 2:
+                continue
+            head, later = _weight(es[0]), sum(_weight(e) for e in es[n:])  # (those after: a few instants')
+            if weights.get(column, 0) - head - later < head:
                 continue
             bounds = [e[2] for e in es[:n] if e[2] is not None]
             bound = max(bounds) if bounds else None
@@ -300,29 +332,51 @@ class PunctuationLog(Part):
             merged = (es[n - 1][0], values if values is not None and len(values) else None, bound)
             es[:n] = [merged]
             self.starts[column] = self.start(column) + n - 1
+            weights[column] = _weight(merged) + later
 
     def add(self, column: str, tau: int, values: np.ndarray | None, upto: Any) -> None:
-        entries = self.of(column)
+        self._insert(column, (tau, None if values is None else np.unique(values), upto))
+
+    def add_pairs(self, column: str, taus: np.ndarray, values: np.ndarray) -> None:
+        """Many punctuations at once, one a value: no element stamped after ``taus[i]`` has
+        ``values[i]`` (a referencing stream's released elements: ``sources.Reference``).  Kept as
+        one entry at the latest ``τ``, with each value's own: a reader applies it whole once past
+        that τ (forgetting no sooner than its parts would), the source's check reads each pair.
+        """
+        if len(taus):  # each value once, sorted, at its earliest τ (what the check reads)
+            order = _by_value_then(taus, values)
+            values, taus = values[order], taus[order]
+            head = np.ones(len(values), dtype=bool)
+            head[1:] = values[1:] != values[:-1]
+            self._insert(column, (int(taus.max()), values[head], None, taus[head], int(taus.min())))
+
+    def _insert(self, column: str, entry: Entry) -> None:
+        weights, entries = self.weights(), self.of(column)
         i = len(entries)
-        while i and entries[i - 1][0] > tau:
+        while i and entries[i - 1][0] > entry[0]:
             i -= 1
-        entries.insert(i, (tau, None if values is None else np.unique(values), upto))
+        entries.insert(i, entry)
+        weights[column.lower()] = weights.get(column.lower(), 0) + _weight(entry)
+
+    def drop(self, column: str) -> None:
+        """Forget every punctuation on ``column`` (a reference's, once its stream is gone)."""
+        self.entries.pop(column.lower(), None)
+        self.starts.pop(column.lower(), None)
+        self._weights = None
 
     def nbytes(self) -> int:
-        return sum(_weight(e) for es in self.entries.values() for e in es)
+        return sum(self.weights().values())
 
 
-def _weight(entry: tuple[int, np.ndarray | None, Any]) -> int:
-    """An entry's bytes: its instant and bound, and its values."""
-    return 16 + (0 if entry[1] is None else int(entry[1].nbytes))
+def _weight(entry: Entry) -> int:
+    """An entry's bytes: its instant and bound, and its values (and their own instants)."""
+    return 16 + (0 if entry[1] is None else int(entry[1].nbytes)) + (int(entry[3].nbytes) if len(entry) > 3 else 0)
 
 
-def _matches(entry: tuple[int, np.ndarray | None, Any], v: np.ndarray) -> np.ndarray:
-    _, values, upto = entry
-    out = np.isin(v, values) if values is not None else np.zeros(len(v), dtype=bool)
-    if upto is not None:
-        out |= np.asarray(v <= upto, dtype=bool)
-    return out
+def _by_value_then(at: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """The order by value, ties by ``at`` (``np.lexsort`` takes no strings)."""
+    order = np.argsort(at, kind="stable")
+    return order[np.argsort(values[order], kind="stable")]
 
 
 class _Punctuated:
@@ -338,15 +392,16 @@ class _Punctuated:
         self.applied = 0
         self.closed_set = _ValueSet()
         self.floor: Any = None
+        self._cache: tuple[tuple[Entry, ...], np.ndarray, np.ndarray] | None = None  # (``_earliest``)
 
     def __getstate__(self) -> dict[str, Any]:
         return {"column": self.column, "applied": self.applied, "closed_set": self.closed_set, "floor": self.floor}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.log, self.column = None, state["column"]
+        self.log, self.column, self._cache = None, state["column"], None
         self.applied, self.closed_set, self.floor = state["applied"], state["closed_set"], state["floor"]
 
-    def _entries(self) -> tuple[list[tuple[int, np.ndarray | None, Any]], int]:
+    def _entries(self) -> tuple[list[Entry], int]:
         """The log's entries for the column, and the absolute position of the first of them."""
         if self.log is None:
             raise InternalError("a punctuation check restored without its stream's log")
@@ -356,13 +411,16 @@ class _Punctuated:
         """Apply the punctuations with ``τ`` ≤ ``through`` (< if ``strict``); True if any."""
         entries, first = self._entries()
         n = begin = max(self.applied - first, 0)
+        sets = []
         while n < len(entries) and (entries[n][0] < through if strict else entries[n][0] <= through):
-            _, values, upto = entries[n]
+            values, upto = entries[n][1], entries[n][2]
             if upto is not None:
                 self.floor = upto if self.floor is None else max(self.floor, upto)
             if values is not None:
-                self.closed_set.add(values)
+                sets.append(values)
             n += 1
+        if sets:  # (one union for all: a referencing stream punctuates once an instant)
+            self.closed_set.add(sets[0] if len(sets) == 1 else np.concatenate(sets))
         if n > begin:
             self.applied = first + n
         return n > begin
@@ -375,11 +433,39 @@ class _Punctuated:
         self.advance(int(ts[0]), strict=True)  # (what follows is stamped ≥ ts[0])
         bad = self.closed(v)
         (entries, first), last = self._entries(), int(ts[-1])
+        among = []
         for e in entries[max(self.applied - first, 0) :]:
-            if e[0] >= last:
-                break
-            bad |= (ts > e[0]) & _matches(e, v)
+            if (e[0] if len(e) < 5 else e[4]) >= last:
+                continue  # (about elements after these only: ``add_pairs`` keeps its earliest τ last)
+            if e[2] is not None:
+                bad |= (ts > e[0]) & np.asarray(v <= e[2], dtype=bool)
+            if e[1] is not None:
+                among.append(e)
+        if among:  # each value's earliest punctuation among these
+            values, at = self._earliest(among)
+            i = np.minimum(np.searchsorted(values, v), len(values) - 1)
+            bad |= (values[i] == v) & (ts > at[i])
         return bad
+
+    def _earliest(self, among: list[Entry]) -> tuple[np.ndarray, np.ndarray]:
+        """The values of ``among`` sorted, each once, with its earliest τ — kept for the same
+        entries (a batch checked element by element past a few violations asks again and again).
+        """
+        c = self._cache  # (it holds the entries themselves: compared by identity, never a reused id)
+        if c is not None and len(c[0]) == len(among) and all(a is b for a, b in zip(c[0], among, strict=True)):
+            return c[1], c[2]
+        sets = [e[1] for e in among]
+        taus = [np.full(len(e[1]), e[0], dtype=np.int64) if len(e) < 5 else e[3] for e in among]
+        values, at = sets[0], taus[0]  # (each entry's values are sorted and distinct already)
+        if len(among) > 1:
+            values, at = np.concatenate(sets), np.concatenate(taus)
+            order = _by_value_then(at, values)
+            values, at = values[order], at[order]
+            head = np.ones(len(values), dtype=bool)
+            head[1:] = values[1:] != values[:-1]
+            values, at = values[head], at[head]
+        self._cache = (tuple(among), values, at)
+        return values, at
 
     def explain(self, v: np.ndarray) -> str:
         return "a punctuation before it excluded that value"
@@ -397,6 +483,35 @@ class _Punctuated:
         return self.closed_set.nbytes()
 
 
+def log_column(c: StreamConstraint) -> str:
+    """Where in its stream's log a ``PUNCTUATED BY`` reads: the attribute, or — implied by a
+    referencing stream — that reference's own entries (a user's punctuations and each reference
+    are told apart: each check names its own cause).
+    """
+    return f"{c.column} referenced by {c.ref}.{c.ref_column}".lower() if c.ref else c.column
+
+
+class _Referenced(_Punctuated):
+    """What a referencing stream's ``FOREIGN KEY … REFERENCES`` says of this one: its released
+    elements' values as punctuations (``sources.Reference``, under ``log_column``), checked as the
+    stream's own.
+    """
+
+    def __init__(self, log: PunctuationLog, c: StreamConstraint) -> None:
+        super().__init__(log, log_column(c))
+        self.by, self.k = c.ref, c.k
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**super().__getstate__(), "by": self.by, "k": self.k}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        self.by, self.k = state["by"], state["k"]
+
+    def explain(self, v: np.ndarray) -> str:
+        return f"an element of {self.by} with that value came more than {self.k} time unit(s) of {self.by} before it"
+
+
 _Check = _Ordered | _Clustered | _Unique | _Punctuated
 
 
@@ -404,9 +519,11 @@ def _check(c: StreamConstraint, log: PunctuationLog | None = None) -> _Check:
     if c.kind == "PUNCTUATED":
         if log is None:
             raise InternalError(f"PUNCTUATED BY {c.column} checked without the stream's punctuations")
-        return _Punctuated(log, c.column)
+        return _Referenced(log, c) if c.ref else _Punctuated(log, c.column)
     if c.kind == "UNIQUE":
         return _Unique()
+    if c.kind not in ("ORDERED", "CLUSTERED"):
+        raise InternalError(f"{c.sql()} is not checked on its own stream's elements")
     return _Ordered(c.k) if c.kind == "ORDERED" else _Clustered(c.k)
 
 
@@ -430,6 +547,17 @@ class Constraints(Part):
         self.logs = list(logs) or [None] * len(self.constraints)
         self.checks: list[_Check] = [_check(c, g) for (c, _), g in zip(self.constraints, self.logs, strict=True)]
 
+    def add(self, c: StreamConstraint, index: int, log: PunctuationLog | None = None) -> None:
+        """One more constraint, reading attribute ``index`` (a referenced stream's implied one)."""
+        self.constraints.append((c, index))
+        self.logs.append(log)
+        self.checks.append(_check(c, log))
+
+    def remove(self, c: StreamConstraint) -> None:
+        """Stop checking ``c`` (a reference whose referencing stream is gone)."""
+        i = [o for o, _ in self.constraints].index(c)
+        del self.constraints[i], self.logs[i], self.checks[i]
+
     @classmethod
     def of_stream(
         cls, name: str, schema: Any, constraints: Sequence[StreamConstraint], log: PunctuationLog | None = None
@@ -438,6 +566,12 @@ class Constraints(Part):
         return cls(name, [(c, schema.index(c.column)) for c in constraints], [log] * len(constraints))
 
     def restore(self, state: dict[str, Any]) -> None:
+        if len(state["checks"]) != len(self.checks):
+            raise SluiceError(
+                f"{self.name}: the snapshot checks {len(state['checks'])} constraint(s), this engine "
+                f"{len(self.checks)} ({', '.join(c.sql() for c, _ in self.constraints) or 'none'}): "
+                "restore into an engine with the same streams and references"
+            )
         super().restore(state)
         self._link()
 

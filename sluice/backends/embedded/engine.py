@@ -81,8 +81,14 @@ SNAPSHOT_FORMAT = 13
 # pickle lacks) and the planner may build dataflow joins; 13 since sources keep punctuations;
 # 14 since queues index their batches (a list with a head and each batch's start) and the loop
 # keeps its units' has-work answers between runs; 15 since a punctuation log merges what its source
-# has passed (a field an older pickle lacks)
-CHECKPOINT_FORMAT = 15
+# has passed (a field an older pickle lacks); 16 since sources may reference other streams (FOREIGN
+# KEY … REFERENCES: fields an older pickle lacks)
+CHECKPOINT_FORMAT = 16
+
+
+def _guards(op: Operator) -> tuple[Any, ...]:
+    """The k-constraint guards a join or aggregate forgets state by (STREAM §4.1)."""
+    return tuple(getattr(op.spec, "guards", ()))
 
 
 def _plan_mark(o: Operator) -> str:
@@ -288,9 +294,33 @@ class EmbeddedEngine:
         if isinstance(d, SourceDef):
             if self.sources[d.name.lower()].output.readers:
                 raise InUseError(f"{d.name} is still read by an operator: unregister its queries first")
+            self._drop_references(self.sources[d.name.lower()])
             del self.sources[d.name.lower()]
         self.catalog.unregister(d.name)
         return d
+
+    def _drop_references(self, gone: Source) -> None:
+        """A referencing stream going: each stream it references stops waiting for it and stops
+        checking its references — unless a join or aggregate forgets state by them (a later
+        element they would have rejected could need what it forgot): ``InUseError`` then.
+        """
+        targets = [(ref, t) for ref in gone.references for t in self.sources.values() if t.punctuations is ref.log]
+        for ref, t in targets:
+            users = sorted(
+                q
+                for op in self.registry.operators
+                if any(g.constraint == ref.implied and g.stream.lower() == t.name.lower() for g in _guards(op))
+                for q in op.queries
+            )
+            if users:
+                raise InUseError(
+                    f"{gone.name}: queries {', '.join(users)} forget state by its references to {t.name} "
+                    f"({ref.implied.sql()}): unregister them first"
+                )
+        for ref, t in targets:
+            t.checker.remove(ref.implied)
+            t.punctuations.drop(ref.column)
+            t.referenced_by = [(r, k) for r, k in t.referenced_by if r is not gone]
 
     def deactivate(self, name: str) -> None:
         """Stop maintaining a query (STREAM §2.4: "the system may not maintain the answer"): the

@@ -58,6 +58,9 @@ class QueryRegistry:
     def add_source(self, d: SourceDef, scale: int) -> None:
         src = Source(d.name, d.schema, self.ctx, self.slack, d.kind is Kind.RELATION, d.constraints)
         src.admission.scale = scale
+        for c in d.constraints:
+            if c.kind == "REFERENCES":  # (the catalog checked it names a stream registered before)
+                src.reference(self.source(c.ref), c.column, d.schema.index(c.column), c.ref_column, c.k * scale)
         self.sources[d.name.lower()] = src
 
     def source(self, name: str) -> Source:
@@ -216,5 +219,5 @@ class QueryRegistry:
         """
         if self.ctx.start is None:
             srcs = self.sources.values()
-            waiting = ((lo, s.complete_upto()) for s in srcs if (lo := s.pending_from()) is not None)
-            self.ctx.start = first_instant(waiting, (s.complete_upto() for s in srcs))
+            waiting = ((lo, s.complete_upto(False)) for s in srcs if (lo := s.pending_from()) is not None)
+            self.ctx.start = first_instant(waiting, (s.complete_upto(False) for s in srcs))

@@ -205,6 +205,12 @@ class SparkEngine:
             parsed = [ast.StreamConstraint.of(c) for c in constraints]
         except ValueError:
             return  # (the catalog refuses it, with the reason)
+        if any(c.kind == "REFERENCES" for c in parsed):
+            raise SluiceError(
+                f"{name}: FOREIGN KEY … REFERENCES is not available on the Spark backend yet (the driver would have "
+                "to hold the referenced stream's rows until the referencing stream's rows caught up); use the "
+                "embedded engine (docs/design/023)"
+            )
         if any(c.kind == "PUNCTUATED" for c in parsed):
             raise SluiceError(
                 f"{name}: PUNCTUATED BY is not available on the Spark backend yet (a punctuation would have to "

@@ -18,8 +18,8 @@ from sluice.catalog import Schema
 from sluice.cql.ast import StreamConstraint
 from sluice.errors import SluiceError
 from sluice.runtime.admission import Admission
-from sluice.runtime.batch import concat, from_rows, sort_by_ts, to_elements, ts_of
-from sluice.runtime.constraints import Constraints, PunctuationLog
+from sluice.runtime.batch import META, NEG_INF, concat, from_rows, sort_by_ts, to_elements, ts_of
+from sluice.runtime.constraints import Constraints, PunctuationLog, log_column
 from sluice.runtime.operators.base import ExecContext, Operator, OperatorSpec
 from sluice.runtime.queue import Queue
 from sluice.runtime.stats import SourceStats
@@ -59,7 +59,9 @@ class Source(Operator):
         # a stream's k-constraints and punctuations (STREAM §4.1), checked as it releases its elements
         self.punctuations = PunctuationLog(name)
         ctx.punctuations[name.lower()] = self.punctuations
-        self.checker = Constraints.of_stream(name, schema, constraints, self.punctuations)
+        # (a FOREIGN KEY is checked on the stream it references: ``reference``)
+        own = [c for c in constraints if c.kind != "REFERENCES"]
+        self.checker = Constraints.of_stream(name, schema, own, self.punctuations)
         self.insert_only = not relation
         self._pending: list[pa.Table] = []
         self._buffered = 0
@@ -73,6 +75,11 @@ class Source(Operator):
         # a stream's checked elements pass here before they are buffered (the engine's resource
         # manager, under a memory limit: ``sluice.approx.manager``); it returns those it keeps
         self.shed: Callable[[str, pa.Table], pa.Table] | None = None
+        # FOREIGN KEY … REFERENCES (design 023, "Referential integrity"): the streams referencing
+        # this one, each with its delay k in ticks — this one releases no instant after theirs + k —
+        # and, on a referencing stream, what its released elements tell the referenced one
+        self.referenced_by: list[tuple[Source, int]] = []
+        self.references: list[Reference] = []
 
     @property
     def constraints(self) -> tuple[StreamConstraint, ...]:
@@ -124,12 +131,35 @@ class Source(Operator):
         self._static = rows
         self._contents.update(row for _, _, row in to_elements(rows))
 
-    def complete_upto(self) -> int:
-        """Every instant ≤ this is complete on this source."""
+    def complete_upto(self, waiting: bool = True) -> int:
+        """Every instant ≤ this is complete on this source and may be released — a referenced
+        stream's no further than each referencing one has released, plus its delay k (unless not
+        ``waiting``: what the first instant is fixed by, which they then release from).
+        """
         done = self.admission.complete_upto()
         if self.follow is not None and self._static is not None:
             done = max(done, self.follow())
+        for src, k in self.referenced_by if waiting else ():
+            done = min(done, src._wm_out + k)
         return done
+
+    def reference(self, target: Source, column: str, index: int, ref_column: str, k: int) -> None:
+        """Declare ``FOREIGN KEY (column) REFERENCES target(ref_column) WITHIN k`` here (``k`` in
+        ticks; ``index``: the attribute's position here): each element this stream releases, at
+        ``t`` with value ``v``, says no element of ``target`` stamped after ``t + k`` has ``v`` — a
+        punctuation on ``target`` (Tucker et al.), checked where ``target`` releases its elements
+        and read by its joins and aggregates, which then forget what ``v`` could still have met.
+        ``target`` releases no instant later than this one has released, plus ``k``, so each such
+        punctuation comes before ``target`` released anything it is about.
+        """
+        implied = StreamConstraint("PUNCTUATED", ref_column, k // self.scale, self.name, column)
+        target.checker.add(implied, target.spec.schema.index(ref_column), target.punctuations)
+        target.referenced_by.append((self, k))
+        self.references.append(Reference(target.punctuations, log_column(implied), index, k, implied))
+        if target._wm_out > NEG_INF:
+            # declared while running: an element stamped before what ``target`` released, less k,
+            # would speak of elements already out — it is late here (rejected as such)
+            self.admission.heartbeat(target._wm_out - k - 1, scaled=True)
 
     def push(self, batch: pa.Table, where: str = "") -> None:
         """Accept a typed batch (``__ts``, ``__sign``, attributes); late elements are rejected."""
@@ -203,6 +233,8 @@ class Source(Operator):
             if out.num_rows:
                 if self.checker:
                     out = self._check_constraints(out)
+                for ref in self.references:
+                    ref.tell(out)
                 if self.relation:
                     if int(ts[0]) < self.ctx.start:  # changes before the first instant apply at it, in order
                         out = out.set_column(0, "__ts", pa.array(np.maximum(ts_of(out), self.ctx.start)))
@@ -249,6 +281,29 @@ class Source(Operator):
 
     def state_bytes(self) -> int:
         return sum(b.nbytes for b in self._pending) + self.checker.nbytes() + self.punctuations.nbytes()
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """What a referencing stream's released elements say about the referenced one: each one's
+    value of attribute ``index`` (a NULL references nothing), stamped ``t``, as the punctuation
+    "none after ``t + k``" on ``column`` of the referenced stream's ``log``.
+    """
+
+    log: PunctuationLog
+    column: str  # where in ``log`` (``constraints.log_column``)
+    index: int
+    k: int
+    implied: StreamConstraint  # the check it makes on the referenced stream
+
+    def tell(self, b: pa.Table) -> None:
+        col = b.column(META + self.index)
+        if col.null_count:
+            valid = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+            b, col = b.filter(pa.array(valid)), col.filter(pa.array(valid))
+        if not len(col):
+            return
+        self.log.add_pairs(self.column, ts_of(b) + self.k, np.asarray(col.to_numpy(zero_copy_only=False)))
 
 
 @dataclass
