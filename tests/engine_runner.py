@@ -3,10 +3,33 @@
 from __future__ import annotations
 
 import pickle
+from collections.abc import Callable
 from typing import Any
 
 from sluice.backends.embedded import EmbeddedEngine
 from sluice.reference import Element
+
+
+def push_in_pieces(
+    build: Callable[[], tuple[EmbeddedEngine, Any]],
+    pushes: list[tuple[str, tuple[Any, ...]]],
+    chunk: int,
+    snapshots: bool = False,
+) -> tuple[EmbeddedEngine, Any]:
+    """Push ``(stream, row)`` in pieces of ``chunk``, running the engine after each; with
+    ``snapshots``, each piece goes on in a new engine from ``build()`` that restored the last one's
+    state.  The engine and what ``build`` returned beside it (the query handles) at the end.
+    """
+    eng, handles = build()
+    for i in range(0, len(pushes), chunk):
+        for name, row in pushes[i : i + chunk]:
+            eng.push(name, [row])
+        eng.run()
+        if snapshots:
+            blob = pickle.dumps(eng.snapshot_state())
+            eng, handles = build()
+            eng.restore_state(pickle.loads(blob))
+    return eng, handles
 
 
 def run_engine(

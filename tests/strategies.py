@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from hypothesis import HealthCheck
 from hypothesis import strategies as st
 from sluice import windows as W
 from sluice.cql import ast
 from sluice.cql.tokens import RESERVED
+
+# settings for property tests whose examples each run an engine (slow to the health check)
+SLOW_OK = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
 
 # Legal identifiers; a few non-reserved CQL words are avoided only to keep examples readable.
 _AVOID = RESERVED | {"ROWS", "RANGE", "NOW", "PARTITION", "SLIDE", "PRECEDING", "UNBOUNDED", "SAMPLE"}

@@ -8,14 +8,13 @@ exactly the rest, whatever the batching, slack, runs and snapshots in between.
 
 from __future__ import annotations
 
-import pickle
 import random
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from sluice.backends.embedded import EmbeddedEngine
 from sluice.catalog import Catalog, CatalogError
@@ -29,6 +28,9 @@ from sluice.reference import evaluate
 from sluice.reference.compare import diff_outputs
 from sluice.runtime.constraints import Constraints
 from sluice.runtime.operators.join import Join
+
+from engine_runner import push_in_pieces
+from strategies import SLOW_OK
 
 
 def admitted(values: list[tuple[Any, ...]], constraints: list[tuple[str, int, int]]) -> list[bool]:
@@ -206,7 +208,6 @@ CASE = st.fixed_dictionaries(
         "snapshots": st.booleans(),
     }
 )
-SLOW_OK = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
 
 
 @settings(max_examples=12, **SLOW_OK)
@@ -244,15 +245,7 @@ def _answers_equal_the_definition(
         eng.execute(ddl)
         return eng, [eng.register_query(q, name=f"q{i}") for i, q in enumerate(QUERIES)]
 
-    eng, handles = build()
-    for i in range(0, len(pushes), chunk):
-        for _, _, name, row in pushes[i : i + chunk]:
-            eng.push(name, [row])
-        eng.run()
-        if snapshots:
-            blob = pickle.dumps(eng.snapshot_state())
-            eng, handles = build()
-            eng.restore_state(pickle.loads(blob))
+    eng, handles = push_in_pieces(build, [(name, row) for _, _, name, row in pushes], chunk, snapshots)
     until = max(t for rows in streams.values() for t, _, _ in rows) + 3
     eng.close(until)
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from sluice.backends.embedded import EmbeddedEngine
 from sluice.catalog import Catalog, CatalogError
@@ -32,6 +32,8 @@ from sluice.reference import evaluate
 from sluice.reference.compare import diff_outputs
 from sluice.runtime.operators.aggregate import Aggregate
 from sluice.runtime.operators.join import Join
+
+from strategies import SLOW_OK
 
 DDL = (
     "register stream O (oid integer, cust integer) {o}; register stream F (oid integer, qty integer) PUNCTUATED BY oid"
@@ -53,7 +55,6 @@ CASE = st.fixed_dictionaries(
         "late": st.booleans(),  # the last two queries registered half-way (a new epoch of the plan)
     }
 )
-SLOW_OK = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
 
 
 def _rows(rng: random.Random, n: int) -> list[tuple[int, int, int]]:

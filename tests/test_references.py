@@ -12,7 +12,7 @@ import random
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from sluice.backends.embedded import EmbeddedEngine
 from sluice.catalog import Catalog, CatalogError
@@ -24,6 +24,9 @@ from sluice.plan.ddl import execute, open_catalog
 from sluice.reference import evaluate
 from sluice.reference.compare import diff_outputs
 from sluice.runtime.operators.join import Join
+
+from engine_runner import push_in_pieces
+from strategies import SLOW_OK
 
 ORDERS = "register stream Orders (oid integer, cust integer)"
 FULFIL = "register stream Fulfillments (oid integer, qty integer) foreign key (oid) references Orders(oid) within {k}"
@@ -304,7 +307,6 @@ CASE = st.fixed_dictionaries(
         "snapshots": st.booleans(),
     }
 )
-SLOW_OK = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
 
 
 @settings(max_examples=12, **SLOW_OK)
@@ -341,15 +343,7 @@ def _answers_equal_the_definition(
         eng.execute(ddl)
         return eng, [eng.register_query(q, name=f"q{i}") for i, q in enumerate(QUERIES)]
 
-    eng, handles = build()
-    for i in range(0, len(pushes), chunk):
-        for _, _, name, row in pushes[i : i + chunk]:
-            eng.push(name, [row])
-        eng.run()
-        if snapshots:
-            blob = pickle.dumps(eng.snapshot_state())
-            eng, handles = build()
-            eng.restore_state(pickle.loads(blob))
+    eng, handles = push_in_pieces(build, [(name, row) for _, _, name, row in pushes], chunk, snapshots)
     until = max(t for rows in streams.values() for t, _, _ in rows) + 3
     eng.close(until)
 
