@@ -38,6 +38,7 @@ import pyarrow.compute as pc
 from sluice.approx.allocate import Demand, allocate
 from sluice.approx.limits import QueryLimits
 from sluice.approx.precision import EXACT, Precision, base_streams, estimate, horizons, unsafe_streams, window_key_of
+from sluice.approx.static import StaticSample, choose
 from sluice.plan import logical as L
 from sluice.runtime.batch import nbytes
 
@@ -100,12 +101,15 @@ class StreamShedding:
 
     _in_horizon: list[int] = field(default_factory=lambda: [0, 0], repr=False)  # their (offered, kept)
 
-    first_ts: int | None = None  # the first admitted batch's last timestamp (for the arrival rate)
+    first_ts: int | None = None  # the first admitted batch's first timestamp (for the arrival rate)
     last_ts: int | None = None
+    row_bytes: float = 0.0  # bytes an element, as offered (the mean over the batches seen)
 
-    def record(self, last_ts: int, offered: int, kept: int) -> None:
+    def record(self, last_ts: int, offered: int, kept: int, nbytes: int = 0, first_ts: int | None = None) -> None:
+        if offered:
+            self.row_bytes += (nbytes / offered - self.row_bytes) * offered / (self.offered + offered)
         if self.first_ts is None:
-            self.first_ts = last_ts
+            self.first_ts = last_ts if first_ts is None else first_ts
         self.last_ts = last_ts if self.last_ts is None else max(self.last_ts, last_ts)
         self.offered += offered
         self.kept += kept
@@ -130,6 +134,12 @@ class StreamShedding:
             return self.kept / self.offered if self.offered else 1.0
         offered, kept = self._in_horizon
         return kept / offered if offered else self.rate
+
+
+def _span_of(batch: pa.Table) -> tuple[int, int]:
+    """A batch's last and first timestamps."""
+    mm = pc.min_max(batch.column(0))
+    return int(mm["max"].as_py()), int(mm["min"].as_py())
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,10 +171,12 @@ class Approximation:
     # windows that may shrink (``At Least``) and did: description → (range now in ticks, the
     # fraction of what the full window holds that it held, over the instants since it started)
     windows: dict[str, tuple[int, float]] = field(default_factory=dict)
+    # ``Sample(a To b)`` ranges set below their highest rate at registration (STREAM §5.1.2)
+    static: tuple[StaticSample, ...] = ()
 
     @property
     def exact(self) -> bool:
-        return self.dropped == 0 and not self.windows
+        return self.dropped == 0 and not self.windows and not self.static
 
     @classmethod
     def none(cls, limits: QueryLimits) -> Approximation:
@@ -177,6 +189,7 @@ class Approximation:
         parts = [
             f"{s} kept {k:.1%} (rate now {self.rates.get(s, 1.0):.3g})" for s, k in sorted(self.kept.items()) if k < 1
         ] + [f"window {w} now {r} ticks, {k:.1%} held" for w, (r, k) in sorted(self.windows.items())]
+        parts += [f"{c.describe()} (chosen at registration)" for c in self.static]
         est = (
             (self.precision.describe() if self.fn_low is None else self._range())
             if self.precision is not None
@@ -237,6 +250,7 @@ class _Reader:
     streams: tuple[str, ...]
     unsafe: dict[str, str]
     baseline: dict[str, tuple[int, int, int, int]]  # stream → (offered, kept, dropped, shed) when it started
+    static: tuple[StaticSample, ...] = ()  # its Sample(a To b) rates chosen at registration
 
 
 @dataclass
@@ -268,10 +282,21 @@ class ResourceManager:
     def add_stream(self, name: str) -> None:
         self.streams.setdefault(name.lower(), StreamShedding(name))
 
-    def add_query(self, name: str, plan: L.LogicalNode, limits: QueryLimits) -> None:
+    def add_query(
+        self, name: str, plan: L.LogicalNode, limits: QueryLimits, static: tuple[StaticSample, ...] = ()
+    ) -> None:
         streams = tuple(base_streams(plan))
         base = {s: (st.offered, st.kept, st.dropped, st.shed) for s in set(streams) if (st := self.streams.get(s))}
-        self.readers[name] = _Reader(plan, limits, streams, unsafe_streams(plan), base)
+        self.readers[name] = _Reader(plan, limits, streams, unsafe_streams(plan), base, static)
+        for c in static:
+            if c.chosen < c.most:
+                assert c.need is not None
+                self._event(
+                    "static-sample",
+                    f"{name}: {c.describe()} at registration: its window would hold about {c.need:.0f} B "
+                    f"at {c.most * 100:g}%, more than the {max(c.free, 0):.0f} B the limit ({self.limit} B) "
+                    "leaves free",
+                )
         for s, span in horizons(plan).items():
             if s in self.streams:
                 self.streams[s].horizon = max(self.streams[s].horizon, span)
@@ -298,8 +323,14 @@ class ResourceManager:
         st = self.streams[stream.lower()]
         n = batch.num_rows
         name = st.name.lower()
-        if n == 0 or not any(name in r.streams for r in self.readers.values()):
-            return batch  # a stream nobody reads holds nothing: never dropped
+        if n == 0:
+            return batch
+        if not any(name in r.streams for r in self.readers.values()):
+            # a stream nobody reads holds nothing: never dropped (its rate still measured, for a
+            # query registered later: ``sample_at_registration``)
+            last, first = _span_of(batch)
+            st.record(last, n, n, nbytes(batch), first)
+            return batch
         usage = self._usage()
         exact = any(r.limits.exact_only and name in r.streams for r in self.readers.values())
         keep = np.ones(n, dtype=bool)
@@ -338,7 +369,8 @@ class ResourceManager:
                         + self._holders_text(usage),
                     )
                     self._shedding = True
-        st.record(int(pc.max(batch.column(0)).as_py()), n, int(keep.sum()))
+        last, first = _span_of(batch)
+        st.record(last, n, int(keep.sum()), nbytes(batch), first)
         for mask, reason in drops:
             self._drop(st, batch, mask, reason)
         return batch if keep.all() else batch.filter(pa.array(keep))
@@ -446,6 +478,27 @@ class ResourceManager:
                 + ("" if a.feasible else " (the limit cannot be met with every query's least precision)"),
             )
 
+    def sample_at_registration(
+        self, plan: L.LogicalNode, limits: QueryLimits
+    ) -> tuple[L.LogicalNode, tuple[StaticSample, ...]]:
+        """Sampling rate reduction at registration (STREAM §5.1.2, ``sluice.approx.static``):
+        each ``Sample(a To b)`` of a new query at the rate its window fits in what the limit leaves
+        free (``TARGET``), from its stream's measured arrival rate and bytes an element — never
+        below ``min_precision`` of ``b`` (so an exact-only query keeps ``b``).
+        """
+        u = self._usage()
+        return choose(plan, self._arrival_need, self.limit * TARGET - u.total, limits.min_precision)
+
+    def _arrival_need(self, stream: str, span: float) -> float | None:
+        """Bytes a window of ``span`` ticks over ``stream`` would hold at its measured arrival
+        rate, each element's bytes twice (the window and what its query keeps above it); None
+        for a stream with no history to estimate from.
+        """
+        st = self.streams.get(stream)
+        if st is None or st.first_ts is None or st.last_ts is None or st.last_ts <= st.first_ts:
+            return None
+        return st.offered / (st.last_ts - st.first_ts) * span * 2 * st.row_bytes
+
     def reduce_windows(self, query: str) -> None:
         """Window reduction at registration (STREAM §5.1.1, static approximation): a new query's
         windows that may shrink start at the size its streams' measured arrival rate and cost per
@@ -544,10 +597,16 @@ class ResourceManager:
                 shed.add(s)
         rates = {s: self.streams[s].rate for s in kept}
         windows, shrunk = shrunk_windows(query, self._usage().windows)
-        precision = estimate(r.plan, kept, windows)
+        # a sample lowered at registration keeps chosen / asked of what the written query would
+        # (a deterministic sample: the lower rate's elements are a subset of the higher's)
+        seen = dict(kept)
+        for c in r.static:
+            seen[c.stream.lower()] = seen.get(c.stream.lower(), 1.0) * c.chosen / c.most
+        precision = estimate(r.plan, seen, windows)
         reads = {s: r.streams.count(s) for s in shed if r.streams.count(s) > 1}
         fn_low = None
         if precision is not None and reads:
-            low = estimate(r.plan, {s: k ** (1 / reads.get(s, 1)) for s, k in kept.items()})
+            low = estimate(r.plan, {s: k ** (1 / reads.get(s, 1)) for s, k in seen.items()})
             fn_low = low.fn if low is not None else None
-        return Approximation(rates, kept, dropped, precision, dict(r.unsafe), r.limits, fn_low, shrunk)
+        static = tuple(c for c in r.static if c.chosen < c.most)
+        return Approximation(rates, kept, dropped, precision, dict(r.unsafe), r.limits, fn_low, shrunk, static)

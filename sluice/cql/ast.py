@@ -314,8 +314,15 @@ class Window(Node, metaclass=ABCMeta):
 
 @dataclass(frozen=True, slots=True)
 class Sample(Node):
+    """``Sample(p)``: keep each element with probability p%; ``Sample(a To b)``: the user tolerates
+    any rate from a% to b% — the engine keeps b% unless a memory limit calls for less, chosen once
+    at registration (STREAM §5.1.2's sampling rate reduction, with §5.2's "ranges of sampling
+    rates" as the user's stated tolerance).
+    """
+
     percent: float
     span: Span = _span()
+    least: float | None = None  # the lowest percentage tolerated (``Sample(a To b)``); None: fixed
 
 
 class FromItem(Node):

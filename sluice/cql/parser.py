@@ -499,8 +499,23 @@ class Parser:
         pct = float(t.text)
         if not 0 < pct <= 100:
             raise ParseError("sampling percentage must be in (0, 100]", t.span, self.source)
-        self.expect(T.RPAREN)
-        return ast.Sample(pct, span=self.span_from(start))
+        least = None
+        if self.accept_kw("TO"):
+            u = self.tok
+            if u.type not in (T.INTEGER, T.FLOAT):
+                self.fail("expected the highest sampling percentage after TO", hint="e.g. Sample(10 To 50)")
+            self.advance()
+            least, pct = pct, float(u.text)
+            if not least <= pct <= 100:
+                raise ParseError(
+                    f"a sampling range runs from the lowest percentage to the highest, at most 100: "
+                    f"{least:g} To {pct:g}",
+                    u.span,
+                    self.source,
+                )
+        more = "" if least is not None else " (or To and the highest)"
+        self.expect(T.RPAREN, f"')' after the sampling percentage{more}")
+        return ast.Sample(pct, span=self.span_from(start), least=least)
 
     # -- windows -------------------------------------------------------------------------
     def window(self) -> ast.Window:

@@ -126,7 +126,7 @@ _PRINTERS: dict[type, Callable[[Any], str]] = {
     ast.CurrentTime: lambda n: "CURRENT_TIME",
     ast.Duration: lambda n: n.sql(),
     ast.Window: _window,
-    ast.Sample: lambda n: f"Sample({n.percent:g})",
+    ast.Sample: lambda n: f"Sample({n.percent:g})" if n.least is None else f"Sample({n.least:g} To {n.percent:g})",
     ast.TableRef: lambda n: n.name + _from_suffix(n),
     ast.SubqueryRef: lambda n: f"({to_cql(n.query)})" + _from_suffix(n),
     ast.SelectItem: lambda n: to_cql(n.expr) + (f" AS {n.alias}" if n.alias else ""),

@@ -280,7 +280,10 @@ class Binder:
             return _FromBinding(node, qualifier, False, False)
         if item.sample is not None:
             salt = zlib.crc32(f"{self.context}:{item.sample.span.start}".encode())
-            node = L.Sample(node, item.sample.percent / 100.0, salt)
+            s = item.sample
+            most = s.percent / 100.0
+            least = None if s.least is None else s.least / 100.0
+            node = L.Sample(node, most, salt, least, None if least is None else most)
         if item.window is not None and window_clause is not None:
             raise self.error(
                 f"{what} has its own window and the query has a WINDOW clause",

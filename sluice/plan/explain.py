@@ -32,7 +32,10 @@ def _input_names(n: L.LogicalNode) -> tuple[str, ...]:
 _LABELS: dict[type, Callable[[Any], str]] = {
     L.Scan: lambda n: f"Scan {n.kind.value} {n.name}",
     L.Window: lambda n: f"Window {n.spec.describe(n.input.schema.names)}",
-    L.Sample: lambda n: f"Sample {n.fraction * 100:g}%",
+    L.Sample: lambda n: (
+        f"Sample {n.fraction * 100:g}%"
+        + ("" if n.least is None or n.most is None else f" (of {n.least * 100:g}–{n.most * 100:g}%)")
+    ),
     L.Filter: lambda n: f"Filter {render(n.predicate, _input_names(n))}",
     L.Project: lambda n: (
         "Project "

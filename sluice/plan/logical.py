@@ -109,6 +109,10 @@ class Sample(LogicalNode):
     input: LogicalNode
     fraction: float
     salt: int
+    # ``Sample(a To b)``: the lowest fraction the user tolerates and the highest (what it asked for);
+    # ``fraction`` is the one chosen at registration (``sluice.approx.static``).  None: fixed.
+    least: float | None = None
+    most: float | None = None
 
     @property
     def kind(self) -> Kind:

@@ -257,7 +257,10 @@ class Planner:
 
     def _sample(self, n: L.Sample) -> Operator:
         child = self._op(n.input)
-        return self._new(Sample, SampleSpec(n.schema, n.fraction, n.salt, detail=f"{n.fraction * 100:g}%"), [child])
+        detail = f"{n.fraction * 100:g}%" + (
+            "" if n.least is None or n.most is None else f" of {n.least * 100:g}–{n.most * 100:g}%"
+        )
+        return self._new(Sample, SampleSpec(n.schema, n.fraction, n.salt, detail=detail), [child])
 
     def _filter(self, n: L.Filter) -> Operator:
         conj = conjuncts(n.predicate)

@@ -27,6 +27,7 @@ from sluice.approx.limits import QueryLimits, parse_latency, parse_size
 from sluice.approx.manager import ResourceManager
 from sluice.approx.precision import check_shrinkable
 from sluice.approx.qos import QoS
+from sluice.approx.static import StaticSample
 from sluice.backends.embedded.inspector import Inspector
 from sluice.backends.embedded.loop import SchedulerLoop
 from sluice.backends.embedded.query import EngineStats, Query
@@ -262,11 +263,15 @@ class EmbeddedEngine:
 
     def _start(self, bq: BoundQuery, name: str | None, retain: int | None, limits: QueryLimits) -> Query:
         check_shrinkable(bq.plan)
+        static: tuple[StaticSample, ...] = ()
+        if self.limits is not None:  # a Sample(a To b)'s rate, chosen once (STREAM §5.1.2)
+            plan, static = self.limits.sample_at_registration(bq.plan, limits)
+            bq = BoundQuery(plan, bq.text)
         q = self.registry.start(bq, name, retain)
         q.limits, q.weight, q.manager, q.qos = limits, limits.weight, self.limits, self.qos
         q.windows = self.meter.windows
         if self.limits is not None:
-            self.limits.add_query(q.name, bq.plan, limits)
+            self.limits.add_query(q.name, bq.plan, limits, static)
             self.limits.reduce_windows(q.name)
         self.qos.add(q.name, limits.max_latency)
         return q
