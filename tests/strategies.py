@@ -71,7 +71,10 @@ def windows(draw: st.DrawFn) -> ast.Window:
     return W.PartitionSyntax(keys, draw(st.integers(1, 100)), where=where)
 
 
-samples = st.sampled_from([1.0, 2.0, 10.0, 12.5, 50.0, 100.0]).map(ast.Sample)
+_percents = st.sampled_from([1.0, 2.0, 10.0, 12.5, 50.0, 100.0])
+samples = _percents.map(ast.Sample) | st.builds(
+    lambda a, b: ast.Sample(max(a, b), least=min(a, b)), _percents, _percents
+)  # ``Sample(p)`` and ``Sample(a To b)``
 
 
 def selects(sub: st.SearchStrategy[ast.Query]) -> st.SearchStrategy[ast.Select]:

@@ -108,3 +108,29 @@ def test_a_stream_without_history_keeps_the_highest_rate() -> None:
     q = eng.register_query("select count(*) from S Sample(5 To 80) [Range 3000]")
     assert _samples(q.bound.plan)[0].fraction == 0.8
     assert not [e for e in eng.statistics().approx_events if e.action == "static-sample"]
+
+
+def test_queries_registered_one_after_another_do_not_each_take_the_whole_free_memory() -> None:
+    """A window just registered holds nothing yet: what it will hold is reserved until its span
+    has passed, so the next query's rate is chosen from what is left.
+    """
+    eng, q, _ = _running("400KB", 5)
+    first = _samples(q.bound.plan)[0].fraction
+    r = eng.register_query("select a, count(*) from S Sample(5 To 80) [Range 10000] group by a", name="r")
+    assert _samples(r.bound.plan)[0].fraction < first
+
+
+def test_the_report_survives_deactivate_and_activate_and_precision_is_counted_per_sample() -> None:
+    eng, q, _ = _running("400KB", 5)
+    (s,) = _samples(q.bound.plan)
+    before = q.approximation.describe()
+    eng.deactivate("q")
+    eng.activate("q")
+    assert q.approximation.describe() == before and not q.approximation.exact
+    # a self-join with one side lowered: recall is that side's chosen/asked, counted once
+    j = eng.register_query(
+        "Istream(select X.a from S Sample(5 To 80) [Range 10000] as X, S [Range 5] as Y where X.b = Y.b)", name="j"
+    )
+    (x,) = _samples(j.bound.plan)
+    assert x.fraction < 0.8
+    assert j.approximation.precision.fn == pytest.approx(1 - x.fraction / 0.8)

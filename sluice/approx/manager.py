@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 from sluice.approx.allocate import Demand, allocate
 from sluice.approx.limits import QueryLimits
 from sluice.approx.precision import EXACT, Precision, base_streams, estimate, horizons, unsafe_streams, window_key_of
-from sluice.approx.static import StaticSample, choose
+from sluice.approx.static import StaticSample, choose, chosen_in
 from sluice.plan import logical as L
 from sluice.runtime.batch import nbytes
 
@@ -101,15 +101,24 @@ class StreamShedding:
 
     _in_horizon: list[int] = field(default_factory=lambda: [0, 0], repr=False)  # their (offered, kept)
 
-    first_ts: int | None = None  # the first admitted batch's first timestamp (for the arrival rate)
+    first_ts: int | None = None  # the first admitted batch's last timestamp (for the arrival rate)
     last_ts: int | None = None
+    # arrivals, read or not (what a query registered later would receive: ``sample_at_registration``)
+    arrived: int = 0
+    arrival_first: int | None = None  # the first batch's first timestamp
+    arrival_last: int | None = None
     row_bytes: float = 0.0  # bytes an element, as offered (the mean over the batches seen)
 
-    def record(self, last_ts: int, offered: int, kept: int, nbytes: int = 0, first_ts: int | None = None) -> None:
-        if offered:
-            self.row_bytes += (nbytes / offered - self.row_bytes) * offered / (self.offered + offered)
+    def arrive(self, first_ts: int, last_ts: int, n: int, nbytes: int) -> None:
+        self.arrived += n
+        self.row_bytes += (nbytes / n - self.row_bytes) * n / self.arrived
+        if self.arrival_first is None:
+            self.arrival_first = first_ts
+        self.arrival_last = last_ts if self.arrival_last is None else max(self.arrival_last, last_ts)
+
+    def record(self, last_ts: int, offered: int, kept: int) -> None:
         if self.first_ts is None:
-            self.first_ts = last_ts if first_ts is None else first_ts
+            self.first_ts = last_ts
         self.last_ts = last_ts if self.last_ts is None else max(self.last_ts, last_ts)
         self.offered += offered
         self.kept += kept
@@ -134,6 +143,11 @@ class StreamShedding:
             return self.kept / self.offered if self.offered else 1.0
         offered, kept = self._in_horizon
         return kept / offered if offered else self.rate
+
+
+def _static_recall(static: tuple[StaticSample, ...]) -> float:
+    """The recall left by samples lowered at registration (what the dynamic path may not spend)."""
+    return float(np.prod([c.chosen / c.most for c in static])) if static else 1.0
 
 
 def _span_of(batch: pa.Table) -> tuple[int, int]:
@@ -270,6 +284,9 @@ class ResourceManager:
 
     def __post_init__(self) -> None:
         self.rng = np.random.default_rng(self.seed)
+        # (query, bytes, until tick): what a query given a rate at registration will hold once
+        # its window has filled (``sample_at_registration``: the next one's free memory)
+        self._reserved: list[tuple[str, float, float]] = []
         self._shedding = False  # inside a shedding episode (one event per episode)
         self._over = False  # inside an over-limit episode (likewise)
 
@@ -287,7 +304,7 @@ class ResourceManager:
     ) -> None:
         streams = tuple(base_streams(plan))
         base = {s: (st.offered, st.kept, st.dropped, st.shed) for s in set(streams) if (st := self.streams.get(s))}
-        self.readers[name] = _Reader(plan, limits, streams, unsafe_streams(plan), base, static)
+        self.readers[name] = _Reader(plan, limits, streams, unsafe_streams(plan), base, chosen_in(plan))
         for c in static:
             if c.chosen < c.most:
                 assert c.need is not None
@@ -297,6 +314,10 @@ class ResourceManager:
                     f"at {c.most * 100:g}%, more than the {max(c.free, 0):.0f} B the limit ({self.limit} B) "
                     "leaves free",
                 )
+            if c.need is not None:  # (its window fills over its span: held in reserve until then)
+                st = self.streams.get(c.stream.lower())
+                if st is not None and st.arrival_last is not None:
+                    self._reserved.append((name, c.need * c.chosen / c.most, st.arrival_last + c.span))
         for s, span in horizons(plan).items():
             if s in self.streams:
                 self.streams[s].horizon = max(self.streams[s].horizon, span)
@@ -325,12 +346,10 @@ class ResourceManager:
         name = st.name.lower()
         if n == 0:
             return batch
+        last, first = _span_of(batch)
+        st.arrive(first, last, n, nbytes(batch))  # (read or not: for ``sample_at_registration``)
         if not any(name in r.streams for r in self.readers.values()):
-            # a stream nobody reads holds nothing: never dropped (its rate still measured, for a
-            # query registered later: ``sample_at_registration``)
-            last, first = _span_of(batch)
-            st.record(last, n, n, nbytes(batch), first)
-            return batch
+            return batch  # a stream nobody reads holds nothing: never dropped
         usage = self._usage()
         exact = any(r.limits.exact_only and name in r.streams for r in self.readers.values())
         keep = np.ones(n, dtype=bool)
@@ -369,8 +388,7 @@ class ResourceManager:
                         + self._holders_text(usage),
                     )
                     self._shedding = True
-        last, first = _span_of(batch)
-        st.record(last, n, int(keep.sum()), nbytes(batch), first)
+        st.record(last, n, int(keep.sum()))
         for mask, reason in drops:
             self._drop(st, batch, mask, reason)
         return batch if keep.all() else batch.filter(pa.array(keep))
@@ -458,7 +476,10 @@ class ResourceManager:
         live = {s: u.by_stream.get(s, 0.0) for s in self.streams if u.by_stream.get(s, 0.0) >= small}
         rates = {s: self.streams[s].held_rate() for s in live}
         fixed = u.total - sum(live.values())
-        demands = [Demand(r.limits.weight, r.streams, r.limits.min_precision) for r in self.readers.values()]
+        demands = [
+            Demand(r.limits.weight, r.streams, min(1.0, r.limits.min_precision / _static_recall(r.static)))
+            for r in self.readers.values()
+        ]
         a = allocate(live, rates, fixed, self.limit * TARGET, demands, frozenset(locked) & set(live))
         changed: list[tuple[str, float, float]] = []
         for s, p in a.rates.items():
@@ -487,7 +508,11 @@ class ResourceManager:
         below ``min_precision`` of ``b`` (so an exact-only query keeps ``b``).
         """
         u = self._usage()
-        return choose(plan, self._arrival_need, self.limit * TARGET - u.total, limits.min_precision)
+        now = max((st.arrival_last for st in self.streams.values() if st.arrival_last is not None), default=0)
+        # what queries given a rate before will hold once their windows have filled
+        self._reserved = [r for r in self._reserved if r[2] > now and r[0] in self.readers]
+        free = self.limit * TARGET - u.total - sum(b for _, b, _ in self._reserved)
+        return choose(plan, self._arrival_need, free, limits.min_precision)
 
     def _arrival_need(self, stream: str, span: float) -> float | None:
         """Bytes a window of ``span`` ticks over ``stream`` would hold at its measured arrival
@@ -495,9 +520,9 @@ class ResourceManager:
         for a stream with no history to estimate from.
         """
         st = self.streams.get(stream)
-        if st is None or st.first_ts is None or st.last_ts is None or st.last_ts <= st.first_ts:
+        if st is None or st.arrival_first is None or st.arrival_last is None or st.arrival_last <= st.arrival_first:
             return None
-        return st.offered / (st.last_ts - st.first_ts) * span * 2 * st.row_bytes
+        return st.arrived / (st.arrival_last - st.arrival_first) * span * 2 * st.row_bytes
 
     def reduce_windows(self, query: str) -> None:
         """Window reduction at registration (STREAM §5.1.1, static approximation): a new query's
@@ -509,9 +534,12 @@ class ResourceManager:
         """
         u = self._usage()
         free = self.limit * TARGET - u.total
+        lowered = {c.stream.lower() for c in self.readers[query].static}
         for op, streams in u.windows:
             if op.queries != {query} or self.readers[query].limits.exact_only:
                 continue
+            if lowered & set(streams):
+                continue  # its stream's sample was lowered to fit already (``sample_at_registration``)
             need = self._window_need(op.spec.window.range, streams, u)
             if need is None or need <= free:
                 continue
@@ -597,16 +625,10 @@ class ResourceManager:
                 shed.add(s)
         rates = {s: self.streams[s].rate for s in kept}
         windows, shrunk = shrunk_windows(query, self._usage().windows)
-        # a sample lowered at registration keeps chosen / asked of what the written query would
-        # (a deterministic sample: the lower rate's elements are a subset of the higher's)
-        seen = dict(kept)
-        for c in r.static:
-            seen[c.stream.lower()] = seen.get(c.stream.lower(), 1.0) * c.chosen / c.most
-        precision = estimate(r.plan, seen, windows)
+        precision = estimate(r.plan, kept, windows)  # (a sample lowered at registration: at its node)
         reads = {s: r.streams.count(s) for s in shed if r.streams.count(s) > 1}
         fn_low = None
         if precision is not None and reads:
-            low = estimate(r.plan, {s: k ** (1 / reads.get(s, 1)) for s, k in seen.items()})
+            low = estimate(r.plan, {s: k ** (1 / reads.get(s, 1)) for s, k in kept.items()})
             fn_low = low.fn if low is not None else None
-        static = tuple(c for c in r.static if c.chosen < c.most)
-        return Approximation(rates, kept, dropped, precision, dict(r.unsafe), r.limits, fn_low, shrunk, static)
+        return Approximation(rates, kept, dropped, precision, dict(r.unsafe), r.limits, fn_low, shrunk, r.static)

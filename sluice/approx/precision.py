@@ -228,13 +228,25 @@ def _barrier(node: L.LogicalNode, kept: Mapping[str, float], est: _Est) -> Preci
     return p if p is not None and p.exact else None
 
 
+def _sample(node: L.LogicalNode, kept: Mapping[str, float], est: _Est) -> Precision | None:
+    """A ``Sample(a To b)`` set below ``b`` at registration (``sluice.approx.static``) keeps
+    chosen/asked of what the written query's would: a deterministic sample's lower rate keeps a
+    subset of the higher's.
+    """
+    assert isinstance(node, L.Sample)
+    p = est(node.input)
+    if p is None or node.most is None or node.fraction >= node.most:
+        return p
+    return p.join(Precision(0.0, 1.0 - node.fraction / node.most))
+
+
 _ESTIMATE: dict[type[L.LogicalNode], Callable[..., Precision | None]] = {
     L.Scan: _scan,
     L.Join: _pair,
     L.SetOp: _pair,
     L.Filter: _unary,
     L.Project: _unary,
-    L.Sample: _unary,
+    L.Sample: _sample,
     L.StreamOp: _unary,
     L.Window: _unary,
     L.Aggregate: _barrier,

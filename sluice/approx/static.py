@@ -43,6 +43,7 @@ class StaticSample:
     chosen: float
     need: float | None  # bytes its window would hold at ``most`` (None: no estimate)
     free: float = 0.0  # bytes the limit left free when it was chosen
+    span: float = 0.0  # ticks of its window (it has filled once they passed)
 
     def describe(self) -> str:
         return f"Sample({self.least * 100:g} To {self.most * 100:g}) over {self.stream} at {self.chosen * 100:.3g}%"
@@ -86,8 +87,8 @@ def choose(
     span)``: bytes a window of ``span`` ticks over ``stream`` would hold unsampled (None: no
     estimate); ``free``: bytes the limit leaves.  One factor for all the query's ranged samples
     with an estimate — the share of their need that fits — each kept within its range and at
-    least ``least_share`` of the rate asked for (the query's ``min_precision``: the recall a
-    single stream keeps against the written query; 1: not lowered at all).
+    least ``least_share`` of the rate asked for in all (the query's ``min_precision``: the recall
+    it keeps against the written query, a product over its samples; 1: not lowered at all).
     """
     found = ranged_samples(plan)
     if not found:
@@ -98,21 +99,33 @@ def choose(
         needs[id(s)] = None if n is None else n * (s.most or s.fraction)
     total = sum(n for n in needs.values() if n is not None)
     factor = 1.0 if total <= max(free, 0.0) else max(free, 0.0) / total
+    k = sum(1 for n in needs.values() if n is not None)
+    factor = max(factor, least_share ** (1 / k)) if k else 1.0  # (recall: the product of the factors)
     rates: dict[int, float] = {}
     choices = []
     for s, _ in found:
         assert s.least is not None and s.most is not None
         need = needs[id(s)]
-        rate = s.most if need is None else min(s.most, max(s.least, s.most * max(factor, least_share)))
+        rate = s.most if need is None else round(min(s.most, max(s.least, s.most * factor)), 9)
         rates[id(s)] = rate
-        choices.append(StaticSample(s.input.name, s.least, s.most, rate, need, free))  # type: ignore[attr-defined]
+        span = next(sp for x, sp in found if x is s)
+        choices.append(StaticSample(s.input.name, s.least, s.most, rate, need, free, span))  # type: ignore[attr-defined]
 
     def at_rate(node: L.LogicalNode) -> L.LogicalNode | None:
-        if isinstance(node, L.Sample) and node.least is not None:
-            # (transform rebuilds parents of changed nodes: match by the sample's identity fields)
-            for s, _ in found:
-                if s.salt == node.salt and s.least == node.least and s.most == node.most:
-                    return dataclasses.replace(node, fraction=rates[id(s)])
-        return None
+        # (a ranged sample reads a Scan, which ``transform`` never rebuilds: the node is the one found)
+        if not isinstance(node, L.Sample) or (rate := rates.get(id(node))) is None:
+            return None
+        return dataclasses.replace(node, fraction=rate)
 
     return transform(plan, at_rate), tuple(choices)
+
+
+def chosen_in(plan: L.LogicalNode) -> tuple[StaticSample, ...]:
+    """The ranged samples of a plan set below their highest rate (what a query's plan says it was
+    given at registration: read again when it is activated after a ``deactivate``).
+    """
+    return tuple(
+        StaticSample(s.input.name, s.least, s.most, s.fraction, None)  # type: ignore[attr-defined]
+        for s, _ in ranged_samples(plan)
+        if s.least is not None and s.most is not None and s.fraction < s.most
+    )

@@ -34,7 +34,7 @@ _LABELS: dict[type, Callable[[Any], str]] = {
     L.Window: lambda n: f"Window {n.spec.describe(n.input.schema.names)}",
     L.Sample: lambda n: (
         f"Sample {n.fraction * 100:g}%"
-        + ("" if n.least is None or n.most is None else f" (of {n.least * 100:g}–{n.most * 100:g}%)")
+        + ("" if n.least is None or n.most is None else f" of {n.least * 100:g}–{n.most * 100:g}%")
     ),
     L.Filter: lambda n: f"Filter {render(n.predicate, _input_names(n))}",
     L.Project: lambda n: (

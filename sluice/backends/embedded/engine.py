@@ -83,8 +83,9 @@ SNAPSHOT_FORMAT = 13
 # 14 since queues index their batches (a list with a head and each batch's start) and the loop
 # keeps its units' has-work answers between runs; 15 since a punctuation log merges what its source
 # has passed (a field an older pickle lacks); 16 since sources may reference other streams (FOREIGN
-# KEY … REFERENCES: fields an older pickle lacks)
-CHECKPOINT_FORMAT = 16
+# KEY … REFERENCES: fields an older pickle lacks); 17 since a sample may carry a range and the
+# resource manager measures arrivals (Sample(a To b): fields an older pickle lacks)
+CHECKPOINT_FORMAT = 17
 
 
 def _guards(op: Operator) -> tuple[Any, ...]:
