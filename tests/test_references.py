@@ -418,3 +418,43 @@ def test_text_keys_and_the_referencing_streams_own_unit() -> None:
     # "ab" is bounded by its first reference (1 s): by 3,000 ms, though another came at 2 s
     assert [e.row for e in q.results()] == [("zz", 1), ("cd", 2), ("ab", 3)]
     assert [m.split(":")[1] for m in eng.rejected()] == [" element at ts 3001"] * 2
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_queries_registered_while_running_answer_by_the_definition(seed: int) -> None:
+    """Half the queries registered part-way (a new epoch of the plan, each reading the streams
+    from its first instant): the same admitted elements, the same answers as the definition.
+    """
+    rng = random.Random(seed)
+    ddl = (
+        "register stream O (oid integer, a integer); "
+        "register stream F (oid integer, b integer) foreign key (oid) references O(oid) within 2"
+    )
+    streams = {"O": _stream(rng, 40, 20, nulls=False), "F": _stream(rng, 40, 20, nulls=False)}
+    pushes = sorted((t, i, name, (t, o, v)) for name, rows in streams.items() for i, (t, o, v) in enumerate(rows))
+    eng = EmbeddedEngine(start=0)
+    eng.execute(ddl)
+    handles = {f"q{i}": eng.register_query(q, name=f"q{i}") for i, q in enumerate(QUERIES) if i % 2 == 0}
+    half = len(pushes) // 2
+    for n, (_, _, name, row) in enumerate(pushes):
+        if n == half:
+            eng.run()
+            handles |= {f"q{i}": eng.register_query(q, name=f"q{i}") for i, q in enumerate(QUERIES) if i % 2}
+        eng.push(name, [row])
+    until = max(t for rows in streams.values() for t, _, _ in rows) + 3
+    eng.close(until)
+    first: dict[Any, int] = {}
+    for t, o, _ in sorted(streams["F"], key=lambda r: r[0]):
+        first.setdefault(o, t)
+    data = {
+        "O": [(t, (o, v)) for t, o, v in sorted(streams["O"], key=lambda r: r[0]) if not t > first.get(o, t) + 2],
+        "F": [(t, (o, v)) for t, o, v in sorted(streams["F"], key=lambda r: r[0])],
+    }
+    assert sum(s.rejected for s in eng.statistics().sources) == len(streams["O"]) - len(data["O"])
+    cat = Catalog()
+    execute(cat, ddl)
+    for name, h in handles.items():
+        start = h.start if h.start is not None else 0
+        since = {s: [(t, r) for t, r in rows if t >= start] for s, rows in data.items()}
+        want = evaluate(bind_query(cat, QUERIES[int(name[1:])]), since, {}, start=start, until=until)
+        assert not diff_outputs(want, h.results()), (name, start)
