@@ -19,12 +19,13 @@ from sluice.backends.embedded import EmbeddedEngine
 from sluice.catalog import Catalog
 from sluice.cql import parse_query
 from sluice.cql.errors import CQLError
+from sluice.cql.printer import to_cql
 from sluice.errors import SluiceError
 from sluice.plan import bind_query
 from sluice.plan import logical as L
 from sluice.reference import evaluate
 from sluice.reference.compare import diff_outputs
-from sluice.runtime.operators.windows import TimeWindow
+from sluice.runtime.operators.windows import RowsWindow, TimeWindow
 
 from test_limits import _feed
 from test_limits import _run as limits_run
@@ -309,3 +310,103 @@ def test_a_shrink_waits_for_the_last_one_to_take_effect() -> None:
     eng.push("A", [(51, 2, 2)])
     eng.run()
     assert w.settled
+
+
+# -- [Rows N At Least m] ---------------------------------------------------------------------------
+def _rows_window(eng: EmbeddedEngine) -> RowsWindow:
+    (w,) = [o for o in eng.registry.all_operators() if isinstance(o, RowsWindow) and o.shrinkable]
+    return w
+
+
+def test_rows_at_least_parses_prints_binds_and_refuses_nonsense() -> None:
+    q = parse_query("select * from A [Rows 10 At Least 3]")
+    assert q.from_[0].window.body() == "Rows 10 At Least 3"
+    cat = Catalog()
+    cat.register_stream("A", [("K", "integer")])
+    (spec,) = [n.spec for n in L.walk_plan(bind_query(cat, to_cql(q)).plan) if isinstance(n, L.Window)]
+    assert (spec.rows, spec.least, spec.shrinkable) == (10, 3, True)
+    for bad in ("[Rows 10 At Least 11]", "[Rows 10 At Least 0]"):
+        with pytest.raises(CQLError, match="must be from 1 to the window's 10 rows"):
+            parse_query(f"select * from A {bad}")
+    with pytest.raises(SluiceError, match="below DISTINCT"):
+        eng = EmbeddedEngine()
+        eng.execute(DDL)
+        eng.register_query("select distinct K from A [Rows 10 At Least 2]")
+
+
+def test_a_resized_rows_window_holds_exactly_the_last_m_rows_from_the_next_element() -> None:
+    rows = [(t, t % 3, t) for t in range(60)]
+    eng = EmbeddedEngine(start=0)
+    eng.execute(DDL)
+    q = eng.register_query("select K, V from A [Rows 10 At Least 2]")
+    assert "SharedWindow" not in eng.explain(q.name)  # a window that may shrink is nobody else's
+    w = _rows_window(eng)
+    eng.push("A", rows[:20])
+    eng.heartbeat(19)
+    eng.run()
+    assert w.resize(1) == 2 and not w.settled  # clamped to At Least; it takes effect at the next element
+    eng.push("A", rows[20:40])
+    eng.heartbeat(39)
+    eng.run()
+    assert w.settled and w.resize(10) == 10  # growing: it refills as elements come
+    eng.push("A", rows[40:])
+    eng.heartbeat(59)
+    eng.run()
+    got = _contents(q.results())
+    streams = {"A": [(r[0], r[1:]) for r in rows]}
+    small = _contents(evaluate(bind_query(eng.catalog, "select K, V from A [Rows 2]"), streams, {}, start=0, until=59))
+    full = _contents(evaluate(bind_query(eng.catalog, "select K, V from A [Rows 10]"), streams, {}, start=0, until=59))
+    for t in range(60):
+        if t <= 19:
+            assert _as_of(got, t) == _as_of(full, t), t  # exact until resized
+        elif t <= 39:
+            assert _as_of(got, t) == _as_of(small, t), t  # the last 2 from the next element on
+        elif t >= 47:
+            assert _as_of(got, t) == _as_of(full, t), t  # grown back, once 10 rows came
+        else:  # refilling: the 2 kept and those since
+            assert _as_of(got, t) == Counter({(r[1], r[2]): 1 for r in rows if 38 <= r[0] <= t}), t
+    held, missing, frac = w.kept()
+    assert (held, missing) == (10, 0) and 0.3 < frac < 0.8
+    assert not q.approximation.exact and "[Rows 10 At Least 2]" in q.approximation.describe()
+
+
+def test_under_a_limit_a_rows_window_shrinks_before_anything_is_dropped() -> None:
+    query = "select K, V from A [Rows 3000 At Least 50]"
+    feed = _feed(9000, 3, streams=("A",))
+    _, exact_q, exact_peak = _run(query, feed, "1GB")
+    limit = exact_peak // 2
+    eng, q, peak = _run(query, feed, limit)
+    st = eng.statistics()
+    assert peak <= limit, (peak, limit)
+    assert any(e.action == "compress" and "rows" in e.detail for e in st.approx_events)
+    assert all(s.sampled_out == 0 for s in st.shedding) and sum(s.shed for s in st.shedding) <= 0.02 * len(feed)
+    want, got = _contents(exact_q.results()), _contents(q.results())
+    times = sorted(set(want.times) | set(got.times))
+    assert all(not (_as_of(got, t) - _as_of(want, t)) for t in times)  # always a sub-multiset
+    a = q.approximation
+    assert a.precision is not None and a.precision.fp == 0 and a.precision.fn > 0.05
+    assert "shrunk to Rows" in eng.explain("join")
+
+
+def test_a_shrunk_rows_window_survives_a_checkpoint(tmp_path: Any) -> None:
+    rows = [(t, t % 4, t) for t in range(50)]
+
+    def run(split: bool) -> list[Any]:
+        eng = EmbeddedEngine(start=0)
+        eng.execute(DDL)
+        q = eng.register_query("select K, count(*) from A [Rows 20 At Least 3] group by K", "counts")
+        eng.push("A", rows[:25])
+        eng.heartbeat(24)
+        eng.run()
+        _rows_window(eng).resize(5)
+        if split:
+            eng.checkpoint(tmp_path / "ck")
+            eng = EmbeddedEngine.restore(tmp_path / "ck")
+            q = eng.queries["counts"]
+        assert _rows_window(eng).range_now == 5
+        eng.push("A", rows[25:])
+        eng.heartbeat(49)
+        eng.run()
+        return q.results()
+
+    assert not diff_outputs(run(False), run(True))

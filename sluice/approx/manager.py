@@ -63,10 +63,22 @@ class Usage:
 
 
 class Resizable(Protocol):
-    """A window the query lets shrink (``[Range T At Least t]``; ``sluice.runtime.operators.windows``)."""
+    """A window the query lets shrink (``[Range T At Least t]``, ``[Rows N At Least m]``;
+    ``sluice.runtime.operators.windows``): its size in ``unit`` (ticks or rows).
+    """
 
     spec: Any
     queries: set[str]
+    unit: str
+
+    @property
+    def full(self) -> int: ...
+
+    @property
+    def occupied(self) -> int: ...
+
+    @property
+    def pending_bytes(self) -> int: ...
 
     @property
     def range_now(self) -> int: ...
@@ -145,6 +157,10 @@ class StreamShedding:
         return kept / offered if offered else self.rate
 
 
+def _size(window: str, r: int) -> str:
+    return f"{r} rows" if window.startswith("[Rows") else f"{r} ticks"
+
+
 def _static_recall(static: tuple[StaticSample, ...]) -> float:
     """The recall left by samples lowered at registration (what the dynamic path may not spend)."""
     return float(np.prod([c.chosen / c.most for c in static])) if static else 1.0
@@ -182,7 +198,7 @@ class Approximation:
     # loses both reads' tuples together: its FN then lies between ``fn_low`` (the reads fully
     # dependent) and ``precision.fn`` (independent, as sampling makes them).  None: no such case.
     fn_low: float | None = None
-    # windows that may shrink (``At Least``) and did: description → (range now in ticks, the
+    # windows that may shrink (``At Least``) and did: description → (size now in ticks or rows, the
     # fraction of what the full window holds that it held, over the instants since it started)
     windows: dict[str, tuple[int, float]] = field(default_factory=dict)
     # ``Sample(a To b)`` ranges set below their highest rate at registration (STREAM §5.1.2)
@@ -202,7 +218,7 @@ class Approximation:
             return "exact"
         parts = [
             f"{s} kept {k:.1%} (rate now {self.rates.get(s, 1.0):.3g})" for s, k in sorted(self.kept.items()) if k < 1
-        ] + [f"window {w} now {r} ticks, {k:.1%} held" for w, (r, k) in sorted(self.windows.items())]
+        ] + [f"window {w} now {_size(w, r)}, {k:.1%} held" for w, (r, k) in sorted(self.windows.items())]
         parts += [f"{c.describe()} (chosen at registration)" for c in self.static]
         est = (
             (self.precision.describe() if self.fn_low is None else self._range())
@@ -244,7 +260,7 @@ def shrunk_windows(
             frac = op.kept()[2]
             key = window_key_of(op.spec.window, streams)
             windows[key] = min(frac, windows.get(key, 1.0))
-            if frac < 1.0 or op.range_now < op.spec.window.range:
+            if frac < 1.0 or op.range_now < op.full:
                 shrunk[f"[{op.spec.window.describe()}] over {', '.join(streams)}"] = (op.range_now, frac)
     return windows, shrunk
 
@@ -363,7 +379,9 @@ class ResourceManager:
         # while the limit was far off
         small = usage.by_stream.get(name, 0.0) < NEGLIGIBLE * self.limit
         cost = nbytes(batch) / n if small else self._cost(st, batch, usage)
-        room = max(0, math.floor((self.limit * CAP - usage.total) / max(cost, 1.0)))
+        # what shrunk windows cut leaves before these elements enter (at the next instant or element)
+        leaving = sum(op.pending_bytes for op, _ in usage.windows)
+        room = max(0, math.floor((self.limit * CAP - usage.total + leaving) / max(cost, 1.0)))
         k = int(keep.sum())
         if k > room:
             if exact:
@@ -536,8 +554,8 @@ class ResourceManager:
         free = self.limit * TARGET - u.total
         lowered = {c.stream.lower() for c in self.readers[query].static}
         for op, streams in u.windows:
-            if op.queries != {query} or self.readers[query].limits.exact_only:
-                continue
+            if op.queries != {query} or self.readers[query].limits.exact_only or op.unit != "ticks":
+                continue  # (a [Rows N] window's need is its N rows: the dynamic path shrinks it)
             if lowered & set(streams):
                 continue  # its stream's sample was lowered to fit already (``sample_at_registration``)
             need = self._window_need(op.spec.window.range, streams, u)
@@ -585,9 +603,9 @@ class ResourceManager:
             if not op.settled:
                 continue  # its last cut is still leaving: cutting again would overshoot
             r0 = op.range_now
-            r = op.resize(int(r0 * f))
+            r = op.resize(int(op.occupied * f))  # (a [Rows N] not yet full: from the rows it holds)
             if r != r0:
-                changed.append(f"[{op.spec.window.describe()}] {r0}→{r} ticks")
+                changed.append(f"[{op.spec.window.describe()}] {r0}→{r} {op.unit}")
         if changed:
             self._event(
                 "compress", f"memory {u.total} B above the limit's band ({self.limit} B): windows " + ", ".join(changed)
@@ -598,10 +616,10 @@ class ResourceManager:
         """Shrunk windows grow back (×GROW an adjustment) once memory is low and no stream is sampled."""
         changed = []
         for op in self._windows(u):
-            r0, full = op.range_now, op.spec.window.range
+            r0, full = op.range_now, op.full
             if r0 < full and op.refilled:
                 r = op.resize(min(full, max(r0 + 1, int(r0 * GROW))))
-                changed.append(f"[{op.spec.window.describe()}] {r0}→{r} ticks")
+                changed.append(f"[{op.spec.window.describe()}] {r0}→{r} {op.unit}")
         if changed:
             self._event(
                 "grow", f"memory {u.total} B below the limit's band ({self.limit} B): windows " + ", ".join(changed)

@@ -121,7 +121,7 @@ def unsafe_streams(plan: L.LogicalNode) -> dict[str, str]:
 
 
 def shrink_refusals(plan: L.LogicalNode) -> list[str]:
-    """Why each window the query lets shrink (``[Range T At Least t]``) must not: under duplicate
+    """Why each window the query lets shrink (``At Least``) must not: under duplicate
     elimination or on the right of a negation (STREAM §5.1.1's bad cases, detected statically as
     the paper says they can be).  Empty: every such window may shrink.  A window under an
     aggregate may: the user stated the tolerance, and the precision is then reported unknown.
@@ -129,7 +129,7 @@ def shrink_refusals(plan: L.LogicalNode) -> list[str]:
     out: list[str] = []
 
     def visit(node: L.LogicalNode, why: str | None) -> None:
-        if isinstance(node, L.Window) and isinstance(node.spec, W.Range) and node.spec.shrinkable and why:
+        if isinstance(node, L.Window) and isinstance(node.spec, W.Range | W.Rows) and node.spec.shrinkable and why:
             out.append(f"[{node.spec.describe()}] is {why}")
         if isinstance(node, L.StreamOp) and node.op is L.StreamOpKind.DSTREAM:
             why = why or _DSTREAM

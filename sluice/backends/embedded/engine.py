@@ -66,8 +66,9 @@ from sluice.scheduling.strategies import Strategy
 # part (``Counting``), not a dictionary of rows; 11 since a selection keeps the profile of its
 # conjuncts (a ``Monitor`` part) and a join of three or more inputs may be one ``DataflowJoin``;
 # 12 since a source keeps its punctuations (a ``PunctuationLog`` part); 13 since the log keeps
-# where its first entry kept stands (it merges the punctuations its source has passed)
-SNAPSHOT_FORMAT = 13
+# where its first entry kept stands (it merges the punctuations its source has passed); 14 since a
+# [Rows N] window keeps the rows in force and what it held (``[Rows N At Least m]``)
+SNAPSHOT_FORMAT = 14
 # EmbeddedEngine.checkpoint's: 2 since operator protocol v2 (checkpoints without it are format 1,
 # whose objects this version would misread: refused with a message, never run); 3 since operators
 # are built from specs and the engine is a session over a registry, a scheduler loop and an inspector;
@@ -84,7 +85,8 @@ SNAPSHOT_FORMAT = 13
 # keeps its units' has-work answers between runs; 15 since a punctuation log merges what its source
 # has passed (a field an older pickle lacks); 16 since sources may reference other streams (FOREIGN
 # KEY … REFERENCES: fields an older pickle lacks); 17 since a sample may carry a range and the
-# resource manager measures arrivals (Sample(a To b): fields an older pickle lacks)
+# resource manager measures arrivals (Sample(a To b): fields an older pickle lacks) and a [Rows N]
+# window may be resized (its rows in force and what it held: state an older pickle lacks)
 CHECKPOINT_FORMAT = 17
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from sluice.approx.manager import Usage
 from sluice.backends.embedded.registry import QueryRegistry
 from sluice.runtime.operators.base import Operator
-from sluice.runtime.operators.windows import TimeWindow
+from sluice.runtime.operators.windows import RowsWindow, TimeWindow
 
 
 class UsageMeter:
@@ -22,7 +22,7 @@ class UsageMeter:
         self._version = -1
         self._feeds: list[tuple[Operator, tuple[str, ...]]] = []
         self._holding: list[tuple[Operator, frozenset[str]]] = []  # stateful operators, the streams they read
-        self._windows: tuple[tuple[TimeWindow, tuple[str, ...]], ...] = ()
+        self._windows: tuple[tuple[TimeWindow | RowsWindow, tuple[str, ...]], ...] = ()
 
     def _lineage(self) -> None:
         reg = self.registry
@@ -45,9 +45,9 @@ class UsageMeter:
             if op.stateful:
                 holding.append((op, mine))
         self._feeds, self._holding, self._version = feeds, holding, reg.version
-        self._windows = tuple((op, s) for op, s in feeds if isinstance(op, TimeWindow) and op.shrinkable)
+        self._windows = tuple((op, s) for op, s in feeds if isinstance(op, TimeWindow | RowsWindow) and op.shrinkable)
 
-    def windows(self) -> tuple[tuple[TimeWindow, tuple[str, ...]], ...]:
+    def windows(self) -> tuple[tuple[TimeWindow | RowsWindow, tuple[str, ...]], ...]:
         """The windows that may shrink (``[Range T At Least t]``), each with the streams it reads."""
         if self._version != self.registry.version:
             self._lineage()

@@ -35,7 +35,7 @@ def family(w: W.WindowDef) -> Family | None:
     not nested suffixes of one buffer; a window that may shrink, ``At Least``: shrinking a shared
     buffer would change other queries' answers, STREAM §5.2.1).
     """
-    if isinstance(w, W.Rows):
+    if isinstance(w, W.Rows) and w.least is None:
         return Family.ROWS
     if isinstance(w, W.Range) and w.slide in (None, 1) and w.least is None:
         return Family.TIME

@@ -71,13 +71,25 @@ class TimeWindow(Unary):
         self._refills = NEG_INF  # … and the last growth
 
     # -- resizing (STREAM §5.2.1) ----------------------------------------------------------
+    unit = "ticks"
+
     @property
     def shrinkable(self) -> bool:
         w = self.spec.window
         return isinstance(w, W.Range) and w.shrinkable
 
     @property
+    def full(self) -> int:
+        """The size the query asked for (``[Range T]``'s T)."""
+        return self.spec.window.range  # type: ignore[attr-defined]
+
+    @property
     def range_now(self) -> int:
+        return self._range
+
+    @property
+    def occupied(self) -> int:
+        """The size its contents span now, on its axis (what a cut by a factor applies to)."""
         return self._range
 
     def resize(self, r: int) -> int:
@@ -125,6 +137,15 @@ class TimeWindow(Unary):
                 self._note_cut(at[gone], W.visible(ts[-pending:][gone], *self._span)[1])
                 self._ins.replace(at[shown], ins.filter(pa.array(shown)))
         self.window.replace(new[keep], win.filter(pa.array(keep)) if not keep.all() else win)
+        # what leaves at the next instant, before anything stamped later enters: the resource
+        # manager may count it free when it admits such elements (``pending_bytes``)
+        leaving = int(np.count_nonzero(new[keep] <= self._released + 1))
+        self._pending_free = self.window.nbytes * leaving // max(1, len(self.window))
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes the last shrink cut that leave at the next instant (0 once they have)."""
+        return 0 if self.settled else getattr(self, "_pending_free", 0)
 
     def _note_cut(self, start: np.ndarray, until: np.ndarray) -> None:
         """Elements missing from now until ``until`` (those with ``start < until``)."""
@@ -225,19 +246,104 @@ class TimeWindow(Unary):
 @dataclass
 class RowsWindow(Unary):
     spec: WindowSpec
-    STATE = ("window",)
+    STATE = ("window", "n", "_seen", "_area")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         w = self.spec.window
         if not isinstance(w, W.Rows):
             raise InternalError(f"RowsWindow cannot run {w!r}")
-        self.n = w.rows
+        self.n = w.rows  # the rows in force (fewer than N once shrunk: ``resize``)
         self.stateful = True
-        self.window = WindowSynopsis(self.types)  # the last N elements
+        self.window = WindowSynopsis(self.types)  # the last n elements
+        self._seen = 0  # elements read
+        self._area = [0, 0]  # over the elements read: rows held, and rows [Rows N] would hold
+
+    # -- resizing (STREAM §5.2.1; ``[Rows N At Least m]``) ------------------------------------
+    unit = "rows"
+
+    @property
+    def shrinkable(self) -> bool:
+        w = self.spec.window
+        return isinstance(w, W.Rows) and w.shrinkable
+
+    @property
+    def full(self) -> int:
+        return self.spec.window.rows  # type: ignore[attr-defined]
+
+    @property
+    def range_now(self) -> int:
+        return self.n
+
+    @property
+    def occupied(self) -> int:
+        """The rows held now, at most ``n`` (a window not yet full is cut from what it holds)."""
+        return min(self.n, len(self.window))
+
+    def resize(self, r: int) -> int:
+        """Keep the last ``r`` rows from the next element on (``r`` clamped to ``At Least`` and
+        ``N``): what it drops leaves, as deletions stamped with that element's instant, before it
+        enters.  Returns the rows now in force.
+        """
+        w = self.spec.window
+        if not (isinstance(w, W.Rows) and w.least is not None):
+            raise InternalError(f"{self}: [{w.describe()}] is exact and cannot be resized")
+        self.n = min(max(int(r), w.least), w.rows)
+        return self.n
+
+    @property
+    def settled(self) -> bool:
+        """Whether the last shrink has taken effect (what it cut has left: at the next element)."""
+        return len(self.window) <= self.n
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes the last shrink cut, which leave when the next element enters (before it)."""
+        k = len(self.window)
+        return self.window.nbytes * (k - self.n) // k if k > self.n else 0
+
+    @property
+    def refilled(self) -> bool:
+        """Whether the window has refilled since it last grew."""
+        return len(self.window) >= min(self.n, self._seen)
+
+    def kept(self) -> tuple[int, int, float]:
+        """(rows held now, rows ``[Rows N]`` would hold that it does not, the fraction held of
+        what it would over the elements read since it started).
+        """
+        held = len(self.window)
+        missing = max(0, min(self.full, self._seen) - held)
+        a_held, a_full = self._area
+        return held, missing, a_held / a_full if a_full else 1.0
+
+    def _account(self, m: int, k: int) -> None:
+        """``m`` elements read onto ``k`` held: after each, min(n, k + i) held, min(N, seen + i)
+        would be.
+        """
+        i = np.arange(1, m + 1)
+        self._area[0] += int(np.minimum(self.n, k + i).sum())
+        self._area[1] += int(np.minimum(self.full, self._seen + i).sum())
+        self._seen += m
+
+    def explain_line(self) -> str:
+        line = super().explain_line()
+        if self.shrinkable and self.n < self.full:
+            held, missing, frac = self.kept()
+            line += f" shrunk to Rows {self.n} ({held} held, {missing} cut; {frac:.1%} kept over the elements read)"
+        return line
 
     def process(self, b: pa.Table) -> None:
         n, k = self.n, len(self.window)
+        cut = None
+        if k > n:  # shrunk since the last element: the oldest leave at this one's instant, first
+            gone = self.window.delete(k - n)
+            ts0 = np.full(gone.num_rows, int(ts_of(b)[0]))
+            cut = gone.set_column(0, "__ts", pa.array(ts0)).set_column(
+                1, "__sign", pa.array(np.full(gone.num_rows, -1, dtype=np.int8))
+            )
+            k = n
+        if self.shrinkable:
+            self._account(b.num_rows, k)
         combined = concat([self.window.query(), b], self.types) if k else b
         total = combined.num_rows
         new_pos = np.arange(k, total)
@@ -258,10 +364,14 @@ class RowsWindow(Unary):
         sign[del_slots] = -1
         out = combined.take(pa.array(idx))
         out = out.set_column(0, "__ts", pa.array(ts)).set_column(1, "__sign", pa.array(sign))
-        self.emit(out)
+        self.emit(out if cut is None else concat([cut, out], self.types))
         self.window.insert(ts_of(b), b)
         if len(self.window) > n:
             self.window.delete(len(self.window) - n)
+        if self.window.budget is not None and self.shrinkable and self.settled:
+            budget, size = self.window.budget, self.window.nbytes
+            if size > budget:  # ``change_mem``: as many rows as fit the budget
+                self.resize(int(len(self.window) * budget / size))
 
     def synopses(self) -> list[Any]:
         return [self.window]
