@@ -78,9 +78,6 @@ class Resizable(Protocol):
     def occupied(self) -> int: ...
 
     @property
-    def pending_bytes(self) -> int: ...
-
-    @property
     def range_now(self) -> int: ...
 
     @property
@@ -379,9 +376,7 @@ class ResourceManager:
         # while the limit was far off
         small = usage.by_stream.get(name, 0.0) < NEGLIGIBLE * self.limit
         cost = nbytes(batch) / n if small else self._cost(st, batch, usage)
-        # what shrunk windows cut leaves before these elements enter (at the next instant or element)
-        leaving = sum(op.pending_bytes for op, _ in usage.windows)
-        room = max(0, math.floor((self.limit * CAP - usage.total + leaving) / max(cost, 1.0)))
+        room = max(0, math.floor((self.limit * CAP - usage.total) / max(cost, 1.0)))
         k = int(keep.sum())
         if k > room:
             if exact:
@@ -602,8 +597,10 @@ class ResourceManager:
         for op in self._windows(u):
             if not op.settled:
                 continue  # its last cut is still leaving: cutting again would overshoot
-            r0 = op.range_now
-            r = op.resize(int(op.occupied * f))  # (a [Rows N] not yet full: from the rows it holds)
+            r0, held = op.range_now, op.occupied
+            if int(held * f) >= held:
+                continue  # (a [Rows N] not yet full, or empty: cutting it would free nothing)
+            r = op.resize(int(held * f))  # (a [Rows N] not yet full: from the rows it holds)
             if r != r0:
                 changed.append(f"[{op.spec.window.describe()}] {r0}→{r} {op.unit}")
         if changed:

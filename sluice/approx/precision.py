@@ -73,6 +73,9 @@ _NEGATION = "on the right of EXCEPT (STREAM §5.1.1: a smaller input can give mo
 _SUBQUERY = "inside a subquery (NOT EXISTS / NOT IN: STREAM §5.1.1, a smaller input can give more output)"
 _AGGREGATE = "below an aggregate (its values change: outside STREAM §5.3's tuple precision model)"
 _DSTREAM = "under Dstream (a shrunk window deletes early: its deletions would be false positives)"
+# (the exact window evicts an equal row at the instant a new one enters — a count window at every
+# arrival — so Istream shows nothing; the shrunk one let the old copy go before: a false positive)
+_ISTREAM = "under Istream (a shrunk window lets a row go early: an equal row entering later would be a false positive)"
 _ROWS = "under a [Rows N] window (a sample's last N rows are not the stream's last N)"
 
 
@@ -133,6 +136,8 @@ def shrink_refusals(plan: L.LogicalNode) -> list[str]:
             out.append(f"[{node.spec.describe()}] is {why}")
         if isinstance(node, L.StreamOp) and node.op is L.StreamOpKind.DSTREAM:
             why = why or _DSTREAM
+        if isinstance(node, L.StreamOp) and node.op is L.StreamOpKind.ISTREAM:
+            why = why or _ISTREAM
         for e in node.exprs():
             for x in walk_expr(e):
                 if isinstance(x, Subquery):
@@ -270,7 +275,9 @@ def estimate(
     def est(node: L.LogicalNode) -> Precision | None:
         if isinstance(node, L.Window) and shrunk and (k := shrunk.get(window_key(node), 1.0)) < 1.0:
             p = est(node.input)
-            return None if p is None else p.join(Precision(0.0, 1.0 - k))
+            if p is None or (isinstance(node.spec, W.Rows) and not p.exact):
+                return None  # (a [Rows N] over an approximate input: outside the model, shrunk or not)
+            return p.join(Precision(0.0, 1.0 - k))
         if isinstance(node, L.Window) and isinstance(node.spec, W.Rows | W.PartitionedRows):
             return _barrier(node, kept, est)
         if isinstance(node, L.SetOp) and not node.all:

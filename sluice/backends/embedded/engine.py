@@ -85,9 +85,9 @@ SNAPSHOT_FORMAT = 14
 # keeps its units' has-work answers between runs; 15 since a punctuation log merges what its source
 # has passed (a field an older pickle lacks); 16 since sources may reference other streams (FOREIGN
 # KEY … REFERENCES: fields an older pickle lacks); 17 since a sample may carry a range and the
-# resource manager measures arrivals (Sample(a To b): fields an older pickle lacks) and a [Rows N]
-# window may be resized (its rows in force and what it held: state an older pickle lacks)
-CHECKPOINT_FORMAT = 17
+# resource manager measures arrivals (Sample(a To b): fields an older pickle lacks); 18 since a
+# [Rows N] window may be resized (its rows in force and what it held: state an older pickle lacks)
+CHECKPOINT_FORMAT = 18
 
 
 def _guards(op: Operator) -> tuple[Any, ...]:

@@ -48,7 +48,9 @@ class UsageMeter:
         self._windows = tuple((op, s) for op, s in feeds if isinstance(op, TimeWindow | RowsWindow) and op.shrinkable)
 
     def windows(self) -> tuple[tuple[TimeWindow | RowsWindow, tuple[str, ...]], ...]:
-        """The windows that may shrink (``[Range T At Least t]``), each with the streams it reads."""
+        """The windows that may shrink (``[Range T At Least t]``, ``[Rows N At Least m]``), each
+        with the streams it reads.
+        """
         if self._version != self.registry.version:
             self._lineage()
         return self._windows

@@ -137,15 +137,6 @@ class TimeWindow(Unary):
                 self._note_cut(at[gone], W.visible(ts[-pending:][gone], *self._span)[1])
                 self._ins.replace(at[shown], ins.filter(pa.array(shown)))
         self.window.replace(new[keep], win.filter(pa.array(keep)) if not keep.all() else win)
-        # what leaves at the next instant, before anything stamped later enters: the resource
-        # manager may count it free when it admits such elements (``pending_bytes``)
-        leaving = int(np.count_nonzero(new[keep] <= self._released + 1))
-        self._pending_free = self.window.nbytes * leaving // max(1, len(self.window))
-
-    @property
-    def pending_bytes(self) -> int:
-        """Bytes the last shrink cut that leave at the next instant (0 once they have)."""
-        return 0 if self.settled else getattr(self, "_pending_free", 0)
 
     def _note_cut(self, start: np.ndarray, until: np.ndarray) -> None:
         """Elements missing from now until ``until`` (those with ``start < until``)."""
@@ -295,12 +286,6 @@ class RowsWindow(Unary):
     def settled(self) -> bool:
         """Whether the last shrink has taken effect (what it cut has left: at the next element)."""
         return len(self.window) <= self.n
-
-    @property
-    def pending_bytes(self) -> int:
-        """Bytes the last shrink cut, which leave when the next element enters (before it)."""
-        k = len(self.window)
-        return self.window.nbytes * (k - self.n) // k if k > self.n else 0
 
     @property
     def refilled(self) -> bool:
