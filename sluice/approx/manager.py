@@ -77,8 +77,6 @@ class Resizable(Protocol):
     @property
     def occupied(self) -> int: ...
 
-    def leaving_by(self, ts: int) -> int: ...
-
     @property
     def range_now(self) -> int: ...
 
@@ -302,7 +300,6 @@ class ResourceManager:
         # (query, bytes, until tick): what a query given a rate at registration will hold once
         # its window has filled (``sample_at_registration``: the next one's free memory)
         self._reserved: list[tuple[str, float, float]] = []
-        self._short = 0.0  # bytes a batch was shed for since the last adjustment
         self._shedding = False  # inside a shedding episode (one event per episode)
         self._over = False  # inside an over-limit episode (likewise)
 
@@ -379,13 +376,7 @@ class ResourceManager:
         # while the limit was far off
         small = usage.by_stream.get(name, 0.0) < NEGLIGIBLE * self.limit
         cost = nbytes(batch) / n if small else self._cost(st, batch, usage)
-        # a window that may shrink over this stream lets elements go while these are processed (what
-        # slides out by their last instant, and what a shrink cut): as many may enter in their
-        # place — never so many that the batch itself takes memory past the limit
-        last = int(pc.max(batch.column(0)).as_py())
-        leaving = max((op.leaving_by(last) for op, streams in usage.windows if name in streams), default=0)
-        room = max(0, math.floor((self.limit * CAP - usage.total) / max(cost, 1.0)) + leaving)
-        room = min(room, max(0, math.floor((self.limit - usage.total) / max(nbytes(batch) / n, 1.0))))
+        room = max(0, math.floor((self.limit * CAP - usage.total) / max(cost, 1.0)))
         k = int(keep.sum())
         if k > room:
             if exact:
@@ -402,8 +393,6 @@ class ResourceManager:
                 keep[cut] = True
                 shed &= ~keep
                 st.shed += k - room
-                # (the room a batch like this one needs: the next adjustment makes it, by windows)
-                self._short = max(self._short, (k - room) * cost)
                 drops.append((shed, "shed"))
                 if not self._shedding:
                     self._event(
@@ -481,9 +470,6 @@ class ResourceManager:
             if s in self.streams and self.streams[s].rate < 1.0:
                 self._event("raise", f"{self.streams[s].name} back to rate 1: {self.locked()[s]}")
                 self.streams[s].rate = 1.0
-        short, self._short = self._short, 0.0
-        if short and u.total <= self.limit * REALLOCATE and self._compress(u, self.limit * CAP - short):
-            return  # shed below the band: batches this large need that much room — from the windows first
         if u.total > self.limit * REALLOCATE and self._compress(u):
             return  # windows that may shrink go first (§5.2.1); sampling once they are at their least
         if u.total <= self.limit * REALLOCATE:
@@ -601,14 +587,12 @@ class ResourceManager:
         exact = {q for q, r in self.readers.items() if r.limits.exact_only}
         return [op for op, _ in u.windows if not (op.queries & exact)]
 
-    def _compress(self, u: Usage, target: float | None = None) -> bool:
+    def _compress(self, u: Usage) -> bool:
         """Synopsis compression (STREAM §5.2.1): every window that may shrink is cut by the factor
-        that would bring memory to ``target`` (default ``TARGET`` of the limit) if it all scaled
-        with the windows — never below its ``At Least``.  Whether any window changed.
+        that would bring memory to ``TARGET`` of the limit if it all scaled with the windows —
+        never below its ``At Least``.  Whether any window changed.
         """
-        f = min(self.limit * TARGET, target if target is not None else math.inf) / max(u.total, 1)
-        if f >= 1.0:
-            return False
+        f = self.limit * TARGET / max(u.total, 1)
         changed = []
         for op in self._windows(u):
             if not op.settled:

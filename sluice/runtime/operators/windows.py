@@ -138,19 +138,6 @@ class TimeWindow(Unary):
                 self._ins.replace(at[shown], ins.filter(pa.array(shown)))
         self.window.replace(new[keep], win.filter(pa.array(keep)) if not keep.all() else win)
 
-    def leaving_by(self, ts: int) -> int:
-        """Elements that leave by instant ``ts`` (what a shrink cut, and what slides out): they
-        go as the elements stamped up to ``ts`` are processed — the watermark passes them,
-        filtered or not.
-        """
-        n = 0
-        for leave, _ in self.window._parts:
-            k = int(np.searchsorted(leave, ts, side="right"))
-            n += k
-            if k < len(leave):
-                break
-        return n
-
     def _note_cut(self, start: np.ndarray, until: np.ndarray) -> None:
         """Elements missing from now until ``until`` (those with ``start < until``)."""
         until = until[start < until]
@@ -304,12 +291,6 @@ class RowsWindow(Unary):
     def refilled(self) -> bool:
         """Whether the window has refilled since it last grew."""
         return len(self.window) >= min(self.n, self._seen)
-
-    def leaving_by(self, ts: int) -> int:
-        """0: what a shrink cut leaves only when an element reaches this window (which a
-        selection below it may never let through) — nothing is counted free before then.
-        """
-        return 0
 
     def kept(self) -> tuple[int, int, float]:
         """(rows held now, rows ``[Rows N]`` would hold that it does not, the fraction held of
