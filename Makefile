@@ -60,6 +60,7 @@ bench: venv java
 	$(PY) benchmarks/float_aggregates.py
 	$(PY) benchmarks/shared_joins.py --rss
 	$(PY) benchmarks/constraints.py
+	$(PY) benchmarks/window_compression.py
 	$(PY) benchmarks/join_order.py
 	$(PY) benchmarks/derived_join.py
 	$(PY) benchmarks/dataflow_join.py
