@@ -95,20 +95,20 @@ def choose(
         return plan, ()
     needs = {}
     for s, span in found:
+        assert s.most is not None  # (a ranged sample has both ends)
         n = need_of(s.input.name.lower(), span) if math.isfinite(span) else None  # type: ignore[attr-defined]
-        needs[id(s)] = None if n is None else n * (s.most or s.fraction)
+        needs[id(s)] = None if n is None else n * s.most
     total = sum(n for n in needs.values() if n is not None)
     factor = 1.0 if total <= max(free, 0.0) else max(free, 0.0) / total
     k = sum(1 for n in needs.values() if n is not None)
     factor = max(factor, least_share ** (1 / k)) if k else 1.0  # (recall: the product of the factors)
     rates: dict[int, float] = {}
     choices = []
-    for s, _ in found:
+    for s, span in found:
         assert s.least is not None and s.most is not None
         need = needs[id(s)]
         rate = s.most if need is None else round(min(s.most, max(s.least, s.most * factor)), 9)
         rates[id(s)] = rate
-        span = next(sp for x, sp in found if x is s)
         choices.append(StaticSample(s.input.name, s.least, s.most, rate, need, free, span))  # type: ignore[attr-defined]
 
     def at_rate(node: L.LogicalNode) -> L.LogicalNode | None:

@@ -216,15 +216,16 @@ class Parser:
         if word.upper == "PUNCTUATED" and self.is_kw("WITHIN"):
             self.fail("PUNCTUATED BY takes no WITHIN", hint="a punctuation excludes its values from later elements")
         if self.accept_kw("WITHIN"):
-            n = self.tok
-            if n.type is not T.INTEGER:
-                self.fail(
-                    "expected a whole number of elements after WITHIN",
-                    hint=f"e.g. {word.upper} BY {column} WITHIN 3 (the adherence k: 0 is strict)",
-                )
-            self.advance()
-            k = int(n.text)
+            k = self._within("elements", f"e.g. {word.upper} BY {column} WITHIN 3 (the adherence k: 0 is strict)")
         return ast.StreamConstraint(word.upper, column, k)
+
+    def _within(self, what: str, hint: str) -> int:
+        """The whole number after ``WITHIN`` (an adherence parameter: ``what`` it counts)."""
+        n = self.tok
+        if n.type is not T.INTEGER:
+            self.fail(f"expected a whole number of {what} after WITHIN", hint=hint)
+        self.advance()
+        return int(n.text)
 
     def foreign_key(self) -> ast.StreamConstraint:
         """``FOREIGN KEY (a) REFERENCES R[(b)] [WITHIN k]`` — STREAM §4.1's referential integrity,
@@ -243,15 +244,11 @@ class Parser:
             self.expect(T.RPAREN, "')' after the referenced attribute")
         k = 0
         if self.accept_kw("WITHIN"):
-            n = self.tok
-            if n.type is not T.INTEGER:
-                self.fail(
-                    "expected a whole number of time units after WITHIN",
-                    hint=f"e.g. FOREIGN KEY ({column}) REFERENCES {ref}({ref_column}) WITHIN 5 (the most a "
-                    f"{ref} element may come after its reference, in this stream's time units)",
-                )
-            self.advance()
-            k = int(n.text)
+            k = self._within(
+                "time units",
+                f"e.g. FOREIGN KEY ({column}) REFERENCES {ref}({ref_column}) WITHIN 5 (the most a "
+                f"{ref} element may come after its reference, in this stream's time units)",
+            )
             if self.tok.type is T.IDENT and self.tok.upper in _UNITS:
                 self.fail(
                     "WITHIN counts units of this stream's own time, without a unit",
@@ -492,20 +489,13 @@ class Parser:
     def sample(self) -> ast.Sample:
         start = self.advance()
         self.expect(T.LPAREN)
-        t = self.tok
-        if t.type not in (T.INTEGER, T.FLOAT):
-            self.fail("expected a sampling percentage")
-        self.advance()
-        pct = float(t.text)
+        t, pct = self._percentage("expected a sampling percentage")
         if not 0 < pct <= 100:
             raise ParseError("sampling percentage must be in (0, 100]", t.span, self.source)
         least = None
         if self.accept_kw("TO"):
-            u = self.tok
-            if u.type not in (T.INTEGER, T.FLOAT):
-                self.fail("expected the highest sampling percentage after TO", hint="e.g. Sample(10 To 50)")
-            self.advance()
-            least, pct = pct, float(u.text)
+            u, high = self._percentage("expected the highest sampling percentage after TO", "e.g. Sample(10 To 50)")
+            least, pct = pct, high
             if not least <= pct <= 100:
                 raise ParseError(
                     f"a sampling range runs from the lowest percentage to the highest, at most 100: "
@@ -516,6 +506,13 @@ class Parser:
         more = "" if least is not None else " (or To and the highest)"
         self.expect(T.RPAREN, f"')' after the sampling percentage{more}")
         return ast.Sample(pct, span=self.span_from(start), least=least)
+
+    def _percentage(self, expected: str, hint: str | None = None) -> tuple[Token, float]:
+        t = self.tok
+        if t.type not in (T.INTEGER, T.FLOAT):
+            self.fail(expected, hint=hint)
+        self.advance()
+        return t, float(t.text)
 
     # -- windows -------------------------------------------------------------------------
     def window(self) -> ast.Window:

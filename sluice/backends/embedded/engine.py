@@ -312,7 +312,7 @@ class EmbeddedEngine:
         checking its references — unless a join or aggregate forgets state by them (a later
         element they would have rejected could need what it forgot): ``InUseError`` then.
         """
-        targets = [(ref, t) for ref in gone.references for t in self.sources.values() if t.punctuations is ref.log]
+        targets = [(ref, ref.target) for ref in gone.references]
         for ref, t in targets:
             users = sorted(
                 q

@@ -155,7 +155,7 @@ class Source(Operator):
         implied = StreamConstraint("PUNCTUATED", ref_column, k // self.scale, self.name, column)
         target.checker.add(implied, target.spec.schema.index(ref_column), target.punctuations)
         target.referenced_by.append((self, k))
-        self.references.append(Reference(target.punctuations, log_column(implied), index, k, implied))
+        self.references.append(Reference(target, log_column(implied), index, k, implied))
         if target._wm_out > NEG_INF:
             # declared while running: an element stamped before what ``target`` released, less k,
             # would speak of elements already out — it is late here (rejected as such)
@@ -285,13 +285,13 @@ class Source(Operator):
 
 @dataclass(frozen=True, slots=True)
 class Reference:
-    """What a referencing stream's released elements say about the referenced one: each one's
-    value of attribute ``index`` (a NULL references nothing), stamped ``t``, as the punctuation
-    "none after ``t + k``" on ``column`` of the referenced stream's ``log``.
+    """What a referencing stream's released elements say about the referenced one (``target``):
+    each one's value of attribute ``index`` (a NULL references nothing), stamped ``t``, as the
+    punctuation "none after ``t + k``" on ``column`` of ``target``'s punctuation log.
     """
 
-    log: PunctuationLog
-    column: str  # where in ``log`` (``constraints.log_column``)
+    target: Source
+    column: str  # where in the target's log (``constraints.log_column``)
     index: int
     k: int
     implied: StreamConstraint  # the check it makes on the referenced stream
@@ -303,7 +303,8 @@ class Reference:
             b, col = b.filter(pa.array(valid)), col.filter(pa.array(valid))
         if not len(col):
             return
-        self.log.add_pairs(self.column, ts_of(b) + self.k, np.asarray(col.to_numpy(zero_copy_only=False)))
+        values = np.asarray(col.to_numpy(zero_copy_only=False))
+        self.target.punctuations.add_pairs(self.column, ts_of(b) + self.k, values)
 
 
 @dataclass

@@ -353,10 +353,14 @@ class RowsWindow(Unary):
         self.window.insert(ts_of(b), b)
         if len(self.window) > n:
             self.window.delete(len(self.window) - n)
-        if self.window.budget is not None and self.shrinkable and self.settled:
-            budget, size = self.window.budget, self.window.nbytes
-            if size > budget:  # ``change_mem``: as many rows as fit the budget
-                self.resize(int(len(self.window) * budget / size))
+        if self.window.budget is not None:
+            self._enforce_budget()
+
+    def _enforce_budget(self) -> None:
+        """A budget set by ``change_mem`` keeps a window that may shrink to as many rows as fit."""
+        budget, size = self.window.budget, self.window.nbytes
+        if self.shrinkable and self.settled and budget is not None and size > budget:
+            self.resize(int(len(self.window) * budget / size))
 
     def synopses(self) -> list[Any]:
         return [self.window]
