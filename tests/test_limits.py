@@ -632,3 +632,45 @@ def test_a_stream_new_to_a_full_engine_is_still_held_to_the_limit() -> None:
     assert st.peak_memory <= 100_000, st.peak_memory
     b = next(s for s in st.shedding if s.name == "B")
     assert b.offered == 100 and b.kept + b.dropped == 100 and b.dropped > 0
+
+
+def _two_stream_batches(limit: int | None, events: int = 60_000, batch: int = 1_000) -> tuple[int, int]:
+    """A join of two windows fed as a user with two files would: a batch of each stream, then a
+    heartbeat and a run.  The most memory seen after every run, and the engine's own peak.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    ts = np.arange(events, dtype=np.int64)
+    side = rng.random(events) < 0.5
+    eng = EmbeddedEngine(time_unit="millisecond", start=0, memory_limit=limit)
+    eng.execute("register stream A (K integer, V integer); register stream B (K integer, V integer)")
+    eng.register_query(
+        "select A.K, A.V, B.V from A [Range 6 seconds], B [Range 4500 milliseconds] where A.K = B.K", retain=0
+    )
+    data = {
+        name: pa.table(
+            {"ts": ts[m], "K": rng.integers(0, 10_000, int(m.sum())), "V": rng.integers(0, 1000, int(m.sum()))}
+        )
+        for name, m in (("A", side), ("B", ~side))
+    }
+    peak = 0
+    for lo in range(0, events, batch):
+        for name, t in data.items():
+            i, j = np.searchsorted(t.column("ts").to_numpy(), [lo, lo + batch])
+            eng.push(name, t.slice(int(i), int(j - i)))
+        eng.heartbeat(lo + batch - 1)
+        eng.run()
+        peak = max(peak, eng.statistics().memory_bytes)
+    return peak, eng.statistics().peak_memory
+
+
+@pytest.mark.parametrize("share", [2, 3])
+def test_a_batch_waiting_for_the_other_stream_is_counted_at_what_it_will_cost(share: int) -> None:
+    # A's batch waits at its source (the join needs B's) holding 25 B an element; in the join it
+    # holds ~75 B.  Counted at 25 B, B's batch was admitted against it and memory went to 1.06×
+    # (half the exact peak) and 1.10× (a third) the limit while the windows filled.
+    exact, _ = _two_stream_batches(None)
+    limit = exact // share
+    peak, engine_peak = _two_stream_batches(limit)
+    assert peak <= limit and engine_peak <= limit, (peak, engine_peak, limit)

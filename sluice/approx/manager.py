@@ -48,6 +48,7 @@ TARGET = 0.70  # … so that the projected memory is this fraction
 RAISE = 0.50  # below it, lowered rates are raised (towards TARGET)
 NEGLIGIBLE = 0.01  # a stream holding less than this fraction of the limit is never dropped
 GROW = 1.25  # … and shrunk windows grow by this factor (gently: a window refills over its range)
+SLICE = 0.2  # a large push is admitted in slices of this fraction of the limit, the plan run between
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +61,7 @@ class Usage:
     by_stream: dict[str, float]
     holders: dict[str, int]  # per stream: synopses that hold one of its elements (its cost multiple)
     windows: tuple[tuple[Resizable, tuple[str, ...]], ...] = ()  # windows that may shrink, and their streams
+    queued: dict[str, tuple[int, int]] = field(default_factory=dict)  # per stream: (elements, bytes) at its source
 
 
 class Resizable(Protocol):
@@ -302,6 +304,14 @@ class ResourceManager:
         self._reserved: list[tuple[str, float, float]] = []
         self._shedding = False  # inside a shedding episode (one event per episode)
         self._over = False  # inside an over-limit episode (likewise)
+        # the most an admission held outside the plan's state since the last adjustment — the
+        # elements waiting at the sources and its own kept ones, at what they will cost: the
+        # batches the windows must leave room for, which memory measured after a run does not show
+        self._transient = 0.0
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        state.setdefault("_transient", 0.0)  # (a checkpoint written before it was kept)
+        self.__dict__.update(state)
 
     def __getstate__(self) -> dict[str, object]:
         state = dict(self.__dict__)
@@ -375,9 +385,13 @@ class ResourceManager:
         # its own bytes once; judged at twice that before anything was measured, it was shed
         # while the limit was far off
         small = usage.by_stream.get(name, 0.0) < NEGLIGIBLE * self.limit
-        cost = nbytes(batch) / n if small else self._cost(st, batch, usage)
-        room = max(0, math.floor((self.limit * CAP - usage.total) / max(cost, 1.0)))
+        cost = nbytes(batch) / n if small else self._cost(st, nbytes(batch) / n, usage)
+        # elements waiting at their sources hold only their own bytes: counted at what they will cost
+        now, will = self._waiting(usage)
+        held = usage.total - now + will
+        room = max(0, math.floor((self.limit * CAP - held) / max(cost, 1.0)))
         k = int(keep.sum())
+        self._transient = max(self._transient, will + k * cost)
         if k > room:
             if exact:
                 if not self._over:
@@ -406,22 +420,40 @@ class ResourceManager:
             self._drop(st, batch, mask, reason)
         return batch if keep.all() else batch.filter(pa.array(keep))
 
-    def slice_rows(self, batch: pa.Table) -> int:
-        """How many rows of a batch to admit before the plan runs on them: a quarter of the limit's
-        worth at their own bytes (a whole file in one push must not be judged before any of it ran).
+    def slice_rows(self, stream: str, batch: pa.Table) -> int:
+        """How many rows of a batch to admit before the plan runs on them: a fifth of the limit's
+        worth at what each kept element will cost (a whole file in one push must not be judged
+        before any of it ran).
         """
+        st = self.streams.get(stream.lower())
         per_row = nbytes(batch) / max(batch.num_rows, 1)
-        return max(1, int(self.limit / 4 / max(per_row, 1.0)))
+        if st is not None and batch.num_rows:
+            per_row = max(per_row, self._cost(st, per_row, self._usage()))
+        return max(1, int(self.limit * SLICE / max(per_row, 1.0)))
 
     @staticmethod
-    def _cost(st: StreamShedding, batch: pa.Table, usage: Usage) -> float:
-        """Bytes one more kept element will hold: its own bytes once per synopsis holding it, or
-        what each held element costs now (measured: indexes, masks, groups), whichever is more —
-        twice the first before anything was measured.
+    def _cost(st: StreamShedding, row_bytes: float, usage: Usage) -> float:
+        """Bytes one more kept element (``row_bytes`` its own) will hold: its own bytes once per
+        synopsis holding it, or what each element past its source costs now (measured: indexes,
+        masks, groups), whichever is more — twice the first before anything was measured.
         """
-        static = nbytes(batch) / batch.num_rows * (1 + usage.holders.get(st.name.lower(), 0))
-        live, held = st.live(), usage.by_stream.get(st.name.lower(), 0.0)
-        return max(static, 1.1 * held / live) if live and held else 2 * static
+        name = st.name.lower()
+        static = row_bytes * (1 + usage.holders.get(name, 0))
+        waiting, waiting_bytes = usage.queued.get(name, (0, 0))
+        live, held = st.live() - waiting, usage.by_stream.get(name, 0.0) - waiting_bytes
+        return max(static, 1.1 * held / live) if live > 0 and held > 0 else 2 * static
+
+    def _waiting(self, usage: Usage) -> tuple[float, float]:
+        """The elements waiting at the sources: the bytes they take now, and what they will once
+        they reached what holds them — at what an element of their stream costs (a join waiting
+        for its other input holds a stream's batch at a third of what it will cost).
+        """
+        now = will = 0.0
+        for s, (n, b) in usage.queued.items():
+            if n and s in self.streams:
+                now += b
+                will += max(self._cost(self.streams[s], b / n, usage) * n, b)
+        return now, will
 
     def _holders_text(self, u: Usage) -> str:
         """Whose memory it is: the streams holding the most, and why one cannot be sampled."""
@@ -465,17 +497,22 @@ class ResourceManager:
         self.adjustments += 1
         u = self._usage()
         self.last = u.total
+        # the peak since the last adjustment: the plan's state now and the most an admission held
+        # besides it (``transient``), which the windows must leave room for — else memory settles
+        # under the band while every such batch is shed
+        transient, self._transient = self._transient, 0.0
+        demand = u.total - self._waiting(u)[0] + transient
         lowered = any(st.rate < 1.0 for st in self.streams.values())
         for s in self.locked():  # never sampled: a stream lowered before an unsafe reader came goes back to 1
             if s in self.streams and self.streams[s].rate < 1.0:
                 self._event("raise", f"{self.streams[s].name} back to rate 1: {self.locked()[s]}")
                 self.streams[s].rate = 1.0
-        if u.total > self.limit * REALLOCATE and self._compress(u):
+        if demand > self.limit * REALLOCATE and self._compress(u, transient):
             return  # windows that may shrink go first (§5.2.1); sampling once they are at their least
         if u.total <= self.limit * REALLOCATE:
             self._shedding = self._over = False  # an episode ends when memory is back under the band
-            if u.total < self.limit * RAISE and not lowered:
-                self._grow(u)
+            if demand < self.limit * RAISE and not lowered:
+                self._grow(u, demand)
             if not (lowered and u.total < self.limit * RAISE):
                 return
         locked = self.locked()
@@ -505,9 +542,10 @@ class ResourceManager:
                 changed.append((self.streams[s].name, old, new))
         if changed:
             raised = all(new > old for _, old, new in changed)
+            where = "above" if u.total > self.limit * REALLOCATE else "below"
             self._event(
                 "raise" if raised else "sample",
-                f"memory {u.total} B {'below' if raised else 'above'} the limit's band ({self.limit} B): rates "
+                f"memory {u.total} B {where} the limit's band ({self.limit} B): rates "
                 + ", ".join(f"{n} {old:.3g}→{new:.3g}" for n, old, new in changed)
                 + ("" if a.feasible else " (the limit cannot be met with every query's least precision)"),
             )
@@ -587,12 +625,13 @@ class ResourceManager:
         exact = {q for q, r in self.readers.items() if r.limits.exact_only}
         return [op for op, _ in u.windows if not (op.queries & exact)]
 
-    def _compress(self, u: Usage) -> bool:
+    def _compress(self, u: Usage, transient: float = 0.0) -> bool:
         """Synopsis compression (STREAM §5.2.1): every window that may shrink is cut by the factor
-        that would bring memory to ``TARGET`` of the limit if it all scaled with the windows —
-        never below its ``At Least``.  Whether any window changed.
+        that would bring memory, with the ``transient`` bytes admissions held besides it since the
+        last adjustment, to ``TARGET`` of the limit if it all scaled with the windows — never below
+        its ``At Least``.  Whether any window changed.
         """
-        f = self.limit * TARGET / max(u.total, 1)
+        f = max(self.limit * TARGET - transient, 0.0) / max(u.total, 1)
         changed = []
         for op in self._windows(u):
             if not op.settled:
@@ -604,12 +643,18 @@ class ResourceManager:
             if r != r0:
                 changed.append(f"[{op.spec.window.describe()}] {r0}→{r} {op.unit}")
         if changed:
+            peak = (
+                f" (at most {u.total + transient:.0f} B with the batches admitted since the last run)"
+                if transient > 0
+                else ""
+            )
             self._event(
-                "compress", f"memory {u.total} B above the limit's band ({self.limit} B): windows " + ", ".join(changed)
+                "compress",
+                f"memory {u.total} B{peak} above the limit's band ({self.limit} B): windows " + ", ".join(changed),
             )
         return bool(changed)
 
-    def _grow(self, u: Usage) -> None:
+    def _grow(self, u: Usage, demand: float) -> None:
         """Shrunk windows grow back (×GROW an adjustment) once memory is low and no stream is sampled."""
         changed = []
         for op in self._windows(u):
@@ -619,7 +664,9 @@ class ResourceManager:
                 changed.append(f"[{op.spec.window.describe()}] {r0}→{r} {op.unit}")
         if changed:
             self._event(
-                "grow", f"memory {u.total} B below the limit's band ({self.limit} B): windows " + ", ".join(changed)
+                "grow",
+                f"memory {u.total} B (at most {demand:.0f} B with the batches admitted since the last run) below "
+                f"the limit's band ({self.limit} B): windows " + ", ".join(changed),
             )
 
     # -- reports -------------------------------------------------------------------------

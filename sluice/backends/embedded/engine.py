@@ -456,7 +456,7 @@ class EmbeddedEngine:
         """Into the source; under a memory limit a large batch in slices with the plan run between
         them, so that what the kept elements cost is measured before the rest is judged.
         """
-        step = batch.num_rows if self.limits is None or src.relation else self.limits.slice_rows(batch)
+        step = batch.num_rows if self.limits is None or src.relation else self.limits.slice_rows(src.name, batch)
         for i in range(0, max(batch.num_rows, 1), max(step, 1)):
             if i:
                 self.run()

@@ -72,4 +72,5 @@ class UsageMeter:
             if op.holds_elements():
                 for s in read:
                     holders[s] = holders.get(s, 0) + 1
-        return Usage(total, by_stream, holders, self._windows)
+        queued = {s.name.lower(): s.waiting() for s in self.registry.sources.values() if not s.relation}
+        return Usage(total, by_stream, holders, self._windows, queued)

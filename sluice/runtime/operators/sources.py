@@ -282,6 +282,13 @@ class Source(Operator):
     def state_bytes(self) -> int:
         return sum(b.nbytes for b in self._pending) + self.checker.nbytes() + self.punctuations.nbytes()
 
+    def waiting(self) -> tuple[int, int]:
+        """Elements accepted here that no operator read yet — buffered, or released into the
+        output queue — and their bytes (the resource manager counts them at what they will cost).
+        """
+        n = self._buffered + sum(q.length for q in self.outputs)
+        return n, sum(b.nbytes for b in self._pending) + sum(q.nbytes for q in self.outputs)
+
 
 @dataclass(frozen=True, slots=True)
 class Reference:
