@@ -12,9 +12,11 @@ never dropped: relations are not approximated).  Two ways (STREAM §5.2.2):
   ``REALLOCATE`` of the limit, aiming at ``TARGET``, and raised again when it falls below ``RAISE``
   (Jiang's overload detection, by memory like the Threshold strategy's ``T_max``/``T_min``);
 * **load shedding** — when an arriving batch would take memory past ``CAP`` of the limit with
-  each kept element costing its bytes once per synopsis that holds it, only as many as fit are
-  kept (chosen uniformly: no part of a batch is favoured).  This holds the limit when the
-  sampling has not caught up (a burst).
+  each kept element costing its bytes once per synopsis that holds it (and the elements still
+  waiting at the sources counted at what they will hold), only as many as fit are kept (chosen
+  uniformly: no part of a batch is favoured).  This holds the limit when the sampling has not
+  caught up (a burst).  Windows that may shrink (``[Range T At Least t]``) are cut first, also to
+  leave the batches admitted between runs room (design 021, "Who shrinks it").
 
 Nothing is dropped silently: every element is counted — per stream (its input queue) as offered,
 kept, sampled out or shed, and per query through the streams it reads — and ``on_shed``
@@ -49,6 +51,7 @@ RAISE = 0.50  # below it, lowered rates are raised (towards TARGET)
 NEGLIGIBLE = 0.01  # a stream holding less than this fraction of the limit is never dropped
 GROW = 1.25  # … and shrunk windows grow by this factor (gently: a window refills over its range)
 SLICE = 0.2  # a large push is admitted in slices of this fraction of the limit, the plan run between
+RECENT = 8  # the batches the windows leave room for: the largest of this many adjustments' admissions
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +107,7 @@ class StreamShedding:
     sampled_out: int = 0  # dropped by dynamic sampling
     shed: int = 0  # dropped by load shedding (the limit reached)
     horizon: float = 0.0  # ticks its elements stay in the largest window over it (inf: for ever)
+    slack: int = 0  # ticks its elements may wait at the source before that (out-of-order slack)
     _recent: deque[tuple[int, int, int]] = field(default_factory=deque, repr=False)  # (last ts, offered, kept)
 
     @property
@@ -137,13 +141,13 @@ class StreamShedding:
             self._recent.append((last_ts, offered, kept))
             self._in_horizon[0] += offered
             self._in_horizon[1] += kept
-            while self._recent and self._recent[0][0] < last_ts - self.horizon:
+            while self._recent and self._recent[0][0] < last_ts - self.horizon - self.slack:
                 _, o, k = self._recent.popleft()
                 self._in_horizon[0] -= o
                 self._in_horizon[1] -= k
 
     def live(self) -> int:
-        """Kept elements that may still be held (within the horizon)."""
+        """Kept elements that may still be held (within the horizon, after the slack they may wait)."""
         return self._in_horizon[1] if math.isfinite(self.horizon) else self.kept
 
     def held_rate(self) -> float:
@@ -304,13 +308,22 @@ class ResourceManager:
         self._reserved: list[tuple[str, float, float]] = []
         self._shedding = False  # inside a shedding episode (one event per episode)
         self._over = False  # inside an over-limit episode (likewise)
-        # the most an admission held outside the plan's state since the last adjustment — the
-        # elements waiting at the sources and its own kept ones, at what they will cost: the
-        # batches the windows must leave room for, which memory measured after a run does not show
-        self._transient = 0.0
+        # the most an admission asked for outside the plan's state since the last adjustment (None:
+        # none came) — the elements waiting at the sources and its own, at what they will cost:
+        # the batches the windows must leave room for, which memory after a run does not show —
+        # and that of the last RECENT adjustments that had admissions (runs with none, and a
+        # push's last small slice, do not make the windows forget the batches that come)
+        self._transient: float | None = None
+        self._recent: deque[float] = deque(maxlen=RECENT)
+        # the plan's state at the last RECENT adjustments: a window grows only if the batches would
+        # fit beside the most of them (measured between one stream's slice and the next, a join's
+        # state is lowest; grown there, it was cut again a few runs later: 33 cuts, 33 growths)
+        self._bases: deque[float] = deque(maxlen=RECENT)
 
     def __setstate__(self, state: dict[str, object]) -> None:
-        state.setdefault("_transient", 0.0)  # (a checkpoint written before it was kept)
+        state.setdefault("_transient", None)  # (a checkpoint written before they were kept)
+        state.setdefault("_recent", deque(maxlen=RECENT))
+        state.setdefault("_bases", deque(maxlen=RECENT))
         self.__dict__.update(state)
 
     def __getstate__(self) -> dict[str, object]:
@@ -319,8 +332,8 @@ class ResourceManager:
         return state
 
     # -- queries -------------------------------------------------------------------------
-    def add_stream(self, name: str) -> None:
-        self.streams.setdefault(name.lower(), StreamShedding(name))
+    def add_stream(self, name: str, slack: int = 0) -> None:
+        self.streams.setdefault(name.lower(), StreamShedding(name, slack=slack))
 
     def add_query(
         self, name: str, plan: L.LogicalNode, limits: QueryLimits, static: tuple[StaticSample, ...] = ()
@@ -391,7 +404,7 @@ class ResourceManager:
         held = usage.total - now + will
         room = max(0, math.floor((self.limit * CAP - held) / max(cost, 1.0)))
         k = int(keep.sum())
-        self._transient = max(self._transient, will + k * cost)
+        self._transient = max(self._transient or 0.0, will + k * cost)  # (asked: shed or not)
         if k > room:
             if exact:
                 if not self._over:
@@ -422,13 +435,12 @@ class ResourceManager:
 
     def slice_rows(self, stream: str, batch: pa.Table) -> int:
         """How many rows of a batch to admit before the plan runs on them: a fifth of the limit's
-        worth at what each kept element will cost (a whole file in one push must not be judged
-        before any of it ran).
+        worth at their own bytes once per synopsis that will hold them (a whole file in one push
+        must not be judged before any of it ran; not at the measured cost, which for a rare
+        stream joined with a busy one is most of the join's state an element: one row a run).
         """
-        st = self.streams.get(stream.lower())
         per_row = nbytes(batch) / max(batch.num_rows, 1)
-        if st is not None and batch.num_rows:
-            per_row = max(per_row, self._cost(st, per_row, self._usage()))
+        per_row *= 1 + self._usage().holders.get(stream.lower(), 0)
         return max(1, int(self.limit * SLICE / max(per_row, 1.0)))
 
     @staticmethod
@@ -445,15 +457,29 @@ class ResourceManager:
 
     def _waiting(self, usage: Usage) -> tuple[float, float]:
         """The elements waiting at the sources: the bytes they take now, and what they will once
-        they reached what holds them — at what an element of their stream costs (a join waiting
-        for its other input holds a stream's batch at a third of what it will cost).
+        they reached what holds them (a join waiting for its other input holds a stream's batch
+        at a third of what it will cost).
         """
         now = will = 0.0
         for s, (n, b) in usage.queued.items():
             if n and s in self.streams:
                 now += b
-                will += max(self._cost(self.streams[s], b / n, usage) * n, b)
+                will += max(self._held_cost(self.streams[s], b / n, usage) * n, b)
         return now, will
+
+    @staticmethod
+    def _held_cost(st: StreamShedding, row_bytes: float, usage: Usage) -> float:
+        """What an element of ``st`` holds once past its source: what each such element holds now
+        (measured), at least its own bytes once per synopsis holding it — and only its own bytes
+        (its queue's, while it waits) when nothing holds the stream's elements.
+        """
+        name = st.name.lower()
+        holders = usage.holders.get(name, 0)
+        if not holders:
+            return row_bytes
+        waiting, waiting_bytes = usage.queued.get(name, (0, 0))
+        live, held = st.live() - waiting, usage.by_stream.get(name, 0.0) - waiting_bytes
+        return max(row_bytes * holders, held / live if live > 0 and held > 0 else 0.0)
 
     def _holders_text(self, u: Usage) -> str:
         """Whose memory it is: the streams holding the most, and why one cannot be sampled."""
@@ -497,21 +523,29 @@ class ResourceManager:
         self.adjustments += 1
         u = self._usage()
         self.last = u.total
-        # the peak since the last adjustment: the plan's state now and the most an admission held
-        # besides it (``transient``), which the windows must leave room for — else memory settles
+        # what the windows must leave room for: the batches of recent admissions (``transient``)
+        # besides the plan's state, and what waits at the sources now — else memory settles
         # under the band while every such batch is shed
-        transient, self._transient = self._transient, 0.0
-        demand = u.total - self._waiting(u)[0] + transient
+        if self._transient is not None:
+            self._recent.append(self._transient)
+        self._transient = None
+        now, will = self._waiting(u)
+        transient = max(max(self._recent, default=0.0), will)
+        base = u.total - now  # the plan's state
+        self._bases.append(base)
+        demand = base + transient
         lowered = any(st.rate < 1.0 for st in self.streams.values())
         for s in self.locked():  # never sampled: a stream lowered before an unsafe reader came goes back to 1
             if s in self.streams and self.streams[s].rate < 1.0:
                 self._event("raise", f"{self.streams[s].name} back to rate 1: {self.locked()[s]}")
                 self.streams[s].rate = 1.0
-        if demand > self.limit * REALLOCATE and self._compress(u, transient):
+        if self._compress(u, base, transient):
             return  # windows that may shrink go first (§5.2.1); sampling once they are at their least
         if u.total <= self.limit * REALLOCATE:
             self._shedding = self._over = False  # an episode ends when memory is back under the band
-            if demand < self.limit * RAISE and not lowered:
+            # (grown only where the batches would still fit under the band after it)
+            fits = max(self._bases) * GROW + transient < self.limit * REALLOCATE
+            if u.total < self.limit * RAISE and not lowered and fits:
                 self._grow(u, demand)
             if not (lowered and u.total < self.limit * RAISE):
                 return
@@ -625,13 +659,22 @@ class ResourceManager:
         exact = {q for q, r in self.readers.items() if r.limits.exact_only}
         return [op for op, _ in u.windows if not (op.queries & exact)]
 
-    def _compress(self, u: Usage, transient: float = 0.0) -> bool:
-        """Synopsis compression (STREAM §5.2.1): every window that may shrink is cut by the factor
-        that would bring memory, with the ``transient`` bytes admissions held besides it since the
-        last adjustment, to ``TARGET`` of the limit if it all scaled with the windows — never below
-        its ``At Least``.  Whether any window changed.
+    def _compress(self, u: Usage, base: float, transient: float) -> bool:
+        """Synopsis compression (STREAM §5.2.1): when memory is above the band, every window that
+        may shrink is cut by the factor that would bring it to ``TARGET`` of the limit if it all
+        scaled with the windows; when the plan's state (``base``) and the batches recent
+        admissions asked room for (``transient``) would not fit under ``CAP`` together — their
+        elements were shed — by the factor that leaves the batches room under the band.  Never
+        below ``At Least``.  Whether any window changed.
         """
-        f = max(self.limit * TARGET - transient, 0.0) / max(u.total, 1)
+        factors = []
+        if u.total > self.limit * REALLOCATE:
+            factors.append(self.limit * TARGET / max(u.total, 1))
+        if base + transient > self.limit * CAP:
+            factors.append(max(self.limit * REALLOCATE - transient, 0.0) / max(base, 1.0))
+        if not factors:
+            return False
+        f = min(factors)
         changed = []
         for op in self._windows(u):
             if not op.settled:
@@ -643,14 +686,10 @@ class ResourceManager:
             if r != r0:
                 changed.append(f"[{op.spec.window.describe()}] {r0}→{r} {op.unit}")
         if changed:
-            peak = (
-                f" (at most {u.total + transient:.0f} B with the batches admitted since the last run)"
-                if transient > 0
-                else ""
-            )
             self._event(
                 "compress",
-                f"memory {u.total} B{peak} above the limit's band ({self.limit} B): windows " + ", ".join(changed),
+                f"memory {u.total} B (with room for the batches admitted, {base + transient:.0f} B) above the "
+                f"limit's band ({self.limit} B): windows " + ", ".join(changed),
             )
         return bool(changed)
 
@@ -665,8 +704,8 @@ class ResourceManager:
         if changed:
             self._event(
                 "grow",
-                f"memory {u.total} B (at most {demand:.0f} B with the batches admitted since the last run) below "
-                f"the limit's band ({self.limit} B): windows " + ", ".join(changed),
+                f"memory {u.total} B (with room for the batches admitted, {demand:.0f} B) below the limit's band "
+                f"({self.limit} B): windows " + ", ".join(changed),
             )
 
     # -- reports -------------------------------------------------------------------------
