@@ -468,9 +468,10 @@ def test_a_window_that_fits_with_its_batches_is_never_cut() -> None:
     assert not st.approx_events and q.approximation.exact and st.peak_memory <= 315_000
 
 
-def test_elements_waiting_out_the_slack_are_costed_as_the_window_holds_them() -> None:
-    # 6 s of slack before a 10 s window: the elements that may still be held are 16 s of them, not
-    # 10 (counted over 10 s, each held element looked 2.5x its bytes and a third were shed while
+def test_elements_waiting_out_the_slack_in_a_full_window_cost_their_own_bytes() -> None:
+    # 6 s of slack before a 10 s window that has filled: each element entering it pushes an older
+    # one out, so those waiting add their own bytes (priced at what each held element costs, over
+    # 10 s of elements of which 6 s still waited, they looked 2.5x it and a third were shed while
     # memory was at 0.64 of the limit)
     eng = EmbeddedEngine(time_unit="millisecond", start=0, memory_limit=800_000, slack=6000)
     eng.execute(DDL)

@@ -52,6 +52,7 @@ NEGLIGIBLE = 0.01  # a stream holding less than this fraction of the limit is ne
 GROW = 1.25  # … and shrunk windows grow by this factor (gently: a window refills over its range)
 SLICE = 0.2  # a large push is admitted in slices of this fraction of the limit, the plan run between
 RECENT = 8  # the batches the windows leave room for: the largest of this many adjustments' admissions
+ROOM = 0.90  # … under this fraction of the limit, with the plan's state (between the band and the cap)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +108,6 @@ class StreamShedding:
     sampled_out: int = 0  # dropped by dynamic sampling
     shed: int = 0  # dropped by load shedding (the limit reached)
     horizon: float = 0.0  # ticks its elements stay in the largest window over it (inf: for ever)
-    slack: int = 0  # ticks its elements may wait at the source before that (out-of-order slack)
     _recent: deque[tuple[int, int, int]] = field(default_factory=deque, repr=False)  # (last ts, offered, kept)
 
     @property
@@ -141,13 +141,23 @@ class StreamShedding:
             self._recent.append((last_ts, offered, kept))
             self._in_horizon[0] += offered
             self._in_horizon[1] += kept
-            while self._recent and self._recent[0][0] < last_ts - self.horizon - self.slack:
+            while self._recent and self._recent[0][0] < last_ts - self.horizon:
                 _, o, k = self._recent.popleft()
                 self._in_horizon[0] -= o
                 self._in_horizon[1] -= k
 
+    def filling(self) -> bool:
+        """Whether its largest window has not yet spanned its range since its first kept element
+        (or never will: Unbounded) — while it fills, an element entering it pushes none out.
+        """
+        if not math.isfinite(self.horizon):
+            return True
+        # (an element stamped t enters a window holding [t − range, t]: it pushes an older one out
+        # once t is a range past the first — however long it waited at the source)
+        return self.first_ts is None or self.last_ts is None or self.last_ts - self.first_ts < self.horizon
+
     def live(self) -> int:
-        """Kept elements that may still be held (within the horizon, after the slack they may wait)."""
+        """Kept elements that may still be held (within the horizon)."""
         return self._in_horizon[1] if math.isfinite(self.horizon) else self.kept
 
     def held_rate(self) -> float:
@@ -332,8 +342,8 @@ class ResourceManager:
         return state
 
     # -- queries -------------------------------------------------------------------------
-    def add_stream(self, name: str, slack: int = 0) -> None:
-        self.streams.setdefault(name.lower(), StreamShedding(name, slack=slack))
+    def add_stream(self, name: str) -> None:
+        self.streams.setdefault(name.lower(), StreamShedding(name))
 
     def add_query(
         self, name: str, plan: L.LogicalNode, limits: QueryLimits, static: tuple[StaticSample, ...] = ()
@@ -446,25 +456,31 @@ class ResourceManager:
     @staticmethod
     def _cost(st: StreamShedding, row_bytes: float, usage: Usage) -> float:
         """Bytes one more kept element (``row_bytes`` its own) will hold: its own bytes once per
-        synopsis holding it, or what each element past its source costs now (measured: indexes,
-        masks, groups), whichever is more — twice the first before anything was measured.
+        synopsis holding it, or what each held element costs now (measured: indexes, masks,
+        groups), whichever is more — twice the first before anything was measured.  (Over every
+        element within the horizon, those still waiting at the source included: counting only
+        those past it, a join's A while a 2 s batch of it waited looked 1.5× its cost — its window
+        holds the 6 s before the batch, the horizon counts the 6 s up to its end.)
         """
         name = st.name.lower()
         static = row_bytes * (1 + usage.holders.get(name, 0))
-        waiting, waiting_bytes = usage.queued.get(name, (0, 0))
-        live, held = st.live() - waiting, usage.by_stream.get(name, 0.0) - waiting_bytes
-        return max(static, 1.1 * held / live) if live > 0 and held > 0 else 2 * static
+        live, held = st.live(), usage.by_stream.get(name, 0.0)
+        return max(static, 1.1 * held / live) if live and held else 2 * static
 
     def _waiting(self, usage: Usage) -> tuple[float, float]:
-        """The elements waiting at the sources: the bytes they take now, and what they will once
-        they reached what holds them (a join waiting for its other input holds a stream's batch
-        at a third of what it will cost).
+        """The elements waiting at the sources: the bytes they take now, and what they will add once
+        past them — while the stream's windows fill, what each will hold (a join waiting for its
+        other input holds a stream's batch at a third of what it will cost); once they span their
+        range, their own bytes (each entering element pushes older ones out: counted at what it
+        will hold, with nothing leaving, a review measured a join of 2 s batches losing 18% of its
+        pairs under a limit above its exact need).
         """
         now = will = 0.0
         for s, (n, b) in usage.queued.items():
             if n and s in self.streams:
                 now += b
-                will += max(self._held_cost(self.streams[s], b / n, usage) * n, b)
+                st = self.streams[s]
+                will += max(self._held_cost(st, b / n, usage) * n, b) if st.filling() else b
         return now, will
 
     @staticmethod
@@ -664,14 +680,14 @@ class ResourceManager:
         may shrink is cut by the factor that would bring it to ``TARGET`` of the limit if it all
         scaled with the windows; when the plan's state (``base``) and the batches recent
         admissions asked room for (``transient``) would not fit under ``CAP`` together — their
-        elements were shed — by the factor that leaves the batches room under the band.  Never
+        elements were shed — by the factor that leaves the batches room under ``ROOM``.  Never
         below ``At Least``.  Whether any window changed.
         """
         factors = []
         if u.total > self.limit * REALLOCATE:
             factors.append(self.limit * TARGET / max(u.total, 1))
         if base + transient > self.limit * CAP:
-            factors.append(max(self.limit * REALLOCATE - transient, 0.0) / max(base, 1.0))
+            factors.append(max(self.limit * ROOM - transient, 0.0) / max(base, 1.0))
         if not factors:
             return False
         f = min(factors)

@@ -195,9 +195,8 @@ class EmbeddedEngine:
     def _add_source(self, d: SourceDef) -> None:
         self.registry.add_source(d, self.catalog.scale(d))
         if self.limits is not None and d.kind is Kind.STREAM:
-            src = self.registry.source(d.name)
-            self.limits.add_stream(d.name, src.admission.slack)
-            src.shed = self.limits.admit
+            self.limits.add_stream(d.name)
+            self.registry.source(d.name).shed = self.limits.admit
 
     def register_stream(
         self,
