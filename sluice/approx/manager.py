@@ -449,7 +449,9 @@ class ResourceManager:
         must not be judged before any of it ran; not at the measured cost, which for a rare
         stream joined with a busy one is most of the join's state an element: one row a run).
         """
-        per_row = nbytes(batch) / max(batch.num_rows, 1)
+        if batch.num_rows <= 1:
+            return 1  # (never sliced: no need to measure the holders, at every one-row push)
+        per_row = nbytes(batch) / batch.num_rows
         per_row *= 1 + self._usage().holders.get(stream.lower(), 0)
         return max(1, int(self.limit * SLICE / max(per_row, 1.0)))
 

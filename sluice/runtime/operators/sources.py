@@ -44,6 +44,10 @@ class Source(Operator):
     spec: SourceSpec
     STATE = ("_pending", "_buffered", "_contents", "_static", "_static_out", "_lo")
     PARTS = ("admission", "checker", "punctuations")
+    # the bytes of ``_pending`` (None: to be summed again) — memory is measured at every admission
+    # under a limit, and a Table's ``nbytes`` costs ~15 µs: summed over a backlog of small pushes
+    # at each one, it made them quadratic
+    CACHES = ("_pending_bytes",)
 
     def __init__(
         self,
@@ -64,6 +68,7 @@ class Source(Operator):
         self.checker = Constraints.of_stream(name, schema, own, self.punctuations)
         self.insert_only = not relation
         self._pending: list[pa.Table] = []
+        self._pending_bytes: int | None = 0
         self._buffered = 0
         self._lo: int | None = None  # the earliest timestamp waiting, while the first instant is not fixed
         self._contents: Counter[tuple[Any, ...]] = Counter()  # relations: what is in it now
@@ -171,6 +176,8 @@ class Source(Operator):
             return
         self._pending.append(batch)
         self._buffered += batch.num_rows
+        if self._pending_bytes is not None:
+            self._pending_bytes += batch.nbytes
         if self.ctx.start is None:  # (kept for ``pending_from``: no rescan of every batch at each run)
             lo = int(ts_of(batch).min())
             self._lo = lo if self._lo is None else min(self._lo, lo)
@@ -230,6 +237,7 @@ class Source(Operator):
             out, rest = allb.slice(0, k), allb.slice(k)
             self._pending = [rest] if rest.num_rows else []
             self._buffered = rest.num_rows
+            self._pending_bytes = None
             if out.num_rows:
                 if self.checker:
                     out = self._check_constraints(out)
@@ -279,15 +287,26 @@ class Source(Operator):
     def source_statistics(self) -> SourceStats:
         return self.admission.statistics(self._buffered)
 
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
+        self._pending_bytes = None
+
+    def _held_bytes(self) -> int:
+        """The bytes of the elements buffered here (``_pending``)."""
+        if getattr(self, "_pending_bytes", None) is None:  # (absent in a source pickled before it was kept)
+            self._pending_bytes = sum(b.nbytes for b in self._pending)
+        assert self._pending_bytes is not None
+        return self._pending_bytes
+
     def state_bytes(self) -> int:
-        return sum(b.nbytes for b in self._pending) + self.checker.nbytes() + self.punctuations.nbytes()
+        return self._held_bytes() + self.checker.nbytes() + self.punctuations.nbytes()
 
     def waiting(self) -> tuple[int, int]:
         """Elements accepted here that no operator read yet — buffered, or released into the
         output queue — and their bytes (the resource manager counts them at what they will cost).
         """
         n = self._buffered + sum(q.length for q in self.outputs)
-        return n, sum(b.nbytes for b in self._pending) + sum(q.nbytes for q in self.outputs)
+        return n, self._held_bytes() + sum(q.nbytes for q in self.outputs)
 
 
 @dataclass(frozen=True, slots=True)
