@@ -634,9 +634,15 @@ def test_a_stream_new_to_a_full_engine_is_still_held_to_the_limit() -> None:
     assert b.offered == 100 and b.kept + b.dropped == 100 and b.dropped > 0
 
 
-def _two_stream_batches(limit: int | None, events: int = 60_000, batch: int = 1_000) -> tuple[int, int]:
-    """A join of two windows fed as a user with two files would: a batch of each stream, then a
-    heartbeat and a run.  The most memory seen after every run, and the engine's own peak.
+PLAIN_JOIN = "select A.K, A.V, B.V from A [Range 6 seconds], B [Range 4500 milliseconds] where A.K = B.K"
+
+
+def two_streams(
+    limit: int | None, query: str = PLAIN_JOIN, idle_runs: int = 0, events: int = 60_000, batch: int = 1_000
+) -> tuple[EmbeddedEngine, int]:
+    """``query`` over A and B (millisecond timestamps, keys from 10,000) fed as a user with two
+    files would: a batch of each stream, then a heartbeat and a run (and ``idle_runs`` more).  The
+    engine, and the most memory seen after every round.
     """
     import numpy as np
 
@@ -645,9 +651,7 @@ def _two_stream_batches(limit: int | None, events: int = 60_000, batch: int = 1_
     side = rng.random(events) < 0.5
     eng = EmbeddedEngine(time_unit="millisecond", start=0, memory_limit=limit)
     eng.execute("register stream A (K integer, V integer); register stream B (K integer, V integer)")
-    eng.register_query(
-        "select A.K, A.V, B.V from A [Range 6 seconds], B [Range 4500 milliseconds] where A.K = B.K", retain=0
-    )
+    eng.register_query(query, retain=0)
     data = {
         name: pa.table(
             {"ts": ts[m], "K": rng.integers(0, 10_000, int(m.sum())), "V": rng.integers(0, 1000, int(m.sum()))}
@@ -660,9 +664,10 @@ def _two_stream_batches(limit: int | None, events: int = 60_000, batch: int = 1_
             i, j = np.searchsorted(t.column("ts").to_numpy(), [lo, lo + batch])
             eng.push(name, t.slice(int(i), int(j - i)))
         eng.heartbeat(lo + batch - 1)
-        eng.run()
+        for _ in range(1 + idle_runs):
+            eng.run()
         peak = max(peak, eng.statistics().memory_bytes)
-    return peak, eng.statistics().peak_memory
+    return eng, peak
 
 
 @pytest.mark.parametrize("share", [2, 3])
@@ -670,7 +675,8 @@ def test_a_batch_waiting_for_the_other_stream_is_counted_at_what_it_will_cost(sh
     # A's batch waits at its source (the join needs B's) holding 25 B an element; in the join it
     # holds ~75 B.  Counted at 25 B, B's batch was admitted against it and memory went to 1.06×
     # (half the exact peak) and 1.10× (a third) the limit while the windows filled.
-    exact, _ = _two_stream_batches(None)
+    _, exact = two_streams(None)
     limit = exact // share
-    peak, engine_peak = _two_stream_batches(limit)
+    eng, peak = two_streams(limit)
+    engine_peak = eng.statistics().peak_memory
     assert peak <= limit and engine_peak <= limit, (peak, engine_peak, limit)

@@ -14,7 +14,6 @@ import random
 from collections import Counter
 from typing import Any
 
-import pyarrow as pa
 import pytest
 from sluice import windows as W
 from sluice.backends.embedded import EmbeddedEngine
@@ -29,7 +28,7 @@ from sluice.reference import evaluate
 from sluice.reference.compare import diff_outputs
 from sluice.runtime.operators.windows import RowsWindow, TimeWindow
 
-from test_limits import _feed
+from test_limits import _feed, two_streams
 from test_limits import _run as limits_run
 
 DDL = "REGISTER STREAM A (K integer, V integer); REGISTER STREAM B (K integer, V integer)"
@@ -103,6 +102,13 @@ def test_unsafe_windows_are_refused_at_registration_on_both_backends() -> None:
     eng.register_query("select K, count(*) from A [Range 10 At Least 2] group by K")
 
 
+def _step(eng: EmbeddedEngine, rows: list[tuple[int, int, int]]) -> None:
+    """Push ``rows`` to A, complete the instants up to the last one's, and run."""
+    eng.push("A", rows)
+    eng.heartbeat(rows[-1][0])
+    eng.run()
+
+
 # -- resizing, exactly -----------------------------------------------------------------------------
 def test_a_resized_window_holds_exactly_the_smaller_window_from_the_next_instant() -> None:
     rnd = random.Random(5)
@@ -112,17 +118,11 @@ def test_a_resized_window_holds_exactly_the_smaller_window_from_the_next_instant
     q = eng.register_query("select K, V from A [Range 10 At Least 2]")
     assert "SharedWindow" not in eng.explain(q.name)  # a window that may shrink is nobody else's
     w = _window(eng)
-    eng.push("A", rows[:20])
-    eng.heartbeat(19)
-    eng.run()
+    _step(eng, rows[:20])
     assert w.resize(1) == 2  # clamped to At Least
-    eng.push("A", rows[20:40])
-    eng.heartbeat(39)
-    eng.run()
+    _step(eng, rows[20:40])
     assert w.resize(10) == 10  # growing: elements from now on stay 10 ticks
-    eng.push("A", rows[40:])
-    eng.heartbeat(59)
-    eng.run()
+    _step(eng, rows[40:])
     got = _contents(q.results())
     streams = {"A": [(r[0], r[1:]) for r in rows]}
     small = _contents(evaluate(bind_query(eng.catalog, "select K, V from A [Range 2]"), streams, {}, start=0, until=59))
@@ -175,18 +175,14 @@ def test_a_shrunk_window_survives_a_checkpoint(tmp_path: Any, window: str) -> No
         eng = EmbeddedEngine(start=0)
         eng.execute(DDL)
         q = eng.register_query(f"select K, count(*) from A [{window}] group by K", "counts")
-        eng.push("A", rows[:25])
-        eng.heartbeat(24)
-        eng.run()
+        _step(eng, rows[:25])
         find(eng).resize(5)
         if split:
             eng.checkpoint(tmp_path / "ck")
             eng = EmbeddedEngine.restore(tmp_path / "ck")
             q = eng.queries["counts"]
         assert find(eng).range_now == 5
-        eng.push("A", rows[25:])
-        eng.heartbeat(49)
-        eng.run()
+        _step(eng, rows[25:])
         return q.results()
 
     assert not diff_outputs(run(False), run(True))
@@ -348,17 +344,11 @@ def test_a_resized_rows_window_holds_exactly_the_last_m_rows_from_the_next_eleme
     q = eng.register_query("select K, V from A [Rows 10 At Least 2]")
     assert "SharedWindow" not in eng.explain(q.name)  # a window that may shrink is nobody else's
     w = _rows_window(eng)
-    eng.push("A", rows[:20])
-    eng.heartbeat(19)
-    eng.run()
+    _step(eng, rows[:20])
     assert w.resize(1) == 2 and not w.settled  # clamped to At Least; it takes effect at the next element
-    eng.push("A", rows[20:40])
-    eng.heartbeat(39)
-    eng.run()
+    _step(eng, rows[20:40])
     assert w.settled and w.resize(10) == 10  # growing: it refills as elements come
-    eng.push("A", rows[40:])
-    eng.heartbeat(59)
-    eng.run()
+    _step(eng, rows[40:])
     got = _contents(q.results())
     streams = {"A": [(r[0], r[1:]) for r in rows]}
     small = _contents(evaluate(bind_query(eng.catalog, "select K, V from A [Rows 2]"), streams, {}, start=0, until=59))
@@ -409,28 +399,9 @@ def test_a_shrunk_rows_window_over_an_approximate_input_is_outside_the_model() -
 
 
 # -- the batches between runs (design 021, "Who shrinks it": the windows make room for them) ------
-def _batches(limit: int, query: str, idle_runs: int = 0, events: int = 60_000) -> EmbeddedEngine:
+def _batches(limit: int, query: str, idle_runs: int = 0) -> EmbeddedEngine:
     """A and B, a batch of 1,000 ms of each, then a heartbeat and a run (and ``idle_runs`` more)."""
-    import numpy as np
-
-    rng = np.random.default_rng(1)
-    ts = np.arange(events, dtype=np.int64)
-    side = rng.random(events) < 0.5
-    data = {
-        n: pa.table({"ts": ts[m], "K": rng.integers(0, 10_000, int(m.sum())), "V": rng.integers(0, 1000, int(m.sum()))})
-        for n, m in (("A", side), ("B", ~side))
-    }
-    eng = EmbeddedEngine(time_unit="millisecond", start=0, memory_limit=limit)
-    eng.execute(DDL)
-    eng.register_query(query, retain=0)
-    for lo in range(0, events, 1000):
-        for n, t in data.items():
-            i, j = np.searchsorted(t.column("ts").to_numpy(), [lo, lo + 1000])
-            eng.push(n, t.slice(int(i), int(j - i)))
-        eng.heartbeat(lo + 999)
-        for _ in range(1 + idle_runs):
-            eng.run()
-    return eng
+    return two_streams(limit, query, idle_runs)[0]
 
 
 MAY_SHRINK = (
