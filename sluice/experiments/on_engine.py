@@ -325,6 +325,7 @@ def play(
         cost = (time.thread_time() - t0) / slot
         # only the unit the decision ran and the outputs can have worked (the others' time is unchanged)
         ran = outputs + ([index[id(o)] for o in eng.loop.last.ops] if eng.loop.last is not None else [])
+        ran = list(dict.fromkeys(ran + [index[k] for k in eng.loop.moved]))  # (time moved on, outside the strategy)
         spent, read = {}, {}
         for k in ran:
             now, now_in = ops[k].busy_seconds, ops[k].tuples_in
@@ -353,7 +354,7 @@ def play(
         if total <= 0:
             unattributed += cost  # a turn in which no operator did work (time moving on, scheduling)
         busy += cost
-        if not steps:
+        if not steps and not eng.loop.moved:  # (a call that only moved time on is a turn of its own)
             if len(memory) >= slots:
                 break
             v = float(len(memory))  # idle: jump to the next slot

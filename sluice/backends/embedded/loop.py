@@ -10,6 +10,7 @@ once, Jiang §2.1); the strategy picks among the other units — operators, segm
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from sluice.backends.embedded.registry import QueryRegistry
@@ -25,6 +26,10 @@ REPREPARE_EVERY = 200  # decisions between priority recomputations
 
 class SchedulerLoop:
     """Runs the registry's operators under a scheduling strategy until none has work."""
+
+    # time moved through operators that only move it (``_move_time``) at once; False leaves those
+    # turns to the strategy, as before (the experiments compare the two: docs/design/026)
+    move_time_at_once: bool = True
 
     def __init__(self, registry: QueryRegistry, scheduler: str | Strategy, budget: int) -> None:
         self.registry = registry
@@ -55,11 +60,13 @@ class SchedulerLoop:
         self._scale: list[float] = []
         self._time_unit: float | None = None
         self.last: EngineUnit | None = None  # the unit this run's last decision ran (None: none yet)
+        self.moved: dict[int, Any] = {}  # operators the last run() ran only to move time on (by id)
         self.set_scheduler(scheduler)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state.update(_work=[], _work_for=None, _position={}, _dirty=set(), last=None)  # keyed by ids: asked anew
+        # keyed by ids: asked anew
+        state.update(_work=[], _work_for=None, _position={}, _dirty=set(), last=None, moved={})
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -165,6 +172,45 @@ class SchedulerLoop:
         self._work_for = units
         self._dirty.clear()
 
+    def _move_time(self, units: list[EngineUnit], asked: Sequence[int]) -> bool:
+        """Move time on, at once, through every operator of the ``asked`` units whose turn would
+        only do that (``Operator.moves_time_quietly``: σ, π, a ``[Rows N]`` window … with nothing
+        to read), and on through the units that lets move — not a strategy's decision.  False if
+        an operator failed (the registry has dropped its queries: the units are stale).
+
+        Time is a heartbeat's element (STREAM §3), and a join processes its inputs in strict
+        timestamp order (Chain §5): an element waits at a join until the other input's time has
+        passed it.  Left to the strategy, the turn moving that time through a selection with
+        nothing to read was ranked like any work — under path capacity behind every path of
+        higher capacity — and the other side's elements waited at the join for it (measured on
+        the Jiang §5 plan: 1.4 of the 1.7 elements a join held, docs/design/026).  Such a turn
+        reads no tuple and emits none: in the papers' models it is no work at all (Chain §5: a
+        join blocks only while the other queue is empty and tuples may still reach it).
+        """
+        if not self.move_time_at_once:
+            return True
+        moved = self.moved
+        todo = [i for i in asked if self._work[i]]
+        while todo:
+            i = todo.pop()
+            u = units[i]
+            went = False
+            for op in u.ops:  # bottom-up: time moved through one may let the next move
+                if op.moves_time_quietly() and op.has_work():
+                    try:
+                        op.run(self.budget)
+                    except OperatorFailure as f:  # (reads no row: not expected, handled as any turn's)
+                        self.registry.fail(f)
+                        return False
+                    moved[id(op)] = op
+                    went = True
+            if went:
+                for j in self._affects[i]:
+                    self._work[j] = units[j].has_work()
+                    if j != i and self._work[j]:
+                        todo.append(j)
+        return True
+
     def run(self, max_steps: int | None = None) -> int:
         """Run until no operator has work; returns the number of scheduling decisions."""
         reg = self.registry
@@ -176,6 +222,7 @@ class SchedulerLoop:
         entered = self._entered
         asked_all = False  # whether every unit was asked in this call (the kept answers may be stale)
         self.last = None
+        self.moved = {}  # operators this call ran only to move time on (``_move_time``), by id
         dirty = self._dirty
         while max_steps is None or steps < max_steps:
             if entered != self._entered:  # a run nested in a callback (a push from a subscriber)
@@ -193,10 +240,15 @@ class SchedulerLoop:
             if self._work_for is not units:  # (re)built: here, by a run nested in a callback, or asked anew
                 self._ask_all(units)
                 asked_all = True
+                asked: list[int] | range = range(len(units))
             else:
                 for i in dirty:
                     self._work[i] = units[i].has_work()
+                asked = sorted(dirty)
                 dirty.clear()
+            if not self._move_time(units, asked):
+                outputs = self._current_outputs()  # (the failed query's output is gone)
+                continue
             work, affects = self._work, self._affects
             ready = [u for u, w in zip(units, work, strict=True) if w]
             if ready:

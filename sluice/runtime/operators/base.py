@@ -215,6 +215,14 @@ class Operator(Part):
     def has_work(self) -> bool:
         return any(r.available() for r in self.readers) or self._input_watermark() > self._wm_out
 
+    def moves_time_quietly(self) -> bool:
+        """Whether its next turn would read nothing and emit nothing, only move time on — the
+        scheduler loop then runs it at once, outside the strategy (``SchedulerLoop._move_time``).
+        False unless the operator says so: most operators emit on time alone (windows expire,
+        Istream completes an instant).
+        """
+        return False
+
     def _input_watermark(self) -> int:
         """What the unread input allows this operator to assume complete."""
         return min((r.watermark() for r in self.readers), default=NEG_INF)
@@ -389,6 +397,15 @@ class Unary(Operator):
         self.progress(r.watermark())
         self.pass_end()
         return b.num_rows
+
+    def moves_time_quietly(self) -> bool:
+        return not self.readers[0].available() and self.quiet_in_time()
+
+    def quiet_in_time(self) -> bool:
+        """Whether a turn reading nothing emits nothing (only moves time on): σ and π; a window
+        or Istream that emits only as it reads says so too.
+        """
+        return self.PASSES_END
 
     def pass_end(self) -> None:
         r = self.readers[0]

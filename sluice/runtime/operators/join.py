@@ -37,6 +37,7 @@ from sluice.runtime.constraints import Constraints
 from sluice.runtime.keys import key_pairs
 from sluice.runtime.lifetimes import Lifetimes, lifetimes, overlapping, pair_count
 from sluice.runtime.operators.base import Operator, OperatorSpec
+from sluice.runtime.queue import count_upto
 from sluice.runtime.synopsis import FifoSynopsis, RelationSynopsis, W
 from sluice.runtime.vexpr import compile_expr, evaluate_rows, truth_mask
 
@@ -166,6 +167,13 @@ class Join(Operator):
         if done > NEG_INF:
             self.advance(done)
         return sum(d.num_rows for d in read)
+
+    def moves_time_quietly(self) -> bool:
+        """Nothing it may read yet (strict timestamp order, Chain §5): a turn only moves time on
+        (and may forget rows a k-constraint closed; it emits only pairs of what it reads).
+        """
+        bound = self._arrival_bound()
+        return not any(count_upto(r, bound, 1) for r in self.readers)
 
     def _synopsis(self, side: int) -> RelationSynopsis:
         """Input ``side``'s synopsis: its rows in insertion order where it deletes oldest first

@@ -89,6 +89,9 @@ class IDstream(_Completing):
         else:
             self._held.append(b)
 
+    def quiet_in_time(self) -> bool:
+        return not self._held  # (passing through or pure, it never holds: it emits as it reads)
+
     def progress(self, wm: int) -> None:
         done = self._complete(wm)
         if done is not None:

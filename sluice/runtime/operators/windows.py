@@ -195,6 +195,9 @@ class TimeWindow(Unary):
             self._release(max(self._last_ts, wm))
         self.advance(wm)
 
+    def quiet_in_time(self) -> bool:
+        return self._span is None  # elements never leave: it emits only what it reads
+
     def _release(self, bound: int) -> None:
         gone, ins = self.window.expire(bound), self._ins.expire(bound)
         if self.shrinkable:
@@ -355,6 +358,9 @@ class RowsWindow(Unary):
             self.window.delete(len(self.window) - n)
         if self.window.budget is not None:
             self._enforce_budget()
+
+    def quiet_in_time(self) -> bool:
+        return True  # an element leaves when a later one enters, never on time alone
 
     def _enforce_budget(self) -> None:
         """A budget set by ``change_mem`` keeps a window that may shrink to as many rows as fit."""
