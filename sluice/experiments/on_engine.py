@@ -36,6 +36,7 @@ from sluice.experiments.scheduling import CHAIN_SETUPS, STRATEGIES, Progress, _a
 from sluice.scheduling.model import Op, Path
 from sluice.scheduling.simulator import simulate
 from sluice.scheduling.strategies import make
+from sluice.scheduling.units import units_for
 
 SLOT = 0.005  # seconds of CPU time per time unit of the chart
 DOMAIN = 1_000_000  # the attributes' values: uniform in [0, DOMAIN)
@@ -254,6 +255,7 @@ def play(
     eng.heartbeat(-1)  # the warm-up rows and the stored relations' rows, processed before slot 0
     eng.run()
     out.clear()
+    choices = _log_choices(eng)  # every decision from slot 0: (the ready units' names, the chosen one's)
     ops = list(eng.operators)
     queue_of = {q.name: q for q in eng.registry.queues()}
     before = {id(o): o.statistics() for o in ops}  # (the warm-up's share, not measured)
@@ -432,6 +434,7 @@ def play(
             [sum(n * mean[k] for k, n in rd.items()) / left for _, _, rd, _ in trace],
         ),  # fmt: skip
         "arrived": arrived,
+        "choices": choices,
         "queue_bytes": queue_bytes,
         "busy_at": busy_at,
         "latency": lat,
@@ -466,6 +469,46 @@ def play(
             )
         ),  # fmt: skip
     }
+
+
+def _log_choices(eng: EmbeddedEngine) -> list[tuple[tuple[str, ...], str]]:
+    """From now on, each decision of ``eng``'s strategy: the ready units' names and the chosen one's."""
+    log: list[tuple[tuple[str, ...], str]] = []
+    strategy = eng.loop.strategy
+    choose = strategy.choose
+
+    def logged(ready: Sequence[Any], view: Any) -> Any:
+        u = choose(ready, view)
+        log.append((tuple(r.name for r in ready), u.name))
+        return u
+
+    strategy.choose = logged  # type: ignore[method-assign]
+    return log
+
+
+def otherwise(paths: Sequence[Path], choices: Sequence[tuple[tuple[str, ...], str]], strategy: Any) -> dict[str, Any]:
+    """How often ``strategy`` (static priorities) prepared on the model's ``paths`` — the engine's
+    operators at their costs measured in the run — ranks another ready unit strictly above the one
+    the engine chose (the engine's strategy ranks by its own estimates).  Units are matched by their
+    operators' names (a model copy of a shared operator: the highest of its copies' priorities);
+    decisions with a unit the model does not have (a segment cut elsewhere) are not compared.
+    """
+    # (the engine's paths end below the outputs, which run at every step: so its segments are cut)
+    paths = [dataclasses.replace(p, ops=tuple(o for o in p.ops if not o.name.startswith("output:"))) for p in paths]
+    strategy.prepare(paths)
+    prio: dict[str, float] = {}
+    for u in units_for(paths, strategy.granularity, strategy.segments_of):
+        name = "/".join(o.name.rsplit("@", 1)[0] for o in paths[u.path].ops[u.first : u.last + 1])
+        p = round(strategy.priority(u, None), 12)
+        prio[name] = max(prio.get(name, p), p)
+    compared = differ = 0
+    for ready, chosen in choices:
+        if len(ready) < 2 or any(r not in prio for r in ready):
+            continue
+        compared += 1
+        differ += prio[chosen] < max(prio[r] for r in ready)
+    return {"decisions": len(choices), "compared": compared, "otherwise": differ,
+            "share": round(differ / compared, 3) if compared else None}  # fmt: skip
 
 
 def plan_copies(paths: list[tuple[str, list[Any]]]) -> tuple[dict[int, list[int]], set[int]]:
