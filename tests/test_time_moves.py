@@ -21,11 +21,15 @@ JOIN = (
     "select K, count(*) from R [Range 3] group by K",
     "Rstream(select * from S [Now] where B > 10)",
     "Istream(select A from R [Range 2] where A > 5)",
+    "select K, count(*) from R [Range Unbounded] where A > 3 group by K",
+    "Dstream(select K from S [Rows 1])",
 )
 
 
-def _engine(scheduler: str, at_once: bool, queries: tuple[str, ...] = JOIN) -> EmbeddedEngine:
-    eng = EmbeddedEngine(scheduler=scheduler, budget=1, sharing=False)  # (a plain Join, as in Jiang §5 on the engine)
+def _engine(scheduler: str, at_once: bool, queries: tuple[str, ...] = JOIN, budget: int = 1) -> EmbeddedEngine:
+    eng = EmbeddedEngine(
+        scheduler=scheduler, budget=budget, sharing=False
+    )  # (a plain Join, as in Jiang §5 on the engine)
     eng.loop.move_time_at_once = at_once
     eng.execute("register stream R (K integer, A integer); register stream S (K integer, B integer)")
     for q in queries:
@@ -109,15 +113,14 @@ def test_a_turn_run_to_move_time_emits_nothing_and_answers_are_unchanged(
 ) -> None:
     answers = []
     for at_once in (True, False):
-        eng = _engine(scheduler, at_once)
-        eng.loop.budget = budget
+        eng = _engine(scheduler, at_once, budget=budget)
         with _watch_quiet_turns(monkeypatch) as seen:
             for _ in _feed(eng):
                 eng.run()
             eng.close()
         if at_once:
             kinds = {k for k, _ in seen}
-            assert {"Select", "IDstream", "RowsWindow", "Join"} <= kinds, kinds
+            assert {"Select", "Project", "IDstream", "RowsWindow", "TimeWindow", "Join"} <= kinds, kinds
             assert all(n == 0 for _, n in seen), [s for s in seen if s[1]]
         else:
             assert not seen

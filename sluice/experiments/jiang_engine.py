@@ -670,8 +670,9 @@ def agreement(rows: dict[str, Any], realised: list[float], spread: float | None 
             "choice (the engine ranks by the estimates of the preliminary passes): "
             + "; ".join(f"{k} {v['share']} of {v['compared']}" for k, v in chosen.items())
             + (
-                " — the model does not make the engine's decisions: the two rank by different costs (the engine's "
-                "from the first phase's passes, the model's its operators' means over the whole run)"
+                " — the model does not make the engine's decisions (it ranks by its operators' mean costs over the "
+                "whole run, the engine by the first phase's passes; and a shared operator, one unit in the engine, "
+                "is ranked here by the highest of its copies — which of the two causes it is not yet measured)"
                 if chosen and all((v["share"] or 0) > TOLERANCE for v in chosen.values())
                 else ""
             )

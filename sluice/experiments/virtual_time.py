@@ -344,6 +344,9 @@ def turns(
             feed.due(v)
         steps, cost = clock.turn(one)
         if not steps:
+            if eng.loop.moved:  # (time moved on through operators that only move it: work, not a decision)
+                busy += cost
+                v += cost
             nxt = feed.next() if feed is not None else None
             if nxt is None:
                 break

@@ -170,7 +170,8 @@ class Join(Operator):
 
     def moves_time_quietly(self) -> bool:
         """Nothing it may read yet (strict timestamp order, Chain §5): a turn only moves time on
-        (and may forget rows a k-constraint closed; it emits only pairs of what it reads).
+        (it emits only pairs of what it reads; an input that has ended lets it drop the other
+        side's synopsis, as any turn would).
         """
         bound = self._arrival_bound()
         return not any(count_upto(r, bound, 1) for r in self.readers)
