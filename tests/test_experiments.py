@@ -143,8 +143,31 @@ def test_jiang_on_engine_runs_the_116_operators_as_cql(tmp_path, monkeypatch) ->
     assert len(shares) == 4 and all(0 <= x <= 1 for x in shares)
     assert s["results"]["chain"]["saving_share_by_phase"] is None and s["cost_spread"] >= 1
     assert s["setup"]["chart_operators"] == 116 and s["setup"]["sharing"] is False
-    assert len(s["agreement"]) == 6 and all(c["agrees"] in (True, False, None) for c in s["agreement"])
+    assert len(s["agreement"]) == 7 and all(c["agrees"] in (True, False, None) for c in s["agreement"])
+    for name, r in s["results"].items():
+        assert r["ordered_model_mean_queue"] > 0 and r["queue_ratio_to_ordered_model"] is not None
+        assert (name == "threshold") == ("model_would_choose_otherwise_on_estimates" not in r)
     assert (tmp_path / "jiang-on-engine.json").exists()
+
+
+def test_the_model_of_an_exact_plan_waits_where_the_engine_does() -> None:
+    """``on_engine.waits_for``: a join's copies wait for everything below either copy; an Istream
+    over a window (deletions) waits for its instant; a selection, and an Istream passing an
+    insert-only stream through, do not wait."""
+    eng, handles = on_engine.build("chain-window-join", "chain", 1e-6, 1)
+    paths = on_engine.engine_paths(eng, handles)
+    waits = on_engine.waits_for(paths)
+    names = {f"{o.name}@{k}" for k, (_, chain) in enumerate(paths) for o in chain}
+    assert set(waits) <= names and all(set(w) <= names for w in waits.values())
+    joins = sorted(n for n in waits if "join#" in n)
+    assert len(joins) == 2 and waits[joins[0]] == waits[joins[1]]  # (one operator: a copy per side)
+    below = {n for n in names if n.endswith("@0") and n.split("#")[0] in ("select", "sharedwindow")}
+    assert {n for n in below if int(n.split("#")[1].split("@")[0]) < 3} <= set(waits[joins[0]])
+    kinds = {type(o).__name__ for _, chain in paths for o in chain if f"{o.name}@0" in waits}
+    assert kinds == {"IDstream", "SharedWindowJoin"}
+    passing = [o for _, chain in paths for o in chain if type(o).__name__ == "IDstream" and o.spec.passthrough]
+    assert passing and not any(on_engine.orders(o) for o in passing)
+    eng.close()
 
 
 def test_heartbeat_work_is_fixed_per_slot_not_charged_per_tuple() -> None:

@@ -238,10 +238,12 @@ def test_path_capacity_least_memory_among_path_schedules_as_counted_by_eq_2_3(ps
 
 
 def test_whole_tuples_pass_every_fifth_and_hold_a_unit_each() -> None:
-    """Engine-like accounting: past o1 (0.2) one tuple in five goes on, whole; o2 takes 5 per tuple."""
+    """Engine-like accounting: past o1 (0.2) one tuple in five goes on, whole (the k-th when
+    ⌊k·0.2 + ½⌋ grows: the 3rd and the 8th); o2 takes 5 per tuple, after o1's arrivals (Chain)."""
     r = simulate([EXAMPLE], {"p": [0] + [1] * 10}, make("chain"), 60, whole=True)
-    assert sum(n for _, n, _ in r.latencies) == 2  # tuples 5 and 10 pass
-    assert [round(m, 6) for m in r.memory[1:8]] == [1, 1, 1, 1, 1, 2, 2]  # the 5th waits whole at o2
+    assert sum(n for _, n, _ in r.latencies) == 2
+    assert (r.completions[2][1], r.completions[7][1]) == (16.0, 21.0)  # the 3rd and the 8th, through o2
+    assert [round(m, 6) for m in r.memory[1:11]] == [1, 1, 1, 2, 2, 2, 2, 2, 3, 3]  # each waits whole at o2
     assert len(r.completions) == 10 and r.memory[-1] == 0
 
 
@@ -251,8 +253,9 @@ def test_non_preemptive_finishes_a_begun_tuple() -> None:
     14; non-preemptive, o2 finishes first (12) and both wait whole at o1's input meanwhile."""
     p = Path("p", (Op("o1", 1.0, 0.5), Op("o2", 10.0, 1.0)))
     arrivals = {"p": [2, 0, 0, 2]}
-    pre = simulate([p], arrivals, make("chain"), 40, whole=True)
-    non = simulate([p], arrivals, make("chain"), 40, preemptive=False, whole=True)
+    every_other = {"o1": [0, 1, 0, 1]}  # (o1 passes tuples 1 and 3, as the story needs)
+    pre = simulate([p], arrivals, make("chain"), 40, whole=True, passes=every_other)
+    non = simulate([p], arrivals, make("chain"), 40, preemptive=False, whole=True, passes=every_other)
     assert (pre.completions[1][1], pre.completions[2][1]) == (14.0, 4.0)
     assert (non.completions[1][1], non.completions[2][1]) == (12.0, 13.0)
     assert pre.memory[3:13] == [3.0] + [2.0] * 9 and non.memory[3:13] == [3.0] * 9 + [2.0]
@@ -273,12 +276,12 @@ def test_whole_tuples_a_join_passes_stay_apart() -> None:
 
 def test_given_passes_replace_the_every_kth_rule() -> None:
     """``passes``: the k-th tuple an operator finishes passes ``passes[k]`` (the data's pattern);
-    past the list's end, ⌊k·s⌋ again."""
+    past the list's end, ⌊k·s + ½⌋ again."""
     p = Path("p", (Op("s", 1.0, 0.5), Op("o", 1.0, 1.0)))
     even = simulate([p], {"p": [4]}, make("fifo"), 20, whole=True)
-    given = simulate([p], {"p": [4]}, make("fifo"), 20, whole=True, passes={"s": [1, 1, 0]})
-    assert sum(n for _, n, _ in even.latencies) == 2  # tuples 2 and 4 pass
-    assert sum(n for _, n, _ in given.latencies) == 3  # 1, 2 as given; 4 by ⌊k·s⌋ (4 · 0.5 grows)
+    given = simulate([p], {"p": [4]}, make("fifo"), 20, whole=True, passes={"s": [1, 1]})
+    assert sum(n for _, n, _ in even.latencies) == 2  # tuples 1 and 3 pass
+    assert sum(n for _, n, _ in given.latencies) == 3  # 1, 2 as given; 3 by ⌊k·s + ½⌋ (3 · 0.5 + ½ grows)
     assert sorted(given.completions) == [0, 1, 2, 3]
 
 

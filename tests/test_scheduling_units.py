@@ -149,3 +149,34 @@ def test_dynamic_priority_ages_only_units_holding_tuples() -> None:
 
     # a: age 10, b: age 1 — a's priority × age × memory (1 × 1 × 1) beats b's (2 × 0.1 × 1)
     assert DynamicPriority(Inner()).choose([a, b, t], View()) == a
+
+
+def test_an_operator_that_waits_reads_only_what_is_older_than_anything_below() -> None:
+    """``waits``: an exact engine's join reads its inputs in timestamp order (a timestamp prefix of
+    both); Chain §5's rule blocks a join half only while its partner's queue is empty."""
+    paths = [
+        Path("l", (Op("jl", 1.0, 1.0, partner="jr"),)),
+        Path("r", (Op("slow", 1.0, 1.0), Op("jr", 1.0, 1.0, partner="jl"))),
+    ]
+
+    def ready(
+        waits: dict[str, list[str]] | None, left: list[float], slow: list[float], right: list[float]
+    ) -> list[str]:
+        sim = Simulator(paths, make("fifo"), whole=True, waits=waits)
+        for q, arrivals in zip(
+            (sim.queues[0][0], sim.queues[1][0], sim.queues[1][1]), (left, slow, right), strict=True
+        ):
+            q.extend([a, 1.0, float(k)] for k, a in enumerate(arrivals))
+        return sorted(sim.paths[u.path].ops[u.first].name for u in sim.ready(Granularity.OPERATOR))
+
+    ordered = {"jl": ["slow"], "jr": []}
+    # only a newer tuple below the partner: Chain §5 waits for it, timestamp order need not
+    assert ready(None, [1.0], [2.0], []) == ["slow"]
+    assert ready(ordered, [1.0], [2.0], []) == ["jl", "slow"]
+    # an older tuple below the partner: timestamp order waits, though the partner's queue is not empty
+    assert ready(None, [3.0], [2.0], [1.0]) == ["jl", "jr", "slow"]
+    assert ready(ordered, [3.0], [2.0], [1.0]) == ["jr", "slow"]
+    # one of the same instant also waits: the join at that instant needs both sides
+    assert ready(ordered, [2.0], [2.0], []) == ["slow"]
+    with pytest.raises(ValueError, match="waits: no operator named nowhere"):
+        Simulator(paths, make("fifo"), waits={"jl": ["nowhere"]})

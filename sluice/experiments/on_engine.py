@@ -33,6 +33,7 @@ import pyarrow as pa
 from sluice.backends.embedded import EmbeddedEngine
 from sluice.experiments.on_engine_claims import cost_to_match, engine_agreement, ratio
 from sluice.experiments.scheduling import CHAIN_SETUPS, STRATEGIES, Progress, _arrivals
+from sluice.runtime.operators.streams import IDstream, Output, Rstream
 from sluice.scheduling.model import Op, Path
 from sluice.scheduling.simulator import simulate
 from sluice.scheduling.strategies import make
@@ -192,6 +193,40 @@ def engine_paths(eng: EmbeddedEngine, handles: list[Any]) -> list[tuple[str, lis
     for h in handles:
         assert h.output is not None
         down(h.output, [])
+    return out
+
+
+def orders(op: Any) -> bool:
+    """Whether ``op`` keeps CQL's order by waiting for time, as the model's ``waits`` says: it reads
+    several inputs a timestamp prefix at a time (a join: whole instants of every input), or holds an
+    instant until it is complete (Istream/Dstream over a relation that deletes, Rstream, a
+    relation's output).  (The operators of these experiments' plans; an aggregate or a window that
+    expires on time would wait for time as well.)
+    """
+    if len(op.inputs()) >= 2:
+        return True
+    if isinstance(op, IDstream):
+        return not (op.spec.passthrough or op.spec.pure)
+    if isinstance(op, Output):
+        return not op.spec.is_stream
+    return isinstance(op, Rstream)
+
+
+def waits_for(paths: Sequence[tuple[str, Sequence[Any]]]) -> dict[str, list[str]]:
+    """``simulate(waits=…)`` for the model of ``paths`` (operators named ``name@path``): each copy
+    of an operator that ``orders`` waits for every operator below any copy of it — what may still
+    bring it a tuple of an instant it has begun.
+    """
+    where: dict[int, list[tuple[int, int]]] = {}
+    for k, (_, chain) in enumerate(paths):
+        for i, o in enumerate(chain):
+            where.setdefault(id(o), []).append((k, i))
+    out: dict[str, list[str]] = {}
+    for k, (_, chain) in enumerate(paths):
+        for o in chain:
+            if orders(o):
+                below = {f"{paths[k2][1][j].name}@{k2}" for k2, i2 in where[id(o)] for j in range(i2)}
+                out[f"{o.name}@{k}"] = sorted(below)
     return out
 
 
@@ -440,6 +475,7 @@ def play(
         "latency": lat,
         "delivered_at": at,
         "paths": model,
+        "waits": waits_for(paths),
         "passes": passes,
         "shared": sorted(halved),
         "streams": [stream for stream, _ in paths],

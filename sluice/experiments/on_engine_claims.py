@@ -305,10 +305,10 @@ def engine_agreement(name: str, rows: dict[str, Any], whole: dict[str, Any]) -> 
             "(median over the strategies)",
             "Babcock et al. 2003 §3, whole tuples, non-preemptive, each tuple passing as it did in the engine",
             *_median_verdict(rows, "passes_model", {"engine_over_replay": replayed}),
-            "The model passes every 1/s-th tuple of an operator of selectivity s (⌊k·s⌋ grows); here each "
+            "The model passes every 1/s-th tuple of an operator of selectivity s (⌊k·s + ½⌋ grows); here each "
             "selection passes, tuple by tuple, what it passed in the engine (passes: from the engine's turns; a "
             "turn that read several tuples spreads its passes evenly over them). Every other operator keeps "
-            "⌊k·s⌋, and so does a selection past a join of two streams that is on both sides' paths: the model "
+            "⌊k·s + ½⌋, and so does a selection past a join of two streams that is on both sides' paths: the model "
             "has a copy per side, each seeing its side's tuples, where the engine has one operator reading both. "
             "engine_over_replay: the engine's queue over its own turns replayed with every tuple at "
             "its operator's mean cost (replay; each turn's time apart from the operators' reads, heartbeats and "

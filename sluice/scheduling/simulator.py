@@ -19,7 +19,7 @@ path or segment the oldest batch is pushed through first (Jiang's bottom-up inte
 from __future__ import annotations
 
 from collections import Counter, deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sluice.scheduling.model import Path
@@ -64,22 +64,32 @@ class Simulator:
         preemptive: bool = True,
         whole: bool = False,
         passes: Mapping[str, Sequence[int]] | None = None,
+        waits: Mapping[str, Collection[str]] | None = None,
     ) -> None:
         """``preemptive``: the strategy chooses again at every time unit, also in the middle of a
         tuple (Chain's fluid model); False: a tuple an operator has begun finishes first (the
         engine, where an operator's turn is one call).  ``whole``: tuples stay whole, as in an
         engine — an operator of selectivity s passes s of the tuples it finishes (deterministically:
-        the k-th passes when ⌊k·s⌋ grows), each costs the operator's time per tuple, and a tuple
-        holds one unit of memory until it is finished; the fluid model instead turns every tuple
-        into s of one (Chain §3), the same on average.  ``passes`` (whole): per operator (by name),
-        how many tuples each tuple it finishes passes, in order — a run's own data (an engine's
-        selection passes what its data satisfies, not every 1/s-th tuple); past its end, ⌊k·s⌋.
+        the k-th passes when ⌊k·s + ½⌋ grows — rounded to nearest, not down: an operator that
+        finishes only a few tuples, such as a copy past a join of an operator on several paths,
+        would otherwise pass half a tuple too few, and a chain of them compounds it), each costs
+        the operator's time per tuple, and a tuple holds one unit of memory until it is finished;
+        the fluid model instead turns every tuple into s of one (Chain §3), the same on average.
+        ``passes`` (whole): per operator (by name), how many tuples each tuple it finishes passes,
+        in order — a run's own data (an engine's selection passes what its data satisfies, not
+        every 1/s-th tuple); past its end, ⌊k·s + ½⌋.
+        ``waits``: per operator (by name), the operators below it whose tuples it must have seen
+        first — an exact engine's join reads its inputs in timestamp order, whole instants at a
+        time, and an Istream over a relation that deletes emits an instant once it is complete: such
+        an operator takes its oldest tuple only when none of those holds one that arrived no later.
+        (Without it, Chain §5's rule: a join half waits only while its partner's queue is empty and
+        tuples may still reach it.)
         """
         self.paths = list(paths)
         self.preemptive = preemptive
         self.whole = whole
         self.progress: dict[tuple[int, int, float], float] = {}  # whole: work done on a begun tuple
-        self.passed = [[0.0] * len(p.ops) for p in paths]  # whole: Σ selectivity over finished tuples
+        self.passed = [[0.5] * len(p.ops) for p in paths]  # whole: ½ + Σ selectivity over finished tuples
         self.passes = [[(passes or {}).get(op.name) for op in p.ops] for p in paths]
         self.finished = [[0] * len(p.ops) for p in paths]  # whole: tuples each operator finished
         self.in_service: tuple[Unit, float, int] | None = None  # the unit, the tuple it has begun, at which operator
@@ -93,6 +103,19 @@ class Simulator:
         self.queues: list[list[deque[list[float]]]] = [[deque() for _ in p.ops] for p in self.paths]
         self.now = 0.0
         self.by_name = {op.name: (pi, i) for pi, p in enumerate(self.paths) for i, op in enumerate(p.ops)}
+        unknown = sorted({n for m in (waits or {}).values() for n in m} - set(self.by_name))
+        if unknown:
+            raise ValueError(f"waits: no operator named {', '.join(unknown)}")
+        # per (path, operator): the queues it waits for (``waits``), or None: Chain §5's rule
+        self.waits = [
+            [
+                [self.queues[qi][qj] for qi, qj in (self.by_name[n] for n in waits[op.name])]
+                if waits and op.name in waits
+                else None
+                for op in p.ops
+            ]
+            for p in self.paths
+        ]
         self.latencies: list[tuple[float, float, int]] = []
         self.completions: dict[int, tuple[float, float, int]] = {}
         self._next_id = 0
@@ -126,6 +149,11 @@ class Simulator:
         return min(heads, default=float("inf"))
 
     def _blocked(self, pi: int, i: int) -> bool:
+        below = self.waits[pi][i]
+        if below is not None:  # (queues are ordered by arrival: a head is the oldest)
+            own = self.queues[pi][i]
+            head = own[0][0] if own else float("inf")
+            return any(q and q[0][0] <= head for q in below)
         partner = self.paths[pi].ops[i].partner
         if partner is None or partner not in self.by_name:
             return False
@@ -141,7 +169,10 @@ class Simulator:
                 (
                     u,
                     [self.queues[u.path][i] for i in range(u.first, u.last + 1)],
-                    any(self.paths[u.path].ops[i].partner for i in range(u.first, u.last + 1)),
+                    any(
+                        self.paths[u.path].ops[i].partner or self.waits[u.path][i] is not None
+                        for i in range(u.first, u.last + 1)
+                    ),
                 )
                 for u in self.units(granularity)
             ]
@@ -281,11 +312,12 @@ def simulate(
     preemptive: bool = True,
     whole: bool = False,
     passes: Mapping[str, Sequence[int]] | None = None,
+    waits: Mapping[str, Collection[str]] | None = None,
 ) -> SimResult:
     """Run ``strategy`` over ``paths``; ``arrivals[path][k]`` input-tuple units arrive at time k
-    (``preemptive``, ``whole``, ``passes``: see ``Simulator``).
+    (``preemptive``, ``whole``, ``passes``, ``waits``: see ``Simulator``).
     """
-    sim = Simulator(paths, strategy, preemptive, whole, passes)
+    sim = Simulator(paths, strategy, preemptive, whole, passes, waits)
     if horizon is None:
         horizon = max((len(a) for a in arrivals.values()), default=0)
     memory: list[float] = []
