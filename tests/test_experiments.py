@@ -161,8 +161,10 @@ def test_the_model_of_an_exact_plan_waits_where_the_engine_does() -> None:
     assert set(waits) <= names and all(set(w) <= names for w in waits.values())
     joins = sorted(n for n in waits if "join#" in n)
     assert len(joins) == 2 and waits[joins[0]] == waits[joins[1]]  # (one operator: a copy per side)
-    below = {n for n in names if n.endswith("@0") and n.split("#")[0] in ("select", "sharedwindow")}
-    assert {n for n in below if int(n.split("#")[1].split("@")[0]) < 3} <= set(waits[joins[0]])
+    for k, (_, chain) in enumerate(paths):  # below the join on either path: waited for by both copies
+        at = next(i for i, o in enumerate(chain) if "join#" in o.name)
+        assert {f"{o.name}@{k}" for o in chain[:at]} <= set(waits[joins[0]])
+        assert not {f"{o.name}@{k}" for o in chain[at:]} & set(waits[joins[0]])
     kinds = {type(o).__name__ for _, chain in paths for o in chain if f"{o.name}@0" in waits}
     assert kinds == {"IDstream", "SharedWindowJoin"}
     passing = [o for _, chain in paths for o in chain if type(o).__name__ == "IDstream" and o.spec.passthrough]

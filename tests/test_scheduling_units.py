@@ -4,10 +4,12 @@ strategy's granularity is a ``Granularity`` (a string in a subclass is parsed, a
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from sluice import EmbeddedEngine
 from sluice.scheduling.model import Op, Path
-from sluice.scheduling.simulator import Simulator
+from sluice.scheduling.simulator import Simulator, simulate
 from sluice.scheduling.strategies import Strategy, make
 from sluice.scheduling.strategies.threshold import Mode
 from sluice.scheduling.units import Granularity, units_for
@@ -180,3 +182,27 @@ def test_an_operator_that_waits_reads_only_what_is_older_than_anything_below() -
     assert ready(ordered, [2.0], [2.0], []) == ["slow"]
     with pytest.raises(ValueError, match="waits: no operator named nowhere"):
         Simulator(paths, make("fifo"), waits={"jl": ["nowhere"]})
+    for cycle in ({"jl": ["jl"]}, {"jl": ["jr"], "jr": ["jl"]}):  # (they would never run)
+        with pytest.raises(ValueError, match="waits: operators wait for each other"):
+            Simulator(paths, make("fifo"), waits=cycle)
+
+
+def test_a_join_that_waits_for_its_instant_runs_end_to_end() -> None:
+    """End to end (FIFO, non-preemptive): the fast side's tuple of instant 0 waits at the join only
+    until the slow side's tuple of instant 0 has passed (done at 6); Chain §5's rule holds it while
+    anything at all is below its empty partner — the slow side's instant-1 tuple too (done at 10).
+    Every tuple leaves either way."""
+    paths = [
+        Path("l", (Op("jl", 1.0, 1.0, partner="jr"),)),
+        Path("r", (Op("slow", 4.0, 1.0), Op("jr", 1.0, 1.0, partner="jl"))),
+    ]
+    arrivals = {"l": [1, 1, 0, 0], "r": [1, 1, 0, 0]}
+    chain5 = simulate(paths, arrivals, make("fifo"), 30, preemptive=False, whole=True)
+    ordered = simulate(paths, arrivals, make("fifo"), 30, preemptive=False, whole=True, waits={"jl": ["slow"]})
+
+    def done(r: Any, path: int) -> list[float]:
+        return sorted(d for _, d, p in r.completions.values() if p == path)
+
+    assert done(ordered, 1) == done(chain5, 1) == [5.0, 11.0]  # the slow side: 0-4 slow, 4-5 join; 6-10, 10-11
+    assert done(ordered, 0) == [6.0, 12.0] and done(chain5, 0) == [10.0, 12.0]
+    assert ordered.memory[-1] == chain5.memory[-1] == 0

@@ -33,7 +33,8 @@ import pyarrow as pa
 from sluice.backends.embedded import EmbeddedEngine
 from sluice.experiments.on_engine_claims import cost_to_match, engine_agreement, ratio
 from sluice.experiments.scheduling import CHAIN_SETUPS, STRATEGIES, Progress, _arrivals
-from sluice.runtime.operators.streams import IDstream, Output, Rstream
+from sluice.runtime.operators.aggregate import _WholeInstants
+from sluice.runtime.operators.streams import IDstream, Output, Rstream, _Completing
 from sluice.scheduling.model import Op, Path
 from sluice.scheduling.simulator import simulate
 from sluice.scheduling.strategies import make
@@ -198,12 +199,13 @@ def engine_paths(eng: EmbeddedEngine, handles: list[Any]) -> list[tuple[str, lis
 
 def orders(op: Any) -> bool:
     """Whether ``op`` keeps CQL's order by waiting for time, as the model's ``waits`` says: it reads
-    several inputs a timestamp prefix at a time (a join: whole instants of every input), or holds an
-    instant until it is complete (Istream/Dstream over a relation that deletes, Rstream, a
-    relation's output).  (The operators of these experiments' plans; an aggregate or a window that
-    expires on time would wait for time as well.)
+    whole instants, of several inputs a timestamp prefix at a time (a join) or of one (an aggregate,
+    DISTINCT), or holds an instant until it is complete (an Istream/Dstream that is neither a
+    pass-through nor pure — over a relation that deletes, or feeding a reader that needs canonical
+    order — Rstream, a relation's output).  Not modelled: a window with a slide, which holds an
+    insertion until its slide ends (none in these experiments' plans).
     """
-    if len(op.inputs()) >= 2:
+    if len(op.inputs()) >= 2 or isinstance(op, _WholeInstants):
         return True
     if isinstance(op, IDstream):
         return not (op.spec.passthrough or op.spec.pure)
@@ -328,6 +330,9 @@ def play(
     idle = 0.0  # the cost of turns in which an operator read no tuple (time moving on: heartbeats)
     outputs = [k for k, o in enumerate(ops) if o.kind == "Output"]  # (they run at every step)
     readers_of = [r for o in ops for r in o.readers]
+    # an operator that holds what it read until its instant is complete (an Istream over deletions):
+    # those elements wait as the unread ones do — the model's ``waits`` keeps them in its queue
+    holders = [(o, weight[id(o.readers[0])]) for o in ops if isinstance(o, _Completing) and o.readers]
     # per turn that ran: (slots pushed before it, what it cost, its tuples read per operator, the part
     # of its cost those operators' reads were charged), and the held elements before each turn apart
     # from the arrivals (what the turns so far had done to the queues): ``replay``'s input
@@ -347,13 +352,13 @@ def play(
             eng.heartbeat(k)
             memory.append(held)
             for j, o in enumerate(ops):
-                waiting[j] += sum(r.available() for r in o.readers)
+                waiting[j] += sum(r.available() for r in o.readers) + (o.holding() if isinstance(o, _Completing) else 0)
             queue_bytes.append(eng.loop.view.memory())
             busy_at.append(busy)
             turns_at.append(turns)
         # what each operator has still to read (once per path's copy, as the model counts), and pushed
         # rows the sources have not yet released, once per operator (copy) reading them
-        held = sum(r.available() * weight[id(r)] for r in readers_of)
+        held = sum(r.available() * weight[id(r)] for r in readers_of) + sum(o.holding() * w for o, w in holders)
         held += sum((pos[st] - queue_of[st].enqueued + enqueued[st]) * readers[st] for st in arrivals)
         pushed = sum(pos[st] * readers[st] for st in arrivals)
         t0 = time.thread_time()
@@ -628,9 +633,10 @@ def run(out: FsPath, slots: int = 2000, seed: int = 1, progress: bool = True) ->
                     p.name: [[o.name, round(o.cost, 4), round(o.sel, 4)] for o in p.ops] for p in e["paths"]
                 },
             }
-            # the model as the engine runs (whole tuples, non-preemptive); the same given what each
-            # operator's tuples passed in the engine (the data's pattern, where the model passes every
-            # 1/s-th); Chain's fluid model
+            # the model as the engine runs (whole tuples, non-preemptive, each join and holding
+            # Istream waiting for its instant: ``waits_for``); the same given what each operator's
+            # tuples passed in the engine (the data's pattern, where the model passes every 1/s-th);
+            # Chain's fluid model
             for model, engine_like, passes in (
                 ("model", True, None),
                 ("passes_model", True, e["passes"]),
@@ -638,7 +644,7 @@ def run(out: FsPath, slots: int = 2000, seed: int = 1, progress: bool = True) ->
             ):
                 sim = simulate(
                     e["paths"], model_arrivals, make(s), slots, preemptive=not engine_like, whole=engine_like,
-                    passes=passes,
+                    passes=passes, waits=e["waits"] if engine_like else None,
                 )  # fmt: skip
                 sim_lat = sum(lat * a for lat, a, _ in sim.latencies) / max(sum(a for _, a, _ in sim.latencies), 1e-12)
                 row[model] = {

@@ -258,14 +258,18 @@ def engine_agreement(name: str, rows: dict[str, Any], whole: dict[str, Any]) -> 
     return [
         claim(
             f"{name}: the model, given the engine's measured operators (whole tuples, a begun tuple finishing "
-            f"first, as the engine runs), predicts the engine's time-mean queue size within {pct}% (median over "
+            f"first, each join and holding Istream waiting for its instant, as the engine runs), predicts the "
+            f"engine's time-mean queue size within {pct}% (median over "
             "the strategies)",
             "Babcock et al. 2003 §3 (the progress-chart model), whole tuples, non-preemptive",
             *_median_verdict(rows, "model"),
             "The engine ran one tuple per operator turn (budget 1), the model's unit; round-robin's quantum is "
             "one slot of the chart, as much time for every operator (loop.time_unit_seconds). Costs are each "
             "operator's "
-            "share of its turns' CPU time (scheduling included); selectivities as counted. Latency is shown, not "
+            "share of its turns' CPU time (scheduling included); selectivities as counted. An operator that keeps "
+            "CQL's order waits in the model as in the engine (on_engine.waits_for: a join reads whole instants of "
+            "both inputs, an Istream over a window's deletions passes an instant on once it is complete — its "
+            "held elements count as queued on both sides). Latency is shown, not "
             "judged: the engine times output tuples only. Apart from the model: each turn's CPU time varies (a "
             "Python call per row, on a shared machine), selections pass a random share where the model passes "
             "an exact one, a run holds a few dozen output tuples, and near saturation (stored-join) small "

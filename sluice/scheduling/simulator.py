@@ -18,6 +18,7 @@ path or segment the oldest batch is pushed through first (Jiang's bottom-up inte
 
 from __future__ import annotations
 
+import graphlib
 from collections import Counter, deque
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -106,6 +107,10 @@ class Simulator:
         unknown = sorted({n for m in (waits or {}).values() for n in m} - set(self.by_name))
         if unknown:
             raise ValueError(f"waits: no operator named {', '.join(unknown)}")
+        try:  # an operator waiting for itself, or two for each other, would never run: refused
+            graphlib.TopologicalSorter({n: set(m) for n, m in (waits or {}).items()}).prepare()
+        except graphlib.CycleError as e:
+            raise ValueError(f"waits: operators wait for each other: {' → '.join(e.args[1])}") from None
         # per (path, operator): the queues it waits for (``waits``), or None: Chain §5's rule
         self.waits = [
             [

@@ -68,6 +68,10 @@ class _Completing(Unary):
     def state_bytes(self) -> int:
         return sum(b.nbytes for b in self._held)
 
+    def holding(self) -> int:
+        """Elements read and held until their instant is complete (not yet passed on)."""
+        return sum(b.num_rows for b in self._held)
+
 
 @dataclass
 class IDstream(_Completing):
