@@ -206,3 +206,26 @@ def test_a_join_that_waits_for_its_instant_runs_end_to_end() -> None:
     assert done(ordered, 1) == done(chain5, 1) == [5.0, 11.0]  # the slow side: 0-4 slow, 4-5 join; 6-10, 10-11
     assert done(ordered, 0) == [6.0, 12.0] and done(chain5, 0) == [10.0, 12.0]
     assert ordered.memory[-1] == chain5.memory[-1] == 0
+
+
+def test_an_operator_on_two_paths_is_one_unit_ranked_by_its_higher_place() -> None:
+    """Chain §5: a join "is part of both operator paths and will therefore be part of two operator
+    chains" — in the engine one unit (run once, reading both inputs), ranked by the higher of its
+    chains' priorities, as the chain that ranks it higher would schedule it."""
+    eng = EmbeddedEngine(scheduler="chain", sharing=False)
+    eng.execute("register stream S (K integer, V integer); register stream T (K integer, V integer)")
+    # a selection below the join on one side only: the two chains differ there
+    eng.execute("register view SV as Istream(select K, V from S [Range Unbounded] where V > 3)")
+    eng.register_query("select SV.K, T.V from SV [Rows 2], T [Rows 2] where SV.K = T.K")
+    ops = [o.name for o in eng.operators if o.kind != "Output"]
+    eng.set_estimates(
+        {n: (1e-6 if n.startswith("select") else 1e-5, 0.1 if n.startswith("select") else 1.0) for n in ops}
+    )
+    units = eng.loop._prepare()
+    (join,) = [u for u in units if any(o.kind.endswith("Join") for o in u.ops)]
+    assert len(join.copies) == 1 and join.copies[0].path != join.path
+    strategy = eng.loop.strategy
+    places = [strategy.priority(join, eng.loop.view), strategy.priority(join.copies[0], eng.loop.view)]
+    assert places[0] != places[1]
+    assert strategy.ranked(join, eng.loop.view) == max(places)
+    eng.close()

@@ -716,9 +716,10 @@ def agreement(rows: dict[str, Any], realised: list[float], spread: float | None 
                     else ""
                 )
                 + (
-                    f"; {', '.join(k for k in on_est if k not in same)}: not even on the same estimates (a shared "
-                    "operator is one unit in the engine, ranked here by the highest of its copies; Chain's "
-                    "envelope over a copy's path is not the engine's over its operator's)"
+                    f"; {', '.join(k for k in on_est if k not in same)}: not even on the same estimates (not "
+                    "yet separated which: a shared operator is one unit in the engine, ranked here by the highest "
+                    "of its copies, and a lower envelope over a copy's path need not be the engine's over its "
+                    "operator's)"
                     if len(same) < len(on_est)
                     else ""
                 )

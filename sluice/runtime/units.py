@@ -18,7 +18,7 @@ from sluice.runtime.operators.base import Operator
 from sluice.runtime.operators.sources import Source
 from sluice.runtime.queue import Queue
 from sluice.scheduling.model import Op, Path
-from sluice.scheduling.units import Granularity, units_for
+from sluice.scheduling.units import Granularity, Unit, units_for
 
 DEFAULT_COST = 1e-6  # seconds per tuple before anything was measured
 MIN_COST = 1e-9
@@ -26,13 +26,20 @@ MIN_COST = 1e-9
 
 @dataclass(frozen=True, eq=False)
 class EngineUnit:
-    """Operators ``first..last`` of path number ``path`` (a ``SchedUnit``), run bottom-up."""
+    """Operators ``first..last`` of path number ``path`` (a ``SchedUnit``), run bottom-up.
+
+    ``copies``: the same operators on other paths (a join lies on each input's path, an operator
+    shared by queries on each query's).  It is one unit here — run once, reading all its inputs —
+    but "part of two operator chains" (Chain §5): a strategy ranks it by the highest of its places
+    (``Strategy.ranked``).
+    """
 
     ops: tuple[Operator, ...]
     path: int
     first: int
     last: int
     name: str = ""
+    copies: list[Unit] = field(default_factory=list)
 
     def has_work(self) -> bool:
         return any(op.has_work() for op in self.ops)
@@ -113,13 +120,15 @@ def make_units(
     if [len(ops) for ops in paths] != [len(p.ops) for p in model]:
         raise InternalError("make_units: the model paths do not match the operator paths")
     units: list[EngineUnit] = []
-    seen: set[tuple[int, ...]] = set()
+    seen: dict[tuple[int, ...], EngineUnit] = {}
     for u in units_for(model, granularity, segments_of):
         ops = tuple(paths[u.path][u.first : u.last + 1])
         key = tuple(id(o) for o in ops)
-        if key not in seen:
-            seen.add(key)
-            units.append(EngineUnit(ops, u.path, u.first, u.last, u.name))
+        if key in seen:
+            seen[key].copies.append(u)
+        else:
+            seen[key] = EngineUnit(ops, u.path, u.first, u.last, u.name)
+            units.append(seen[key])
     return units
 
 

@@ -42,12 +42,22 @@ class Strategy:
     def priority(self, unit: U, view: SchedulingView[U]) -> float:
         return 0.0
 
+    def ranked(self, unit: U, view: SchedulingView[U]) -> float:
+        """``priority``; of an engine unit whose operators lie on several paths (``copies``: a join
+        is on each input's path), the highest of its places — it is part of each path's chain and
+        any of them may schedule it (Chain §5).  A simulator unit is one place.
+        """
+        p = self.priority(unit, view)
+        for c in getattr(unit, "copies", ()):
+            p = max(p, self.priority(c, view))
+        return p
+
     def choose(self, ready: Sequence[U], view: SchedulingView[U]) -> U:
         # Highest priority; ties to the earliest arrival (Chain §4.1), then to the unit further
         # along its path, so a tuple keeps moving until it clears its segment (Chain Prop. 3).
         # (The arrival is asked only of the units tied on priority: in the engine it reads every
         # input queue of the unit's operators, and under load every unit is ready.)
-        prio = [round(self.priority(u, view), 12) for u in ready]
+        prio = [round(self.ranked(u, view), 12) for u in ready]
         top = max(prio, default=0.0)
         tied = [u for u, p in zip(ready, prio, strict=True) if p == top] or list(ready)  # (a NaN priority)
         if len(tied) == 1:

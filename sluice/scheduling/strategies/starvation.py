@@ -69,7 +69,7 @@ class DynamicPriority(_Wrapper):
 
         def key(u: U) -> tuple[float, float, float]:
             f = (ages[u] / amax) * (sizes[u] / smax)
-            p = self.inner.priority(u, view)
+            p = self.inner.ranked(u, view)
             return (round(p * f, 12), round(p, 12), -view.oldest(u))
 
         return max(ready, key=key)
