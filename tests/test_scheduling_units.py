@@ -229,3 +229,70 @@ def test_an_operator_on_two_paths_is_one_unit_ranked_by_its_higher_place() -> No
     assert places[0] != places[1]
     assert strategy.ranked(join, eng.loop.view) == max(places)
     eng.close()
+
+
+def test_chain_runs_a_join_whose_other_chain_outranks_a_competitor() -> None:
+    """End to end: the join's place on one path ranks below a selection of another query, its place
+    on the other path above it — with both ready, the engine under Chain runs the join (ranked by
+    its higher chain; before, by the first path's only, it ran the selection)."""
+    eng = EmbeddedEngine(scheduler="chain", sharing=False)
+    eng.execute(
+        "register stream S (K integer, V integer); register stream T (K integer, V integer); "
+        "register stream U (K integer, V integer)"
+    )
+    eng.execute("register view SV as Istream(select K, V from S [Range Unbounded] where V > 3)")
+    eng.register_query("select SV.K, T.V from SV [Rows 2], T [Rows 2] where SV.K = T.K")
+    eng.register_query("select K from U where V > 3")
+    ops = [o.name for o in eng.operators if o.kind != "Output"]
+    est = {n: (1e-6, 0.1) if n.startswith("select") else (1e-5, 1.0) for n in ops}
+    competitor = [n for n in ops if n.startswith("select")][-1]  # the second query's selection
+    est[competitor] = (4e-5, 0.1)  # its chain priority lies between the join's two places
+    eng.set_estimates(est)
+    units = eng.loop._prepare()
+    (join,) = [u for u in units if any(o.kind.endswith("Join") for o in u.ops)]
+    (other,) = [u for u in units if u.ops[0].name == competitor]
+    strategy, view = eng.loop.strategy, eng.loop.view
+    places = sorted(strategy.priority(u, view) for u in (join, *join.copies))
+    assert places[0] < strategy.priority(other, view) < places[1]
+    chosen: list[tuple[list[str], str]] = []
+    choose = strategy.choose
+
+    def logged(ready: Any, v: Any) -> Any:
+        u = choose(ready, v)
+        chosen.append((sorted(r.name for r in ready), u.name))
+        return u
+
+    strategy.choose = logged  # type: ignore[method-assign]
+    for t in range(1, 4):
+        eng.push("S", [(t, 1, 5)])
+        eng.push("T", [(t, 1, 7)])
+    eng.heartbeat(4)
+    for _ in range(50):  # until the join has work
+        if join.has_work():
+            break
+        eng.run(max_steps=1)
+    eng.push("U", [(5, 1, 9)])
+    eng.heartbeat(6)
+    eng.run(max_steps=1)
+    ready, ran = chosen[-1]
+    assert {join.name, other.name} <= set(ready) and ran == join.name
+    eng.close()
+
+
+def test_units_from_a_checkpoint_before_copies_are_built_anew() -> None:
+    """A checkpoint's loop whose units have no ``copies`` (written before them) does not rank by
+    the first place silently: its units are built again at the next run."""
+    eng = _engine("chain", False, QUERIES)
+    units = eng.loop._prepare()
+    for u in units:
+        object.__delattr__(u, "copies")  # (as a unit unpickled from before the field)
+    loop = type(eng.loop).__new__(type(eng.loop))
+    loop.__setstate__(eng.loop.__getstate__())
+    assert loop._units is None
+    now = _engine("chain", False, QUERIES)
+    now.loop._prepare()
+    kept = type(now.loop).__new__(type(now.loop))
+    kept.__setstate__(now.loop.__getstate__())
+    assert kept._units is not None  # (units with copies: kept)
+    eng.close()
+    now.close()

@@ -3,7 +3,9 @@
 Operator paths run from each source through its readers to each query output (Chain §2,
 Jiang §2); an operator shared by several queries lies on several paths.  A unit is a run of one
 path's operators: one operator, a segment, or the whole path — the ranges ``units_for`` gives the
-simulator too.  Running a unit runs its operators bottom-up.  Per-operator (cost, selectivity)
+simulator too; a run several paths share (the same operators) is one unit, which keeps its other
+places as ``copies`` and is ranked by the highest (Chain §5).  Running a unit runs its operators
+bottom-up.  Per-operator (cost, selectivity)
 come from the last ``window`` runs.
 """
 

@@ -73,6 +73,8 @@ class SchedulerLoop:
         self.__dict__.update(state)
         if "_scale" not in state:  # (a checkpoint of format 15 from before it: units built anew)
             self.__dict__.update(_scale=[], _time_unit=None, _units=None)
+        if any(not hasattr(u, "copies") for u in state.get("_units") or ()):
+            self.__dict__.update(_units=None)  # (units from before ``EngineUnit.copies``: built anew)
 
     @property
     def time_unit_seconds(self) -> float | None:

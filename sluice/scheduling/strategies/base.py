@@ -45,7 +45,8 @@ class Strategy:
     def ranked(self, unit: U, view: SchedulingView[U]) -> float:
         """``priority``; of an engine unit whose operators lie on several paths (``copies``: a join
         is on each input's path), the highest of its places — it is part of each path's chain and
-        any of them may schedule it (Chain §5).  A simulator unit is one place.
+        any of them may schedule it (Chain §5).  A simulator unit is one place.  (A copy is a
+        simulator ``Unit``: ``priority`` may read only its ``path``, ``first`` and ``last``.)
         """
         p = self.priority(unit, view)
         for c in getattr(unit, "copies", ()):

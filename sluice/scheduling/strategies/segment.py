@@ -6,8 +6,9 @@ capacity (eq. 3.2); ties to the oldest tuple.  Jiang Thm 3 — segment schedulin
 memory than Chain — holds when the segments are Chain's lower-envelope segments, which its proof
 assumes (``envelope=True``); with the published construction it can fail (docs/design/006).
 The simplified variant cuts each path into at most two segments with γ = 3/4 by default: fewer
-switches, better latency, a little more memory.  Segments shared by several paths are kept once
-(pruned; ``model.prune_segments``) and run for all of them.
+switches, better latency, a little more memory.  In the engine a segment several paths share (the
+same operators) is one unit, run for all of them and ranked by the highest of its places
+(``Strategy.ranked``); segments that overlap without being the same stay apart.
 """
 
 from __future__ import annotations
