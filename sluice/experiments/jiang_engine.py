@@ -359,8 +359,8 @@ def run(out: FsPath, slots: int = 1200, seed: int = 1, progress: bool = True, sl
         rows[s]["ordered_model_mean_queue"] = round(statistics.fmean(exact.memory), 3)
         # output tuples' mean latency over the run (what the engine times), each model's
         for key, result in (("model_output_latency", sim), ("ordered_model_output_latency", exact)):
-            outs = sum(float(w) for _, w, _ in result.latencies)
-            rows[s][key] = round(sum(x * w for x, w, _ in result.latencies) / outs, 3) if outs else None
+            mean = result.output_latency()
+            rows[s][key] = None if mean is None else round(mean, 3)
         rows[s]["queue_ratio_to_ordered_model"] = ratio(target, statistics.fmean(exact.memory))
         if s != "threshold":  # (static priorities: threshold's depend on its mode)
             rows[s]["model_would_choose_otherwise"] = otherwise(e["paths"], e["choices"], make(s))

@@ -646,7 +646,7 @@ def run(out: FsPath, slots: int = 2000, seed: int = 1, progress: bool = True) ->
                     e["paths"], model_arrivals, make(s), slots, preemptive=not engine_like, whole=engine_like,
                     passes=passes, waits=e["waits"] if engine_like else None,
                 )  # fmt: skip
-                sim_lat = sum(lat * a for lat, a, _ in sim.latencies) / max(sum(a for _, a, _ in sim.latencies), 1e-12)
+                sim_lat = sim.output_latency() or 0.0
                 row[model] = {
                     "peak_queue": round(sim.peak, 3),
                     "mean_queue": round(statistics.fmean(sim.memory), 3),

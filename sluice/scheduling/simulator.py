@@ -54,6 +54,11 @@ class SimResult:
         """Σ latency × amount over output fragments (what leaves early counts early)."""
         return sum(lat * a for lat, a, _ in self.latencies)
 
+    def output_latency(self) -> float | None:
+        """Mean latency of what left as output (an engine times its output tuples only); None: none left."""
+        out = sum(a for _, a, _ in self.latencies)
+        return self.fluid_latency() / out if out > 0 else None
+
 
 class Simulator:
     """The fluid model running ``strategy``: a ``SchedulingView`` of ``Unit``s."""

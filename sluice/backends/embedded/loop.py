@@ -71,10 +71,11 @@ class SchedulerLoop:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        if "_scale" not in state:  # (a checkpoint of format 15 from before it: units built anew)
+        # units built anew from a checkpoint of before ``_scale`` (format 15) or ``EngineUnit.copies``
+        if "_scale" not in state:
             self.__dict__.update(_scale=[], _time_unit=None, _units=None)
-        if any(not hasattr(u, "copies") for u in state.get("_units") or ()):
-            self.__dict__.update(_units=None)  # (units from before ``EngineUnit.copies``: built anew)
+        elif any(not hasattr(u, "copies") for u in state.get("_units") or ()):
+            self.__dict__.update(_units=None)
 
     @property
     def time_unit_seconds(self) -> float | None:
