@@ -187,14 +187,6 @@ def test_each_reference_and_the_streams_own_punctuations_name_their_own_cause() 
     assert "oid = 9 violates PUNCTUATED BY oid: a punctuation before it" in why[1]
 
 
-def test_spark_refuses_it_with_the_reason() -> None:
-    from sluice.backends.spark.engine import SparkEngine
-
-    eng = SparkEngine.__new__(SparkEngine)  # (the refusal comes before any Spark work)
-    with pytest.raises(Exception, match="REFERENCES is not available on the Spark backend"):
-        eng._constraints_allowed("F", [("references", "oid", "O(oid)", 1)])
-
-
 # -- what it checks and what it saves ---------------------------------------------------------
 
 

@@ -1,6 +1,7 @@
-"""k-constraints on Spark (design 023): the driver checks them as rows are pushed — the same
-elements rejected, for the same reasons, as the embedded engine's sources reject — so a native
-query and one run by the processors give the embedded engine's answers.
+"""k-constraints, punctuations and references on Spark (design 023, "On Spark"): the driver holds
+a constrained stream and releases it as the embedded engine's source does — the same elements
+rejected, for the same reasons — so a native query and one run by the processors give the embedded
+engine's answers, with any slack.
 """
 
 from __future__ import annotations
@@ -55,22 +56,135 @@ def test_the_driver_rejects_what_the_embedded_sources_reject(spark, tmp_path) ->
     assert "O UNIQUE BY oid: right rows whose key it closed not kept" in plan
 
 
-def test_spark_refuses_what_it_cannot_check(spark, tmp_path) -> None:
+def test_spark_refuses_only_what_it_cannot_check(spark, tmp_path) -> None:
+    """Rows Spark reads itself (an attached source) pass no driver: a constrained, referenced or
+    referencing one is refused with the reason; a slack is no reason any more (design 023, "On Spark").
+    """
     eng = SparkEngine(spark=spark, workdir=tmp_path / "a", slack=2)
-    with pytest.raises(SluiceError, match="need slack 0 on Spark"):
-        eng.execute("register stream S (a integer) ordered by a")
-    with pytest.raises(SluiceError, match="need slack 0 on Spark"):
-        eng.register_stream("S", [("a", "integer")], constraints=[("ordered", "a")])
-    assert not eng.catalog.sources
+    eng.execute("register stream S (a integer) ordered by a")
+    eng.register_stream("T", [("a", "integer")], constraints=[("punctuated", "a")])
     eng = SparkEngine(spark=spark, workdir=tmp_path / "b")
     eng.register_stream("S", [("a", "integer")], constraints=[("clustered", "a", 2)])
-    with pytest.raises(SluiceError, match="declares k-constraints"):
+    with pytest.raises(SluiceError, match="S declares k-constraints"):
         eng.attach_directory("S", tmp_path / "in")
-    # punctuations (design 023): refused with the reason, on the DDL and through the API
-    with pytest.raises(SluiceError, match="PUNCTUATED BY is not available on the Spark backend yet"):
-        eng.execute("register stream P (a integer) punctuated by a")
-    with pytest.raises(SluiceError, match="PUNCTUATED BY is not available on the Spark backend yet"):
-        eng.register_stream("P", [("a", "integer")], constraints=[("punctuated", "a")])
-    with pytest.raises(SluiceError, match=r"punctuate\('S', 'a'\) is not available on the Spark backend yet"):
-        eng.punctuate("S", "a", upto=3)
-    assert [d.name for d in eng.catalog.sources] == ["S"]
+    eng.execute("register stream O (oid integer); register stream F (oid integer) foreign key (oid) references O")
+    with pytest.raises(SluiceError, match="O is referenced by a FOREIGN KEY"):
+        eng.attach_directory("O", tmp_path / "in")
+    eng.execute("register stream A (oid integer)")
+    eng.attach_directory("A", tmp_path / "in")
+    with pytest.raises(SluiceError, match="REFERENCES A, whose rows Spark reads itself"):
+        eng.execute("register stream G (oid integer) foreign key (oid) references A")
+    assert [d.name for d in eng.catalog.sources] == ["S", "O", "F", "A"]
+
+
+# -- the same calls, the same answers (punctuations and references on Spark) ------------------
+
+
+def _play(eng, ddl: str, queries: dict[str, str], calls: list[tuple]) -> dict:
+    """Run ``calls`` — (method, args, kwargs) — on ``eng``; what each returned or refused, then
+    every query's answer, the sources' counts and the rejections.
+    """
+    eng.execute(ddl)
+    said = []
+    for method, args, kw in calls:
+        if method == "register_query":
+            eng.register_query(queries[args[0]], name=args[0])
+            continue
+        try:
+            r = getattr(eng, method)(*args, **kw)
+            said.append((method, r if method == "punctuate" else None))
+        except SluiceError as e:
+            said.append((method, str(e)))
+    stats = eng.statistics()
+    sources = stats["sources"] if isinstance(stats, dict) else stats.sources
+    return {
+        "said": said,
+        "answers": {n: sorted(eng.results(n)) for n in queries},
+        "sources": {s.name: (s.accepted, dict(s.rejected_reasons), s.buffered) for s in sources},
+        "rejected": sorted(eng.rejected()),
+    }
+
+
+def _same_on_both(spark, tmp_path, ddl, queries, calls, slack) -> dict:
+    want = _play(EmbeddedEngine(slack=slack), ddl, queries, calls)
+    got = _play(SparkEngine(spark=spark, workdir=tmp_path, slack=slack), ddl, queries, calls)
+    # (a source nothing was pushed to is listed by the embedded engine only)
+    want["sources"] = {n: v for n, v in want["sources"].items() if n in got["sources"]}
+    assert got == want
+    return got
+
+
+PUNCTUATED = (
+    "register stream O (oid integer, cust integer); "
+    "register stream F (oid integer, qty integer) punctuated by oid ordered by oid within 3"
+)
+
+
+def test_punctuations_on_spark_give_the_embedded_engines_answers(spark, tmp_path) -> None:
+    """Pushed before the queries, with a slack: a punctuation applies to what was pushed before
+    it but not yet released, holds from its stamp, is refused behind what was released — on the
+    driver exactly as on the embedded engine's source; native and processor queries alike.
+    """
+    queries = {
+        "g": "select oid, count(*), sum(qty) from F group by oid",
+        "j": "Istream(select O.oid, F.qty from O, F where O.oid = F.oid)",
+        "n": "select oid, qty from F where qty >= 0",
+    }
+    calls = [
+        ("push", ("F", [(1, 1, 5), (2, 2, 6)]), {}),
+        ("register_query", ("g",), {}),
+        ("register_query", ("j",), {}),
+        ("register_query", ("n",), {}),
+        ("push", ("O", [(1, 1, 0), (2, 2, 0), (3, 3, 0)]), {}),
+        ("punctuate", ("F", "oid"), {"values": [1]}),  # at ts 2, the latest pushed
+        ("push", ("F", [(3, 1, 7), (3, 3, 8), (2, 1, 9)]), {}),  # (3, 1) after it: rejected; (2, 1) before
+        ("run", (), {}),
+        ("punctuate", ("F", "oid"), {"upto": 2, "ts": 4}),
+        ("punctuate", ("F", "oid"), {"values": [9], "ts": 0}),  # behind what F released: refused
+        ("punctuate", ("F", "qty"), {"values": [9]}),  # not declared: refused
+        ("push", ("F", [(5, 2, 1), (5, 4, 2), (6, 3, 3), (4, 0, 4)]), {}),  # (5, 2) breaks upto 2; (4, 0) late
+        ("heartbeat", (6,), {}),
+        ("push", ("F", [(6, 5, 0)]), {}),  # late
+        ("close", (), {}),
+    ]
+    got = _same_on_both(spark, tmp_path, PUNCTUATED, queries, calls, slack=1)
+    assert [s for s in got["said"] if s[0] == "punctuate"][:2] == [("punctuate", 2), ("punctuate", 4)]
+    assert "behind tick 1, up to which F has released" in got["said"][-6][1]
+    assert got["sources"]["F"] == (6, {"constraint": 2, "late": 2}, 0) and got["answers"]["j"]
+    assert any("oid = 1 violates PUNCTUATED BY oid" in m for m in got["rejected"])
+
+
+REFERENCED = (
+    "register stream Orders (oid integer, cust integer) unique by oid; "
+    "register stream Fulfillments (oid integer, qty integer) foreign key (oid) references Orders(oid) within 2"
+)
+
+
+@pytest.mark.parametrize("slack", [0, 2])
+def test_references_on_spark_give_the_embedded_engines_answers(spark, tmp_path, slack) -> None:
+    """A late order (more than k after a fulfillment naming it) rejected; Orders released no
+    further than Fulfillments, plus k — also to a query that reads only Orders.
+    """
+    queries = {
+        "j": "Istream(select F.oid, O.cust, F.qty from Fulfillments as F, Orders as O where F.oid = O.oid)",
+        "o": "select oid, cust from Orders where cust > 0",
+        "c": "select cust, count(*) from Orders group by cust",
+    }
+    calls = [
+        ("register_query", ("j",), {}),
+        ("push", ("Orders", [(1, 1, 1)]), {}),
+        ("register_query", ("o",), {}),
+        ("push", ("Fulfillments", [(1, 1, 10), (2, 2, 20)]), {}),
+        ("push", ("Orders", [(3, 2, 1), (4, 7, 2)]), {}),
+        ("run", (), {}),
+        ("register_query", ("c",), {}),
+        ("push", ("Fulfillments", [(4, 3, 30), (3, 4, 40), (5, None, 50)]), {}),
+        ("push", ("Orders", [(5, 4, 2), (8, 3, 1), (9, 1, 3)]), {}),  # oid 3: 8 > 4 + 2, late; oid 1 again
+        ("run", (), {}),
+        ("heartbeat", (9,), {}),
+        ("push", ("Orders", [(12, 5, 1)]), {}),
+        ("close", (), {}),
+    ]
+    got = _same_on_both(spark, tmp_path / str(slack), REFERENCED, queries, calls, slack=slack)
+    assert any("oid = 3 violates oid REFERENCED BY Fulfillments(oid) WITHIN 2" in m for m in got["rejected"])
+    assert got["answers"]["j"] and got["answers"]["c"]

@@ -31,6 +31,7 @@ import pyarrow as pa
 
 from sluice.approx.limits import QueryLimits, parse_latency, parse_size
 from sluice.approx.precision import check_shrinkable
+from sluice.backends.rows import punctuation_values
 from sluice.backends.spark.compile import NativePlan, native, overflow, partitioning, to_column
 from sluice.backends.spark.frames import native_columns, source_column
 from sluice.backends.spark.inbox import Inbox
@@ -159,8 +160,6 @@ class SparkEngine:
                 out.append(explain_plan(bind_query(self.catalog, stmt.query, source=text).plan))
             else:
                 assert isinstance(stmt, ast.RegisterSource | ast.RegisterView)  # (the rest are handled above)
-                if isinstance(stmt, ast.RegisterSource) and stmt.kind == "STREAM":
-                    self._constraints_allowed(stmt.name, stmt.constraints)
                 execute_statement(self.catalog, stmt, text, src)
                 if isinstance(stmt, ast.RegisterSource):
                     self._register(self._source(stmt.name))
@@ -177,7 +176,6 @@ class SparkEngine:
         constraints: Sequence[ConstraintSpec] = (),
     ) -> None:
         """A stream, as ``EmbeddedEngine.register_stream`` (``unit``: what its timestamps count)."""
-        self._constraints_allowed(name, constraints)
         self._register(self.catalog.register_stream(name, columns, unit, constraints))
 
     def register_relation(
@@ -192,36 +190,22 @@ class SparkEngine:
         """
         kind = "RELATION" if d.kind is Kind.RELATION else "STREAM"
         cols = tuple(ast.ColumnDef(c.name, c.type) for c in d.schema.columns)
-        # The driver checks the stream's constraints as rows are pushed (``Inbox``).  A processor's
-        # engine sees one key's rows, in the driver's order: ORDERED BY and UNIQUE BY hold of any
-        # subsequence (its joins and aggregates then forget state, and its check rejects nothing),
-        # CLUSTERED BY need not (design 023)
-        kept = tuple(c for c in d.constraints if c.kind != "CLUSTERED")
+        if d.kind is Kind.STREAM:
+            for c in d.constraints:
+                if c.kind == "REFERENCES" and c.ref.lower() in self.inbox.external:
+                    self.catalog.unregister(d.name)
+                    raise SluiceError(
+                        f"{d.name}: FOREIGN KEY ({c.column}) REFERENCES {c.ref}, whose rows Spark reads itself "
+                        "(attached), unchecked: push them to check the reference"
+                    )
+            self.inbox.declare(d)
+        # The driver holds and checks the stream's constraints as the embedded engine's source
+        # does (``gate``).  A processor's engine sees one key's rows, in the driver's order:
+        # ORDERED BY and UNIQUE BY hold of any subsequence (its joins and aggregates then forget
+        # state, and its check rejects nothing), CLUSTERED BY need not; punctuations and
+        # references stay on the driver (design 023, "On Spark")
+        kept = tuple(c for c in d.constraints if c.kind in ("ORDERED", "UNIQUE"))
         self.ddl[d.name.lower()] = to_cql(ast.RegisterSource(kind, d.name, cols, d.unit, kept)) + ";"
-
-    def _constraints_allowed(self, name: str, constraints: Sequence[Any]) -> None:
-        """A stream's constraints need slack 0 here (what else is wrong with them the catalog says)."""
-        try:
-            parsed = [ast.StreamConstraint.of(c) for c in constraints]
-        except ValueError:
-            return  # (the catalog refuses it, with the reason)
-        if any(c.kind == "REFERENCES" for c in parsed):
-            raise SluiceError(
-                f"{name}: FOREIGN KEY … REFERENCES is not available on the Spark backend yet (the driver would have "
-                "to hold the referenced stream's rows until the referencing stream's rows caught up); use the "
-                "embedded engine (docs/design/023)"
-            )
-        if any(c.kind == "PUNCTUATED" for c in parsed):
-            raise SluiceError(
-                f"{name}: PUNCTUATED BY is not available on the Spark backend yet (a punctuation would have to "
-                "reach every key's processor in the stream's order); use the embedded engine (docs/design/023)"
-            )
-        if constraints and self.slack:
-            raise SluiceError(
-                f"{name}: k-constraints (ORDERED BY, CLUSTERED BY) need slack 0 on Spark — its driver "
-                f"checks them as rows are pushed, the stream's order only when none may arrive out of "
-                f"order (this engine's slack is {self.slack}; the embedded engine checks them with any)"
-            )
 
     def register_view(self, name: str, query: str, columns: Sequence[str] = (), kind: Kind | None = None) -> None:
         """A named view (STREAM's ``vquery``/``vtable``), checked as ``EmbeddedEngine.register_view``."""
@@ -378,10 +362,11 @@ class SparkEngine:
 
     def _attach(self, name: str, kind: str, options: dict[str, Any]) -> None:
         d = self._source(name)
-        if d.constraints:
+        if d.constraints or d.name.lower() in self.inbox.gates:
+            why = "declares k-constraints" if d.constraints else "is referenced by a FOREIGN KEY"
             raise SluiceError(
-                f"{d.name} declares k-constraints, which the driver checks as rows are pushed; Spark "
-                "would read these rows itself, unchecked: push them, or declare the stream without"
+                f"{d.name} {why}, which the driver checks as rows are pushed; Spark would read these "
+                "rows itself, unchecked: push them, or declare the stream without"
             )
         if any(q.stream is not None for q in self.queries.values()):
             raise SluiceError(f"attach sources before the first run() that releases input ({d.name})")
@@ -471,13 +456,14 @@ class SparkEngine:
     def punctuate(
         self, name: str, column: str, *, values: Sequence[Any] | None = None, upto: Any = None, ts: int | None = None
     ) -> int:
-        """Refused with a message, as a stream cannot declare ``PUNCTUATED BY`` here (the embedded
-        engine's ``punctuate``).
+        """A punctuation, as ``EmbeddedEngine.punctuate``: no element of ``name`` stamped after
+        ``ts`` has one of ``values`` (or a value ≤ ``upto``) in ``column``.  The driver checks it
+        (``gate``): an element that breaks it is rejected (reason ``constraint``).  Returns the ``ts``
+        it holds from.  Design 023, "On Spark".
         """
-        raise SluiceError(
-            f"punctuate({name!r}, {column!r}) is not available on the Spark backend yet: no stream here declares "
-            "PUNCTUATED BY; use the embedded engine (docs/design/023)"
-        )
+        d = self.inbox.source(name)
+        vals, bound = punctuation_values(d, column, values, upto)
+        return self.inbox.punctuate(d, column, vals, bound, ts)
 
     def deactivate(self, name: str) -> None:
         """Refused with a message: a Spark streaming query cannot yet be stopped and resumed

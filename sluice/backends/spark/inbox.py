@@ -4,6 +4,9 @@ Pushed rows pass the one admission check (``sluice.backends.rows``) and the late
 (``sluice.runtime.admission``, the embedded engine's sources' own: a partition key sees only its
 own elements, so the driver decides for all of them) and wait as typed event batches, numbered
 by arrival (``seq``); heartbeats, ends and the start are markers numbered in the same sequence.
+A stream with k-constraints, punctuations or references is held (``gate.Gate``) and released at
+``run()`` as the embedded engine's source releases it; ``release`` numbers what it releases, then
+the markers given since the last run, so a marker follows every element it completes.
 ``flush`` writes both as Parquet files into the work directory, which Spark reads as streams:
 data before markers, so a micro-batch that sees a marker has seen the data before it.
 """
@@ -23,11 +26,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from sluice.backends.rows import TS_MAX, TS_MIN, admit_batch, rows_to_batch, static_refusal, static_rows, to_batch
+from sluice.backends.spark.gate import Gate
 from sluice.catalog import Catalog, Kind, SourceDef
 from sluice.errors import InternalError, SluiceError
 from sluice.runtime.admission import Admission, first_instant
-from sluice.runtime.batch import to_elements, ts_of
-from sluice.runtime.constraints import Constraints
+from sluice.runtime.batch import NEG_INF, to_elements, ts_of
 
 STATIC_STEM = "part-static-"  # a static relation's one file in a work directory
 RETIRED = "retired"  # the files of unregistered sources
@@ -39,9 +42,10 @@ class Inbox:
         self.workdir = workdir
         self.slack = slack
         self.admission: dict[str, Admission] = {}  # per source, created at its first input
-        # per stream with k-constraints (STREAM §4.1): checked here, in the order rows are pushed —
-        # the stream's order, as the engine rejects out-of-order rows without a slack
-        self.checkers: dict[str, Constraints] = {}
+        # per stream with k-constraints, punctuations or references (STREAM §4.1), or referenced:
+        # held and checked as the embedded engine's source does (``gate``), in registration order
+        # (a stream references only streams registered before it)
+        self.gates: dict[str, Gate] = {}
         # source -> (kind, options): "directory" (path, format, options), "rate", "socket"
         self.external: dict[str, tuple[str, dict[str, Any]]] = {}
         self.static: dict[str, list[tuple[Any, ...]]] = {}  # relation -> its fixed rows
@@ -63,6 +67,7 @@ class Inbox:
         self.last_ts: int | None = None
         self._batches: dict[str, list[pa.Table]] = {}  # source -> pending event batches
         self._markers: list[tuple[int, str, int]] = []
+        self._unnumbered: list[tuple[str, int]] = []  # markers given since the last ``release``
         self._static_written: set[str] = set()
 
     def source(self, name: str) -> SourceDef:
@@ -126,7 +131,10 @@ class Inbox:
         written files go (no query reads them; one registered again under the name starts empty).
         """
         key = d.name.lower()
-        for held in (self.admission, self.checkers, self.external, self.static, self._batches, self._firsts):
+        gate = self.gates.pop(key, None)
+        if gate is not None:
+            gate.unreference()
+        for held in (self.admission, self.external, self.static, self._batches, self._firsts):
             held.pop(key, None)
         self._static_written.discard(key)
         directory = self.workdir / "sources" / key
@@ -162,14 +170,9 @@ class Inbox:
         batch = adm.admit(batch)  # in ticks
         if not self.guessed:  # (a relation's change before it: its processors' engines apply it there)
             batch = adm.from_start(batch, self.first, d.kind is Kind.RELATION)
-        if d.constraints:
-            batch = self._check_constraints(d, adm, batch)
         adm.accepted += batch.num_rows
         if batch.num_rows == 0:
             return
-        n = batch.num_rows
-        seq = pa.array(np.arange(self.seq + 1, self.seq + 1 + n, dtype=np.int64))
-        self.seq += n
         ticks = ts_of(batch)
         lo, hi = int(ticks.min()), int(ticks.max())
         self.min_ts = lo if self.min_ts is None else min(self.min_ts, lo)
@@ -177,20 +180,73 @@ class Inbox:
             key = d.name.lower()
             self._firsts[key] = min(self._firsts.get(key, lo), lo)
         self.last_ts = hi if self.last_ts is None else max(self.last_ts, hi)
-        ts = batch.column(0) if adm.scale == 1 else pa.array(ticks // adm.scale)  # as pushed: the processor scales
+        gate = self.gates.get(d.name.lower())
+        if gate is not None:
+            gate.hold(batch)  # (released, checked and numbered at ``run()``: ``release``)
+        else:
+            self._queue(d, adm, batch)
+
+    def _queue(self, d: SourceDef, adm: Admission, batch: pa.Table) -> None:
+        """Admitted elements (ticks) numbered and waiting to be written for Spark."""
+        n = batch.num_rows
+        seq = pa.array(np.arange(self.seq + 1, self.seq + 1 + n, dtype=np.int64))
+        self.seq += n
+        # as pushed: the processor scales
+        ts = batch.column(0) if adm.scale == 1 else pa.array(ts_of(batch) // adm.scale)
         cols = {"seq": seq, "ts": ts, "sign": batch.column(1).cast(pa.int32())}
         cols.update({f"c{j}": batch.column(2 + j) for j in range(len(d.schema))})
         self._batches.setdefault(d.name.lower(), []).append(pa.table(cols))
 
-    def _check_constraints(self, d: SourceDef, adm: Admission, batch: pa.Table) -> pa.Table:
-        """A stream's k-constraints, as the embedded engine's source checks them when it releases
-        its elements (``Source._check_constraints``): here as they are pushed, which is the same
-        order with no slack (``SparkEngine`` refuses constraints with one).
+    # -- held streams (``gate``) -----------------------------------------------------------
+    def declare(self, d: SourceDef) -> None:
+        """A stream registered: held here if it declares constraints or references a stream
+        (which is held then too, and waits for it).
         """
-        key = d.name.lower()
-        if key not in self.checkers:
-            self.checkers[key] = Constraints.of_stream(d.name, d.schema, d.constraints)
-        return adm.constrained(self.checkers[key], batch)
+        if not d.constraints:
+            return
+        gate = self.gates[d.name.lower()] = Gate(d, self.admission_of(d))
+        scale = self.catalog.scale(d)
+        for c in d.constraints:
+            if c.kind == "REFERENCES":  # (the catalog checked it names a stream registered before)
+                target = self.source(c.ref)
+                if target.name.lower() not in self.gates:  # (kept first: referencing streams release first)
+                    self.gates = {target.name.lower(): Gate(target, self.admission_of(target)), **self.gates}
+                gate.reference(self.gates[target.name.lower()], c, c.k * scale)
+
+    def punctuate(self, d: SourceDef, column: str, values: np.ndarray | None, upto: Any, ts: int | None) -> int:
+        """A punctuation on a held stream, as ``EmbeddedEngine.punctuate`` (``ts`` in its unit;
+        default: the latest instant pushed to it or released).  Returns the ``ts`` it holds from.
+        """
+        gate, adm = self.gates[d.name.lower()], self.admission_of(d)
+        if ts is None:
+            if max(adm.max_seen, gate.released) == NEG_INF:
+                raise SluiceError(
+                    f"{d.name}: nothing was pushed to it yet, so a punctuation has no latest instant to "
+                    "follow: give ts=… (no element stamped after it has those values)"
+                )
+            ts = max(adm.max_seen, gate.released) // adm.scale
+        gate.punctuate(column, (int(ts) + 1) * adm.scale - 1, values, upto)  # (the instant's last tick)
+        return int(ts)
+
+    def release(self) -> None:
+        """At ``run()``, once the first instant is fixed: each held stream's complete elements,
+        checked — referencing streams before the streams they reference — then the markers given
+        since the last run, numbered after them.
+        """
+        for key, gate in reversed(self.gates.items()):
+            out = gate.release()
+            if out is not None:
+                d = self.source(key)
+                self._queue(d, self.admission_of(d), out)
+        for kind, ts in self._unnumbered:
+            self.seq += 1
+            self._markers.append((self.seq, kind, ts))
+        self._unnumbered.clear()
+
+    def held(self, name: str) -> int:
+        """Elements pushed to ``name`` and held (not yet released to Spark)."""
+        gate = self.gates.get(name.lower())
+        return 0 if gate is None else gate.waiting()
 
     def reject(self, name: str, messages: Sequence[str]) -> None:
         """Count rows rejected before they reached the engine (a reader's bad lines), as malformed."""
@@ -203,11 +259,11 @@ class Inbox:
 
     # -- markers -------------------------------------------------------------------------
     def marker(self, kind: str, ts: int) -> None:
-        """A marker in the sequence: ``h`` heartbeat, ``e`` end, ``s`` start (every input gets
-        an event time from it).
+        """A marker: ``h`` heartbeat, ``e`` end, ``s`` start (every input gets an event time from
+        it) — numbered at the next ``release``, after the elements released there.  (An element
+        pushed after a heartbeat is stamped after it — else late — so numbering it first is safe.)
         """
-        self.seq += 1
-        self._markers.append((self.seq, kind, ts))
+        self._unnumbered.append((kind, ts))
 
     def complete(self, kind: str, ts: int, start: int | None) -> None:
         """Instants up to ``ts`` are complete (``h``) or the input ends there (``e``): static rows
@@ -252,7 +308,7 @@ class Inbox:
 
     # -- to Spark ------------------------------------------------------------------------
     def pending(self) -> tuple[bool, bool]:
-        """Whether data, and markers, wait to be written."""
+        """Whether data, and markers, wait to be written (after ``release``)."""
         return any(self._batches.values()), bool(self._markers)
 
     def flush_data(self) -> None:

@@ -99,7 +99,7 @@ class Inspector:
         eng = self.engine
         return {
             "rejected": self.rejected(),
-            "sources": tuple(adm.statistics() for adm in eng.inbox.admission.values()),
+            "sources": tuple(adm.statistics(eng.inbox.held(n)) for n, adm in eng.inbox.admission.items()),
             "first_instant": eng.inbox.first,  # None: not fixed yet (design 004), no query started
             "queries": {
                 n: {"rejected": list(q.notes) + ([late_note(q)] if q.dropped else [])} for n, q in eng.queries.items()

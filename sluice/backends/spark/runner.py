@@ -238,6 +238,7 @@ class Runner:
                 q.native = eng.native_of(q)
             if q.stream is None and q.native is None:  # give every input an event time from the start
                 inbox.marker("s", start - 1)
+        inbox.release()  # held streams' complete elements, then the markers (numbered after them)
         data, markers = inbox.pending()
         inbox.flush_data()
         if markers:

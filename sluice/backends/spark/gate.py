@@ -1,0 +1,129 @@
+"""The Spark driver's held streams: k-constraints, punctuations and references (design 023, "On Spark").
+
+A stream that declares k-constraints (STREAM §4.1), ``PUNCTUATED BY``, a ``FOREIGN KEY …
+REFERENCES``, or is referenced by one, is checked on the driver exactly as the embedded engine's
+source checks it (``sluice.runtime.operators.sources.Source``): its admitted rows wait here until
+their instant is complete — by the stream's lateness rule, heartbeats and ``close()``, and for a
+referenced stream no later than each referencing stream has released, plus ``k`` — and leave at
+``run()`` in timestamp order (ties in push order), checked against the same ``Constraints`` and
+``PunctuationLog``; a referencing stream's released elements tell the stream they reference what
+it may no longer have.  So the same elements are rejected, for the same reasons, with any slack,
+and a punctuation given before ``run()`` applies to what was pushed before it but not yet released,
+as on the embedded engine.  Elements leave here before the markers numbered with them
+(``Inbox.release``): a heartbeat reaches Spark after the elements it completes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from sluice.catalog import SourceDef
+from sluice.cql.ast import StreamConstraint
+from sluice.errors import SluiceError
+from sluice.runtime.admission import Admission
+from sluice.runtime.batch import META, NEG_INF, sort_by_ts, ts_of
+from sluice.runtime.constraints import Constraints, PunctuationLog, log_column
+
+
+@dataclass(frozen=True, slots=True)
+class _Reference:
+    """What this stream's released elements say of ``target`` (``sources.Reference``): each one's
+    value of attribute ``index``, stamped ``t``, as "none after ``t + k``" in ``target``'s log.
+    """
+
+    target: Gate
+    column: str  # in the target's log (``constraints.log_column``)
+    index: int
+    k: int  # ticks
+    implied: StreamConstraint
+
+
+class Gate:
+    """One held stream on the driver (module docstring)."""
+
+    def __init__(self, d: SourceDef, adm: Admission) -> None:
+        self.name = d.name
+        self.adm = adm
+        self.log = PunctuationLog(d.name)
+        own = [c for c in d.constraints if c.kind != "REFERENCES"]  # (a FOREIGN KEY is checked on its target)
+        self.checker = Constraints.of_stream(d.name, d.schema, own, self.log)
+        self.index = {c.name.lower(): i for i, c in enumerate(d.schema.columns)}
+        self.pending: list[pa.Table] = []  # admitted, in push order (ticks)
+        self.released = NEG_INF  # every element stamped ≤ it has left (``Source._wm_out``)
+        self.referenced_by: list[tuple[Gate, int]] = []
+        self.references: list[_Reference] = []
+
+    def reference(self, target: Gate, c: StreamConstraint, k: int) -> None:
+        """``FOREIGN KEY (c.column) REFERENCES target(c.ref_column) WITHIN k`` (ticks), as
+        ``Source.reference``: ``target`` checks an implied ``PUNCTUATED BY`` and waits for this one.
+        """
+        implied = StreamConstraint("PUNCTUATED", c.ref_column, c.k, self.name, c.column)
+        target.checker.add(implied, target.index[c.ref_column.lower()], target.log)
+        target.referenced_by.append((self, k))
+        self.references.append(_Reference(target, log_column(implied), self.index[c.column.lower()], k, implied))
+        if target.released > NEG_INF:  # declared while running: what it speaks of is out already
+            self.adm.heartbeat(target.released - k - 1, scaled=True)
+
+    def unreference(self) -> None:
+        """Unregistered: the streams it references stop waiting for it and checking it."""
+        for ref in self.references:
+            ref.target.checker.remove(ref.implied)
+            ref.target.log.drop(ref.column)
+            ref.target.referenced_by = [(g, k) for g, k in ref.target.referenced_by if g is not self]
+        self.references = []
+
+    def hold(self, batch: pa.Table) -> None:
+        if batch.num_rows:
+            self.pending.append(batch)
+
+    def complete_upto(self) -> int:
+        done = self.adm.complete_upto()
+        for g, k in self.referenced_by:
+            done = min(done, g.released + k)
+        return done
+
+    def punctuate(self, column: str, tick: int, values: np.ndarray | None, upto: object) -> None:
+        """As ``Source.punctuate``: about what this stream has not released yet."""
+        if tick < self.released:
+            raise SluiceError(
+                f"{self.name}: a punctuation at tick {tick} is behind tick {self.released}, up to which "
+                f"{self.name} has released its elements: punctuate at or after it"
+            )
+        self.log.add(column, tick, values, upto)
+
+    def release(self) -> pa.Table | None:
+        """The elements whose instant is complete, checked, in the stream's order (None: none)."""
+        done = self.complete_upto()
+        out = None
+        if self.pending:
+            b = sort_by_ts(pa.concat_tables(self.pending))
+            n = int(np.searchsorted(ts_of(b), done, side="right"))
+            out, rest = b.slice(0, n), b.slice(n)
+            self.pending = [rest] if rest.num_rows else []
+            if out.num_rows and self.checker:
+                kept = self.adm.constrained(self.checker, out)
+                self.adm.accepted -= out.num_rows - kept.num_rows  # (counted when pushed)
+                out = kept
+            for ref in self.references:
+                _tell(ref, out)
+        self.released = max(self.released, done)
+        if self.log.entries:
+            self.log.compact(self.released)  # every element stamped ≤ it is released and checked
+        return out if out is not None and out.num_rows else None
+
+    def waiting(self) -> int:
+        return sum(b.num_rows for b in self.pending)
+
+
+def _tell(ref: _Reference, b: pa.Table) -> None:
+    """A released batch's references (a NULL references nothing), as ``Reference.tell``."""
+    col = b.column(META + ref.index)
+    if col.null_count:
+        valid = pa.array(np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool))
+        b, col = b.filter(valid), col.filter(valid)
+    if len(col):
+        values = np.asarray(col.to_numpy(zero_copy_only=False))
+        ref.target.log.add_pairs(ref.column, ts_of(b) + ref.k, values)
