@@ -201,10 +201,10 @@ class SparkEngine:
             self.inbox.declare(d)
         # The driver holds and checks the stream's constraints as the embedded engine's source
         # does (``gate``).  A processor's engine sees one key's rows, in the driver's order:
-        # ORDERED BY and UNIQUE BY hold of any subsequence (its joins and aggregates then forget
-        # state, and its check rejects nothing), CLUSTERED BY need not; punctuations and
-        # references stay on the driver (design 023, "On Spark")
-        kept = tuple(c for c in d.constraints if c.kind in ("ORDERED", "UNIQUE"))
+        # ORDERED BY, UNIQUE BY, punctuations (every key gets each as a marker) and a referencing
+        # stream's values hold of any subsequence — its joins and aggregates then forget state,
+        # and its check rejects nothing — CLUSTERED BY need not (design 023, "On Spark")
+        kept = tuple(c for c in d.constraints if c.kind != "CLUSTERED")
         self.ddl[d.name.lower()] = to_cql(ast.RegisterSource(kind, d.name, cols, d.unit, kept)) + ";"
 
     def register_view(self, name: str, query: str, columns: Sequence[str] = (), kind: Kind | None = None) -> None:

@@ -182,9 +182,10 @@ def _own(i: int) -> Callable[[int, int], Any | None]:
 
 
 def _processor_rows(frame: Any, *, ekey: Any, seq: Any, kind: Any, src: Any, ts: Any, sign: Any, etime: Any,
-                    values: list[Any]) -> Any:  # fmt: skip
-    """``frame`` as the processor's input rows: ``ekey, seq, kind, src, ts, sign, etime``, then
-    the sources' columns (``_values``).  Each argument a Column or a literal.
+                    values: list[Any], note: Any = None) -> Any:  # fmt: skip
+    """``frame`` as the processor's input rows: ``ekey, seq, kind, src, ts, sign, etime, note``
+    (what a punctuation marker says), then the sources' columns (``_values``).  Each argument a
+    Column or a literal.
     """
 
     def col(v: Any) -> Any:
@@ -198,16 +199,20 @@ def _processor_rows(frame: Any, *, ekey: Any, seq: Any, kind: Any, src: Any, ts:
         col(ts).cast("long").alias("ts"),
         col(sign).cast("int").alias("sign"),
         col(etime).cast("timestamp").alias("etime"),
+        col(note).cast("string").alias("note"),
         *values,
     )
 
 
 def _marker_frame(eng: SparkEngine, q: SparkQuery) -> Any:
-    """The driver's markers (``seq, kind, ts``: heartbeats, ends, query starts) for this query."""
+    """The driver's markers (``seq, kind, ts, src, note``: heartbeats, ends, query starts,
+    punctuations) for this query.
+    """
     mdir = eng.workdir / "markers"
     mdir.mkdir(parents=True, exist_ok=True)
     mschema = StructType(
         [StructField("seq", LongType()), StructField("kind", StringType()), StructField("ts", LongType())]
+        + [StructField("src", StringType()), StructField("note", StringType())]  # (NULL in files written before)
     )
     return eng.spark.readStream.schema(mschema).parquet(str(mdir)).where(F.col("seq") > q.seq_from)
 
@@ -236,13 +241,18 @@ def _timed_rows(eng: SparkEngine, q: SparkQuery, d: SourceDef, delay: int, keep:
         .when(F.col("kind") == "e", F.col("ts") + 1 + slack)
         .otherwise(F.col("ts"))
     )
-    marks = _marker_frame(eng, q).select(
-        "seq",
-        F.lit("w").alias("kind"),
-        "ts",
-        F.lit(0).cast(IntegerType()).alias("sign"),
-        *[F.lit(None).cast(spark_type(t)).alias(n) for n, t in zip(names, d.schema.types, strict=True)],
-        et.alias("et"),
+    # (a punctuation says nothing of time: it moves no watermark)
+    marks = (
+        _marker_frame(eng, q)
+        .where(F.col("kind") != "p")
+        .select(
+            "seq",
+            F.lit("w").alias("kind"),
+            "ts",
+            F.lit(0).cast(IntegerType()).alias("sign"),
+            *[F.lit(None).cast(spark_type(t)).alias(n) for n, t in zip(names, d.schema.types, strict=True)],
+            et.alias("et"),
+        )
     )
     frame = data.unionByName(marks).withColumn("etime", F.timestamp_millis(F.col("et") + F.lit(EVENT_TIME_OFFSET)))
     frame = frame.withWatermark("etime", f"{delay} milliseconds").where(after_watermark(F.col("kind") == "d"))
@@ -308,8 +318,9 @@ def input_frame(eng: SparkEngine, q: SparkQuery) -> Any:
     # the markers themselves reach every key in-band (no event time: never late)
     marks = _marker_frame(eng, q).where(F.col("kind") != "s")
     frames.append(
-        _processor_rows(marks, ekey=_ekey(eng, q, None), seq=F.col("seq"), kind=F.col("kind"), src="",
-                        ts=F.col("ts"), sign=0, etime=None, values=_values(types, _no_values))
+        _processor_rows(marks, ekey=_ekey(eng, q, None), seq=F.col("seq"), kind=F.col("kind"),
+                        src=F.coalesce(F.col("src"), F.lit("")), ts=F.col("ts"), sign=0, etime=None,
+                        values=_values(types, _no_values), note=F.col("note"))
     )  # fmt: skip
     return union_all(frames)
 

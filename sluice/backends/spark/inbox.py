@@ -13,6 +13,8 @@ data before markers, so a micro-batch that sees a marker has seen the data befor
 
 from __future__ import annotations
 
+import base64
+import pickle
 import time
 import uuid
 import warnings
@@ -66,8 +68,9 @@ class Inbox:
         self.min_ts: int | None = None
         self.last_ts: int | None = None
         self._batches: dict[str, list[pa.Table]] = {}  # source -> pending event batches
-        self._markers: list[tuple[int, str, int]] = []
-        self._unnumbered: list[tuple[str, int]] = []  # markers given since the last ``release``
+        # markers: (seq, kind, ts, source, note) — a punctuation's source and what it says (``note``)
+        self._markers: list[tuple[int, str, int, str | None, str | None]] = []
+        self._unnumbered: list[tuple[str, int, str | None, str | None]] = []  # given since the last ``release``
         self._static_written: set[str] = set()
 
     def source(self, name: str) -> SourceDef:
@@ -225,7 +228,10 @@ class Inbox:
                     "follow: give ts=… (no element stamped after it has those values)"
                 )
             ts = max(adm.max_seen, gate.released) // adm.scale
-        gate.punctuate(column, (int(ts) + 1) * adm.scale - 1, values, upto)  # (the instant's last tick)
+        tick = (int(ts) + 1) * adm.scale - 1  # (the instant's last tick)
+        gate.punctuate(column, tick, values, upto)
+        # the processors' joins and aggregates read it too (design 023, "On Spark")
+        self.marker("p", tick, d.name, punctuation_note(column, tick, values, upto))
         return int(ts)
 
     def release(self) -> None:
@@ -238,9 +244,9 @@ class Inbox:
             if out is not None:
                 d = self.source(key)
                 self._queue(d, self.admission_of(d), out)
-        for kind, ts in self._unnumbered:
+        for kind, ts, src, note in self._unnumbered:
             self.seq += 1
-            self._markers.append((self.seq, kind, ts))
+            self._markers.append((self.seq, kind, ts, src, note))
         self._unnumbered.clear()
 
     def held(self, name: str) -> int:
@@ -258,12 +264,13 @@ class Inbox:
         return [m for adm in self.admission.values() for m in adm.messages]
 
     # -- markers -------------------------------------------------------------------------
-    def marker(self, kind: str, ts: int) -> None:
+    def marker(self, kind: str, ts: int, src: str | None = None, note: str | None = None) -> None:
         """A marker: ``h`` heartbeat, ``e`` end, ``s`` start (every input gets an event time from
-        it) — numbered at the next ``release``, after the elements released there.  (An element
-        pushed after a heartbeat is stamped after it — else late — so numbering it first is safe.)
+        it), ``p`` a punctuation of stream ``src`` (``note``: ``punctuation_note``; no event time) —
+        numbered at the next ``release``, after the elements released there.  (An element pushed
+        after a heartbeat is stamped after it — else late — so numbering it first is safe.)
         """
-        self._unnumbered.append((kind, ts))
+        self._unnumbered.append((kind, ts, src, note))
 
     def complete(self, kind: str, ts: int, start: int | None) -> None:
         """Instants up to ``ts`` are complete (``h``) or the input ends there (``e``): static rows
@@ -321,11 +328,10 @@ class Inbox:
     def flush_markers(self) -> None:
         """Write the pending markers (after their data: ``SparkRunner.run`` says when)."""
         if self._markers:
-            seq, kind, ts = zip(*self._markers, strict=True)
-            self._write(
-                self.workdir / "markers",
-                pa.table({"seq": pa.array(seq, pa.int64()), "kind": pa.array(kind), "ts": pa.array(ts, pa.int64())}),
-            )
+            seq, kind, ts, src, note = zip(*self._markers, strict=True)
+            cols = {"seq": pa.array(seq, pa.int64()), "kind": pa.array(kind), "ts": pa.array(ts, pa.int64())}
+            cols.update(src=pa.array(src, pa.string()), note=pa.array(note, pa.string()))
+            self._write(self.workdir / "markers", pa.table(cols))
             self._markers.clear()
         self.released = self.seq
 
@@ -336,6 +342,16 @@ class Inbox:
         tmp = directory / f".{stem}.parquet"
         pq.write_table(table, tmp)
         tmp.rename(directory / f"{stem}.parquet")  # appears atomically
+
+
+def punctuation_note(column: str, tick: int, values: np.ndarray | None, upto: Any) -> str:
+    """A punctuation as a marker carries it to the processors (``read_punctuation``)."""
+    return base64.b64encode(pickle.dumps((column, tick, values, upto))).decode("ascii")
+
+
+def read_punctuation(note: str) -> tuple[str, int, np.ndarray | None, Any]:
+    column, tick, values, upto = pickle.loads(base64.b64decode(note))
+    return column, tick, values, upto
 
 
 def _last_seq(workdir: Path) -> int:

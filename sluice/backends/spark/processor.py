@@ -8,7 +8,8 @@ store and Spark's checkpoints carry it across restarts.  The state holds data on
 queues, buffered output — never the plan, the catalog or user functions.
 
 Input rows are events in typed columns: data (``d``) for source ``i`` in ``s{i}c{j}`` (with
-``s{i}n{j}`` is-null flags for non-string columns), heartbeats (``h``) and end of input (``e``).
+``s{i}n{j}`` is-null flags for non-string columns), heartbeats (``h``), end of input (``e``) and
+punctuations (``p``: the stream in ``src``, what it says in ``note``).
 Runs of data between markers become Arrow batches pushed on the engine's fast path.  The
 processor runs in event-time mode: Spark's watermark (each input's event time minus the slack,
 the minimum over inputs) completes instants on every key, through a timer each key re-arms.  Output rows
@@ -79,6 +80,22 @@ def register_udfs(catalog: Any, udfs: list[tuple[Any, ...]]) -> None:
     """
     for name, fn, ret, args, strict, *vec in udfs:
         catalog.register_function(name, fn, ret, args, strict=strict, vectorized=bool(vec and vec[0]))
+
+
+def _punctuate(eng: Any, name: str, note: str) -> None:
+    """A punctuation the driver checked (``SparkEngine.punctuate``) into this key's log of the
+    stream, where its joins and aggregates read it.  Added as a fact, not through
+    ``Source.punctuate``: this key may have released past its stamp already (Spark read later rows
+    in an earlier micro-batch) — the driver rejected every element that breaks it, so it holds
+    whenever it arrives; applied late, a join forgets only later.
+    """
+    from sluice.backends.spark.inbox import read_punctuation
+
+    src = eng.sources.get(str(name).lower())
+    if src is None:
+        return
+    column, tick, values, upto = read_punctuation(note)
+    src.punctuations.add(column, tick, values, upto)
 
 
 class SluiceProcessor(StatefulProcessor):
@@ -226,6 +243,8 @@ class SluiceProcessor(StatefulProcessor):
                     eng.heartbeat(ts)
                 elif kinds[m] == "e":
                     eng.close(ts)
+                elif kinds[m] == "p":
+                    _punctuate(eng, events["src"].iat[m], events["note"].iat[m])
                 # "s" (a query started) only gave every input an event time
             lo = m + 1
         yield from self._finish(eng, before, timerValues, rejected)
