@@ -36,7 +36,15 @@ import numpy as np
 from sluice.backends.embedded import EmbeddedEngine
 from sluice.experiments import jiang
 from sluice.experiments.on_engine import BUDGET, KEYS, _stages, calibrate, engine, otherwise, play
-from sluice.experiments.on_engine_claims import TOLERANCE, apart, cost_to_match, max_ratio, ratio, within_spread
+from sluice.experiments.on_engine_claims import (
+    TOLERANCE,
+    apart,
+    cost_to_match,
+    latency_why,
+    max_ratio,
+    ratio,
+    within_spread,
+)
 from sluice.experiments.results import claim
 from sluice.experiments.scheduling import Progress
 from sluice.scheduling.model import Op, Path
@@ -606,7 +614,7 @@ def agreement(rows: dict[str, Any], realised: list[float], spread: float | None 
                 + str({s: r.get("model_output_latency") for s, r in rows.items()})
                 + "; the model with the engine's order (a join waits for its instant) "
                 + str({s: r.get("ordered_model_output_latency") for s, r in rows.items()})
-                + " — whether the order explains the ranking is read there."
+                + latency_why(rows)
                 if any(r.get("ordered_model_output_latency") for r in rows.values())
                 else ""
             ),
