@@ -192,12 +192,10 @@ class SparkEngine:
         cols = tuple(ast.ColumnDef(c.name, c.type) for c in d.schema.columns)
         if d.kind is Kind.STREAM:
             for c in d.constraints:
-                if c.kind == "REFERENCES" and c.ref.lower() in self.inbox.external:
+                why = self._reference_refused(d, c) if c.kind == "REFERENCES" else None
+                if why is not None:
                     self.catalog.unregister(d.name)
-                    raise SluiceError(
-                        f"{d.name}: FOREIGN KEY ({c.column}) REFERENCES {c.ref}, whose rows Spark reads itself "
-                        "(attached), unchecked: push them to check the reference"
-                    )
+                    raise SluiceError(f"{d.name}: FOREIGN KEY ({c.column}) REFERENCES {c.ref}: {why}")
             self.inbox.declare(d)
         # The driver holds and checks the stream's constraints as the embedded engine's source
         # does (``gate``).  A processor's engine sees one key's rows, in the driver's order:
@@ -206,6 +204,20 @@ class SparkEngine:
         # and its check rejects nothing — CLUSTERED BY need not (design 023, "On Spark")
         kept = tuple(c for c in d.constraints if c.kind != "CLUSTERED")
         self.ddl[d.name.lower()] = to_cql(ast.RegisterSource(kind, d.name, cols, d.unit, kept)) + ";"
+
+    def _reference_refused(self, d: SourceDef, c: ast.StreamConstraint) -> str | None:
+        """Why Spark cannot check ``d``'s FOREIGN KEY ``c`` (None: it can)."""
+        target = self._source(c.ref)
+        if target.name.lower() in self.inbox.external:
+            return "Spark reads its rows itself (attached), unchecked: push them to check the reference"
+        if self.catalog.scale(target) > self.catalog.scale(d):
+            # a heartbeat completes each stream in its own unit: the referenced one in a coarser unit
+            # would be complete (to Spark's watermark) beyond what the driver may release of it
+            return (
+                f"on Spark the referenced stream may not count time in coarser units than {d.name} "
+                f"({target.unit or 'the catalog unit'} against {d.unit or 'the catalog unit'}); use the embedded engine"
+            )
+        return None
 
     def register_view(self, name: str, query: str, columns: Sequence[str] = (), kind: Kind | None = None) -> None:
         """A named view (STREAM's ``vquery``/``vtable``), checked as ``EmbeddedEngine.register_view``."""
@@ -257,6 +269,7 @@ class SparkEngine:
         rw = rewrite(bq.plan, rules_for(self.sharing))  # (the rules of the processors' engines)
         part = partitioning(rw.plan)
         q = SparkQuery(name, bq, rw.plan, rw.applied, part, sources, self.inbox.released, sink, out_path, engine=self)
+        q.since = self.inbox.since()  # (registered while running: from after what was released)
         self.queries[name] = q
         return q
 
@@ -281,11 +294,28 @@ class SparkEngine:
         them, and a source registered again under the name starts empty.
         """
         d = check_unused(self.catalog, name, {n: q.bound.text for n, q in self.queries.items()})
+        if isinstance(d, SourceDef) and any(c.kind == "REFERENCES" for c in d.constraints):
+            self._references_unused(d)
         self.catalog.unregister(d.name)
         self.ddl.pop(d.name.lower(), None)
         if isinstance(d, SourceDef):
             self.inbox.forget(d)
         return d
+
+    def _references_unused(self, d: SourceDef) -> None:
+        """``InUseError`` if a query's processors forget state by ``d``'s references (as
+        ``EmbeddedEngine._drop_references``): asked of an engine built as the processors build theirs.
+        """
+        from sluice.backends.embedded import EmbeddedEngine
+
+        scratch = EmbeddedEngine(
+            time_unit=self.catalog.time_unit, sharing=self.sharing, join_intermediates=self.join_intermediates
+        )
+        register_udfs(scratch.catalog, self.udfs)
+        scratch.execute("\n".join(self.ddl.values()))
+        for n, q in self.queries.items():
+            scratch.register_query(q.bound.text, name=n)
+        scratch.unregister_source(d.name)  # (raises InUseError naming the queries)
 
     def register_function(
         self,
@@ -362,11 +392,12 @@ class SparkEngine:
 
     def _attach(self, name: str, kind: str, options: dict[str, Any]) -> None:
         d = self._source(name)
-        if d.constraints or d.name.lower() in self.inbox.gates:
+        gate = self.inbox.gates.get(d.name.lower())
+        if d.constraints or (gate is not None and gate.referenced_by):
             why = "declares k-constraints" if d.constraints else "is referenced by a FOREIGN KEY"
             raise SluiceError(
-                f"{d.name} {why}, which the driver checks as rows are pushed; Spark would read these "
-                "rows itself, unchecked: push them, or declare the stream without"
+                f"{d.name} {why}, which the driver checks on the rows pushed to it; Spark would read "
+                "these rows itself, unchecked: push them, or declare the stream without"
             )
         if any(q.stream is not None for q in self.queries.values()):
             raise SluiceError(f"attach sources before the first run() that releases input ({d.name})")
@@ -450,8 +481,11 @@ class SparkEngine:
         self.runner.run()
 
     def stop(self) -> None:
-        """Stop the streaming queries (their checkpoints stay; a new engine on the same workdir resumes)."""
+        """Stop the streaming queries (their checkpoints stay; a new engine on the same workdir
+        resumes, with the rows pushed here whose instants were not complete yet).
+        """
         self.runner.stop()
+        self.inbox.save_held()
 
     def punctuate(
         self, name: str, column: str, *, values: Sequence[Any] | None = None, upto: Any = None, ts: int | None = None

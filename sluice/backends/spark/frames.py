@@ -54,11 +54,15 @@ def union_all(frames: Sequence[Any]) -> Any:
     return out
 
 
-def query_rows(frame: Any, q: SparkQuery) -> Any:
+def query_rows(frame: Any, q: SparkQuery, scale: int = 1, relation: bool = False) -> Any:
     """A source's rows that are the query's input: pushed events from its registration on, an
-    attached source's rows (``seq`` −1) all.
+    attached source's rows (``seq`` −1) all; of a stream, none stamped before the query's first
+    instant (``since``, ticks; ``scale``: ticks per unit of ``ts``).
     """
-    return frame.where((F.col("seq") > q.seq_from) | (F.col("seq") < 0))
+    rows = frame.where((F.col("seq") > q.seq_from) | (F.col("seq") < 0))
+    if q.since is not None and not relation:
+        rows = rows.where(F.col("ts") * F.lit(scale) >= F.lit(q.since))
+    return rows
 
 
 def local_path(uri: str) -> str | None:
@@ -227,7 +231,7 @@ def _timed_rows(eng: SparkEngine, q: SparkQuery, d: SourceDef, delay: int, keep:
     scale = F.lit(eng.catalog.scale(d))
     slack = F.lit(eng.slack)
     names = [f"c{j}" for j in range(len(d.schema))]
-    data = query_rows(source_frame(eng, d.name), q)
+    data = query_rows(source_frame(eng, d.name), q, eng.catalog.scale(d), d.kind is Kind.RELATION)
     et_data = F.col("ts") * scale
     if d.kind is Kind.RELATION and eng.inbox.first is not None:
         # a change before the first instant applies at it (its processors' engines raise its ts
@@ -236,15 +240,18 @@ def _timed_rows(eng: SparkEngine, q: SparkQuery, d: SourceDef, delay: int, keep:
         et_data = F.greatest(et_data, F.lit(eng.inbox.first))
     data = data.select("seq", F.lit("d").alias("kind"), "ts", "sign", *names, et_data.alias("et"))
     # With Spark's delay of slack + 1, h(τ) completes ticks < (τ+1)·scale and e(u) ticks ≤ u.
+    # An "r" marker (the driver released d up to ts, ticks) as an end: Inbox.release.
     et = (
         F.when(F.col("kind") == "h", (F.col("ts") + 1) * scale + slack)
-        .when(F.col("kind") == "e", F.col("ts") + 1 + slack)
+        .when(F.col("kind").isin("e", "r"), F.col("ts") + 1 + slack)
         .otherwise(F.col("ts"))
     )
-    # (a punctuation says nothing of time: it moves no watermark)
+    # (a punctuation says nothing of time: it moves no watermark; what a stream released moves
+    # only its own input's)
+    mine = (F.col("kind") != "r") | (F.col("src") == F.lit(d.name))
     marks = (
         _marker_frame(eng, q)
-        .where(F.col("kind") != "p")
+        .where((F.col("kind") != "p") & mine)
         .select(
             "seq",
             F.lit("w").alias("kind"),
@@ -315,8 +322,12 @@ def input_frame(eng: SparkEngine, q: SparkQuery) -> Any:
             _processor_rows(frame, ekey=ekey, seq=F.col("seq"), kind=F.col("kind"), src=d.name, ts=F.col("ts"),
                             sign=F.col("sign"), etime=F.col("etime"), values=_values(types, _own(i)))
         )  # fmt: skip
-    # the markers themselves reach every key in-band (no event time: never late)
-    marks = _marker_frame(eng, q).where(F.col("kind") != "s")
+    # the markers themselves reach every key in-band (no event time: never late); a punctuation
+    # only the processors of queries reading its stream
+    read = [F.lit(s) for s in q.sources]
+    marks = _marker_frame(eng, q).where(
+        ~F.col("kind").isin("s", "r") & ((F.col("kind") != "p") | F.col("src").isin(*read))
+    )
     frames.append(
         _processor_rows(marks, ekey=_ekey(eng, q, None), seq=F.col("seq"), kind=F.col("kind"),
                         src=F.coalesce(F.col("src"), F.lit("")), ts=F.col("ts"), sign=0, etime=None,
@@ -434,7 +445,7 @@ def native_branch(eng: SparkEngine, q: SparkQuery, plan: NativePlan, noting: boo
     with no match), takes such elements apart first.
     """
     d = eng._source(plan.source)
-    frame = query_rows(source_frame(eng, d.name), q)
+    frame = query_rows(source_frame(eng, d.name), q, eng.catalog.scale(d), d.kind is Kind.RELATION)
     early = _before_first(eng, d)
     # an attached source's row whose ts Spark could not read (NULL): rejected with a note
     no_ts = F.col("ts").isNull()

@@ -1,8 +1,9 @@
-"""The Spark driver's held streams: k-constraints, punctuations and references (design 023, "On Spark").
+"""The Spark driver's streams, held and released as the embedded engine's sources release them
+(design 023, "On Spark").
 
-A stream that declares k-constraints (STREAM §4.1), ``PUNCTUATED BY``, a ``FOREIGN KEY …
-REFERENCES``, or is referenced by one, is checked on the driver exactly as the embedded engine's
-source checks it (``sluice.runtime.operators.sources.Source``): its admitted rows wait here until
+Every stream — with its k-constraints (STREAM §4.1), ``PUNCTUATED BY`` and ``FOREIGN KEY …
+REFERENCES``, if it declares any — is released on the driver exactly as the embedded engine's
+source releases it (``sluice.runtime.operators.sources.Source``): its admitted rows wait here until
 their instant is complete — by the stream's lateness rule, heartbeats and ``close()``, and for a
 referenced stream no later than each referencing stream has released, plus ``k`` — and leave at
 ``run()`` in timestamp order (ties in push order), checked against the same ``Constraints`` and

@@ -4,9 +4,10 @@ Pushed rows pass the one admission check (``sluice.backends.rows``) and the late
 (``sluice.runtime.admission``, the embedded engine's sources' own: a partition key sees only its
 own elements, so the driver decides for all of them) and wait as typed event batches, numbered
 by arrival (``seq``); heartbeats, ends and the start are markers numbered in the same sequence.
-A stream with k-constraints, punctuations or references is held (``gate.Gate``) and released at
-``run()`` as the embedded engine's source releases it; ``release`` numbers what it releases, then
-the markers given since the last run, so a marker follows every element it completes.
+Every stream is held (``gate.Gate``) and released at ``run()`` as the embedded engine's source
+releases it — complete instants, checked against its k-constraints, punctuations and references;
+``release`` numbers what it releases, then the markers given since the last run, so a marker
+follows every element it completes.  Held rows outlive ``stop()`` (``save_held``).
 ``flush`` writes both as Parquet files into the work directory, which Spark reads as streams:
 data before markers, so a micro-batch that sees a marker has seen the data before it.
 """
@@ -35,6 +36,7 @@ from sluice.runtime.admission import Admission, first_instant
 from sluice.runtime.batch import NEG_INF, to_elements, ts_of
 
 STATIC_STEM = "part-static-"  # a static relation's one file in a work directory
+HELD = "held"  # what the streams held at ``stop()``, one file a stream
 RETIRED = "retired"  # the files of unregistered sources
 
 
@@ -44,10 +46,13 @@ class Inbox:
         self.workdir = workdir
         self.slack = slack
         self.admission: dict[str, Admission] = {}  # per source, created at its first input
-        # per stream with k-constraints, punctuations or references (STREAM §4.1), or referenced:
-        # held and checked as the embedded engine's source does (``gate``), in registration order
-        # (a stream references only streams registered before it)
+        # per stream: held and checked as the embedded engine's source does (``gate``), in
+        # registration order (a stream references only streams registered before it)
         self.gates: dict[str, Gate] = {}
+        # the latest instant any source released (ticks; what a query registered now starts after,
+        # as on the embedded engine: ``since``)
+        self.released_upto = NEG_INF
+        self._told: dict[str, int] = {}  # per stream, the last "r" marker: released up to (ticks)
         # source -> (kind, options): "directory" (path, format, options), "rate", "socket"
         self.external: dict[str, tuple[str, dict[str, Any]]] = {}
         self.static: dict[str, list[tuple[Any, ...]]] = {}  # relation -> its fixed rows
@@ -177,17 +182,20 @@ class Inbox:
         if batch.num_rows == 0:
             return
         ticks = ts_of(batch)
-        lo, hi = int(ticks.min()), int(ticks.max())
+        self._seen(d, int(ticks.min()), int(ticks.max()))
+        gate = self.gates.get(d.name.lower())
+        if gate is not None:
+            gate.hold(batch)  # (released, checked and numbered at ``run()``: ``release``)
+        else:  # (a relation: its processors' engines hold and check it)
+            self._queue(d, adm, batch)
+
+    def _seen(self, d: SourceDef, lo: int, hi: int) -> None:
+        """Elements stamped ``lo``..``hi`` (ticks) pushed to ``d``: the first instant and ``close()`` read it."""
         self.min_ts = lo if self.min_ts is None else min(self.min_ts, lo)
         if self.first is None:
             key = d.name.lower()
             self._firsts[key] = min(self._firsts.get(key, lo), lo)
         self.last_ts = hi if self.last_ts is None else max(self.last_ts, hi)
-        gate = self.gates.get(d.name.lower())
-        if gate is not None:
-            gate.hold(batch)  # (released, checked and numbered at ``run()``: ``release``)
-        else:
-            self._queue(d, adm, batch)
 
     def _queue(self, d: SourceDef, adm: Admission, batch: pa.Table) -> None:
         """Admitted elements (ticks) numbered and waiting to be written for Spark."""
@@ -202,19 +210,39 @@ class Inbox:
 
     # -- held streams (``gate``) -----------------------------------------------------------
     def declare(self, d: SourceDef) -> None:
-        """A stream registered: held here if it declares constraints or references a stream
-        (which is held then too, and waits for it).
+        """A stream registered: held here (``gate``), with what an earlier engine on the work
+        directory held at ``stop()``; a FOREIGN KEY links it to the stream it references.
         """
-        if not d.constraints:
-            return
         gate = self.gates[d.name.lower()] = Gate(d, self.admission_of(d))
+        saved = self.workdir / HELD / f"{d.name.lower()}.parquet"
+        if saved.exists():
+            held = pq.read_table(saved)
+            gate.hold(held)
+            saved.unlink()
+            if held.num_rows:  # (pushed to the engine before: as if pushed to this one)
+                ticks = ts_of(held)
+                lo, hi = int(ticks.min()), int(ticks.max())
+                self._seen(d, lo, hi)
+                gate.adm.max_seen = max(gate.adm.max_seen, hi)
         scale = self.catalog.scale(d)
         for c in d.constraints:
             if c.kind == "REFERENCES":  # (the catalog checked it names a stream registered before)
-                target = self.source(c.ref)
-                if target.name.lower() not in self.gates:  # (kept first: referencing streams release first)
-                    self.gates = {target.name.lower(): Gate(target, self.admission_of(target)), **self.gates}
-                gate.reference(self.gates[target.name.lower()], c, c.k * scale)
+                gate.reference(self.gates[c.ref.lower()], c, c.k * scale)
+
+    def save_held(self) -> None:
+        """What the streams hold (pushed, their instants not complete) into the work directory,
+        where the next engine on it takes them back (``declare``): nothing pushed is lost at
+        ``stop()``.
+        """
+        for key, gate in self.gates.items():
+            if gate.pending:
+                self._write_file(self.workdir / HELD / f"{key}.parquet", pa.concat_tables(gate.pending))
+
+    def since(self) -> int | None:
+        """Where a query registered now starts (ticks), as on the embedded engine: after the
+        latest instant any source released; None before anything was (it reads from the start).
+        """
+        return None if self.released_upto == NEG_INF else self.released_upto + 1
 
     def punctuate(self, d: SourceDef, column: str, values: np.ndarray | None, upto: Any, ts: int | None) -> int:
         """A punctuation on a held stream, as ``EmbeddedEngine.punctuate`` (``ts`` in its unit;
@@ -241,9 +269,18 @@ class Inbox:
         """
         for key, gate in reversed(self.gates.items()):
             out = gate.release()
+            d = self.source(key)
             if out is not None:
-                d = self.source(key)
                 self._queue(d, self.admission_of(d), out)
+            self.released_upto = max(self.released_upto, gate.released)
+            if gate.released > self._told.get(key, NEG_INF):
+                # Spark's watermark must know what the stream completed: its released rows alone
+                # would put it up to slack + 1 ticks behind (the rows of an incomplete instant stay here)
+                self._told[key] = gate.released
+                self.marker("r", gate.released, d.name)
+        for key, adm in self.admission.items():  # (relations: released as far as complete)
+            if key not in self.gates and key not in self.external:
+                self.released_upto = max(self.released_upto, adm.complete_upto())
         for kind, ts, src, note in self._unnumbered:
             self.seq += 1
             self._markers.append((self.seq, kind, ts, src, note))
@@ -266,7 +303,8 @@ class Inbox:
     # -- markers -------------------------------------------------------------------------
     def marker(self, kind: str, ts: int, src: str | None = None, note: str | None = None) -> None:
         """A marker: ``h`` heartbeat, ``e`` end, ``s`` start (every input gets an event time from
-        it), ``p`` a punctuation of stream ``src`` (``note``: ``punctuation_note``; no event time) —
+        it), ``r`` stream ``src`` released up to ``ts`` (ticks; its input's event time only), ``p`` a
+        punctuation of stream ``src`` (``note``: ``punctuation_note``; no event time) —
         numbered at the next ``release``, after the elements released there.  (An element pushed
         after a heartbeat is stamped after it — else late — so numbering it first is safe.)
         """
@@ -336,12 +374,15 @@ class Inbox:
         self.released = self.seq
 
     def _write(self, directory: Path, table: pa.Table, prefix: str = "part-") -> None:
-        directory.mkdir(parents=True, exist_ok=True)
         # unique across engines on one workdir (a restarted engine keeps adding files)
-        stem = f"{prefix}{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
-        tmp = directory / f".{stem}.parquet"
+        self._write_file(directory / f"{prefix}{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet", table)
+
+    @staticmethod
+    def _write_file(path: Path, table: pa.Table) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}")
         pq.write_table(table, tmp)
-        tmp.rename(directory / f"{stem}.parquet")  # appears atomically
+        tmp.rename(path)  # appears atomically
 
 
 def punctuation_note(column: str, tick: int, values: np.ndarray | None, upto: Any) -> str:

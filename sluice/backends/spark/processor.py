@@ -95,7 +95,10 @@ def _punctuate(eng: Any, name: str, note: str) -> None:
     if src is None:
         return
     column, tick, values, upto = read_punctuation(note)
-    src.punctuations.add(column, tick, values, upto)
+    # at the latest stamp in the log, if later: readers count the entries they applied, and one
+    # put before those would never be read ("none after τ'" for τ' ≥ τ is implied by it)
+    entries = src.punctuations.of(column)
+    src.punctuations.add(column, max(tick, entries[-1][0]) if entries else tick, values, upto)
 
 
 class SluiceProcessor(StatefulProcessor):

@@ -78,6 +78,9 @@ class SparkQuery:
     preagg: PreAggregate | None = None  # what Spark aggregates before the processor (design 015)
     dropped: int = 0  # elements Spark dropped behind its watermark
     seen_batches: set[int] = field(default_factory=set)
+    # registered while running: its first instant (ticks), after the latest any source released —
+    # a stream's element stamped before it is not its input (``frames.query_rows``; as ``Since``)
+    since: int | None = None
     buckets: int = 0  # partition keys, fixed when the query first starts (SparkEngine._buckets)
     engine: Any = field(default=None, repr=False, compare=False)  # the SparkEngine that runs it
     processor: Any = field(default=None, repr=False, compare=False)  # the driver's copy of its processor

@@ -54,19 +54,22 @@ class Runner:
         """A query's input starts after the events handed to Spark before it was registered
         (``seq_from``), fixed when it first starts: a query resuming a checkpoint reads from the
         saved point (a batch Spark replays after a crash holds events a new engine numbers before
-        its own), a new one from now.  A checkpoint older than the saved point read from 0.
+        its own), a new one from now.  A checkpoint older than the saved point read from 0.  Saved
+        with it: the first instant of a query registered while running (``SparkQuery.since``).
         """
         q = members[0]
         saved = self.engine.workdir / q.label / "seq_from"
+        since = q.since
         if saved.exists():
-            seq = int(saved.read_text())
+            seq, *rest = saved.read_text().split()
+            since = int(rest[0]) if rest else None
         elif (self.engine.workdir / q.label / "checkpoint").exists():
-            seq = 0
+            seq, since = "0", None
         else:
-            seq = q.seq_from
-            write_atomic(saved, str(seq).encode())
+            seq = str(q.seq_from)
+            write_atomic(saved, (seq if since is None else f"{seq} {since}").encode())
         for m in members:
-            m.seq_from = seq
+            m.seq_from, m.since = int(seq), since
 
     def _buckets_file(self, q: SparkQuery) -> Path:
         return self.engine.workdir / q.label / "buckets"
@@ -115,7 +118,7 @@ class Runner:
                 and eng.preagg_of(o) is None
                 and window_join_signature(o.plan, eng.join_intermediates) == sig
             ):
-                if (o.sources, o.part, o.seq_from) == (q.sources, q.part, q.seq_from):
+                if (o.sources, o.part, o.seq_from, o.since) == (q.sources, q.part, q.seq_from, q.since):
                     out.append(o)
         return out
 
