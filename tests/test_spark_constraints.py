@@ -395,3 +395,62 @@ def test_punctuations_reaching_a_key_out_of_order_are_all_read() -> None:
     eng.close()
     (join,) = [op for op in eng.operators if isinstance(op, Join)]
     assert len(join.left) == 5  # O's oid 3 only (3, 7, 11, 20, 30): 0, 1 and 2 all forgotten
+
+
+def test_queries_registered_while_running_start_where_the_embedded_engines_do(spark, tmp_path) -> None:
+    """A second review's case: a late query's operators start at its first instant (no output
+    before it) and it reads a relation's contents at that instant, as the embedded ``Since``."""
+    queries = {
+        "c": "select count(*) from S [Range 3]",
+        "r": "select * from R",
+        "j": "Istream(select S.a, R.k from S [Now], R where S.a = R.k)",
+        "early": "select a from S",
+    }
+    calls = [
+        ("register_query", ("early",), {}),
+        ("push", ("R", [(1, "+", 1), (2, "+", 6), (3, "-", 1)]), {}),
+        ("push", ("S", [(1, 1), (2, 6), (4, 6)]), {}),
+        ("heartbeat", (4,), {}),
+        ("run", (), {}),
+        ("register_query", ("c",), {}),
+        ("register_query", ("r",), {}),
+        ("register_query", ("j",), {}),
+        ("push", ("R", [(6, "+", 7)]), {}),
+        ("push", ("S", [(5, 6), (7, 7), (9, 1)]), {}),
+        ("close", (), {}),
+    ]
+    ddl = "register stream S (a integer); register relation R (k integer)"
+    got, _ = _same_on_both(spark, tmp_path, ddl, queries, calls, slack=0)
+    assert got["answers"]["c"][0].ts == 5 and got["answers"]["r"] and got["answers"]["j"]
+
+
+def test_rows_held_at_stop_are_kept_once_and_go_with_their_stream(tmp_path) -> None:
+    """The driver's ``held/`` files (no Spark needed): rewritten or removed at every ``stop()``,
+    removed with their stream, skipped with a warning when the stream came back with another schema.
+    """
+    from sluice.backends.spark.inbox import Inbox
+    from sluice.catalog import Catalog
+    from sluice.plan.ddl import execute
+
+    cat = Catalog()
+    execute(cat, "register stream S (a integer)")
+    first = Inbox(cat, tmp_path, 0)
+    first.declare(cat.lookup("S"))
+    first.push("S", [(5, 1)])
+    first.save_held()  # (stop(): instant 5 not complete)
+    first.complete("h", 5, None)
+    first.fix_first()
+    first.release()  # released now: a second stop() leaves no stale file
+    first.save_held()
+    assert not (tmp_path / "held" / "s.parquet").exists()
+    first.push("S", [(7, 2)])
+    first.save_held()
+    first.forget(cat.lookup("S"))  # (unregistered: its held rows go with it)
+    assert not (tmp_path / "held" / "s.parquet").exists()
+    first.declare(cat.lookup("S"))
+    first.push("S", [(9, 3)])
+    first.save_held()
+    cat.unregister("S")
+    execute(cat, "register stream S (a varchar(4))")  # another schema under the name
+    with pytest.warns(UserWarning, match="of another schema"):
+        Inbox(cat, tmp_path, 0).declare(cat.lookup("S"))

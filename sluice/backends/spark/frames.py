@@ -56,13 +56,17 @@ def union_all(frames: Sequence[Any]) -> Any:
 
 def query_rows(frame: Any, q: SparkQuery, scale: int = 1, relation: bool = False) -> Any:
     """A source's rows that are the query's input: pushed events from its registration on, an
-    attached source's rows (``seq`` −1) all; of a stream, none stamped before the query's first
-    instant (``since``, ticks; ``scale``: ticks per unit of ``ts``).
+    attached source's rows (``seq`` −1) all — but for a query registered while running (``since``,
+    its first instant in ticks; ``scale``: ticks per unit of ``ts``), as the embedded engine's
+    ``Since``: of a stream none stamped before it, of a relation every change (its processors
+    apply those before ``since`` at it: its contents then).
     """
-    rows = frame.where((F.col("seq") > q.seq_from) | (F.col("seq") < 0))
-    if q.since is not None and not relation:
-        rows = rows.where(F.col("ts") * F.lit(scale) >= F.lit(q.since))
-    return rows
+    if q.since is None:
+        return frame.where((F.col("seq") > q.seq_from) | (F.col("seq") < 0))
+    if relation:
+        return frame
+    new = (F.col("seq") > q.seq_from) | (F.col("seq") < 0)
+    return frame.where(new & (F.col("ts") * F.lit(scale) >= F.lit(q.since)))
 
 
 def local_path(uri: str) -> str | None:
@@ -210,7 +214,7 @@ def _processor_rows(frame: Any, *, ekey: Any, seq: Any, kind: Any, src: Any, ts:
 
 def _marker_frame(eng: SparkEngine, q: SparkQuery) -> Any:
     """The driver's markers (``seq, kind, ts, src, note``: heartbeats, ends, query starts,
-    punctuations) for this query.
+    streams released up to, punctuations) for this query.
     """
     mdir = eng.workdir / "markers"
     mdir.mkdir(parents=True, exist_ok=True)

@@ -142,6 +142,8 @@ class Inbox:
         gate = self.gates.pop(key, None)
         if gate is not None:
             gate.unreference()
+        self._told.pop(key, None)
+        (self.workdir / HELD / f"{key}.parquet").unlink(missing_ok=True)
         for held in (self.admission, self.external, self.static, self._batches, self._firsts):
             held.pop(key, None)
         self._static_written.discard(key)
@@ -217,13 +219,21 @@ class Inbox:
         saved = self.workdir / HELD / f"{d.name.lower()}.parquet"
         if saved.exists():
             held = pq.read_table(saved)
-            gate.hold(held)
             saved.unlink()
-            if held.num_rows:  # (pushed to the engine before: as if pushed to this one)
+            want = rows_to_batch([], d.schema, False, d.name)[0].schema
+            if held.schema.remove_metadata() != want.remove_metadata():
+                warnings.warn(
+                    f"{saved}: rows held for a stream {d.name} of another schema ({held.schema.types} against "
+                    f"{want.types}), skipped",
+                    stacklevel=2,
+                )
+            elif held.num_rows:  # (pushed to an engine before: as if pushed to this one)
+                gate.hold(held)
                 ticks = ts_of(held)
                 lo, hi = int(ticks.min()), int(ticks.max())
                 self._seen(d, lo, hi)
                 gate.adm.max_seen = max(gate.adm.max_seen, hi)
+                gate.adm.accepted += held.num_rows
         scale = self.catalog.scale(d)
         for c in d.constraints:
             if c.kind == "REFERENCES":  # (the catalog checked it names a stream registered before)
@@ -235,8 +245,11 @@ class Inbox:
         ``stop()``.
         """
         for key, gate in self.gates.items():
+            path = self.workdir / HELD / f"{key}.parquet"
             if gate.pending:
-                self._write_file(self.workdir / HELD / f"{key}.parquet", pa.concat_tables(gate.pending))
+                self._write_file(path, pa.concat_tables(gate.pending))
+            else:  # (an engine stopped before: its file is stale now)
+                path.unlink(missing_ok=True)
 
     def since(self) -> int | None:
         """Where a query registered now starts (ticks), as on the embedded engine: after the

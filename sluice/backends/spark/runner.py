@@ -167,6 +167,9 @@ class Runner:
                 write_atomic(saved, json.dumps(list(names)).encode())
         first = eng.inbox.first
         assert first is not None, "queries start once the first instant is fixed (run)"
+        self._resume_seq(members)
+        if q.since is not None:  # registered while running: its operators start there (as ``Since``)
+            first = max(first, q.since)
         ddl, text = "\n".join(eng.ddl.values()), q.bound.text
         inputs = [(d.name, list(d.schema.types)) for d in map(eng._source, q.sources)]
         if q.preagg is not None:  # the processor runs the rewritten query over Spark's partials
@@ -192,7 +195,6 @@ class Runner:
             else None,
         )
         q.processor = proc
-        self._resume_seq(members)
         if q.native is None and q.part is not None:
             buckets = self.buckets(q)  # before the checkpoint directory exists
             write_atomic(self._buckets_file(q), str(buckets).encode())
