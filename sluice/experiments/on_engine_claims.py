@@ -261,8 +261,9 @@ def latency_why(rows: dict[str, Any]) -> str:
         "its measured costs, in whole tuples without preemption, the engine's ranking is the model's — not an "
         "effect of how the engine executes. On jiang-compare's own workload whole tuples alone reverse Jiang's "
         "tuple latency (its whole_tuples: a tuple a selective leaf drops is done there, and Chain runs the leaves "
-        "first), though not the output tuples' latency there; here the output tuples' latency turns too (which "
-        "of this plan's features turns it — its joins' waits, its costs, its sharing — is not separated)."
+        "first), though not the output tuples' latency there, nor with its joins waiting for their instants "
+        "(whole_tuples' output_latency_joins_waiting: the gap narrows); here the output tuples' latency turns "
+        "too — the plan's measured costs or its sharing, not separated further."
     )
 
 
