@@ -325,10 +325,8 @@ class EmbeddedEngine:
                     f"{gone.name}: queries {', '.join(users)} forget state by its references to {t.name} "
                     f"({ref.implied.sql()}): unregister them first"
                 )
-        for ref, t in targets:
-            t.checker.remove(ref.implied)
-            t.punctuations.drop(ref.column)
-            t.referenced_by = [(r, k) for r, k in t.referenced_by if r is not gone]
+        for ref in gone.references:
+            ref.withdraw(gone)
 
     def deactivate(self, name: str) -> None:
         """Stop maintaining a query (STREAM §2.4: "the system may not maintain the answer"): the

@@ -16,30 +16,15 @@ as on the embedded engine.  Elements leave here before the markers numbered with
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pyarrow as pa
 
 from sluice.catalog import SourceDef
 from sluice.cql.ast import StreamConstraint
-from sluice.errors import SluiceError
 from sluice.runtime.admission import Admission
-from sluice.runtime.batch import META, NEG_INF, sort_by_ts, ts_of
+from sluice.runtime.batch import NEG_INF, sort_by_ts, ts_of
 from sluice.runtime.constraints import Constraints, PunctuationLog, log_column
-
-
-@dataclass(frozen=True, slots=True)
-class _Reference:
-    """What this stream's released elements say of ``target`` (``sources.Reference``): each one's
-    value of attribute ``index``, stamped ``t``, as "none after ``t + k``" in ``target``'s log.
-    """
-
-    target: Gate
-    column: str  # in the target's log (``constraints.log_column``)
-    index: int
-    k: int  # ticks
-    implied: StreamConstraint
+from sluice.runtime.operators.sources import Reference, punctuation_after
 
 
 class Gate:
@@ -48,32 +33,30 @@ class Gate:
     def __init__(self, d: SourceDef, adm: Admission) -> None:
         self.name = d.name
         self.adm = adm
-        self.log = PunctuationLog(d.name)
+        self.punctuations = PunctuationLog(d.name)
         own = [c for c in d.constraints if c.kind != "REFERENCES"]  # (a FOREIGN KEY is checked on its target)
-        self.checker = Constraints.of_stream(d.name, d.schema, own, self.log)
+        self.checker = Constraints.of_stream(d.name, d.schema, own, self.punctuations)
         self.index = {c.name.lower(): i for i, c in enumerate(d.schema.columns)}
         self.pending: list[pa.Table] = []  # admitted, in push order (ticks)
         self.released = NEG_INF  # every element stamped ≤ it has left (``Source._wm_out``)
         self.referenced_by: list[tuple[Gate, int]] = []
-        self.references: list[_Reference] = []
+        self.references: list[Reference] = []  # (each one's target a Gate)
 
     def reference(self, target: Gate, c: StreamConstraint, k: int) -> None:
         """``FOREIGN KEY (c.column) REFERENCES target(c.ref_column) WITHIN k`` (ticks), as
         ``Source.reference``: ``target`` checks an implied ``PUNCTUATED BY`` and waits for this one.
         """
         implied = StreamConstraint("PUNCTUATED", c.ref_column, c.k, self.name, c.column)
-        target.checker.add(implied, target.index[c.ref_column.lower()], target.log)
+        target.checker.add(implied, target.index[c.ref_column.lower()], target.punctuations)
         target.referenced_by.append((self, k))
-        self.references.append(_Reference(target, log_column(implied), self.index[c.column.lower()], k, implied))
+        self.references.append(Reference(target, log_column(implied), self.index[c.column.lower()], k, implied))
         if target.released > NEG_INF:  # declared while running: what it speaks of is out already
             self.adm.heartbeat(target.released - k - 1, scaled=True)
 
     def unreference(self) -> None:
         """Unregistered: the streams it references stop waiting for it and checking it."""
         for ref in self.references:
-            ref.target.checker.remove(ref.implied)
-            ref.target.log.drop(ref.column)
-            ref.target.referenced_by = [(g, k) for g, k in ref.target.referenced_by if g is not self]
+            ref.withdraw(self)
         self.references = []
 
     def hold(self, batch: pa.Table) -> None:
@@ -88,12 +71,8 @@ class Gate:
 
     def punctuate(self, column: str, tick: int, values: np.ndarray | None, upto: object) -> None:
         """As ``Source.punctuate``: about what this stream has not released yet."""
-        if tick < self.released:
-            raise SluiceError(
-                f"{self.name}: a punctuation at tick {tick} is behind tick {self.released}, up to which "
-                f"{self.name} has released its elements: punctuate at or after it"
-            )
-        self.log.add(column, tick, values, upto)
+        punctuation_after(self.name, tick, self.released)
+        self.punctuations.add(column, tick, values, upto)
 
     def release(self) -> pa.Table | None:
         """The elements whose instant is complete, checked, in the stream's order (None: none)."""
@@ -109,22 +88,11 @@ class Gate:
                 self.adm.accepted -= out.num_rows - kept.num_rows  # (counted when pushed)
                 out = kept
             for ref in self.references:
-                _tell(ref, out)
+                ref.tell(out)
         self.released = max(self.released, done)
-        if self.log.entries:
-            self.log.compact(self.released)  # every element stamped ≤ it is released and checked
+        if self.punctuations.entries:
+            self.punctuations.compact(self.released)  # every element stamped ≤ it is released and checked
         return out if out is not None and out.num_rows else None
 
     def waiting(self) -> int:
         return sum(b.num_rows for b in self.pending)
-
-
-def _tell(ref: _Reference, b: pa.Table) -> None:
-    """A released batch's references (a NULL references nothing), as ``Reference.tell``."""
-    col = b.column(META + ref.index)
-    if col.null_count:
-        valid = pa.array(np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool))
-        b, col = b.filter(valid), col.filter(valid)
-    if len(col):
-        values = np.asarray(col.to_numpy(zero_copy_only=False))
-        ref.target.log.add_pairs(ref.column, ts_of(b) + ref.k, values)

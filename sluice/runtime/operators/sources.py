@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -203,11 +203,7 @@ class Source(Operator):
         against it, and joins and aggregates over the column read it (design 023, "Punctuations").
         A punctuation is about what comes after it: not before what this source already released.
         """
-        if tick < self._wm_out:
-            raise SluiceError(
-                f"{self.name}: a punctuation at tick {tick} is behind tick {self._wm_out}, up to which "
-                f"{self.name} has released its elements: punctuate at or after it"
-            )
+        punctuation_after(self.name, tick, self._wm_out)
         self.punctuations.add(column, tick, values, upto)
 
     def _static_due(self) -> bool:
@@ -309,6 +305,26 @@ class Source(Operator):
         return n, self._held_bytes() + sum(q.nbytes for q in self.outputs)
 
 
+def punctuation_after(name: str, tick: int, released: int) -> None:
+    """A punctuation of stream ``name`` at ``tick`` is about what it has not released (up to
+    ``released``): else ``SluiceError`` (the embedded source's rule and the Spark driver's).
+    """
+    if tick < released:
+        raise SluiceError(
+            f"{name}: a punctuation at tick {tick} is behind tick {released}, up to which "
+            f"{name} has released its elements: punctuate at or after it"
+        )
+
+
+class Referenced(Protocol):
+    """A referenced stream as a reference reads it: a ``Source``, or the Spark driver's ``Gate``."""
+
+    name: str
+    checker: Constraints
+    punctuations: PunctuationLog
+    referenced_by: Any  # [(the referencing stream, its k in ticks)]
+
+
 @dataclass(frozen=True, slots=True)
 class Reference:
     """What a referencing stream's released elements say about the referenced one (``target``):
@@ -316,7 +332,7 @@ class Reference:
     punctuation "none after ``t + k``" on ``column`` of ``target``'s punctuation log.
     """
 
-    target: Source
+    target: Referenced
     column: str  # where in the target's log (``constraints.log_column``)
     index: int
     k: int
@@ -331,6 +347,14 @@ class Reference:
             return
         values = np.asarray(col.to_numpy(zero_copy_only=False))
         self.target.punctuations.add_pairs(self.column, ts_of(b) + self.k, values)
+
+    def withdraw(self, gone: object) -> None:
+        """The referencing stream ``gone`` is unregistered: ``target`` stops checking this reference
+        and waiting for ``gone``.
+        """
+        self.target.checker.remove(self.implied)
+        self.target.punctuations.drop(self.column)
+        self.target.referenced_by = [(r, k) for r, k in self.target.referenced_by if r is not gone]
 
 
 @dataclass
