@@ -344,7 +344,7 @@ def test_rows_held_at_stop_reach_the_next_engine_on_the_work_directory(spark, tm
     """With a slack, the newest instants are held after ``run()``; ``stop()`` keeps them in the
     work directory and a new engine on it answers them (as one engine would have).
     """
-    ddl = "register stream S (k integer, v integer)"  # (constraints' own state is not carried: design 023)
+    ddl = "register stream S (k integer, v integer)"
     query = "select k, sum(v) from S group by k"
     rows = [(t, t % 4, t) for t in range(1, 30)]
     want = EmbeddedEngine(slack=3)
@@ -454,3 +454,51 @@ def test_rows_held_at_stop_are_kept_once_and_go_with_their_stream(tmp_path) -> N
     execute(cat, "register stream S (a varchar(4))")  # another schema under the name
     with pytest.warns(UserWarning, match="of another schema"):
         Inbox(cat, tmp_path, 0).declare(cat.lookup("S"))
+
+
+def test_what_the_checks_have_seen_outlives_stop(tmp_path) -> None:
+    """The driver's checks (no Spark needed) go on where the engine before them on the work
+    directory stopped, as one engine's would: a value UNIQUE BY saw, a punctuation given, what a
+    referencing stream told; not for a stream that came back with other constraints.
+    """
+    from sluice.backends.spark.inbox import Inbox
+    from sluice.catalog import Catalog
+    from sluice.plan.ddl import execute
+
+    def engine(ddl: list[str]) -> tuple[Catalog, Inbox]:
+        cat = Catalog()
+        for line in ddl:
+            execute(cat, line)
+        inbox = Inbox(cat, tmp_path, 0)
+        for name in ("P", "B"):  # (in registration order, as the engine declares them)
+            inbox.declare(cat.lookup(name))
+        return cat, inbox
+
+    def released(inbox: Inbox, upto: int) -> None:
+        inbox.complete("h", upto, None)
+        inbox.fix_first()
+        inbox.release()
+
+    ddl = [
+        "register stream P (id integer, n integer) unique by id punctuated by n",
+        "register stream B (p integer) foreign key (p) references P(id) within 2",
+    ]
+    cat, first = engine(ddl)
+    first.push("P", [(1, 10, 0)])
+    first.push("B", [(3, 7)])  # (no P with id 7 stamped after 3 + 2)
+    first.punctuate(cat.lookup("P"), "n", np.array([5]), None, 3)
+    released(first, 3)
+    first.save_held()
+    assert sorted(p.name for p in (tmp_path / "held").iterdir()) == ["p.checks"]
+    cat, second = engine(ddl)
+    second.push("P", [(4, 10, 1), (6, 11, 5), (6, 7, 2), (6, 12, 2)])
+    second.push("B", [(6, 12)])
+    released(second, 6)
+    p = second.admission["p"]
+    assert p.rejected["constraint"] == 3, p.messages
+    said = " ".join(p.messages)
+    assert "id" in said and "n" in said and "7" in said
+    second.save_held()
+    other = ["register stream P (id integer, n integer)", ddl[1]]
+    with pytest.warns(UserWarning, match="other constraints"):
+        engine(other)

@@ -553,6 +553,12 @@ class Constraints(Part):
         self.logs.append(log)
         self.checks.append(_check(c, log))
 
+    def resume(self, c: StreamConstraint, check: _Check) -> None:
+        """Check ``c`` from where ``check`` (what an earlier engine had seen, unpickled) left off."""
+        i = [o for o, _ in self.constraints].index(c)
+        self.checks[i] = check
+        self._link()
+
     def remove(self, c: StreamConstraint) -> None:
         """Stop checking ``c`` (a reference whose referencing stream is gone)."""
         i = [o for o, _ in self.constraints].index(c)

@@ -12,9 +12,15 @@ it may no longer have.  So the same elements are rejected, for the same reasons,
 and a punctuation given before ``run()`` applies to what was pushed before it but not yet released,
 as on the embedded engine.  Elements leave here before the markers numbered with them
 (``Inbox.release``): a heartbeat reaches Spark after the elements it completes.
+
+What the checks have seen outlives ``stop()`` as the held rows do (``state``, ``restore``): the
+next engine on the work directory goes on checking where this one stopped.
 """
 
 from __future__ import annotations
+
+import warnings
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -41,6 +47,39 @@ class Gate:
         self.released = NEG_INF  # every element stamped ≤ it has left (``Source._wm_out``)
         self.referenced_by: list[tuple[Gate, int]] = []
         self.references: list[Reference] = []  # (each one's target a Gate)
+        self.own = own
+        # the checks of references an earlier engine had (``restore``), each resumed when its
+        # referencing stream declares the reference again
+        self.resumable: dict[StreamConstraint, Any] = {}
+
+    def state(self) -> dict[str, Any] | None:
+        """What the checks know, to outlive ``stop()`` (None: nothing to keep): each constraint's
+        check (a reference's implied one too), the punctuations given and told, how far the stream
+        was released.
+        """
+        if not self.checker and not self.punctuations.entries:
+            return None
+        checks = dict(zip([c for c, _ in self.checker.constraints], self.checker.checks, strict=True))
+        checks.update(self.resumable)  # (not declared again since: kept for the next engine)
+        log = self.punctuations.snapshot()
+        return {"own": self.own, "checks": checks, "punctuations": log, "released": self.released}
+
+    def restore(self, state: dict[str, Any], where: str) -> None:
+        """Go on from what an earlier engine's checks knew (``state``), if the stream declares the
+        same constraints; otherwise start afresh, with a warning naming ``where`` it was kept.
+        """
+        if state["own"] != self.own:
+            warnings.warn(
+                f"{where}: what the checks of stream {self.name} had seen is for other constraints "
+                f"({', '.join(c.sql() for c in state['own']) or 'none'}), not carried over",
+                stacklevel=3,
+            )
+            return
+        self.punctuations.restore(state["punctuations"])
+        for c in self.own:
+            self.checker.resume(c, state["checks"][c])
+        self.resumable = {c: o for c, o in state["checks"].items() if c not in self.own}
+        self.released = max(self.released, state["released"])
 
     def reference(self, target: Gate, c: StreamConstraint, k: int) -> None:
         """``FOREIGN KEY (c.column) REFERENCES target(c.ref_column) WITHIN k`` (ticks), as
@@ -48,6 +87,8 @@ class Gate:
         """
         implied = StreamConstraint("PUNCTUATED", c.ref_column, c.k, self.name, c.column)
         target.checker.add(implied, target.index[c.ref_column.lower()], target.punctuations)
+        if implied in target.resumable:  # (an earlier engine's reference, declared again)
+            target.checker.resume(implied, target.resumable.pop(implied))
         target.referenced_by.append((self, k))
         self.references.append(Reference(target, log_column(implied), self.index[c.column.lower()], k, implied))
         if target.released > NEG_INF:  # declared while running: what it speaks of is out already

@@ -32,6 +32,7 @@ from sluice.backends.rows import TS_MAX, TS_MIN, admit_batch, rows_to_batch, sta
 from sluice.backends.spark.gate import Gate
 from sluice.catalog import Catalog, Kind, SourceDef
 from sluice.errors import InternalError, SluiceError
+from sluice.io.atomic import write_atomic
 from sluice.runtime.admission import Admission, first_instant
 from sluice.runtime.batch import NEG_INF, to_elements, ts_of
 
@@ -144,6 +145,7 @@ class Inbox:
             gate.unreference()
         self._told.pop(key, None)
         (self.workdir / HELD / f"{key}.parquet").unlink(missing_ok=True)
+        (self.workdir / HELD / f"{key}.checks").unlink(missing_ok=True)
         for held in (self.admission, self.external, self.static, self._batches, self._firsts):
             held.pop(key, None)
         self._static_written.discard(key)
@@ -234,6 +236,10 @@ class Inbox:
                 self._seen(d, lo, hi)
                 gate.adm.max_seen = max(gate.adm.max_seen, hi)
                 gate.adm.accepted += held.num_rows
+        checks = self.workdir / HELD / f"{d.name.lower()}.checks"
+        if checks.exists():  # (what an earlier engine's checks had seen: ``save_held``)
+            gate.restore(pickle.loads(checks.read_bytes()), str(checks))
+            checks.unlink()
         scale = self.catalog.scale(d)
         for c in d.constraints:
             if c.kind == "REFERENCES":  # (the catalog checked it names a stream registered before)
@@ -242,7 +248,7 @@ class Inbox:
     def save_held(self) -> None:
         """What the streams hold (pushed, their instants not complete) into the work directory,
         where the next engine on it takes them back (``declare``): nothing pushed is lost at
-        ``stop()``.
+        ``stop()``.  Beside them, what their checks have seen (``Gate.state``).
         """
         for key, gate in self.gates.items():
             path = self.workdir / HELD / f"{key}.parquet"
@@ -250,6 +256,11 @@ class Inbox:
                 self._write_file(path, pa.concat_tables(gate.pending))
             else:  # (an engine stopped before: its file is stale now)
                 path.unlink(missing_ok=True)
+            checks, state = self.workdir / HELD / f"{key}.checks", gate.state()
+            if state is None:
+                checks.unlink(missing_ok=True)
+            else:
+                write_atomic(checks, pickle.dumps(state))
 
     def since(self) -> int | None:
         """Where a query registered now starts (ticks), as on the embedded engine: after the
