@@ -489,7 +489,7 @@ def test_what_the_checks_have_seen_outlives_stop(tmp_path) -> None:
     first.punctuate(cat.lookup("P"), "n", np.array([5]), None, 3)
     released(first, 3)
     first.save_held()
-    assert sorted(p.name for p in (tmp_path / "held").iterdir()) == ["p.checks"]
+    assert sorted(p.name for p in (tmp_path / "held").iterdir()) == ["b.checks", "p.checks"]
     cat, second = engine(ddl)
     second.push("P", [(4, 10, 1), (6, 11, 5), (6, 7, 2), (6, 12, 2)])
     second.push("B", [(6, 12)])
@@ -498,7 +498,51 @@ def test_what_the_checks_have_seen_outlives_stop(tmp_path) -> None:
     assert p.rejected["constraint"] == 3, p.messages
     said = " ".join(p.messages)
     assert "id" in said and "n" in said and "7" in said
+    second.push("P", [(5, 13, 0)])  # (behind what the first engine released: late, as on one engine)
+    released(second, 7)
+    assert p.rejected["late"] == 1, p.messages
     second.save_held()
-    other = ["register stream P (id integer, n integer)", ddl[1]]
-    with pytest.warns(UserWarning, match="other constraints"):
-        engine(other)
+    other = ["register stream P (id integer, n varchar(4)) unique by id punctuated by n", ddl[1]]
+    with pytest.warns(UserWarning, match="other constraints or types"):
+        engine(other)  # (same constraints, another type: afresh)
+    (tmp_path / "held" / "p.checks").write_bytes(b"not a pickle")
+    with pytest.warns(UserWarning, match="unreadable"):
+        cat, third = engine(ddl)
+    assert third.gates["p"].referenced_by and not (tmp_path / "held" / "p.checks").exists()
+
+
+def test_a_reference_declared_again_with_another_k_starts_afresh(tmp_path) -> None:
+    """What a referencing stream promised under ``WITHIN 2`` is not read by its reference declared
+    again ``WITHIN 5`` after a restart (one engine would have had to unregister it), nor comes back
+    when it is declared ``WITHIN 2`` once more.
+    """
+    from sluice.backends.spark.inbox import Inbox
+    from sluice.catalog import Catalog
+    from sluice.plan.ddl import execute
+
+    def engine(k: int) -> tuple[Catalog, Inbox]:
+        cat = Catalog()
+        execute(cat, "register stream P (id integer)")
+        execute(cat, f"register stream B (p integer) foreign key (p) references P(id) within {k}")
+        inbox = Inbox(cat, tmp_path, 0)
+        for name in ("P", "B"):
+            inbox.declare(cat.lookup(name))
+        return cat, inbox
+
+    def released(inbox: Inbox, upto: int) -> None:
+        inbox.complete("h", upto, None)
+        inbox.fix_first()
+        inbox.release()
+
+    _, first = engine(2)
+    first.push("B", [(3, 7)])  # (no P with id 7 after 5)
+    released(first, 3)
+    first.save_held()
+    cat, second = engine(5)
+    assert not second.gates["p"].punctuations.entries and not second.gates["p"].resumable
+    second.forget(cat.lookup("B"))
+    second.save_held()
+    _, third = engine(2)
+    third.push("P", [(11, 7)])
+    released(third, 11)
+    assert third.admission["p"].rejected["constraint"] == 0, third.admission["p"].messages

@@ -48,6 +48,7 @@ class Gate:
         self.referenced_by: list[tuple[Gate, int]] = []
         self.references: list[Reference] = []  # (each one's target a Gate)
         self.own = own
+        self.types = [str(t) for t in d.schema.types]
         # the checks of references an earlier engine had (``restore``), each resumed when its
         # referencing stream declares the reference again
         self.resumable: dict[StreamConstraint, Any] = {}
@@ -57,40 +58,59 @@ class Gate:
         check (a reference's implied one too), the punctuations given and told, how far the stream
         was released.
         """
-        if not self.checker and not self.punctuations.entries:
+        if self.released == NEG_INF and not self.checker and not self.punctuations.entries:
             return None
         checks = dict(zip([c for c, _ in self.checker.constraints], self.checker.checks, strict=True))
         checks.update(self.resumable)  # (not declared again since: kept for the next engine)
         log = self.punctuations.snapshot()
-        return {"own": self.own, "checks": checks, "punctuations": log, "released": self.released}
+        return {
+            "own": self.own,
+            "types": self.types,
+            "checks": checks,
+            "punctuations": log,
+            "released": self.released,
+        }
 
     def restore(self, state: dict[str, Any], where: str) -> None:
         """Go on from what an earlier engine's checks knew (``state``), if the stream declares the
-        same constraints; otherwise start afresh, with a warning naming ``where`` it was kept.
+        same constraints over columns of the same types; otherwise start afresh, with a warning
+        naming ``where`` it was kept.  As far as the stream was released, its instants are
+        complete: an element stamped there now is late, as it would be on one engine.
         """
-        if state["own"] != self.own:
+        if state["own"] != self.own or state["types"] != self.types:
+            was = ", ".join(c.sql() for c in state["own"]) or "no constraints"
             warnings.warn(
-                f"{where}: what the checks of stream {self.name} had seen is for other constraints "
-                f"({', '.join(c.sql() for c in state['own']) or 'none'}), not carried over",
-                stacklevel=3,
+                f"{where}: what the checks of stream {self.name} had seen is for other constraints or "
+                f"types ({was}; {', '.join(state['types'])}), not carried over",
+                stacklevel=4,
             )
             return
+        own = [state["checks"][c] for c in self.own]  # (everything read before anything changes)
+        resumable = {c: o for c, o in state["checks"].items() if c not in self.own}
+        released = int(state["released"])
         self.punctuations.restore(state["punctuations"])
-        for c in self.own:
-            self.checker.resume(c, state["checks"][c])
-        self.resumable = {c: o for c, o in state["checks"].items() if c not in self.own}
-        self.released = max(self.released, state["released"])
+        for c, check in zip(self.own, own, strict=True):
+            self.checker.resume(c, check)
+        self.resumable = resumable
+        self.released = max(self.released, released)
+        if self.released > NEG_INF:
+            self.adm.heartbeat(self.released, scaled=True)
 
     def reference(self, target: Gate, c: StreamConstraint, k: int) -> None:
         """``FOREIGN KEY (c.column) REFERENCES target(c.ref_column) WITHIN k`` (ticks), as
         ``Source.reference``: ``target`` checks an implied ``PUNCTUATED BY`` and waits for this one.
         """
         implied = StreamConstraint("PUNCTUATED", c.ref_column, c.k, self.name, c.column)
+        column = log_column(implied)
+        stale = [o for o in target.resumable if o != implied and log_column(o) == column]
+        if stale:  # an earlier engine's reference of another k: its promises are not this one's
+            target.resumable = {o: v for o, v in target.resumable.items() if o not in stale}
+            target.punctuations.drop(column)
         target.checker.add(implied, target.index[c.ref_column.lower()], target.punctuations)
         if implied in target.resumable:  # (an earlier engine's reference, declared again)
             target.checker.resume(implied, target.resumable.pop(implied))
         target.referenced_by.append((self, k))
-        self.references.append(Reference(target, log_column(implied), self.index[c.column.lower()], k, implied))
+        self.references.append(Reference(target, column, self.index[c.column.lower()], k, implied))
         if target.released > NEG_INF:  # declared while running: what it speaks of is out already
             self.adm.heartbeat(target.released - k - 1, scaled=True)
 

@@ -218,6 +218,14 @@ class Inbox:
         directory held at ``stop()``; a FOREIGN KEY links it to the stream it references.
         """
         gate = self.gates[d.name.lower()] = Gate(d, self.admission_of(d))
+        checks = self.workdir / HELD / f"{d.name.lower()}.checks"
+        if checks.exists():  # (what an earlier engine's checks had seen: ``save_held``)
+            try:
+                gate.restore(pickle.loads(checks.read_bytes()), str(checks))
+            except Exception as e:  # (another version's, or damaged: the stream is registered anyway)
+                warnings.warn(f"{checks}: unreadable ({type(e).__name__}: {e}), not carried over", stacklevel=3)
+                gate = self.gates[d.name.lower()] = Gate(d, self.admission_of(d))
+            checks.unlink()
         saved = self.workdir / HELD / f"{d.name.lower()}.parquet"
         if saved.exists():
             held = pq.read_table(saved)
@@ -236,10 +244,6 @@ class Inbox:
                 self._seen(d, lo, hi)
                 gate.adm.max_seen = max(gate.adm.max_seen, hi)
                 gate.adm.accepted += held.num_rows
-        checks = self.workdir / HELD / f"{d.name.lower()}.checks"
-        if checks.exists():  # (what an earlier engine's checks had seen: ``save_held``)
-            gate.restore(pickle.loads(checks.read_bytes()), str(checks))
-            checks.unlink()
         scale = self.catalog.scale(d)
         for c in d.constraints:
             if c.kind == "REFERENCES":  # (the catalog checked it names a stream registered before)
