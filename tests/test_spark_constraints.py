@@ -6,6 +6,9 @@ engine's answers, with any slack.
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 import pytest
 from sluice.backends.embedded import EmbeddedEngine
@@ -461,23 +464,9 @@ def test_what_the_checks_have_seen_outlives_stop(tmp_path) -> None:
     directory stopped, as one engine's would: a value UNIQUE BY saw, a punctuation given, what a
     referencing stream told; not for a stream that came back with other constraints.
     """
-    from sluice.backends.spark.inbox import Inbox
-    from sluice.catalog import Catalog
-    from sluice.plan.ddl import execute
 
-    def engine(ddl: list[str]) -> tuple[Catalog, Inbox]:
-        cat = Catalog()
-        for line in ddl:
-            execute(cat, line)
-        inbox = Inbox(cat, tmp_path, 0)
-        for name in ("P", "B"):  # (in registration order, as the engine declares them)
-            inbox.declare(cat.lookup(name))
-        return cat, inbox
-
-    def released(inbox: Inbox, upto: int) -> None:
-        inbox.complete("h", upto, None)
-        inbox.fix_first()
-        inbox.release()
+    def engine(ddl: list[str]) -> tuple[Any, Any]:
+        return _driver(tmp_path, ddl)
 
     ddl = [
         "register stream P (id integer, n integer) unique by id punctuated by n",
@@ -487,19 +476,19 @@ def test_what_the_checks_have_seen_outlives_stop(tmp_path) -> None:
     first.push("P", [(1, 10, 0)])
     first.push("B", [(3, 7)])  # (no P with id 7 stamped after 3 + 2)
     first.punctuate(cat.lookup("P"), "n", np.array([5]), None, 3)
-    released(first, 3)
+    _released(first, 3)
     first.save_held()
     assert sorted(p.name for p in (tmp_path / "held").iterdir()) == ["b.checks", "p.checks"]
     cat, second = engine(ddl)
     second.push("P", [(4, 10, 1), (6, 11, 5), (6, 7, 2), (6, 12, 2)])
     second.push("B", [(6, 12)])
-    released(second, 6)
+    _released(second, 6)
     p = second.admission["p"]
     assert p.rejected["constraint"] == 3, p.messages
     said = " ".join(p.messages)
     assert "id" in said and "n" in said and "7" in said
     second.push("P", [(5, 13, 0)])  # (behind what the first engine released: late, as on one engine)
-    released(second, 7)
+    _released(second, 7)
     assert p.rejected["late"] == 1, p.messages
     second.save_held()
     other = ["register stream P (id integer, n varchar(4)) unique by id punctuated by n", ddl[1]]
@@ -516,27 +505,14 @@ def test_a_reference_declared_again_with_another_k_starts_afresh(tmp_path) -> No
     again ``WITHIN 5`` after a restart (one engine would have had to unregister it), nor comes back
     when it is declared ``WITHIN 2`` once more.
     """
-    from sluice.backends.spark.inbox import Inbox
-    from sluice.catalog import Catalog
-    from sluice.plan.ddl import execute
 
-    def engine(k: int) -> tuple[Catalog, Inbox]:
-        cat = Catalog()
-        execute(cat, "register stream P (id integer)")
-        execute(cat, f"register stream B (p integer) foreign key (p) references P(id) within {k}")
-        inbox = Inbox(cat, tmp_path, 0)
-        for name in ("P", "B"):
-            inbox.declare(cat.lookup(name))
-        return cat, inbox
-
-    def released(inbox: Inbox, upto: int) -> None:
-        inbox.complete("h", upto, None)
-        inbox.fix_first()
-        inbox.release()
+    def engine(k: int) -> tuple[Any, Any]:
+        ddl = f"register stream B (p integer) foreign key (p) references P(id) within {k}"
+        return _driver(tmp_path, ["register stream P (id integer)", ddl])
 
     _, first = engine(2)
     first.push("B", [(3, 7)])  # (no P with id 7 after 5)
-    released(first, 3)
+    _released(first, 3)
     first.save_held()
     cat, second = engine(5)
     assert not second.gates["p"].punctuations.entries and not second.gates["p"].resumable
@@ -544,5 +520,27 @@ def test_a_reference_declared_again_with_another_k_starts_afresh(tmp_path) -> No
     second.save_held()
     _, third = engine(2)
     third.push("P", [(11, 7)])
-    released(third, 11)
+    _released(third, 11)
     assert third.admission["p"].rejected["constraint"] == 0, third.admission["p"].messages
+
+
+def _driver(workdir: Path, ddl: list[str]) -> tuple[Any, Any]:
+    """A Spark driver's catalog and inbox on ``workdir``, without Spark: streams P then B."""
+    from sluice.backends.spark.inbox import Inbox
+    from sluice.catalog import Catalog
+    from sluice.plan.ddl import execute
+
+    cat = Catalog()
+    for line in ddl:
+        execute(cat, line)
+    inbox = Inbox(cat, workdir, 0)
+    for name in ("P", "B"):  # (in registration order, as the engine declares them)
+        inbox.declare(cat.lookup(name))
+    return cat, inbox
+
+
+def _released(inbox: Any, upto: int) -> None:
+    """Heartbeat to ``upto``, then ``run()``'s release."""
+    inbox.complete("h", upto, None)
+    inbox.fix_first()
+    inbox.release()
