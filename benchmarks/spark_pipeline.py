@@ -26,12 +26,24 @@ Queries (CQL, time unit millisecond) and the hand-written work they are compared
 - ``range_group_by``: the issue's ``[Range 10 Seconds]`` (a new answer at every millisecond, ~1,000×
   the rows of the 1 s slide) — reported beside the same hand-written 10 s / 1 s aggregation, which
   is what Spark offers for a sliding window, not the same work.
+- ``window_join``: ``Istream(select S.K, S.I as SI, T.I as TI from S [Range 1 Second], T [Range 1
+  Second] where S.K = T.K)`` over two streams of half the events each (one per millisecond each,
+  100,000 keys, ``I`` an event id) — Spark's stream-stream join on ``K`` with the time bound
+  ``|S.et − T.et| ≤ 1 s``, both watermarks 0, append mode, each pair stamped with the later of its two
+  timestamps: the same pairs at the same instants.  (``S.K`` is in the answer: an Istream of a
+  relation without the join key cannot be split by it — two keys' changes could cancel — and
+  would run on one key.)
+
+The hand-written pipelines run on Spark's default state store (HDFS-backed: what a pipeline
+written by hand gets); Sluice's stateful queries need RocksDB (``transformWithStateInPandas``).
+The session is configured for Sluice; each hand-written query sets the default for itself.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -53,9 +65,23 @@ QUERIES = {
     "slide_group_by": "select K, count(*), sum(A) from S [Range 10 Seconds Slide 1 Second] group by K",
     "range_group_by": "select K, count(*), sum(A) from S [Range 10 Seconds] group by K",
 }
-HAND = {"select_project": "select_project", "slide_group_by": "window", "range_group_by": "window"}
+JOIN_DDL = ["register stream S (I integer, K integer)", "register stream T (I integer, K integer)"]
+JOIN = "Istream(select S.K, S.I as SI, T.I as TI from S [Range 1 Second], T [Range 1 Second] where S.K = T.K)"
+JOIN_KEYS = 100_000
+HAND = {
+    "select_project": "select_project",
+    "slide_group_by": "window",
+    "range_group_by": "window",
+    "window_join": "join",
+}
 # (run, query, Spark pre-aggregation on): the sliding group-by also without it, to show what it buys
-RUNS = [(name, name, True) for name in QUERIES] + [("slide_group_by_unaggregated", "slide_group_by", False)]
+RUNS = [(name, name, True) for name in QUERIES] + [
+    ("slide_group_by_unaggregated", "slide_group_by", False),
+    ("window_join", "window_join", True),
+]
+CQL = {**QUERIES, "window_join": JOIN}
+DEFAULT_STORE = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+STORE = "spark.sql.streaming.stateStore.providerClass"
 
 
 def write_events(directory: Path, n: int, files: int) -> None:
@@ -69,6 +95,21 @@ def write_events(directory: Path, n: int, files: int) -> None:
     for i, part in enumerate(np.array_split(np.arange(n), files)):
         t = pa.table({"ts": ts[part], "A": a[part], "K": k[part], "B": b[part]})
         pq.write_table(t, directory / f"events-{i:03d}.parquet")
+
+
+def write_join_events(directory: Path, n: int, files: int) -> None:
+    """Streams ``S`` and ``T`` of ``n // 2`` events each (``directory/S``, ``directory/T``): ``ts``
+    0, 1, 2, … ms; ``K`` uniform over ``JOIN_KEYS`` keys; ``I`` = ``ts`` (an event id).
+    """
+    rng = np.random.default_rng(11)
+    half = n // 2
+    for name in ("S", "T"):
+        (directory / name).mkdir(parents=True, exist_ok=True)
+        ts = np.arange(half, dtype=np.int64)
+        k = rng.integers(0, JOIN_KEYS, half, dtype=np.int64)
+        for i, part in enumerate(np.array_split(np.arange(half), max(1, files // 2))):
+            t = pa.table({"ts": ts[part], "I": ts[part], "K": k[part]})
+            pq.write_table(t, directory / name / f"events-{i:03d}.parquet")
 
 
 def netted(t: pa.Table) -> pa.Table:
@@ -94,6 +135,18 @@ def embedded_answers(events: Path, out: Path) -> dict[str, float]:
         eng.close()
         seconds[name] = time.perf_counter() - t0
         pq.write_table(netted(q.arrow()), out / f"{name}.parquet")
+    joined = events.parent / "join"
+    streams = {s: pq.read_table(joined / s).select(["ts", "I", "K"]) for s in ("S", "T")}
+    eng = EmbeddedEngine(time_unit="millisecond")
+    for ddl in JOIN_DDL:
+        eng.execute(ddl)
+    q = eng.register_query(JOIN)
+    t0 = time.perf_counter()
+    for s, t in streams.items():
+        eng.push(s, t)
+    eng.close()
+    seconds["window_join"] = time.perf_counter() - t0
+    pq.write_table(netted(q.arrow()), out / "window_join.parquet")
     return seconds
 
 
@@ -118,6 +171,21 @@ def hand_written(spark: Any, kind: str, events: Path, out: Path, checkpoint: Pat
     """The same work as plain Structured Streaming: Parquet in, Parquet out, run until done."""
     from pyspark.sql import functions as F
 
+    if kind == "join":
+        sides = []
+        for name in ("S", "T"):
+            side = spark.readStream.schema("ts long, I long, K long").parquet(str(events.parent / "join" / name))
+            # event time one second past ts: Spark's first watermark is the epoch, and a row
+            # stamped at it would be dropped as late
+            side = side.withColumn("et", F.timestamp_millis(F.col("ts") + 1000)).withWatermark("et", "0 seconds")
+            sides.append(side.select(*[F.col(c).alias(name + c) for c in ("ts", "I", "K", "et")]))
+        bound = "TK = SK AND Tet >= Set - interval 1000 milliseconds AND Tet <= Set + interval 1000 milliseconds"
+        result = (
+            sides[0]
+            .join(sides[1], F.expr(bound))
+            .select(F.greatest("Sts", "Tts").alias("ts"), F.col("SK").alias("K"), "SI", "TI")
+        )
+        return _written(spark, result, out, checkpoint)
     frame = spark.readStream.schema("ts long, A long, K long, B long").parquet(str(events))
     if kind == "select_project":
         result = frame.where("K < 50").selectExpr("ts", "A", "B * 2 as B2")
@@ -128,14 +196,24 @@ def hand_written(spark: Any, kind: str, events: Path, out: Path, checkpoint: Pat
             .agg(F.count("*").alias("n"), F.sum("A").alias("total"))
             .select((F.unix_millis(F.col("window.start")) + 10_000).alias("tau"), "K", "n", "total")
         )
-    q = (
-        result.writeStream.format("parquet")
-        .option("path", str(out))
-        .option("checkpointLocation", str(checkpoint))
-        .outputMode("append")
-        .trigger(availableNow=True)
-        .start()
-    )
+    return _written(spark, result, out, checkpoint)
+
+
+def _written(spark: Any, result: Any, out: Path, checkpoint: Path) -> Any:
+    """``result`` to Parquet files until its input is read, on Spark's default state store."""
+    sluice_store = spark.conf.get(STORE)
+    spark.conf.set(STORE, DEFAULT_STORE)  # read when the query starts
+    try:
+        q = (
+            result.writeStream.format("parquet")
+            .option("path", str(out))
+            .option("checkpointLocation", str(checkpoint))
+            .outputMode("append")
+            .trigger(availableNow=True)
+            .start()
+        )
+    finally:
+        spark.conf.set(STORE, sluice_store)
     q.awaitTermination()
     return q
 
@@ -145,6 +223,12 @@ def check_hand(spark: Any, kind: str, out: Path, expected: pa.Table, until: int)
 
     got = read_committed(spark, str(out))  # collecting millions of rows would overflow the JVM heap
     assert got is not None, "the hand-written pipeline committed no output"
+    if kind == "join":  # every pair once, inserted: the netted Istream's rows
+        assert pc.all(pc.equal(expected.column("sign_sum"), 1)).as_py()
+        want = expected.drop_columns(["sign_sum"])
+        order = [(c, "ascending") for c in want.column_names]
+        assert got.select(want.column_names).sort_by(order).equals(want), "hand-written join differs"
+        return
     if kind == "select_project":
         want = expected.drop_columns(["sign_sum"]).rename_columns(["ts", "A", "B2"])
         assert want.num_rows == got.num_rows, (want.num_rows, got.num_rows)
@@ -162,8 +246,14 @@ def sluice_run(
     from sluice.backends.spark.engine import SparkEngine
 
     eng = SparkEngine(spark=spark, workdir=workdir, time_unit="millisecond", preaggregate=preaggregate)
-    eng.execute(DDL)
-    eng.attach_directory("S", events, "parquet")
+    if cql == JOIN:
+        for ddl in JOIN_DDL:
+            eng.execute(ddl)
+        for name in ("S", "T"):
+            eng.attach_directory(name, events.parent / "join" / name, "parquet")
+    else:
+        eng.execute(DDL)
+        eng.attach_directory("S", events, "parquet")
     q = eng.register_query(cql, name="q", sink="parquet")
     # a bounded input handed over at once, as ``trigger(availableNow=True)`` is for the hand-written
     # pipeline: one ``close(until)``.  (``run()`` first would cost a stateful query two more
@@ -204,13 +294,13 @@ def one_master(master: str, data: Path, warm: Path, repeat: int = 3) -> dict[str
     t0 = time.perf_counter()
     warm_n = pq.read_table(warm / "events").num_rows
     for name, query, pre in RUNS:
-        eng, _ = sluice_run(spark, QUERIES[query], warm / "events", scratch / f"warm-{name}", warm_n - 1, pre)
+        eng, _ = sluice_run(spark, CQL[query], warm / "events", scratch / f"warm-{name}", warm_n - 1, pre)
         eng.stop()
     for kind in set(HAND.values()):
         hand_written(spark, kind, warm / "events", scratch / f"warm-{kind}", scratch / f"warm-{kind}-cp")
     out["warmup_s"] = round(time.perf_counter() - t0, 2)
     for name, query, pre in RUNS:
-        cql = QUERIES[query]
+        cql = CQL[query]
         expected = pq.read_table(data / "expected" / f"{query}.parquet")
         kind = HAND[query]
         sluice_runs, hand_runs = [], []
@@ -247,8 +337,15 @@ def one_master(master: str, data: Path, warm: Path, repeat: int = 3) -> dict[str
     return out
 
 
+# the hand-written join keeps both streams' rows in the JVM heap (Spark's default state store) until
+# the batch ends: at 2 M events Spark's default 1 GB driver (local) and executors ran out of it
+MEMORY = "--driver-memory 4g --executor-memory 3g pyspark-shell"
+MASTER_TIMEOUT = 3600  # seconds for one master's runs (~10 min each on the 2-core machine)
+
+
 def one_process(master: str, data: Path, env: dict[str, str] | None, repeat: int) -> dict[str, Any]:
     """``one_master`` in a process of its own (a session's master is fixed per process)."""
+    env = {**(env or os.environ), "PYSPARK_SUBMIT_ARGS": MEMORY}
     log = Path(tempfile.mkstemp(prefix="sluice-pipeline-", suffix=".log")[1])
     with log.open("w") as err:  # Spark's own output: kept for a failed run
         p = subprocess.run(
@@ -257,6 +354,7 @@ def one_process(master: str, data: Path, env: dict[str, str] | None, repeat: int
             stderr=err,
             text=True,
             env=env,
+            timeout=MASTER_TIMEOUT,  # (a cluster whose workers cannot take the executors waits for ever)
         )
     if p.returncode:
         raise SystemExit(f"{master}: failed (exit {p.returncode}); Spark's output: {log}")
@@ -284,7 +382,9 @@ def main() -> None:
     data = Path(tempfile.mkdtemp(prefix="sluice-pipeline-data-"))
     print(f"writing {args.events:,} events in {args.files} Parquet files …", flush=True)
     write_events(data / "events", args.events, args.files)
+    write_join_events(data / "join", args.events, args.files)
     write_events(data / "warm" / "events", 20_000, 2)
+    write_join_events(data / "warm" / "join", 20_000, 2)
     (data / "expected").mkdir()
     print("embedded engine answers (the check) …", flush=True)
     emb = embedded_answers(data / "events", data / "expected")
@@ -296,7 +396,7 @@ def main() -> None:
         if m == "cluster":  # a standalone master and two 1-core workers on this machine
             from sluice.backends.spark.cluster import cluster_env, standalone_cluster
 
-            with standalone_cluster(workers=2, cores=1) as url:
+            with standalone_cluster(workers=2, cores=1, memory="4g") as url:
                 r = one_process(url, data, cluster_env(), args.repeat)
             r["master"] = f"cluster: {url}, 2 workers x 1 core"
         else:
@@ -308,16 +408,18 @@ def main() -> None:
                 f"{q['hand_events_per_s']:>10,} ev/s  ratio {q['ratio']:.2f}  ({q['how']})",
                 flush=True,
             )
-    embedded = {k: round(args.events / s) for k, s in emb.items()}
-    write_results(
-        args.out,
-        "spark_pipeline",
-        events=args.events,
-        files=args.files,
-        repeat=args.repeat,
-        embedded=embedded,
-        runs=runs,
-    )
+        write_results(  # after every master: a later one failing keeps what was measured
+            args.out,
+            "spark_pipeline",
+            events=args.events,
+            files=args.files,
+            repeat=args.repeat,
+            join_keys=JOIN_KEYS,
+            spark_memory=MEMORY.removesuffix(" pyspark-shell"),
+            hand_written_state_store=DEFAULT_STORE.rsplit(".", 1)[1] + " (Spark's default)",
+            embedded={k: round(args.events / s) for k, s in emb.items()},
+            runs=runs,
+        )
     shutil.rmtree(data, ignore_errors=True)
     print(f"wrote {args.out}")
 
