@@ -480,6 +480,7 @@ def test_what_the_checks_have_seen_outlives_stop(tmp_path) -> None:
     first.save_held()
     assert sorted(p.name for p in (tmp_path / "held").iterdir()) == ["b.checks", "p.checks"]
     cat, second = engine(ddl)
+    assert (second.first, second.guessed) == (first.first, False)  # (fixed there: kept)
     second.push("P", [(4, 10, 1), (6, 11, 5), (6, 7, 2), (6, 12, 2)])
     second.push("B", [(6, 12)])
     _released(second, 6)

@@ -221,7 +221,12 @@ class Inbox:
         checks = self.workdir / HELD / f"{d.name.lower()}.checks"
         if checks.exists():  # (what an earlier engine's checks had seen: ``save_held``)
             try:
-                gate.restore(pickle.loads(checks.read_bytes()), str(checks))
+                state = pickle.loads(checks.read_bytes())
+                gate.restore(state, str(checks))
+                if self.first is None and gate.released > NEG_INF:
+                    # released there: the first instant was fixed there too, and stays (a replayed
+                    # batch's elements before it are no notes; design 004, "The first instant")
+                    self.first, self.guessed = state["first"]
             except Exception as e:  # (another version's, or damaged: the stream is registered anyway)
                 warnings.warn(f"{checks}: unreadable ({type(e).__name__}: {e}), not carried over", stacklevel=3)
                 gate = self.gates[d.name.lower()] = Gate(d, self.admission_of(d))
@@ -264,6 +269,7 @@ class Inbox:
             if state is None:
                 checks.unlink(missing_ok=True)
             else:
+                state["first"] = (self.first, self.guessed)
                 write_atomic(checks, pickle.dumps(state))
 
     def since(self) -> int | None:
