@@ -124,29 +124,22 @@ def embedded_answers(events: Path, out: Path) -> dict[str, float]:
     """The embedded engine's answer to every query (netted, Parquet), and its time."""
     from sluice.backends.embedded import EmbeddedEngine
 
-    data = pq.read_table(events)
+    data = pq.read_table(events).select(["ts", "A", "K", "B"])
+    joined = {s: pq.read_table(events.parent / "join" / s).select(["ts", "I", "K"]) for s in ("S", "T")}
+    # query -> (its DDL, its streams' events)
+    inputs = {name: ([DDL], {"S": data}) for name in QUERIES} | {"window_join": (JOIN_DDL, joined)}
     seconds = {}
-    for name, cql in QUERIES.items():
+    for name, (ddl, streams) in inputs.items():
         eng = EmbeddedEngine(time_unit="millisecond")
-        eng.execute(DDL)
-        q = eng.register_query(cql)
+        for line in ddl:
+            eng.execute(line)
+        q = eng.register_query(CQL[name])
         t0 = time.perf_counter()
-        eng.push("S", data.select(["ts", "A", "K", "B"]))
+        for stream, table in streams.items():
+            eng.push(stream, table)
         eng.close()
         seconds[name] = time.perf_counter() - t0
         pq.write_table(netted(q.arrow()), out / f"{name}.parquet")
-    joined = events.parent / "join"
-    streams = {s: pq.read_table(joined / s).select(["ts", "I", "K"]) for s in ("S", "T")}
-    eng = EmbeddedEngine(time_unit="millisecond")
-    for ddl in JOIN_DDL:
-        eng.execute(ddl)
-    q = eng.register_query(JOIN)
-    t0 = time.perf_counter()
-    for s, t in streams.items():
-        eng.push(s, t)
-    eng.close()
-    seconds["window_join"] = time.perf_counter() - t0
-    pq.write_table(netted(q.arrow()), out / "window_join.parquet")
     return seconds
 
 

@@ -89,8 +89,7 @@ class Gate:
         resumable = {c: o for c, o in state["checks"].items() if c not in self.own}
         released = int(state["released"])
         self.punctuations.restore(state["punctuations"])
-        for c, check in zip(self.own, own, strict=True):
-            self.checker.resume(c, check)
+        self.checker.restore({"checks": own})  # (its own constraints only yet: references come after)
         self.resumable = resumable
         self.released = max(self.released, released)
         if self.released > NEG_INF:

@@ -222,14 +222,15 @@ class Inbox:
         if checks.exists():  # (what an earlier engine's checks had seen: ``save_held``)
             try:
                 state = pickle.loads(checks.read_bytes())
+                first = state["first"]
                 gate.restore(state, str(checks))
+            except Exception as e:  # (another version's, or damaged: the stream is registered anyway)
+                warnings.warn(f"{checks}: unreadable ({type(e).__name__}: {e}), not carried over", stacklevel=3)
+            else:
                 if self.first is None and gate.released > NEG_INF:
                     # released there: the first instant was fixed there too, and stays (a replayed
                     # batch's elements before it are no notes; design 004, "The first instant")
-                    self.first, self.guessed = state["first"]
-            except Exception as e:  # (another version's, or damaged: the stream is registered anyway)
-                warnings.warn(f"{checks}: unreadable ({type(e).__name__}: {e}), not carried over", stacklevel=3)
-                gate = self.gates[d.name.lower()] = Gate(d, self.admission_of(d))
+                    self.first, self.guessed = first
             checks.unlink()
         saved = self.workdir / HELD / f"{d.name.lower()}.parquet"
         if saved.exists():
