@@ -9,14 +9,18 @@ in ``tests/test_spark_preagg.py``.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sluice.backends.embedded import EmbeddedEngine
+from sluice.backends.spark.partials import SlidePartials
 from sluice.backends.spark.preagg import LOWER, UPPER, PreAggregate, preaggregate
 from sluice.cql.ast import TimeUnit
+from sluice.datatypes import arrow_type
 from sluice.plan import bind_query
 
 from preagg_oracle import elements, partials, unnamed
@@ -31,7 +35,10 @@ def _pre(query: str) -> PreAggregate | None:
     return preaggregate(query, eng.catalog, bind_query(eng.catalog, query).plan)
 
 
-def _compare(query: str, rows: list[tuple[Any, ...]], keep: Any = None) -> None:
+def _compare(query: str, rows: list[tuple[Any, ...]], keep: Any = None, cuts: list[int] | None = None) -> None:
+    """The rewritten query over partials answers as ``query`` over ``rows``: partials by hand, or
+    (``cuts``) as Spark's Python workers compute them over the rows cut into batches there.
+    """
     pre = _pre(query)
     assert pre is not None, query
     raw = EmbeddedEngine(time_unit=TimeUnit.MILLISECOND, start=0)
@@ -39,7 +46,7 @@ def _compare(query: str, rows: list[tuple[Any, ...]], keep: Any = None) -> None:
     want = raw.register_query(query)
     raw.push("S", rows)
     raw.close(200)
-    up, lo = partials(pre, rows, keep)
+    up, lo = partials(pre, rows, keep) if cuts is None else _by_workers(pre, rows, keep, cuts)
     eng = EmbeddedEngine(time_unit=TimeUnit.MILLISECOND, start=0)
     eng.execute(pre.ddl)
     got = eng.register_query(pre.query)
@@ -48,6 +55,32 @@ def _compare(query: str, rows: list[tuple[Any, ...]], keep: Any = None) -> None:
     eng.close(200)
     assert elements(got.results()) == elements(want.results()), (query, pre.query)
     assert unnamed(eng.rejected()) == unnamed(raw.rejected())
+
+
+def _by_workers(pre: PreAggregate, rows: list[tuple[Any, ...]], keep: Any, cuts: list[int]) -> tuple[list, list]:
+    """The partial streams' rows as ``SlidePartials`` makes them from ``rows`` (WHERE applied
+    first, as Spark does) cut into batches at ``cuts``: several partials of one slide and group.
+    """
+    eng = EmbeddedEngine(time_unit=TimeUnit.MILLISECOND)
+    eng.execute(DDL)
+    d = eng.catalog.lookup("S")
+    fn = SlidePartials(pre, pre.types(d), "no ts")
+    kept = [r for r in rows if keep is None or keep(r[1:])]
+    names = ["et"] + [f"c{j}" for j in range(len(d.schema))]
+    types = [pa.int64()] + [arrow_type(t) for t in d.schema.types]
+    columns = list(zip(*kept, strict=True)) or [()] * len(types)
+    table = pa.table([pa.array(c, t) for c, t in zip(columns, types, strict=True)], names=names)
+    up: list[Any] = []
+    lo: list[Any] = []
+    ends = sorted({0, len(kept), *(c % (len(kept) + 1) for c in cuts)})
+    for i, j in itertools.pairwise(ends):
+        out = fn.table(table.slice(i, j - i).select(["et", *fn.inputs()]))
+        assert out.schema == fn.schema
+        for r in out.to_pylist():
+            assert r["note"] is None
+            (lo if r["lower"] else up).append((r["a"], *list(r.values())[3:]))
+    # in time order, as the processor pushes them (it sorts its input by ts)
+    return sorted(up, key=lambda r: r[0]), sorted(lo, key=lambda r: r[0])
 
 
 QUERIES = [
@@ -83,6 +116,39 @@ def test_the_rewritten_query_over_partials_answers_as_the_original(query: str, k
         t += gap
         rows.append((t, a, k, b, 0.5, n))
     _compare(query, rows, keep)
+
+
+@pytest.mark.parametrize("query,keep", QUERIES)
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(ROW, max_size=60), st.lists(st.integers(0, 60), max_size=4))
+def test_partials_of_sparks_python_workers_batch_by_batch_answer_as_the_original(
+    query: str, keep: Any, draws: list[Any], cuts: list[int]
+) -> None:
+    """``SlidePartials`` (``mapInArrow``, design 015) over any cutting of the rows into batches."""
+    rows, t = [], 0
+    for gap, a, k, b, n in draws:
+        t += gap
+        rows.append((t, a, k, b, 0.5, n))
+    _compare(query, rows, keep, cuts)
+
+
+def test_the_workers_partials_of_one_batch_are_the_oracles_and_a_row_without_ts_is_a_note() -> None:
+    rows = [(3, 5, 1, 1, 0.0, "a"), (8, BIG, 1, 1, 0.0, "a"), (8, BIG, 1, 1, 0.0, "a"), (9, BIG, 1, None, 0.0, "a")]
+    rows += [(9, -BIG, 1, 1, 0.0, "a"), (9, None, 2, 1, 0.0, "b"), (20, 1, None, 1, 0.0, "a")]
+    pre = _pre("select K, count(*), sum(A), max(A), count(B) from S [Range 10 Slide 3] group by K")
+    assert pre is not None
+    up, lo = _by_workers(pre, rows, None, [])
+    want_up, want_lo = partials(pre, rows)
+    assert [r for r in want_up if r[2] == 0] == [(9, 1, 0, 2**62, None, 0)]  # 2^63 at 9: two pieces
+    assert sorted(up, key=repr) == sorted(want_up, key=repr) and sorted(lo, key=repr) == sorted(want_lo, key=repr)
+    eng = EmbeddedEngine(time_unit=TimeUnit.MILLISECOND)
+    eng.execute(DDL)
+    fn = SlidePartials(pre, pre.types(eng.catalog.lookup("S")), "S: a row without a valid ts was rejected")
+    untimed = pa.table({"et": pa.array([4, None], pa.int64()), "c0": pa.array([1, 2], pa.int64()),
+                        "c1": pa.array([1, 1], pa.int64()), "c2": pa.array([None, 1], pa.int64())})  # fmt: skip
+    out = fn.table(untimed.select(["et", *fn.inputs()])).to_pylist()
+    assert [r["note"] for r in out] == ["S: a row without a valid ts was rejected", None]
+    assert out[1]["a"] == 6 and out[1]["sluice_n"] == 1
 
 
 def test_partial_sums_beyond_64_bits_travel_in_pieces_and_overflow_as_the_original() -> None:

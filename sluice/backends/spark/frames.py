@@ -21,15 +21,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import Column
 from pyspark.sql import functions as F
-from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
 
 from sluice.backends.spark.compile import NativePlan, canonical_float, overflow, pushdown, to_column
-from sluice.backends.spark.preagg import LOWER, UPPER, PreAggregate
+from sluice.backends.spark.partials import SlidePartials
+from sluice.backends.spark.preagg import LOWER, UPPER
 from sluice.backends.spark.processor import EVENT_TIME_OFFSET
 from sluice.backends.spark.types import spark_type
 from sluice.catalog import Kind, SourceDef
 from sluice.datatypes import DataType, TypeKind
-from sluice.plan.expr import AggKind, BExpr
+from sluice.plan.expr import BExpr
 
 if TYPE_CHECKING:
     from sluice.backends.spark.engine import SparkEngine
@@ -342,94 +343,41 @@ def input_frame(eng: SparkEngine, q: SparkQuery) -> Any:
 
 def preaggregated_frame(eng: SparkEngine, q: SparkQuery) -> Any:
     """A pre-aggregated query's input (``sluice.backends.spark.preagg``, design 015): Spark's
-    streaming aggregation per (group, slide instant ``a``, class), each row stamped ``a`` and sent
-    to the processor's upper or lower stream (``s0…`` / ``s1…``).
+    Python workers aggregate each micro-batch partition's rows per (slide instant ``a``, class,
+    group) before the shuffle (``SlidePartials``, vectorised), each partial stamped ``a`` and sent
+    to the processor's upper or lower stream — both in the columns ``s0…`` (``SluiceProcessor``'s
+    ``preagg``).  No Spark state: the processor keeps the partials in its window synopses.
 
-    The watermark's delay is the slack (not slack + 1, as for raw rows): the aggregation emits the
-    partials of the slide ending at ``a`` once the watermark reaches ``a + 1`` ms past it, that is
-    once every instant ≤ ``a`` is complete, and drops only rows of such emitted slides — rows the
-    embedded engine would call late too.  The processor completes instants one tick behind Spark's
-    watermark (``SluiceProcessor.lag``), so a partial stamped ``a`` is never late for it.  No
-    markers reach it in-band: a heartbeat or end would complete instants whose partials Spark
-    has not emitted yet; the watermark they raise completes the same instants.
+    The watermark (delay: the slack) only completes instants: the processor completes those one
+    tick behind it (``SluiceProcessor.lag``) and rejects, counting its elements, a partial of a
+    slide already complete.  No markers reach it in-band; the watermark they raise completes the
+    same instants.
     """
     pre = q.preagg
     assert pre is not None
     d = eng._source(pre.source)
     # every conjunct runs here (checked when planned): none is left to the processor
     frame = _timed_rows(eng, q, d, eng.slack, _pushed_down(pre.filters))
-    big = F.lit(pre.slide)
-    tick = F.col("et")
-    a = tick + F.pmod(-tick, big)  # ⌈tick/U⌉·U
-    ends = (tick + F.lit(pre.range)) - F.pmod(tick + F.lit(pre.range), big)  # ⌊(tick+T)/U⌋·U
-    lower = ends < a + F.lit((pre.range // pre.slide) * pre.slide)
-    start = (1 + EVENT_TIME_OFFSET) % pre.slide  # Spark's slides are [a − U + 1, a] in ticks
-    slide = F.window("etime", f"{pre.slide} milliseconds", startTime=f"{start} milliseconds")
+    types = pre.types(d)
+    fn = SlidePartials(pre, types, f"{d.name}: a row without a valid ts was rejected (query {q.name})")
     keys = [f"c{k}" for k in pre.keys]
-    aggs: list[Any] = []
-    for part in pre.partials:
-        c = F.lit(1) if part.column is None else source_column(part.column)  # COUNT(*) counts rows
-        if part.fn is AggKind.COUNT:
-            aggs.append(F.count(c).alias(part.name))
-        elif part.fn is AggKind.SUM:
-            # exact: the high and low 32-bit halves summed as longs (a decimal sum per row is ~2×
-            # slower), recombined per partial below (fits unless a slide holds 2^31 rows of a
-            # group — then Spark's ANSI arithmetic fails the query, never wraps)
-            aggs.append(F.sum(F.shiftright(c, 32)).alias(f"{part.name}__hi"))
-            aggs.append(F.sum(c.bitwiseAND(F.lit(0xFFFFFFFF))).alias(f"{part.name}__lo"))
-        else:
-            aggs.append((F.min(c) if part.fn is AggKind.MIN else F.max(c)).alias(part.name))
-    # a row whose ts Spark could not read (NULL, from an attached file) is in no slide: it goes
-    # to the processor alone as a note row (kind "n", its message in ``src``) and is counted
-    untimed = frame.where(after_watermark(F.col("ts").isNull()))
-    frame = frame.where(after_watermark(F.col("ts").isNotNull()))
-    if pre.lower_range is None:  # T < U: the lower class is never in the window
-        frame = frame.where(after_watermark(~lower))
-    g = frame.groupBy(slide.alias("slide"), a.alias("a"), lower.alias("lower"), *keys).agg(*aggs)
-    g = _in_pieces(g, pre)
-    streams = [pre.types(d)] * 2
+    out = [StructField("a", LongType()), StructField("lower", BooleanType()), StructField("note", StringType())]
+    out += [StructField(n, spark_type(t)) for n, t in zip(keys + [p.name for p in pre.partials], types, strict=True)]
+    g = frame.select("et", *fn.inputs()).mapInArrow(fn, StructType(out))
     cols = keys + [p.name for p in pre.partials]
-    in_class = [~F.col("lower"), F.col("lower")]  # the upper stream's rows, the lower's
-    values = _values(streams, lambda i, j: F.when(in_class[i], F.col(cols[j])))
     assert q.part is not None  # checked when planned: the partition key is among the group's columns
     ekey = _ekey(eng, q, [source_column(j) for j in q.part.keys[d.name.lower()]])
-    src = F.when(F.col("lower"), F.lit(LOWER)).otherwise(F.lit(UPPER))
-    partials = _processor_rows(g, ekey=ekey, seq=-1, kind="d", src=src, ts=F.col("a"), sign=1,
-                               etime=F.col("slide.end"), values=values)  # fmt: skip
-    note = f"{d.name}: a row without a valid ts was rejected (query {q.name})"
-    notes = _processor_rows(untimed, ekey="0", seq=-1, kind="n", src=note, ts=0, sign=0, etime=None,
-                            values=_values(streams, _no_values))  # fmt: skip
-    return partials.unionByName(notes)
-
-
-def _in_pieces(g: Any, pre: PreAggregate) -> Any:
-    """Partial sums (high and low 32-bit halves summed by Spark) made whole and, beyond 64 bits,
-    split into pieces of about 2^62: the other partials in the first piece, counts 0 and NULL
-    extremes in the rest — the window's exact sum is the same.
-    """
-    sums = [p.name for p in pre.partials if p.fn is AggKind.SUM]
-    if not sums:
-        return g
-    exact = "decimal(38,0)"
-    for name in sums:
-        hi, lo = (F.col(f"{name}__{h}").cast(exact) for h in ("hi", "lo"))
-        g = g.withColumn(name, hi * F.lit(2**32).cast(exact) + lo).drop(f"{name}__hi", f"{name}__lo")
-    limb = F.lit(2**62).cast(exact)
-    pieces = {s: F.greatest(F.lit(1), F.ceil(F.abs(F.col(s)) / limb)).cast("long") for s in sums}
-    most = pieces[sums[0]] if len(sums) == 1 else F.greatest(*pieces.values())
-    g = g.withColumn("piece", F.explode(F.sequence(F.lit(0).cast("long"), most - 1)))
-    for s in sums:
-        m, v = pieces[s], F.col(s)
-        sign = F.when(v < 0, -1).otherwise(1).cast(exact)
-        piece = F.when(F.col("piece") < m - 1, sign * limb).otherwise(v - sign * limb * (m - 1).cast(exact))
-        g = g.withColumn(s, F.when(F.col("piece") < m, piece).cast("long"))
-    first = F.col("piece") == 0
-    for part in pre.partials:
-        if part.fn is AggKind.COUNT:
-            g = g.withColumn(part.name, F.when(first, F.col(part.name)).otherwise(F.lit(0)))
-        elif part.fn in (AggKind.MIN, AggKind.MAX):
-            g = g.withColumn(part.name, F.when(first, F.col(part.name)))
-    return g
+    noted = F.col("note").isNotNull()
+    src = F.when(noted, F.col("note")).when(F.col("lower"), F.lit(LOWER)).otherwise(F.lit(UPPER))
+    return g.select(
+        ekey.alias("ekey"),
+        F.lit(-1).cast("long").alias("seq"),
+        F.when(noted, F.lit("n")).otherwise(F.lit("d")).alias("kind"),
+        src.alias("src"),
+        F.col("a").alias("ts"),
+        F.lit(1).cast("int").alias("sign"),
+        *_values([types], lambda i, j: F.col(cols[j])),
+    )
 
 
 def native_frame(eng: SparkEngine, q: SparkQuery) -> Any:

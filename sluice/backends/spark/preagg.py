@@ -84,7 +84,8 @@ class PreAggregate:
         keys = ", ".join(names[k] for k in self.keys)
         return (
             f"pre-aggregated by Spark: COUNT(*){', ' + parts if parts else ''} per ({keys}) and slide of "
-            f"{self.source} (one row per group and slide reaches the processor: design 015)"
+            f"{self.source}, per micro-batch partition, in its Python workers before the shuffle (about one "
+            "row per group and slide reaches the processor: design 015)"
         )
 
 

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from sluice.datatypes import DataType
 from sluice.errors import SluiceError
@@ -37,6 +38,9 @@ try:  # pyspark is an optional dependency of the embedded-only install
     from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 except ImportError:  # pragma: no cover - exercised only without pyspark
     StatefulProcessor = object  # type: ignore[misc,assignment]
+
+# a pre-aggregated query's engine: slack so large that only the watermark completes instants
+NO_SLACK_COMPLETION = 2**62
 
 # Spark's event time is ticks + this offset, read as milliseconds: Spark treats a watermark of 0 as
 # "none yet" and drops rows at or before it, and Sluice's timestamps may be 0 or negative.
@@ -101,6 +105,36 @@ def _punctuate(eng: Any, name: str, note: str) -> None:
     src.punctuations.add(column, max(tick, entries[-1][0]) if entries else tick, values, upto)
 
 
+class _Late:
+    """Partials of slides already complete (design 015): rejected, their elements counted."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.first: int | None = None
+        self.last: int | None = None
+        self.done = 0
+
+    def taken(self, b: pa.Table, done: int, count_at: int) -> pa.Table:
+        """The partials of ``b`` after ``done`` (every instant ≤ it complete); the rest counted."""
+        ts = ts_of(b)
+        late = ts <= done
+        if not late.any():
+            return b
+        self.n += int(pc.sum(b.column(2 + count_at).filter(pa.array(late))).as_py() or 0)
+        lo, hi = int(ts[late].min()), int(ts[late].max())
+        self.first = lo if self.first is None else min(self.first, lo)
+        self.last = hi if self.last is None else max(self.last, hi)
+        self.done = done
+        return b.filter(pa.array(~late))
+
+    def note(self, stream: str) -> str:
+        slides = f"{self.first}" if self.first == self.last else f"{self.first} to {self.last}"
+        return (
+            f"{stream}: {self.n} element(s) arrived behind Spark's watermark (late: pre-aggregated, their slides "
+            f"ending at {slides} were complete at {self.done}; design 015)"
+        )
+
+
 class SluiceProcessor(StatefulProcessor):
     def __init__(
         self,
@@ -119,9 +153,11 @@ class SluiceProcessor(StatefulProcessor):
         members: list[tuple[str, str, list[DataType]]] | None = None,
         join_intermediates: str = "auto",
         sharing: bool = True,
+        preagg: tuple[str, int] | None = None,
     ) -> None:
         """``members``: (name, CQL, output types) of the queries this processor runs together
-        (they share a window join); None: ``query`` alone, named "q".
+        (they share a window join); None: ``query`` alone, named "q".  ``preagg``: its input is
+        Spark's partials of this stream (design 015), COUNT(*) at this index of their columns.
         """
         self.ddl, self.query, self.start = ddl, query, start
         self.lag = lag  # ticks behind Spark's watermark its instants complete (pre-aggregated input)
@@ -134,6 +170,7 @@ class SluiceProcessor(StatefulProcessor):
         self.sources, self.out_types = sources, out_types
         self.udfs = udfs or []
         self.index = {name: i for i, (name, _) in enumerate(sources)}
+        self.preagg = preagg
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
@@ -175,11 +212,14 @@ class SluiceProcessor(StatefulProcessor):
         from sluice.backends.embedded import EmbeddedEngine
         from sluice.cql.ast import TimeUnit
 
+        # partials complete instants only through Spark's watermark: one stamped at its slide's end
+        # says nothing of what is complete (no slack counts back from it)
+        pre = getattr(self, "preagg", None)  # (processors pickled before design 015's partials)
         eng = EmbeddedEngine(
             time_unit=TimeUnit[self.time_unit],
             seed=self.seed,
             start=self.start,
-            slack=self.slack,
+            slack=self.slack if pre is None else NO_SLACK_COMPLETION,
             scheduler=getattr(self, "scheduler", "round-robin"),  # processors pickled before it existed
             shared_join=getattr(self, "shared_join", None),
             # (a processor pickled before design 024 built its joins as trees of binary joins)
@@ -196,13 +236,14 @@ class SluiceProcessor(StatefulProcessor):
     def _batch(self, run: pd.DataFrame, src: str) -> pa.Table:
         i = self.index[src]
         types = self.sources[i][1]
+        at = 0 if getattr(self, "preagg", None) is not None else i  # both streams of partials: s0…
         cols = []
         for j, t in enumerate(types):
-            v = run[f"s{i}c{j}"]
+            v = run[f"s{at}c{j}"]
             if t.is_string:
                 cols.append(pa.array(v.to_numpy(dtype=object), type=arrow_type(t), from_pandas=True))
             else:
-                mask = run[f"s{i}n{j}"].to_numpy(dtype=bool)
+                mask = run[f"s{at}n{j}"].to_numpy(dtype=bool)
                 cols.append(pa.array(v.to_numpy(), mask=mask, type=arrow_type(t)))
         ts = run["ts"].to_numpy(dtype=np.int64)
         sign = run["sign"].to_numpy().astype(np.int8)
@@ -226,6 +267,10 @@ class SluiceProcessor(StatefulProcessor):
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
         eng = self._engine()
         before = {n: len(s.messages) for n, s in eng.sources.items()}
+        pre = getattr(self, "preagg", None)
+        late = _Late()
+        if pre is not None:  # what the watermark completed first: a partial of it is late
+            self._complete(eng, timerValues)
         # pushed events and markers in the driver's order (seq); an attached source's rows (seq −1,
         # first) in timestamp order: Spark reads a micro-batch's files in no particular order, and
         # nothing in one micro-batch is late (docs/design/014)
@@ -239,7 +284,10 @@ class SluiceProcessor(StatefulProcessor):
         for m in marks:
             run = events.iloc[lo:m]
             for src in pd.unique(run["src"]):
-                eng.push_batch(src, self._at_start(eng, src, self._batch(run[run["src"] == src], src)))
+                b = self._batch(run[run["src"] == src], src)
+                if pre is not None:
+                    b = late.taken(b, eng.sources[str(src).lower()].complete_upto(), pre[1])
+                eng.push_batch(src, self._at_start(eng, src, b))
             if m < len(events):
                 ts = int(events["ts"].iat[m])
                 if kinds[m] == "h":
@@ -250,12 +298,26 @@ class SluiceProcessor(StatefulProcessor):
                     _punctuate(eng, events["src"].iat[m], events["note"].iat[m])
                 # "s" (a query started) only gave every input an event time
             lo = m + 1
+        if late.n:
+            assert pre is not None
+            rejected.append(late.note(pre[0]))
         yield from self._finish(eng, before, timerValues, rejected)
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[pd.DataFrame]:
         """Spark's watermark moved on: instants before it are complete on this key too."""
         eng = self._engine()
         yield from self._finish(eng, {n: len(s.messages) for n, s in eng.sources.items()}, timerValues)
+
+    def _complete(self, eng: Any, timer_values: Any) -> int:
+        """Spark's watermark W (ticks + offset): no element at or before it will reach any key
+        (Spark drops it, and Sluice counts it; a partial of it the processor rejects), so every
+        instant ≤ W − offset (less ``lag``) is complete here.  Returns W.
+        """
+        w = int(timer_values.getCurrentWatermarkInMs())
+        if w > 0:  # 0: no watermark yet
+            for src in eng.sources.values():
+                src.heartbeat(w - EVENT_TIME_OFFSET - self.lag, scaled=True)
+        return w
 
     def _finish(
         self, eng: Any, before: dict[str, int], timer_values: Any, rejected: list[str] | None = None
@@ -264,12 +326,7 @@ class SluiceProcessor(StatefulProcessor):
         the notes: the engine's rejections and evaluation errors, and ``rejected`` (rows Spark
         could not give a timestamp).
         """
-        # Spark's watermark W (ticks + offset): no element at or before it will reach any key
-        # (Spark drops it, and Sluice counts it), so every instant ≤ W − offset is complete here.
-        w = int(timer_values.getCurrentWatermarkInMs())
-        if w > 0:  # 0: no watermark yet
-            for src in eng.sources.values():
-                src.heartbeat(w - EVENT_TIME_OFFSET - self.lag, scaled=True)
+        w = self._complete(eng, timer_values)
         eng.run()
         for armed in list(self.handle.listTimers()):
             self.handle.deleteTimer(armed)

@@ -22,13 +22,8 @@ from sluice.plan.element import Element
 
 
 def late_note(q: SparkQuery) -> str:
-    if q.preagg is None:
-        return f"{q.dropped} element(s) arrived behind Spark's watermark (late)"
-    # Spark's streaming aggregation drops late rows after aggregating them per partition
-    return (
-        f"at least {q.dropped} element(s) arrived behind Spark's watermark (late; Spark pre-aggregates "
-        "before it drops them and counts one per slide, group and partition: design 015)"
-    )
+    # (a pre-aggregated query's processor counts the elements of late partials itself: a note)
+    return f"{q.dropped} element(s) arrived behind Spark's watermark (late)"
 
 
 def notes(t: pa.Table) -> list[str]:

@@ -187,6 +187,7 @@ class Runner:
             eng.udfs,
             eng.scheduler,
             lag=1 if q.preagg is not None else 0,
+            preagg=None if q.preagg is None else (q.preagg.source, len(q.preagg.keys)),
             shared_join=eng.shared_join,
             join_intermediates=eng.join_intermediates,
             sharing=eng.sharing,
