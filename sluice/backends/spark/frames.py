@@ -30,7 +30,7 @@ from sluice.backends.spark.processor import EVENT_TIME_OFFSET
 from sluice.backends.spark.types import spark_type
 from sluice.catalog import Kind, SourceDef
 from sluice.datatypes import DataType, TypeKind
-from sluice.plan.expr import BExpr
+from sluice.plan.expr import AggKind, BExpr
 
 if TYPE_CHECKING:
     from sluice.backends.spark.engine import SparkEngine
@@ -163,9 +163,14 @@ def external_frame(eng: SparkEngine, d: SourceDef, kind: str, opts: dict[str, An
     return raw.select(*cols)
 
 
-def _values(defs: Sequence[Sequence[DataType]], value: Callable[[int, int], Any | None]) -> list[Any]:
-    """Per source ``i`` of the processor its columns ``s{i}c{j}`` (with ``s{i}n{j}`` is-null flags):
-    ``value(i, j)``, a Column or None for NULL.
+def _values(
+    defs: Sequence[Sequence[DataType]],
+    value: Callable[[int, int], Any | None],
+    flagged: Callable[[int, int], bool] = lambda i, j: True,
+) -> list[Any]:
+    """Per source ``i`` of the processor its columns ``s{i}c{j}`` (with ``s{i}n{j}`` is-null flags
+    where ``flagged(i, j)``: False for a column never NULL): ``value(i, j)``, a Column or None for
+    NULL.
     """
     out = []
     for i, types in enumerate(defs):
@@ -173,7 +178,7 @@ def _values(defs: Sequence[Sequence[DataType]], value: Callable[[int, int], Any 
             st = spark_type(t)
             v = value(i, j)
             v = F.lit(None).cast(st) if v is None else v.cast(st)
-            if needs_flag(t):
+            if needs_flag(t) and flagged(i, j):
                 out.append(F.coalesce(v, F.lit(zero(t)).cast(st)).alias(f"s{i}c{j}"))
                 out.append(v.isNull().alias(f"s{i}n{j}"))
             else:
@@ -369,14 +374,16 @@ def preaggregated_frame(eng: SparkEngine, q: SparkQuery) -> Any:
     ekey = _ekey(eng, q, [source_column(j) for j in q.part.keys[d.name.lower()]])
     noted = F.col("note").isNotNull()
     src = F.when(noted, F.col("note")).when(F.col("lower"), F.lit(LOWER)).otherwise(F.lit(UPPER))
+    # the processor's input, slimmed (each column crosses into Python): no seq (all Spark's) or
+    # sign (all insertions), no is-null flag for a count (never NULL)
+    counts = {len(keys) + i for i, p in enumerate(pre.partials) if p.fn is AggKind.COUNT}
+    values = _values([types], lambda i, j: F.col(cols[j]), flagged=lambda i, j: j not in counts)
     return g.select(
         ekey.alias("ekey"),
-        F.lit(-1).cast("long").alias("seq"),
         F.when(noted, F.lit("n")).otherwise(F.lit("d")).alias("kind"),
         src.alias("src"),
         F.col("a").alias("ts"),
-        F.lit(1).cast("int").alias("sign"),
-        *_values([types], lambda i, j: F.col(cols[j])),
+        *values,
     )
 
 

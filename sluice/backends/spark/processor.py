@@ -243,10 +243,12 @@ class SluiceProcessor(StatefulProcessor):
             if t.is_string:
                 cols.append(pa.array(v.to_numpy(dtype=object), type=arrow_type(t), from_pandas=True))
             else:
-                mask = run[f"s{at}n{j}"].to_numpy(dtype=bool)
+                flag = run.get(f"s{at}n{j}")  # (none for a column never NULL: a partial count)
+                mask = None if flag is None else flag.to_numpy(dtype=bool)
                 cols.append(pa.array(v.to_numpy(), mask=mask, type=arrow_type(t)))
         ts = run["ts"].to_numpy(dtype=np.int64)
-        sign = run["sign"].to_numpy().astype(np.int8)
+        # (partials carry no sign: each is an insertion)
+        sign = run["sign"].to_numpy().astype(np.int8) if "sign" in run else np.ones(len(run), np.int8)
         return make(ts, sign, cols, types)
 
     def _at_start(self, eng: Any, src: str, b: pa.Table) -> pa.Table:
@@ -277,7 +279,8 @@ class SluiceProcessor(StatefulProcessor):
         events = pd.concat(list(rows), ignore_index=True)
         untimed = events["kind"] == "n"  # a row Spark could not give a ts (its message in src): counted
         rejected = events.loc[untimed, "src"].tolist()
-        events = events[~untimed].sort_values(["seq", "ts"], kind="stable", ignore_index=True)
+        order = ["seq", "ts"] if "seq" in events else ["ts"]  # (partials carry no seq: all Spark's)
+        events = events[~untimed].sort_values(order, kind="stable", ignore_index=True)
         kinds = events["kind"].to_numpy()
         marks = [int(m) for m in np.flatnonzero(kinds != "d")] + [len(events)]
         lo = 0
