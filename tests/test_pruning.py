@@ -5,12 +5,15 @@ change which rows there are."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 from sluice import EmbeddedEngine
 from sluice.catalog import Catalog
 from sluice.plan import bind_query, execute, rules
 from sluice.plan import logical as L
 from sluice.plan.analysis import has_subquery
+from sluice.plan.pruning import prune_plan, source_columns_read
 from sluice.plan.rules import PRUNE_COLUMNS, rewrite
 from sluice.reference import evaluate
 from sluice.reference.compare import diff_outputs
@@ -249,3 +252,38 @@ def test_a_window_read_twice_stays_one_operator(query: str) -> None:
     assert not diff_outputs(expected, got)
     plan = rewrite(bind_query(cat, query).plan, rules_for(sharing=True)).plan
     assert len({n for n in L.walk_plan(plan) if isinstance(n, L.Window)}) == 1
+
+
+@pytest.mark.parametrize("query", [q for q, _ in PRUNED] + DECLINED)
+def test_a_streams_columns_the_answer_does_not_depend_on_may_hold_anything(query: str) -> None:
+    """``source_columns_read`` (what the Spark backend sends its processors: the rest arrive as
+    NULL): the definition over the streams with every other column NULL is the same answer.
+    """
+    cat = _cat()
+    streams, relations = _data()
+    bound = bind_query(cat, query)
+    read = source_columns_read(bound.plan, functools.partial(prune_plan, transform=rules.transform))
+    blurred = {
+        name: [(t, tuple(v if j in read[name.lower()] else None for j, v in enumerate(r))) for t, r in rows]
+        for name, rows in streams.items()
+        if name.lower() in read
+    }
+    expected = evaluate(bound, streams, relations, start=0, until=16)
+    got = evaluate(bound, {**streams, **blurred}, relations, start=0, until=16)
+    assert expected and not diff_outputs(expected, got)
+    if query in DECLINED[1:5]:  # (a correlated subquery, DISTINCT *, a sample, Istream of *: all of S)
+        assert read["s"] == frozenset(range(4))
+
+
+def test_the_columns_read_are_those_the_pruning_rule_keeps() -> None:
+    cat = _cat()
+    reads = {
+        q: source_columns_read(bind_query(cat, q).plan, functools.partial(prune_plan, transform=rules.transform))
+        for q in (PRUNED[0][0], PRUNED[2][0], PRUNED[3][0], PRUNED[5][0])
+    }
+    assert list(reads.values()) == [
+        {"s": frozenset({0, 1}), "r": frozenset({0, 1})},  # (the Spark backend still sends a relation whole)
+        {"s": frozenset({0, 1})},
+        {"s": frozenset({0})},  # count(*): the narrowest column
+        {"s": frozenset({0}), "t": frozenset({0, 2})},
+    ]

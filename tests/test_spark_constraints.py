@@ -545,3 +545,28 @@ def _released(inbox: Any, upto: int) -> None:
     inbox.complete("h", upto, None)
     inbox.fix_first()
     inbox.release()
+
+
+def test_a_processor_is_sent_the_columns_the_answer_and_the_constraints_need(spark, tmp_path) -> None:
+    """Each column crosses into Python (frames._sent): an unread one arrives as NULL — but one a
+    constraint names is sent, or the processor's engine would check and forget state by NULLs.
+    """
+    from sluice.backends.spark.frames import input_frame
+
+    ddl = "register stream S (A integer, K integer, B integer, N varchar(8)) ordered by B within 1"
+    query = "select K, count(*), sum(A) from S [Range 3] group by K"
+    rows = [(t, t % 5, t % 2, t // 2, "n" * (t % 3)) for t in range(12)]
+    answers = []
+    for eng in (EmbeddedEngine(), SparkEngine(spark=spark, workdir=tmp_path)):
+        eng.execute(ddl)
+        h = eng.register_query(query, name="q")
+        eng.push("S", rows)
+        eng.close()
+        answers.append(sorted(eng.results(h)))
+    assert answers[0] and answers[0] == answers[1]
+    q = eng.queries["q"]
+    columns = input_frame(eng, q).columns
+    # A, K read; B constrained; N neither: not sent.  Streams only: no sign; no punctuation: no note
+    assert [c for c in columns if c.startswith("s0c")] == ["s0c0", "s0c1", "s0c2"]
+    assert "sign" not in columns and "note" not in columns
+    eng.stop()

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 from sluice.catalog.schema import Schema
 from sluice.plan import logical as L
-from sluice.plan.analysis import columns_read, has_subquery, reindex
+from sluice.plan.analysis import columns_read, has_subquery, plan_has_subquery, reindex
 from sluice.plan.expr import BExpr, ColRef
 from sluice.windows import Rows, WindowDef
 
@@ -198,3 +198,37 @@ def _copies_commute(w: L.Window) -> bool:
 def _narrowest(schema: Schema) -> int:
     """The column to keep when none is read: the first that is not a string, if there is one."""
     return min((c.type.is_string or c.type.is_null, i) for i, c in enumerate(schema.columns))[1]
+
+
+def source_columns_read(
+    plan: L.LogicalNode, rewrite: Callable[[L.LogicalNode], L.LogicalNode | None]
+) -> dict[str, frozenset[int]]:
+    """Per source the query reads (lower-case name), the columns its answer depends on: where
+    ``rewrite`` (``prune_plan`` with the rule layer's ``transform``) put a copying projection right
+    above each of the source's scans, the columns it copies — any values in the others give the
+    same answer (the rule's proof) — and otherwise every column.  Plans with subqueries: every
+    column (a correlated one reads the row by position).
+    """
+    scans = [n for n in L.walk_plan(plan) if isinstance(n, L.Scan)]
+    every = {s.name.lower(): frozenset(range(len(s.source_schema))) for s in scans}
+    if plan_has_subquery(plan):
+        return every
+    pruned = rewrite(plan) or plan
+    read: dict[str, set[int]] = {}
+    found: Counter[str] = Counter()
+    for node in L.walk_plan(pruned):
+        for child in node.inputs():
+            if not isinstance(child, L.Scan):
+                continue
+            name = child.name.lower()
+            found[name] += 1
+            if isinstance(node, L.Project) and all(isinstance(c, ColRef) for c in node.columns):
+                read.setdefault(name, set()).update(c.index for c in node.columns if isinstance(c, ColRef))
+            else:
+                read[name] = set(every[name])
+    out = dict(every)
+    for name in every:
+        # (a scan at the top, or one this walk did not reach as a child: every column)
+        if found[name] == sum(1 for s in scans if s.name.lower() == name) and name in read:
+            out[name] = frozenset(read[name])
+    return out

@@ -13,6 +13,7 @@ which to use (``sluice.backends.spark.engine``).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,8 @@ from sluice.backends.spark.types import spark_type
 from sluice.catalog import Kind, SourceDef
 from sluice.datatypes import DataType, TypeKind
 from sluice.plan.expr import AggKind, BExpr
+from sluice.plan.pruning import prune_plan, source_columns_read
+from sluice.plan.rules import transform
 
 if TYPE_CHECKING:
     from sluice.backends.spark.engine import SparkEngine
@@ -167,14 +170,18 @@ def _values(
     defs: Sequence[Sequence[DataType]],
     value: Callable[[int, int], Any | None],
     flagged: Callable[[int, int], bool] = lambda i, j: True,
+    sent: Sequence[frozenset[int]] | None = None,
 ) -> list[Any]:
     """Per source ``i`` of the processor its columns ``s{i}c{j}`` (with ``s{i}n{j}`` is-null flags
     where ``flagged(i, j)``: False for a column never NULL): ``value(i, j)``, a Column or None for
-    NULL.
+    NULL.  Only the columns ``j`` in ``sent[i]`` (None: all): the processor fills the others with
+    NULL (``_sent``).
     """
     out = []
     for i, types in enumerate(defs):
         for j, t in enumerate(types):
+            if sent is not None and j not in sent[i]:
+                continue
             st = spark_type(t)
             v = value(i, j)
             v = F.lit(None).cast(st) if v is None else v.cast(st)
@@ -196,26 +203,65 @@ def _own(i: int) -> Callable[[int, int], Any | None]:
 
 
 def _processor_rows(frame: Any, *, ekey: Any, seq: Any, kind: Any, src: Any, ts: Any, sign: Any, etime: Any,
-                    values: list[Any], note: Any = None) -> Any:  # fmt: skip
+                    values: list[Any], note: Any = None, without: frozenset[str] = frozenset()) -> Any:  # fmt: skip
     """``frame`` as the processor's input rows: ``ekey, seq, kind, src, ts, sign, etime, note``
-    (what a punctuation marker says), then the sources' columns (``_values``).  Each argument a
-    Column or a literal.
+    (what a punctuation marker says) but those in ``without`` (``_unused``), then the sources'
+    columns (``_values``).  Each argument a Column or a literal.
     """
 
     def col(v: Any) -> Any:
         return v if isinstance(v, Column) else F.lit(v)
 
-    return frame.select(
+    lead = [
         col(ekey).alias("ekey"),
         col(seq).cast("long").alias("seq"),
         col(kind).alias("kind"),
         col(src).alias("src"),
         col(ts).cast("long").alias("ts"),
-        col(sign).cast("int").alias("sign"),
-        col(etime).cast("timestamp").alias("etime"),
-        col(note).cast("string").alias("note"),
-        *values,
-    )
+    ]
+    if "sign" not in without:
+        lead.append(col(sign).cast("int").alias("sign"))
+    lead.append(col(etime).cast("timestamp").alias("etime"))
+    if "note" not in without:
+        lead.append(col(note).cast("string").alias("note"))
+    return frame.select(*lead, *values)
+
+
+def _sent(eng: SparkEngine, q: SparkQuery, defs: Sequence[SourceDef]) -> list[frozenset[int]]:
+    """Per input of a processor the columns it is sent (each crosses into Python; the processor
+    fills the others with NULL): of a stream, those the query's answer depends on
+    (``source_columns_read``: the column-pruning rule's proof) and those a constraint on it or a
+    reference to it names (the processor's engine checks and forgets state by them); of a relation
+    every column (a deletion matches a whole tuple), and every column of every input of a
+    processor serving several queries.
+    """
+    every = [frozenset(range(len(d.schema))) for d in defs]
+    if len(q.group) > 1:
+        return every
+    read = source_columns_read(q.bound.plan, functools.partial(prune_plan, transform=transform))
+    out = []
+    for d, all_ in zip(defs, every, strict=True):
+        if d.kind is Kind.RELATION:
+            out.append(all_)
+            continue
+        names = [n.lower() for n in d.schema.names]
+        named = {names.index(c.column.lower()) for c in d.constraints}
+        named |= {names.index(c.ref_column.lower()) for _, c in eng.catalog.referencing(d.name)}
+        out.append(frozenset(read.get(d.name.lower(), all_)) | named)
+    return out
+
+
+def _unused(defs: Sequence[SourceDef]) -> frozenset[str]:
+    """The processor's input columns no row of a query over ``defs`` needs: ``sign`` when every
+    input is a stream (each element an insertion), ``note`` when none is punctuated (only a
+    punctuation marker says something in it).
+    """
+    out = set()
+    if all(d.kind is Kind.STREAM for d in defs):
+        out.add("sign")
+    if not any(c.kind == "PUNCTUATED" for d in defs for c in d.constraints):
+        out.add("note")
+    return frozenset(out)
 
 
 def _marker_frame(eng: SparkEngine, q: SparkQuery) -> Any:
@@ -321,6 +367,8 @@ def input_frame(eng: SparkEngine, q: SparkQuery) -> Any:
     defs = [eng._source(s) for s in q.sources]
     types = [d.schema.types for d in defs]
     pushed = pushdown(q.plan) if len(q.group) < 2 else {}
+    sent = _sent(eng, q, defs)
+    without = _unused(defs) if len(q.group) < 2 else frozenset()
     frames = []
     for i, d in enumerate(defs):
         # Spark's watermark for this input: max event time − slack − 1, so exactly the elements
@@ -330,7 +378,8 @@ def input_frame(eng: SparkEngine, q: SparkQuery) -> Any:
         ekey = _ekey(eng, q, None if key is None else [source_column(j) for j in key])
         frames.append(
             _processor_rows(frame, ekey=ekey, seq=F.col("seq"), kind=F.col("kind"), src=d.name, ts=F.col("ts"),
-                            sign=F.col("sign"), etime=F.col("etime"), values=_values(types, _own(i)))
+                            sign=F.col("sign"), etime=F.col("etime"), values=_values(types, _own(i), sent=sent),
+                            without=without)
         )  # fmt: skip
     # the markers themselves reach every key in-band (no event time: never late); a punctuation
     # only the processors of queries reading its stream
@@ -341,7 +390,7 @@ def input_frame(eng: SparkEngine, q: SparkQuery) -> Any:
     frames.append(
         _processor_rows(marks, ekey=_ekey(eng, q, None), seq=F.col("seq"), kind=F.col("kind"),
                         src=F.coalesce(F.col("src"), F.lit("")), ts=F.col("ts"), sign=0, etime=None,
-                        values=_values(types, _no_values), note=F.col("note"))
+                        values=_values(types, _no_values, sent=sent), note=F.col("note"), without=without)
     )  # fmt: skip
     return union_all(frames)
 

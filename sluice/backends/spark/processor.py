@@ -239,8 +239,10 @@ class SluiceProcessor(StatefulProcessor):
         at = 0 if getattr(self, "preagg", None) is not None else i  # both streams of partials: s0…
         cols = []
         for j, t in enumerate(types):
-            v = run[f"s{at}c{j}"]
-            if t.is_string:
+            v = run.get(f"s{at}c{j}")
+            if v is None:  # a column the query's answer does not depend on was not sent (frames._sent)
+                cols.append(pa.nulls(len(run), arrow_type(t)))
+            elif t.is_string:
                 cols.append(pa.array(v.to_numpy(dtype=object), type=arrow_type(t), from_pandas=True))
             else:
                 flag = run.get(f"s{at}n{j}")  # (none for a column never NULL: a partial count)
