@@ -149,6 +149,10 @@ def test_the_workers_partials_of_one_batch_are_the_oracles_and_a_row_without_ts_
     out = fn.table(untimed.select(["et", *fn.inputs()])).to_pylist()
     assert [r["note"] for r in out] == ["S: a row without a valid ts was rejected", None]
     assert out[1]["a"] == 6 and out[1]["sluice_n"] == 1
+    # with the first instant at 5: the row at 4 is a note too (no partial stamped 6 counts it)
+    fn = SlidePartials(pre, pre.types(eng.catalog.lookup("S")), "no ts", first=5)
+    out = fn.table(untimed.select(["et", *fn.inputs()])).to_pylist()
+    assert sorted(r["note"] for r in out) == ["S: element at ts 4 is before the first instant 5", "no ts"]
 
 
 def test_partial_sums_beyond_64_bits_travel_in_pieces_and_overflow_as_the_original() -> None:

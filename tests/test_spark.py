@@ -584,6 +584,31 @@ def test_an_attached_row_before_the_first_instant_is_one_note_per_native_query(s
     eng.stop()
 
 
+def test_a_processor_query_rejects_attached_rows_without_ts_or_before_the_first_instant(spark, tmp_path) -> None:
+    """As the native path does (above): each such row a note, whatever the WHERE Spark runs first
+    says of it (the embedded engine's admission comes before any selection); the answer is the
+    definition over the rest.
+    """
+    d = tmp_path / "in"
+    d.mkdir()
+    eng = SparkEngine(spark=spark, workdir=tmp_path / "w")
+    eng.execute("register stream S (K integer, V integer); register stream T (a integer)")
+    eng.attach_directory("S", d, "csv")
+    h = eng.register_query("select K, count(*) from S [Range 2] where V > 5 group by K")
+    eng.push("T", [(1, 7)])  # fixes the first instant at 1
+    (d / "a.csv").write_text("ts,K,V\n2,1,9\nx,2,9\nx,2,1\n0,1,9\n0,1,1\n3,1,7\n")
+    eng.run()
+    eng.close(5)
+    assert "native" not in eng.explain(h)
+    expected = evaluate(h.bound, {"S": [(2, (1, 9)), (3, (1, 7))]}, {}, start=1, until=5)
+    got = eng.results(h)
+    assert expected and not diff_outputs(expected, got) and len(got) == len(expected)
+    assert sorted(eng.statistics()["queries"][h.name]["rejected"]) == [
+        "S: a row without a valid ts was rejected (query " + h.name + ")",
+    ] * 2 + ["S: element at ts 0 is before the first instant 1"] * 2
+    eng.stop()
+
+
 def test_stream_static_join_runs_natively_and_static_rows_reach_the_processors(spark, tmp_path) -> None:
     # (R's column M is read by one query's selection alone: the rules keep only K and N of R at the
     # join's input, and the native join still reads R whole — its columns remapped)

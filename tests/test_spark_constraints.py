@@ -335,12 +335,39 @@ def test_a_reference_declared_while_running_makes_early_rows_late(spark, tmp_pat
     ]
     got, eng = _same_on_both(spark, tmp_path, "register stream O (oid integer, cust integer)", queries, calls, slack=0)
     assert got["sources"]["F"] == (1, {"late": 2}, 0)
-    # a referenced stream in a coarser unit than the referencing one's: refused on Spark (a
-    # heartbeat would give its input an event time beyond what the driver may release of it)
-    eng.execute("register stream S (oid integer) unit minutes")
-    with pytest.raises(SluiceError, match="may not count time in coarser units than G"):
-        eng.execute("register stream G (oid integer) foreign key (oid) references S within 0")
-    assert "G" not in [d.name for d in eng.catalog.sources]
+
+
+def test_a_reference_to_a_stream_in_a_coarser_unit_as_on_the_embedded_engine(spark, tmp_path) -> None:
+    """S counts minutes, G seconds: ``heartbeat(2)`` completes S to minute 2 (179 s) but the driver
+    releases S only as far as G allows (G complete to 49 s, + 30 s): S's row at 120 s stays held,
+    and S's Spark input and processors must not complete S past it — from the heartbeat they
+    would (until 2026-11-28 such a reference was refused on Spark).
+    """
+    queries = {
+        "s": "select oid, count(*), sum(v) from S group by oid",
+        "j": "Istream(select G.oid, S.v from G [Range 400], S [Range 10 Minutes] where G.oid = S.oid)",
+    }
+    calls = [
+        ("register_query", ("s",), {}),
+        ("register_query", ("j",), {}),
+        ("push", ("S", [(1, 1, 10), (2, 2, 20)]), {}),
+        ("push", ("G", [(10, 5), (50, 6)]), {}),
+        ("heartbeat", (2,), {}),
+        ("run", (), {}),  # S released to 79 s: its row at 120 s held
+        ("push", ("G", [(100, 7), (130, 8)]), {}),
+        ("run", (), {}),
+        ("push", ("S", [(3, 3, 30), (4, 6, 1)]), {}),  # (4, 6): order 6 more than 30 s after G's 50 s
+        ("push", ("G", [(200, 1)]), {}),
+        ("close", (), {}),
+    ]
+    ddl = (
+        "register stream S (oid integer, v integer) unit minutes; "
+        "register stream G (oid integer) foreign key (oid) references S(oid) within 30"
+    )
+    got, _ = _same_on_both(spark, tmp_path, ddl, queries, calls, slack=0)
+    assert [(e.ts, e.row) for e in got["answers"]["j"]] == [(200, (1, 10))]
+    assert [e.ts for e in got["answers"]["s"] if e.sign == "+"] == [60, 120, 180]
+    assert got["sources"]["S"][:2] == (3, {"constraint": 1})
 
 
 def test_rows_held_at_stop_reach_the_next_engine_on_the_work_directory(spark, tmp_path) -> None:

@@ -126,3 +126,34 @@ def test_a_parquet_directory_is_pre_aggregated_and_a_row_behind_an_emitted_slide
         "were complete at 19; design 015)"
     )
     eng.stop()
+
+
+def test_rows_without_ts_or_before_the_first_instant_are_rejected_whatever_the_where(spark, tmp_path) -> None:
+    """An attached row Spark cannot stamp, or stamped before the first instant, is rejected with a
+    note — as on the native path and the embedded engine, whose admission comes before any
+    selection — even when it would fail the WHERE Spark applies before pre-aggregating.
+    """
+    d = tmp_path / "in"
+    d.mkdir()
+    rows = [(4, 7, 1, 1), (5, -1, 1, 1), (None, -3, 0, 1), (12, 2, 0, 1), (13, 3, 1, 1), (21, 1, 0, 1)]
+    cols = list(zip(*rows, strict=True))
+    pq.write_table(
+        pa.table({n: pa.array(c, pa.int64()) for n, c in zip(["ts", "A", "K", "B"], cols, strict=True)}), d / "a.parquet"
+    )
+    query = "select K, count(*), sum(A) from S [Range 10 Slide 5] where A > 0 group by K"
+    eng = SparkEngine(spark=spark, workdir=tmp_path / "w", time_unit=TimeUnit.SECOND, start=10)
+    eng.execute(DDL)
+    eng.attach_directory("S", d, "parquet")
+    h = eng.register_query(query)
+    eng.close(30)
+    assert "pre-aggregated by Spark" in eng.explain(h)
+    taken = [r for r in rows if r[0] is not None and r[0] >= 10]
+    expected = evaluate(h.bound, {"S": [(t, (a, k, b)) for t, a, k, b in taken]}, start=10, until=30)
+    got = eng.results(h)
+    assert expected and not diff_outputs(expected, got) and len(got) == len(expected)
+    assert sorted(eng.statistics()["queries"][h.name]["rejected"]) == [
+        "S: a row without a valid ts was rejected (query " + h.name + ")",
+        "S: element at ts 4 is before the first instant 10",
+        "S: element at ts 5 is before the first instant 10",
+    ]
+    eng.stop()

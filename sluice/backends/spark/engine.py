@@ -210,13 +210,6 @@ class SparkEngine:
         target = self._source(c.ref)
         if target.name.lower() in self.inbox.external:
             return "Spark reads its rows itself (attached), unchecked: push them to check the reference"
-        if self.catalog.scale(target) > self.catalog.scale(d):
-            # a heartbeat completes each stream in its own unit: the referenced one in a coarser unit
-            # would be complete (to Spark's watermark) beyond what the driver may release of it
-            return (
-                f"on Spark the referenced stream may not count time in coarser units than {d.name} "
-                f"({target.unit or 'the catalog unit'} against {d.unit or 'the catalog unit'}); use the embedded engine"
-            )
         return None
 
     def register_view(self, name: str, query: str, columns: Sequence[str] = (), kind: Kind | None = None) -> None:

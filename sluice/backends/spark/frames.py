@@ -305,6 +305,12 @@ def _timed_rows(eng: SparkEngine, q: SparkQuery, d: SourceDef, delay: int, keep:
     # (a punctuation says nothing of time: it moves no watermark; what a stream released moves
     # only its own input's)
     mine = (F.col("kind") != "r") | (F.col("src") == F.lit(d.name))
+    if d.name.lower() in eng.inbox.gates and d.name.lower() not in eng.inbox.external:
+        # a stream the driver holds takes its event time from what the driver released of it
+        # ("r"), never from a heartbeat or an end: those complete each stream in its own unit,
+        # while the driver releases a referenced stream only as far as the streams referencing
+        # it allow (design 023, "On Spark")
+        mine = mine & ~F.col("kind").isin("h", "e")
     marks = (
         _marker_frame(eng, q)
         .where((F.col("kind") != "p") & mine)
@@ -372,20 +378,30 @@ def input_frame(eng: SparkEngine, q: SparkQuery) -> Any:
     frames = []
     for i, d in enumerate(defs):
         # Spark's watermark for this input: max event time − slack − 1, so exactly the elements
-        # the embedded engine would call late are behind it
-        frame = _timed_rows(eng, q, d, eng.slack + 1, _pushed_down(pushed.get(d.name.lower(), [])))
+        # the embedded engine would call late are behind it.  A row without a ts (attached: Spark
+        # could not read one) is a note row; it and one before the first instant (the processor
+        # rejects it) skip the selections Spark runs, as the embedded engine's admission comes first
+        no_ts = F.col("ts").isNull()
+        early = _before_first(eng, d) if d.kind is Kind.STREAM else None
+        exempt = no_ts if early is None else no_ts | early[0]
+        keep = [c | exempt for c in _pushed_down(pushed.get(d.name.lower(), []))]
+        frame = _timed_rows(eng, q, d, eng.slack + 1, keep)
         key = q.part.keys.get(d.name.lower()) if q.part is not None else None
         ekey = _ekey(eng, q, None if key is None else [source_column(j) for j in key])
+        kind = F.when(no_ts, F.lit("n")).otherwise(F.col("kind"))  # (its message in src)
+        untimed = F.lit(f"{d.name}: a row without a valid ts was rejected (query {q.name})")
+        src = F.when(no_ts, untimed).otherwise(F.lit(d.name))
         frames.append(
-            _processor_rows(frame, ekey=ekey, seq=F.col("seq"), kind=F.col("kind"), src=d.name, ts=F.col("ts"),
+            _processor_rows(frame, ekey=ekey, seq=F.col("seq"), kind=kind, src=src, ts=F.col("ts"),
                             sign=F.col("sign"), etime=F.col("etime"), values=_values(types, _own(i), sent=sent),
                             without=without)
         )  # fmt: skip
     # the markers themselves reach every key in-band (no event time: never late); a punctuation
-    # only the processors of queries reading its stream
+    # and a stream released up to (what completes a stream the driver holds) only the processors
+    # of queries reading that stream
     read = [F.lit(s) for s in q.sources]
     marks = _marker_frame(eng, q).where(
-        ~F.col("kind").isin("s", "r") & ((F.col("kind") != "p") | F.col("src").isin(*read))
+        (F.col("kind") != "s") & (~F.col("kind").isin("p", "r") | F.col("src").isin(*read))
     )
     frames.append(
         _processor_rows(marks, ekey=_ekey(eng, q, None), seq=F.col("seq"), kind=F.col("kind"),
@@ -410,10 +426,15 @@ def preaggregated_frame(eng: SparkEngine, q: SparkQuery) -> Any:
     pre = q.preagg
     assert pre is not None
     d = eng._source(pre.source)
-    # every conjunct runs here (checked when planned): none is left to the processor
-    frame = _timed_rows(eng, q, d, eng.slack, _pushed_down(pre.filters))
+    # every conjunct runs here (checked when planned): none is left to the processor — but a row
+    # without a ts, or before the first instant, is rejected whatever it holds (a note), as on the
+    # native path and the embedded engine, whose admission comes before any selection
+    early = _before_first(eng, d)
+    exempt = F.col("ts").isNull() if early is None else F.col("ts").isNull() | early[0]
+    frame = _timed_rows(eng, q, d, eng.slack, [c | exempt for c in _pushed_down(pre.filters)])
     types = pre.types(d)
-    fn = SlidePartials(pre, types, f"{d.name}: a row without a valid ts was rejected (query {q.name})")
+    note = f"{d.name}: a row without a valid ts was rejected (query {q.name})"
+    fn = SlidePartials(pre, types, note, None if early is None else eng.inbox.first)
     keys = [f"c{k}" for k in pre.keys]
     out = [StructField("a", LongType()), StructField("lower", BooleanType()), StructField("note", StringType())]
     out += [StructField(n, spark_type(t)) for n, t in zip(keys + [p.name for p in pre.partials], types, strict=True)]

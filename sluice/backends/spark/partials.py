@@ -12,7 +12,7 @@ sums one.  A row without a timestamp becomes a note row (``note`` set), rejected
 Why not Spark's own streaming aggregation (which this replaced, 2026-11-28): it keeps every open
 partial in the state store until the watermark passes its slide, and Sluice's state store is
 RocksDB (``transformWithStateInPandas`` needs it) — 2 M events, local[1]: Spark's aggregation of
-the partials 3.0 s (2.1 s on the default store), this 0.9 s.  Lateness moves to the processor,
+the partials 3.0 s (2.1 s on the default store), this 1.0 s.  Lateness moves to the processor,
 which knows the watermark (``SluiceProcessor``, ``preagg``).
 """
 
@@ -36,15 +36,19 @@ _ARROW = {AggKind.COUNT: "count", AggKind.MIN: "min", AggKind.MAX: "max"}  # pya
 
 class SlidePartials:
     """``mapInArrow``'s function for one pre-aggregated query: ``types`` are the partial streams'
-    columns (``PreAggregate.types``), ``note`` what a row without a timestamp is told.
+    columns (``PreAggregate.types``), ``note`` what a row without a timestamp is told; ``first``
+    the engine's first instant (ticks; None: not checked here): a row stamped before it is a note,
+    as on every other path (design 004, "The first instant").
     """
 
-    def __init__(self, pre: PreAggregate, types: list[DataType], note: str) -> None:
+    def __init__(self, pre: PreAggregate, types: list[DataType], note: str, first: int | None = None) -> None:
         self.range, self.slide = pre.range, pre.slide
         self.lower_seen = pre.lower_range is not None  # False: the lower class is never in the window
         self.keys = [f"c{k}" for k in pre.keys]
         self.partials = [(p.fn, None if p.column is None else f"c{p.column}") for p in pre.partials]
         self.note = note
+        self.first = first
+        self.stream = pre.source
         lead = [("a", pa.int64()), ("lower", pa.bool_()), ("note", pa.string())]
         names = self.keys + [p.name for p in pre.partials]
         self.schema = pa.schema(lead + [(n, arrow_type(t)) for n, t in zip(names, types, strict=True)])
@@ -65,10 +69,18 @@ class SlidePartials:
         et = t.column("et")
         if et.null_count:
             untimed = pc.is_null(et)
-            out.append(self._notes(int(pc.sum(untimed).as_py())))
+            out.append(self._notes([self.note] * int(pc.sum(untimed).as_py())))
             t = t.filter(pc.invert(untimed))
             et = t.column("et")
         tick = et.to_numpy()
+        if self.first is not None and (tick < self.first).any():
+            early = tick < self.first
+            out.append(
+                self._notes([f"{self.stream}: element at ts {int(x)} is before the first instant {self.first}"
+                             for x in tick[early]])
+            )  # fmt: skip
+            t = t.filter(pa.array(~early))
+            tick = tick[~early]
         big = self.slide
         a = tick + np.mod(-tick, big)  # ⌈tick/U⌉·U
         ends = (tick + self.range) - np.mod(tick + self.range, big)  # ⌊(tick+T)/U⌋·U
@@ -160,9 +172,12 @@ class SlidePartials:
             out.append(piece)
         return out
 
-    def _notes(self, n: int) -> pa.Table:
-        """``n`` rows without a timestamp: in no slide, each a note row the processor rejects."""
-        arrays: list[Any] = [pa.array(np.zeros(n, np.int64)), pa.array(np.zeros(n, bool)), pa.array([self.note] * n)]
+    def _notes(self, notes: list[str]) -> pa.Table:
+        """Rows in no slide (without a timestamp, before the first instant): each a note row the
+        processor rejects with its text.
+        """
+        n = len(notes)
+        arrays: list[Any] = [pa.array(np.zeros(n, np.int64)), pa.array(np.zeros(n, bool)), pa.array(notes, pa.string())]
         arrays += [pa.nulls(n) for _ in self.keys]
         arrays += [pa.array(np.zeros(n, np.int64)) if fn is AggKind.COUNT else pa.nulls(n) for fn, _ in self.partials]
         return self._typed(arrays)

@@ -7,9 +7,9 @@ element with timestamp ``ts`` is in the window from ``a = ⌈ts/U⌉·U`` until 
 aggregate at every instant is the same aggregate over per-``(group, a, d)`` partial aggregates
 (COUNT → SUM of counts, SUM → SUM of sums, MIN → MIN of minima; exact: Sluice sums integers
 exactly, and a group is present exactly when one of its partials is, each partial counting ≥ 1
-element).  Spark computes the partials with its own streaming aggregation (partial aggregation
-before the shuffle, state in its store), and the stateful processor runs the rewritten query over
-~one row per group and slide instead of one per element (design 015).
+element).  Spark's Python workers compute the partials per micro-batch partition before the
+shuffle (``sluice.backends.spark.partials``, no Spark state), and the stateful processor runs the
+rewritten query over ~one row per group and slide instead of one per element (design 015).
 
 For ``ts ∈ (a − U, a]`` there are only two values of ``d``: ``a + ⌊T/U⌋·U + U`` (the *upper*
 class, which includes ``ts = a``) and ``U`` less (the *lower* class).  Every partial is stamped

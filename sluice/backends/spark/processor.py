@@ -154,10 +154,13 @@ class SluiceProcessor(StatefulProcessor):
         join_intermediates: str = "auto",
         sharing: bool = True,
         preagg: tuple[str, int] | None = None,
+        held: list[str] | None = None,
     ) -> None:
         """``members``: (name, CQL, output types) of the queries this processor runs together
         (they share a window join); None: ``query`` alone, named "q".  ``preagg``: its input is
         Spark's partials of this stream (design 015), COUNT(*) at this index of their columns.
+        ``held``: the streams the driver holds (lower case): a heartbeat completes them only as
+        far as the driver released them, which an ``r`` marker says (design 023, "On Spark").
         """
         self.ddl, self.query, self.start = ddl, query, start
         self.lag = lag  # ticks behind Spark's watermark its instants complete (pre-aggregated input)
@@ -171,6 +174,7 @@ class SluiceProcessor(StatefulProcessor):
         self.udfs = udfs or []
         self.index = {name: i for i, (name, _) in enumerate(sources)}
         self.preagg = preagg
+        self.held = None if held is None else frozenset(held)
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
@@ -296,7 +300,15 @@ class SluiceProcessor(StatefulProcessor):
             if m < len(events):
                 ts = int(events["ts"].iat[m])
                 if kinds[m] == "h":
-                    eng.heartbeat(ts)
+                    # (a stream the driver holds completes as far as it released it: "r")
+                    held = getattr(self, "held", None)  # (processors pickled before held streams)
+                    for name, source in eng.sources.items():
+                        if held is None or name not in held:
+                            source.heartbeat(ts)
+                elif kinds[m] == "r":  # the driver released this stream up to ts (ticks)
+                    source = eng.sources.get(str(events["src"].iat[m]).lower())
+                    if source is not None:
+                        source.heartbeat(ts, scaled=True)
                 elif kinds[m] == "e":
                     eng.close(ts)
                 elif kinds[m] == "p":
