@@ -70,7 +70,8 @@ def query_rows(frame: Any, q: SparkQuery, scale: int = 1, relation: bool = False
     if relation:
         return frame
     new = (F.col("seq") > q.seq_from) | (F.col("seq") < 0)
-    return frame.where(new & (F.col("ts") * F.lit(scale) >= F.lit(q.since)))
+    # (an attached row without a ts is still noted: its comparison is NULL)
+    return frame.where(new & ((F.col("ts") * F.lit(scale) >= F.lit(q.since)) | F.col("ts").isNull()))
 
 
 def local_path(uri: str) -> str | None:
@@ -351,15 +352,17 @@ def _pushed_down(preds: Sequence[BExpr]) -> list[Any]:
     return out
 
 
-def _ekey(eng: SparkEngine, q: SparkQuery, cols: Sequence[Any] | None) -> Any:
+def _ekey(eng: SparkEngine, q: SparkQuery, cols: Sequence[Any] | None, once: Any = None) -> Any:
     """The partition key column: by ``cols`` hashed into the query's buckets; every key (the
-    row is replicated) when ``cols`` is None; "0" for an unsplittable query.
+    row is replicated) when ``cols`` is None — but key "0" alone for rows where ``once`` holds (a
+    note is said once); "0" for an unsplittable query.
     """
     buckets = eng.runner.buckets(q)
     if q.part is None:
         return F.lit("0")
     if cols is None:
-        return F.explode(F.array(*[F.lit(str(b)) for b in range(buckets)]))
+        every = F.array(*[F.lit(str(b)) for b in range(buckets)])
+        return F.explode(every if once is None else F.when(once, F.array(F.lit("0"))).otherwise(every))
     return F.pmod(F.hash(*cols), F.lit(buckets)).cast("string")
 
 
@@ -379,22 +382,27 @@ def input_frame(eng: SparkEngine, q: SparkQuery) -> Any:
     for i, d in enumerate(defs):
         # Spark's watermark for this input: max event time − slack − 1, so exactly the elements
         # the embedded engine would call late are behind it.  A row without a ts (attached: Spark
-        # could not read one) is a note row; it and one before the first instant (the processor
-        # rejects it) skip the selections Spark runs, as the embedded engine's admission comes first
+        # could not read one) or stamped before the first instant is a note row, once per row
+        # (one key), whatever the selections Spark runs say of it — the embedded engine's
+        # admission comes first — as on the native path.  (``etime`` stays the watermarked column
+        # itself: an expression over it would hide it from the processor's late-row filter; so
+        # an early row already behind Spark's watermark is dropped and counted as late there.)
         no_ts = F.col("ts").isNull()
         early = _before_first(eng, d) if d.kind is Kind.STREAM else None
-        exempt = no_ts if early is None else no_ts | early[0]
-        keep = [c | exempt for c in _pushed_down(pushed.get(d.name.lower(), []))]
+        noted = no_ts if early is None else no_ts | early[0]
+        keep = [c | noted for c in _pushed_down(pushed.get(d.name.lower(), []))]
         frame = _timed_rows(eng, q, d, eng.slack + 1, keep)
         key = q.part.keys.get(d.name.lower()) if q.part is not None else None
-        ekey = _ekey(eng, q, None if key is None else [source_column(j) for j in key])
-        kind = F.when(no_ts, F.lit("n")).otherwise(F.col("kind"))  # (its message in src)
+        ekey = _ekey(eng, q, None if key is None else [source_column(j) for j in key], once=noted)
         untimed = F.lit(f"{d.name}: a row without a valid ts was rejected (query {q.name})")
-        src = F.when(no_ts, untimed).otherwise(F.lit(d.name))
+        src = F.when(no_ts, untimed)
+        if early is not None:
+            src = src.when(early[0], early[1])
         frames.append(
-            _processor_rows(frame, ekey=ekey, seq=F.col("seq"), kind=kind, src=src, ts=F.col("ts"),
-                            sign=F.col("sign"), etime=F.col("etime"), values=_values(types, _own(i), sent=sent),
-                            without=without)
+            _processor_rows(frame, ekey=ekey, seq=F.col("seq"), kind=F.when(noted, F.lit("n")).otherwise(F.col("kind")),
+                            src=src.otherwise(F.lit(d.name)), ts=F.when(no_ts, F.lit(0)).otherwise(F.col("ts")),
+                            sign=F.col("sign"), etime=F.col("etime"),
+                            values=_values(types, _own(i), sent=sent), without=without)
         )  # fmt: skip
     # the markers themselves reach every key in-band (no event time: never late); a punctuation
     # and a stream released up to (what completes a stream the driver holds) only the processors

@@ -338,7 +338,8 @@ class Inbox:
     # -- markers -------------------------------------------------------------------------
     def marker(self, kind: str, ts: int, src: str | None = None, note: str | None = None) -> None:
         """A marker: ``h`` heartbeat, ``e`` end, ``s`` start (every input gets an event time from
-        it), ``r`` stream ``src`` released up to ``ts`` (ticks; its input's event time only), ``p`` a
+        it), ``r`` stream ``src`` released up to ``ts`` (ticks; its input's event time and, in the
+        processors of queries reading it, its completion), ``p`` a
         punctuation of stream ``src`` (``note``: ``punctuation_note``; no event time) —
         numbered at the next ``release``, after the elements released there.  (An element pushed
         after a heartbeat is stamped after it — else late — so numbering it first is safe.)

@@ -8,8 +8,10 @@ store and Spark's checkpoints carry it across restarts.  The state holds data on
 queues, buffered output — never the plan, the catalog or user functions.
 
 Input rows are events in typed columns: data (``d``) for source ``i`` in ``s{i}c{j}`` (with
-``s{i}n{j}`` is-null flags for non-string columns), heartbeats (``h``), end of input (``e``) and
-punctuations (``p``: the stream in ``src``, what it says in ``note``).
+``s{i}n{j}`` is-null flags for non-string columns), heartbeats (``h``: completing the streams the
+driver does not hold), streams released up to (``r``: completing a held stream, ticks), end of
+input (``e``), punctuations (``p``: the stream in ``src``, what it says in ``note``) and rows
+rejected before the processor (``n``: without a ts, before the first instant; the note in ``src``).
 Runs of data between markers become Arrow batches pushed on the engine's fast path.  The
 processor runs in event-time mode: Spark's watermark (each input's event time minus the slack,
 the minimum over inputs) completes instants on every key, through a timer each key re-arms.  Output rows
