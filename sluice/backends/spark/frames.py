@@ -306,7 +306,7 @@ def _timed_rows(eng: SparkEngine, q: SparkQuery, d: SourceDef, delay: int, keep:
     # (a punctuation says nothing of time: it moves no watermark; what a stream released moves
     # only its own input's)
     mine = (F.col("kind") != "r") | (F.col("src") == F.lit(d.name))
-    if d.name.lower() in eng.inbox.gates and d.name.lower() not in eng.inbox.external:
+    if eng.inbox.holds(d.name):
         # a stream the driver holds takes its event time from what the driver released of it
         # ("r"), never from a heartbeat or an end: those complete each stream in its own unit,
         # while the driver releases a referenced stream only as far as the streams referencing
@@ -339,17 +339,33 @@ def after_watermark(cond: Any) -> Any:
     return cond | (F.col("etime") < F.lit(datetime(1, 1, 1)))
 
 
-def _pushed_down(preds: Sequence[BExpr]) -> list[Any]:
+def _pushed_down(preds: Sequence[BExpr], exempt: Any = None) -> list[Any]:
     """The conjuncts Spark can evaluate, as Columns; a row whose predicate overflows is kept (the
-    processor counts it).
+    processor counts it), and so is every row where ``exempt`` holds (``_inadmissible``).
     """
     out = []
     for p in preds:
         col = to_column(p, source_column)
         if col is not None:
             bad = overflow(p, source_column)
-            out.append(col if bad is None else col | bad)
+            col = col if bad is None else col | bad
+            out.append(col if exempt is None else col | exempt)
     return out
+
+
+def _inadmissible(eng: SparkEngine, d: SourceDef) -> tuple[Any, tuple[Any, Any, Any] | None]:
+    """The rows of ``d`` the embedded engine's admission rejects before any selection — without a
+    ts (attached: Spark could not read one) or, for a stream, stamped before the first instant —
+    each a note whatever the query selects; and ``_before_first`` of ``d`` (None: not checked).
+    """
+    no_ts = F.col("ts").isNull()
+    early = _before_first(eng, d) if d.kind is Kind.STREAM else None
+    return (no_ts if early is None else no_ts | early[0]), early
+
+
+def _untimed_note(d: SourceDef, q: SparkQuery) -> str:
+    """The note of an attached row of ``d`` without a ts, for query ``q`` (every path's)."""
+    return f"{d.name}: a row without a valid ts was rejected (query {q.name})"
 
 
 def _ekey(eng: SparkEngine, q: SparkQuery, cols: Sequence[Any] | None, once: Any = None) -> Any:
@@ -388,14 +404,11 @@ def input_frame(eng: SparkEngine, q: SparkQuery) -> Any:
         # itself: an expression over it would hide it from the processor's late-row filter; so
         # an early row already behind Spark's watermark is dropped and counted as late there.)
         no_ts = F.col("ts").isNull()
-        early = _before_first(eng, d) if d.kind is Kind.STREAM else None
-        noted = no_ts if early is None else no_ts | early[0]
-        keep = [c | noted for c in _pushed_down(pushed.get(d.name.lower(), []))]
-        frame = _timed_rows(eng, q, d, eng.slack + 1, keep)
+        noted, early = _inadmissible(eng, d)
+        frame = _timed_rows(eng, q, d, eng.slack + 1, _pushed_down(pushed.get(d.name.lower(), []), noted))
         key = q.part.keys.get(d.name.lower()) if q.part is not None else None
         ekey = _ekey(eng, q, None if key is None else [source_column(j) for j in key], once=noted)
-        untimed = F.lit(f"{d.name}: a row without a valid ts was rejected (query {q.name})")
-        src = F.when(no_ts, untimed)
+        src = F.when(no_ts, F.lit(_untimed_note(d, q)))
         if early is not None:
             src = src.when(early[0], early[1])
         frames.append(
@@ -437,12 +450,10 @@ def preaggregated_frame(eng: SparkEngine, q: SparkQuery) -> Any:
     # every conjunct runs here (checked when planned): none is left to the processor — but a row
     # without a ts, or before the first instant, is rejected whatever it holds (a note), as on the
     # native path and the embedded engine, whose admission comes before any selection
-    early = _before_first(eng, d)
-    exempt = F.col("ts").isNull() if early is None else F.col("ts").isNull() | early[0]
-    frame = _timed_rows(eng, q, d, eng.slack, [c | exempt for c in _pushed_down(pre.filters)])
+    noted, early = _inadmissible(eng, d)
+    frame = _timed_rows(eng, q, d, eng.slack, _pushed_down(pre.filters, noted))
     types = pre.types(d)
-    note = f"{d.name}: a row without a valid ts was rejected (query {q.name})"
-    fn = SlidePartials(pre, types, note, None if early is None else eng.inbox.first)
+    fn = SlidePartials(pre, types, _untimed_note(d, q), None if early is None else eng.inbox.first)
     keys = [f"c{k}" for k in pre.keys]
     out = [StructField("a", LongType()), StructField("lower", BooleanType()), StructField("note", StringType())]
     out += [StructField(n, spark_type(t)) for n, t in zip(keys + [p.name for p in pre.partials], types, strict=True)]
@@ -486,7 +497,7 @@ def native_branch(eng: SparkEngine, q: SparkQuery, plan: NativePlan, noting: boo
     early = _before_first(eng, d)
     # an attached source's row whose ts Spark could not read (NULL): rejected with a note
     no_ts = F.col("ts").isNull()
-    untimed = F.lit(f"{d.name}: a row without a valid ts was rejected (query {q.name})")
+    untimed = F.lit(_untimed_note(d, q))
     if not noting:  # another branch notes them
         frame = frame.where(~no_ts if early is None else ~(no_ts | early[0]))
         early = None

@@ -321,6 +321,13 @@ class Inbox:
             self._markers.append((self.seq, kind, ts, src, note))
         self._unnumbered.clear()
 
+    def holds(self, name: str) -> bool:
+        """Whether the driver holds ``name``'s elements and releases them (a pushed stream; not an
+        attached one, whose rows Spark reads itself): it completes as far as released (``r``).
+        """
+        key = name.lower()
+        return key in self.gates and key not in self.external
+
     def held(self, name: str) -> int:
         """Elements pushed to ``name`` and held (not yet released to Spark)."""
         gate = self.gates.get(name.lower())

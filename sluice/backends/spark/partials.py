@@ -124,7 +124,7 @@ class SlidePartials:
                 low = lo.fill_null(0).to_numpy()
                 safe = (np.abs(h) < 2**30) & (low < LIMB)  # then h·2^32 + low fits, below 2^63
                 v = np.where(safe, h, 0) * _SPLIT + np.where(safe, low, 0)
-                wide |= ~safe | (v > LIMB) | (v < -LIMB)
+                wide |= ~safe | (v > LIMB)  # (a safe v is above −2^62: h > −2^30, low ≥ 0)
                 sums[i] = (h, low, null)
                 arrays.append(pa.array(v, mask=null))
             else:

@@ -188,7 +188,7 @@ class Runner:
             eng.scheduler,
             lag=1 if q.preagg is not None else 0,
             preagg=None if q.preagg is None else (q.preagg.source, len(q.preagg.keys)),
-            held=sorted(k for k in eng.inbox.gates if k not in eng.inbox.external),
+            held=sorted(k for k in eng.inbox.gates if eng.inbox.holds(k)),
             shared_join=eng.shared_join,
             join_intermediates=eng.join_intermediates,
             sharing=eng.sharing,
