@@ -352,6 +352,14 @@ def _run(args: argparse.Namespace) -> int:
         eng.stop()
         for m in stats["rejected"][:20] + [m for q in stats["queries"].values() for m in q["rejected"]][:20]:
             print(f"rejected: {m}", file=sys.stderr)
+        if stats["key_memory_limit"] is not None:  # what the limit did, said whether or not it did anything
+            for name, q in stats["queries"].items():
+                dropped = sum(s.dropped for s in q["shedding"])
+                print(
+                    f"{name}: key memory limit {stats['key_memory_limit']} B: peak {q['peak_key_memory']} B on one "
+                    f"of {q['keys']} key(s), {dropped} stream elements dropped; {q['approximation'].describe()}",
+                    file=sys.stderr,
+                )
     else:
         for st in eng.statistics().sources:
             if st.rejected:

@@ -62,6 +62,13 @@ def add_engine_options(p: argparse.ArgumentParser, exact: bool = False) -> None:
         help="hold queues and synopses within SIZE (e.g. 64MB) by sampling and shedding stream input, "
         "each query's approximation reported (embedded engine); default: exact whatever the memory",
     )
+    g.add_argument(
+        "--key-memory-limit",
+        default=None,
+        metavar="SIZE",
+        help="with --backend spark: hold each processor key's queues and synopses within SIZE by sampling and "
+        "shedding that key's input, what was dropped reported per query; default: exact",
+    )
     g.add_argument("--time-unit", default="second", choices=UNITS, help="what one tick is (NEXMark: millisecond)")
 
 
@@ -74,6 +81,7 @@ def engine_key(args: argparse.Namespace) -> tuple[Any, ...]:
         args.slack,
         args.shared_join,
         args.memory_limit,
+        args.key_memory_limit,
         args.join_intermediates,
         args.sharing,
     )
@@ -98,6 +106,8 @@ def engine_opts(args: argparse.Namespace) -> dict[str, Any]:
         opts["time_unit"] = args.time_unit
     if getattr(args, "memory_limit", None) is not None:
         opts["memory_limit"] = args.memory_limit
+    if getattr(args, "key_memory_limit", None) is not None:
+        opts["key_memory_limit"] = args.key_memory_limit
     if args.scheduler is not None:  # chosen: kept (latency targets do not switch it)
         opts["scheduler"] = args.scheduler
     if getattr(args, "backend", None) == "spark":

@@ -341,6 +341,35 @@ class ResourceManager:
         state["on_shed"] = []  # callables: subscribe again after a restore
         return state
 
+    # -- what a key holds (the Spark processor: one manager, each key's counters restored into it)
+    _KEY_STATE = (
+        "streams",
+        "events",
+        "peak",
+        "last",
+        "adjustments",
+        "_reserved",
+        "_shedding",
+        "_over",
+        "_transient",
+        "_recent",
+        "_bases",
+    )
+
+    def snapshot(self) -> dict[str, Any]:
+        """What changes as elements arrive — each stream's rate and counters, the memory measured,
+        the random generator — not the queries, which registration sets: a Spark processor keeps
+        one per key (``EmbeddedEngine.snapshot_state``).  Live objects: pickle before running on.
+        """
+        out = {k: getattr(self, k) for k in self._KEY_STATE}
+        out["rng"] = self.rng.bit_generator.state
+        return out
+
+    def restore(self, state: dict[str, Any]) -> None:
+        for k in self._KEY_STATE:
+            setattr(self, k, state[k])
+        self.rng.bit_generator.state = state["rng"]
+
     # -- queries -------------------------------------------------------------------------
     def add_stream(self, name: str) -> None:
         self.streams.setdefault(name.lower(), StreamShedding(name))

@@ -607,6 +607,8 @@ class EmbeddedEngine:
             "queues": {q.name: q.snapshot() for q in reg.queues()},
             "queries": {n: q.snapshot() for n, q in reg.queries.items()},
             "failures": dict(reg.failures),
+            # the memory limit's rates and counters (a Spark processor's key budget: design 021)
+            "limits": None if self.limits is None else self.limits.snapshot(),
         }
 
     def restore_state(self, state: dict[str, Any]) -> None:
@@ -643,6 +645,8 @@ class EmbeddedEngine:
         for name, st in state["queries"].items():
             reg.queries[name].restore(st)
         reg.ctx.start, self.loop.steps = state["start"], state["steps"]
+        if self.limits is not None and state.get("limits") is not None:  # (none: taken without a limit)
+            self.limits.restore(state["limits"])
         self.loop.forget_measurements()
 
     # -- inspection ----------------------------------------------------------------------

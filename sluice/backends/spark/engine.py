@@ -77,6 +77,7 @@ class SparkEngine:
         preaggregate: bool = True,
         shared_join: str | None = None,
         memory_limit: int | str | None = None,
+        key_memory_limit: int | str | None = None,
         join_intermediates: str = "auto",
         sharing: bool = True,
     ) -> None:
@@ -89,7 +90,11 @@ class SparkEngine:
         ``join_intermediates``: whether a processor's join of three or more inputs keeps its
         intermediate results (as ``EmbeddedEngine``; docs/design/024).  ``sharing=False``: each
         query's operators are its own inside a processor (as ``EmbeddedEngine``): no shared
-        windows or window joins, so no processor serves several queries.
+        windows or window joins, so no processor serves several queries.  ``key_memory_limit``
+        (bytes, or ``"4MB"``): each processor key's queues and synopses are held within it by
+        sampling and shedding the key's input, as the embedded engine holds its ``memory_limit``;
+        each query's ``approximation`` and ``statistics()`` say what was dropped (design 021,
+        "On Spark").  Without it every query is exact whatever its state.
         """
         from sluice.backends.spark.session import get_session
         from sluice.scheduling.strategies import make
@@ -97,10 +102,11 @@ class SparkEngine:
         if memory_limit is not None:
             parse_size(memory_limit)  # the same check as the embedded engine's, then a clear refusal
             raise SluiceError(
-                "memory_limit is not available on the Spark backend yet (its state is in the RocksDB state "
-                "store, on disk): run without it, or on the embedded engine, which holds the limit by "
-                "sampling and shedding (docs/design/021)"
+                "memory_limit (one limit for the whole engine) is not available on the Spark backend: its state "
+                "is spread over keys in the RocksDB state store; key_memory_limit holds each key's state within "
+                "a limit by sampling and shedding its input (docs/design/021, 'On Spark')"
             )
+        self.key_memory_limit = None if key_memory_limit is None else parse_size(key_memory_limit)
         try:
             make(scheduler)  # the same names, parameters and errors as the embedded engine
         except ValueError as e:
@@ -229,11 +235,11 @@ class SparkEngine:
         min_precision: float = 0.0,
         max_latency: float | str | None = None,
     ) -> SparkQuery:
-        """Start a query.  ``weight`` and ``min_precision`` are checked as on the embedded engine;
-        Spark never approximates (there is no memory limit here), so every query is exact.
-        ``max_latency`` is refused with a message (Spark's trigger decides latency there).
+        """Start a query.  ``weight`` and ``min_precision`` mean what they mean on the embedded
+        engine, inside each key's engine under a ``key_memory_limit``; without one every query is
+        exact.  ``max_latency`` is refused with a message (Spark's trigger decides latency there).
         """
-        QueryLimits(weight, min_precision, None if max_latency is None else parse_latency(max_latency))
+        limits = QueryLimits(weight, min_precision, None if max_latency is None else parse_latency(max_latency))
         if max_latency is not None:
             raise SluiceError(
                 "max_latency is not available on the Spark backend yet (its micro-batch trigger sets the latency); "
@@ -261,7 +267,19 @@ class SparkEngine:
         # As on the embedded engine: what was pushed but not yet run is a new query's input too
         rw = rewrite(bq.plan, rules_for(self.sharing))  # (the rules of the processors' engines)
         part = partitioning(rw.plan)
-        q = SparkQuery(name, bq, rw.plan, rw.applied, part, sources, self.inbox.released, sink, out_path, engine=self)
+        q = SparkQuery(
+            name,
+            bq,
+            rw.plan,
+            rw.applied,
+            part,
+            sources,
+            self.inbox.released,
+            sink,
+            out_path,
+            engine=self,
+            limits=limits,
+        )
         q.since = self.inbox.since()  # (registered while running: from after what was released)
         self.queries[name] = q
         return q
@@ -353,6 +371,8 @@ class SparkEngine:
         windows of the same ticks (``sluice.backends.spark.preagg``).
         """
         if not self.preaggregate or q.native is not None or q.part is None:
+            return None
+        if self.key_memory_limit is not None:  # a limit samples elements, not Spark's partials of them
             return None
         pre = preaggregate(q.bound.text, self.catalog, q.bound.plan)
         if pre is None:

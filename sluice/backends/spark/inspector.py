@@ -11,6 +11,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from sluice.approx.manager import Approximation
+from sluice.backends.spark.budget import Tally, tally
 from sluice.backends.spark.compile import pushdown, to_column
 from sluice.backends.spark.frames import read_committed, source_column
 from sluice.backends.spark.processor import output_schema
@@ -95,15 +97,46 @@ class Inspector:
             out += q.notes
         return out
 
+    def budget(self, q: SparkQuery) -> Tally:
+        """What its keys' memory limit dropped, from their reports (``budget``)."""
+        t = self.output(q) if q.stream is not None and q.sink != "console" else None
+        return tally(notes(t, reports=True) if t is not None else ())
+
+    def approximation(self, q: SparkQuery) -> Approximation:
+        if self.engine.key_memory_limit is None:
+            return Approximation.none(q.limits)
+        return self.budget(q).approximation(q.bound.plan, q.limits, self._in_processor(q))
+
+    @staticmethod
+    def _in_processor(q: SparkQuery) -> str:
+        return q.name if len(q.group) > 1 else "q"
+
     def statistics(self) -> dict[str, Any]:
         eng = self.engine
+        limited = eng.key_memory_limit is not None
         return {
             "rejected": self.rejected(),
             "sources": tuple(adm.statistics(eng.inbox.held(n)) for n, adm in eng.inbox.admission.items()),
             "first_instant": eng.inbox.first,  # None: not fixed yet (design 004), no query started
             "queries": {
-                n: {"rejected": list(q.notes) + ([late_note(q)] if q.dropped else [])} for n, q in eng.queries.items()
+                n: {"rejected": list(q.notes) + ([late_note(q)] if q.dropped else [])}
+                | (self._limited(q) if limited else {})
+                for n, q in eng.queries.items()
             },
+            "key_memory_limit": eng.key_memory_limit,
+        }
+
+    def _limited(self, q: SparkQuery) -> dict[str, Any]:
+        """Under a key memory limit: per stream what the query's keys were offered and dropped,
+        the most memory one key held, how many keys reported, and the approximation.
+        """
+        b = self.budget(q)
+        return {
+            "shedding": tuple(b.streams.values()),
+            "peak_key_memory": b.peak,
+            "keys": b.keys,
+            "approx_events": tuple(b.events),
+            "approximation": b.approximation(q.bound.plan, q.limits, self._in_processor(q)),
         }
 
     def explain(self, q: SparkQuery) -> str:

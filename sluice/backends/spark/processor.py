@@ -31,6 +31,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sluice.backends.spark import budget
 from sluice.datatypes import DataType
 from sluice.errors import SluiceError
 from sluice.runtime.batch import arrow_type, dumps, make, sort_by_ts, ts_of
@@ -157,12 +158,17 @@ class SluiceProcessor(StatefulProcessor):
         sharing: bool = True,
         preagg: tuple[str, int] | None = None,
         held: list[str] | None = None,
+        key_memory_limit: int | None = None,
+        limits: dict[str, tuple[float, float]] | None = None,
     ) -> None:
         """``members``: (name, CQL, output types) of the queries this processor runs together
         (they share a window join); None: ``query`` alone, named "q".  ``preagg``: its input is
         Spark's partials of this stream (design 015), COUNT(*) at this index of their columns.
         ``held``: the streams the driver holds (lower case): a heartbeat completes them only as
         far as the driver released them, which an ``r`` marker says (design 023, "On Spark").
+        ``key_memory_limit``: each key's engine holds its queues and synopses within it by sampling
+        and shedding its input, its counters reported in a note (``budget``; design 021);
+        ``limits``: each query's (weight, min_precision) there.
         """
         self.ddl, self.query, self.start = ddl, query, start
         self.lag = lag  # ticks behind Spark's watermark its instants complete (pre-aggregated input)
@@ -177,6 +183,8 @@ class SluiceProcessor(StatefulProcessor):
         self.index = {name: i for i, (name, _) in enumerate(sources)}
         self.preagg = preagg
         self.held = None if held is None else frozenset(held)
+        self.key_memory_limit = key_memory_limit
+        self.limits = limits or {}
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
@@ -231,12 +239,15 @@ class SluiceProcessor(StatefulProcessor):
             # (a processor pickled before design 024 built its joins as trees of binary joins)
             join_intermediates=getattr(self, "join_intermediates", "keep"),
             sharing=getattr(self, "sharing", True),
+            memory_limit=getattr(self, "key_memory_limit", None),
         )
         register_udfs(eng.catalog, self.udfs)
         eng.execute(self.ddl)
         members = getattr(self, "members", None)  # processors pickled before groups existed
+        limits = getattr(self, "limits", {})
         for name, text, _ in members or [("q", self.query, self.out_types)]:
-            eng.register_query(text, name=name)
+            weight, least = limits.get(name, (1.0, 0.0))
+            eng.register_query(text, name=name, weight=weight, min_precision=least)
         return eng
 
     def _batch(self, run: pd.DataFrame, src: str) -> pa.Table:
@@ -277,6 +288,7 @@ class SluiceProcessor(StatefulProcessor):
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
         eng = self._engine()
         before = {n: len(s.messages) for n, s in eng.sources.items()}
+        self._note_start(eng, key)
         pre = getattr(self, "preagg", None)
         late = _Late()
         if pre is not None:  # what the watermark completed first: a partial of it is late
@@ -325,7 +337,13 @@ class SluiceProcessor(StatefulProcessor):
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[pd.DataFrame]:
         """Spark's watermark moved on: instants before it are complete on this key too."""
         eng = self._engine()
+        self._note_start(eng, key)
         yield from self._finish(eng, {n: len(s.messages) for n, s in eng.sources.items()}, timerValues)
+
+    def _note_start(self, eng: Any, key: Any) -> None:
+        """What a key memory limit's manager had counted when this key's turn began (``budget``)."""
+        self._key, self._counted = str(key[0] if isinstance(key, tuple) else key), budget.counters(eng)
+        self._events = 0 if eng.limits is None else len(eng.limits.events)
 
     def _complete(self, eng: Any, timer_values: Any) -> int:
         """Spark's watermark W (ticks + offset): no element at or before it will reach any key
@@ -352,6 +370,11 @@ class SluiceProcessor(StatefulProcessor):
         self.handle.registerTimer(max(w, 0) + 1)  # wake this key when the watermark passes w
         notes = [m for n, s in eng.sources.items() for m in s.messages[before.get(n, 0) :]]
         notes += rejected or []
+        shed, windows = budget.since(eng, self._counted), budget.shrunk(eng)
+        if shed or windows:  # what a key memory limit's sampling, shedding and shrinking did here
+            assert eng.limits is not None
+            done = [(e.action, e.detail) for e in eng.limits.events[self._events :]]
+            notes.append(budget.report(self._key, shed, eng.limits.peak, windows, done))
         members = getattr(self, "members", None)
         if members is not None:
             yield from self._finish_group(eng, members, notes)

@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 
 from sluice.approx.limits import QueryLimits
 from sluice.approx.manager import Approximation
+from sluice.backends.spark.budget import is_report
 from sluice.backends.spark.compile import NativePlan, Partitioning, unsplittable
 from sluice.backends.spark.preagg import PreAggregate
 from sluice.catalog import Catalog, Kind
@@ -26,9 +27,12 @@ def late_note(q: SparkQuery) -> str:
     return f"{q.dropped} element(s) arrived behind Spark's watermark (late)"
 
 
-def notes(t: pa.Table) -> list[str]:
-    """The notes of an output table's sign-0 rows: inputs a query rejected, rows it could not evaluate."""
-    return [n for n in t.filter(pc.equal(t.column("sign"), 0)).column("note").to_pylist() if n]
+def notes(t: pa.Table, reports: bool = False) -> list[str]:
+    """The notes of an output table's sign-0 rows: inputs a query rejected, rows it could not
+    evaluate — or, with ``reports``, what its keys' memory limit dropped (``budget``).
+    """
+    out = t.filter(pc.equal(t.column("sign"), 0)).column("note").to_pylist()
+    return [n for n in out if n and is_report(n) == reports]
 
 
 class Collected:
@@ -82,6 +86,7 @@ class SparkQuery:
     # queries run by one processor per key — they share a window join (Hammad et al.; issue #12
     # item 5): their names, this one's among them; () when it runs alone
     group: tuple[str, ...] = ()
+    limits: QueryLimits = field(default_factory=QueryLimits)  # its weight and least precision
 
     def results(self) -> list[Element]:
         """Its output so far (``SparkEngine.results``): the same call as on an embedded ``Query``."""
@@ -99,8 +104,11 @@ class SparkQuery:
 
     @property
     def approximation(self) -> Approximation:
-        """Exact, always: the Spark backend refuses a memory limit (the same call as on an embedded ``Query``)."""
-        return Approximation.none(QueryLimits())
+        """What its keys' memory limit dropped, over all keys (the same call as on an embedded
+        ``Query``); exact without a ``key_memory_limit``.
+        """
+        out: Approximation = self.engine.inspector.approximation(self)
+        return out
 
     @property
     def label(self) -> str:

@@ -192,6 +192,8 @@ class Runner:
             shared_join=eng.shared_join,
             join_intermediates=eng.join_intermediates,
             sharing=eng.sharing,
+            key_memory_limit=eng.key_memory_limit,
+            limits={m.name if len(members) > 1 else "q": (m.limits.weight, m.limits.min_precision) for m in members},
             members=[(m.name, m.bound.text, list(m.bound.plan.schema.types)) for m in members]
             if len(members) > 1
             else None,

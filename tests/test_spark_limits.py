@@ -1,0 +1,160 @@
+"""A memory limit per key on Spark (issue #13 item 1, design 021 "On Spark"): each processor key's
+engine holds its queues and synopses within ``key_memory_limit`` by the embedded engine's own
+sampling and shedding at its input; what every key dropped comes back to the driver, which reports
+it per query (``approximation``, ``statistics()``) — counted exactly, never silently.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+from sluice.backends import Sluice
+from sluice.backends.embedded import EmbeddedEngine
+from sluice.backends.spark.engine import SparkEngine
+from sluice.errors import SluiceError
+from sluice.reference.compare import diff_outputs
+
+pytestmark = pytest.mark.spark
+
+DDL = "register stream A (K integer, V integer); register stream B (K integer, W integer)"
+JOIN = "Istream(select * from A [Range 40], B [Range 40] where A.K = B.K)"
+
+
+def _feed(n: int = 3000, seed: int = 3) -> tuple[dict[str, list[tuple[int, int, int]]], int]:
+    rnd = random.Random(seed)
+    rows: dict[str, list[tuple[int, int, int]]] = {"A": [], "B": []}
+    t = 0
+    for i in range(n):  # (every element its own value: an Istream of the join nets out no equal tuples)
+        t += rnd.choice([0, 1])
+        rows[rnd.choice("AB")].append((t, rnd.randint(1, 3), i))
+    return rows, t
+
+
+def _run(eng, rows, t) -> None:
+    eng.push("A", rows["A"])
+    eng.push("B", rows["B"])
+    eng.close(t + 1)
+    eng.run()
+
+
+def _exact(queries: dict[str, str], rows, t) -> dict[str, list]:
+    emb = EmbeddedEngine()
+    emb.execute(DDL)
+    qs = {n: emb.register_query(text, name=n) for n, text in queries.items()}
+    _run(emb, rows, t)
+    return {n: q.results() for n, q in qs.items()}
+
+
+def test_a_key_memory_limit_that_suffices_drops_nothing_and_counts_every_element(spark, tmp_path) -> None:
+    rows, t = _feed()
+    eng = SparkEngine(spark=spark, workdir=tmp_path, key_memory_limit="64MB")
+    eng.execute(DDL)
+    q = eng.register_query(JOIN, name="j")
+    _run(eng, rows, t)
+    assert not diff_outputs(_exact({"j": JOIN}, rows, t)["j"], q.results())
+    st = eng.statistics()
+    assert st["key_memory_limit"] == 64_000_000
+    mine = st["queries"]["j"]
+    by = {s.name: s for s in mine["shedding"]}
+    assert {n: (s.offered, s.kept, s.dropped) for n, s in by.items()} == {
+        "a": (len(rows["A"]), len(rows["A"]), 0),
+        "b": (len(rows["B"]), len(rows["B"]), 0),
+    }
+    assert 0 < mine["peak_key_memory"] < 64_000_000 and mine["keys"] >= 1
+    assert q.approximation.exact and q.approximation.describe() == "exact"
+    assert not eng.rejected()  # the keys' reports are not rejections
+    eng.stop()
+
+
+def test_below_what_a_key_needs_memory_stays_under_it_and_every_drop_is_counted(spark, tmp_path) -> None:
+    rows, t = _feed()
+    eng = SparkEngine(spark=spark, workdir=tmp_path, key_memory_limit="30KB")
+    eng.execute(DDL)
+    q = eng.register_query(JOIN, name="j")
+    _run(eng, rows, t)
+    exact = _exact({"j": JOIN}, rows, t)["j"]
+    got = q.results()
+    # dropped at a key's input, before any window: the join of what was kept, a sub-multiset of
+    # the exact answer (an Istream of a window join: each output element is a pair of kept inputs)
+    extra = Counter((e.ts, e.sign, e.row) for e in got) - Counter((e.ts, e.sign, e.row) for e in exact)
+    assert not extra and 0 < len(got) < len(exact)
+    mine = eng.statistics()["queries"]["j"]
+    assert mine["peak_key_memory"] <= 30_000  # as each key's manager measured it, after every admission and run
+    by = {s.name: s for s in mine["shedding"]}
+    assert by["a"].offered == len(rows["A"]) and by["b"].offered == len(rows["B"])
+    assert all(s.kept + s.sampled_out + s.shed == s.offered for s in by.values())
+    a = q.approximation
+    assert a.dropped == sum(s.dropped for s in by.values()) > 0 and not a.exact
+    assert a.precision is not None and a.precision.fp == 0.0
+    # the reported recall (1 − FN, from the kept fractions summed over keys) against the measured one
+    assert abs((1 - a.precision.fn) - len(got) / len(exact)) < 0.05, (a.describe(), len(got), len(exact))
+    assert "elements dropped" in a.describe()
+    assert any("load shedding begins" in e for e in mine["approx_events"]), mine["approx_events"]
+    assert not eng.rejected()
+    eng.stop()
+
+
+def test_weights_and_exact_only_queries_hold_in_a_processor_shared_by_several_queries(spark, tmp_path) -> None:
+    """Queries joining the same streams run in one processor per key (design 020); each keeps its
+    weight and least precision there: an exact-only query (``PRECISION 1`` in CQL) locks the
+    streams it reads, so nothing of them is dropped and both answers are exact, while the key
+    reports that it held more than the limit because of it.
+    """
+    rows, t = _feed(2000, seed=5)
+    other = "select A.V, B.W from A [Range 20], B [Range 20] where A.K = B.K and A.V > 1000"
+    eng = SparkEngine(spark=spark, workdir=tmp_path, key_memory_limit="10KB")
+    eng.execute(DDL)
+    eng.execute(f"REGISTER QUERY strict WEIGHT 2 PRECISION 1 AS {JOIN}")
+    loose = eng.register_query(other, name="loose", weight=0.5)
+    _run(eng, rows, t)
+    exact = _exact({"strict": JOIN, "loose": other}, rows, t)
+    assert set(eng.queries["strict"].group) == {"strict", "loose"}  # one processor per key serves both
+    for name in ("strict", "loose"):
+        assert not diff_outputs(exact[name], eng.queries[name].results()), name
+    st = eng.statistics()["queries"]
+    assert all(s.dropped == 0 for s in st["strict"]["shedding"])
+    assert st["strict"]["peak_key_memory"] > 10_000
+    assert any("over-limit" in e for e in st["strict"]["approx_events"]), st["strict"]["approx_events"]
+    assert eng.queries["strict"].approximation.limits.min_precision == 1.0
+    assert loose.approximation.limits.weight == 0.5 and loose.approximation.exact
+    eng.stop()
+
+
+def test_the_limit_is_checked_and_each_backend_names_its_own() -> None:
+    with pytest.raises(SluiceError, match="key_memory_limit"):
+        SparkEngine(memory_limit="64MB")
+    with pytest.raises(SluiceError, match="memory_limit"):
+        SparkEngine(key_memory_limit="lots")
+    with pytest.raises(SluiceError, match="embedded engine holds one limit"):
+        Sluice("embedded", key_memory_limit="4MB")
+
+
+def test_a_window_a_query_lets_shrink_shrinks_per_key_and_is_reported(spark, tmp_path) -> None:
+    rows, t = _feed()
+    eng = SparkEngine(spark=spark, workdir=tmp_path, key_memory_limit="2KB")
+    eng.execute(DDL)
+    q = eng.register_query("select * from A [Range 200 At Least 20] where V > 0", name="w")
+    _run(eng, rows, t)
+    a = q.approximation
+    assert list(a.windows) == ["[Range 200 ticks At Least 20 ticks] over a"], a.describe()
+    size, held = a.windows["[Range 200 ticks At Least 20 ticks] over a"]
+    assert 20 <= size < 200 and 0 < held < 1
+    assert a.precision is not None and a.precision.fn >= 1 - held - 1e-9  # (the window's loss at least)
+    events = eng.statistics()["queries"]["w"]["approx_events"]
+    assert any(": compress: " in e and "200→" in e for e in events), events
+    eng.stop()
+
+
+def test_sluice_run_takes_a_key_memory_limit_on_spark(spark, tmp_path, capsys) -> None:
+    from sluice.cli import main
+
+    (tmp_path / "q.cql").write_text("register stream S (K integer, V integer);\nselect * from S [Range 2];\n")
+    (tmp_path / "s.csv").write_text("ts,K,V\n1,1,10\n2,2,20\n2,1,5\n4,1,7\n")
+    args = ["run", str(tmp_path / "q.cql"), "--source", f"S={tmp_path / 's.csv'}", "--until", "6"]
+    assert main([*args, "--key-memory-limit", "1MB"]) == 1  # the embedded engine names its own limit
+    assert "memory_limit (--memory-limit)" in capsys.readouterr().err
+    assert main([*args, "--backend", "spark", "--master", "local[2]", "--key-memory-limit", "1MB"]) == 0
+    err = capsys.readouterr().err
+    assert "q1: key memory limit 1000000 B: peak" in err and "0 stream elements dropped; exact" in err, err
