@@ -53,11 +53,13 @@ def allocate(
     target: float,
     demands: Sequence[Demand],
     locked: frozenset[str] = frozenset(),
+    floors: Mapping[str, float] | None = None,
 ) -> Allocation:
     """Rates per stream (``memory`` keys) maximising ``Σ weight·recall`` within ``target`` bytes.
 
     ``memory[s]``: bytes held now because of stream ``s`` at its current ``rates[s]``; ``fixed``:
-    bytes that do not scale with any rate; ``locked``: streams kept at rate 1.
+    bytes that do not scale with any rate; ``locked``: streams kept at rate 1; ``floors``: the
+    least rate of a stream (its fair share when others' state fills the limit: ``shares``).
     """
     names = [s for s in memory if s not in locked]
     held = [s for s in memory if s in locked]
@@ -85,8 +87,9 @@ def allocate(
     ones = np.ones(len(names))
     if total(ones) <= budget:
         return result(ones, True)
+    low = np.array([min(1.0, max(FLOOR, (floors or {}).get(s, 0.0))) for s in names])
     if budget <= 0:  # what cannot be sampled (locked streams, fixed state) takes the whole target already
-        return result(np.full(len(names), FLOOR), False)
+        return result(low, False)
     cons: list[dict[str, object]] = [{"type": "ineq", "fun": lambda x: (budget - total(x)) / max(budget, 1.0)}]
     for _, idx, least in terms:
         if least > 0 and idx:
@@ -94,14 +97,14 @@ def allocate(
                 {"type": "ineq", "fun": lambda x, idx=idx, least=least: float(np.sum(np.log(x[idx]))) - np.log(least)}
             )
     # start from the uniform scaling that fits
-    start = np.clip(np.full(len(names), budget / max(total(ones), 1e-9)), FLOOR, 1.0)
-    res = minimize(objective, start, method="SLSQP", bounds=[(FLOOR, 1.0)] * len(names), constraints=cons)
-    x = np.clip(np.asarray(res.x, dtype=float), FLOOR, 1.0)
+    start = np.clip(np.full(len(names), budget / max(total(ones), 1e-9)), low, 1.0)
+    res = minimize(objective, start, method="SLSQP", bounds=list(zip(low, ones, strict=True)), constraints=cons)
+    x = np.clip(np.asarray(res.x, dtype=float), low, 1.0)
     ok = (
         bool(res.success)
         and total(x) <= budget * 1.001
         and all(least <= 0 or not idx or recall(x, idx) >= least * 0.999 for _, idx, least in terms)
     )
     if total(x) > budget > 0:  # the solver's answer still over: scale down to fit (the floor permitting)
-        x = np.clip(x * budget / total(x), FLOOR, 1.0)
+        x = np.clip(x * budget / total(x), low, 1.0)
     return result(x, ok)

@@ -31,7 +31,7 @@ import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -39,7 +39,14 @@ import pyarrow.compute as pc
 
 from sluice.approx.allocate import Demand, allocate
 from sluice.approx.limits import QueryLimits
-from sluice.approx.precision import EXACT, Precision, base_streams, estimate, horizons, unsafe_streams, window_key_of
+from sluice.approx.precision import base_streams, estimate, horizons, unsafe_streams
+from sluice.approx.report import (
+    Approximation,
+    Event,
+    Resizable,
+    shrunk_windows,
+)
+from sluice.approx.shares import FairShares
 from sluice.approx.static import StaticSample, choose, chosen_in
 from sluice.plan import logical as L
 from sluice.runtime.batch import nbytes
@@ -66,35 +73,6 @@ class Usage:
     holders: dict[str, int]  # per stream: synopses that hold one of its elements (its cost multiple)
     windows: tuple[tuple[Resizable, tuple[str, ...]], ...] = ()  # windows that may shrink, and their streams
     queued: dict[str, tuple[int, int]] = field(default_factory=dict)  # per stream: (elements, bytes) at its source
-
-
-class Resizable(Protocol):
-    """A window the query lets shrink (``[Range T At Least t]``, ``[Rows N At Least m]``;
-    ``sluice.runtime.operators.windows``): its size in ``unit`` (ticks or rows).
-    """
-
-    spec: Any
-    queries: set[str]
-    unit: str
-
-    @property
-    def full(self) -> int: ...
-
-    @property
-    def occupied(self) -> int: ...
-
-    @property
-    def range_now(self) -> int: ...
-
-    @property
-    def settled(self) -> bool: ...
-
-    @property
-    def refilled(self) -> bool: ...
-
-    def resize(self, r: int) -> int: ...
-
-    def kept(self) -> tuple[int, int, float]: ...
 
 
 @dataclass
@@ -160,6 +138,20 @@ class StreamShedding:
         """Kept elements that may still be held (within the horizon)."""
         return self._in_horizon[1] if math.isfinite(self.horizon) else self.kept
 
+    def wanted(self) -> float:
+        """Elements offered within the horizon, kept or not (all of them: Unbounded) — while its
+        windows fill, projected over the whole horizon at the rate offered so far (once a tenth of
+        it has passed: a window still filling must not look small to the fair shares).
+        """
+        if not math.isfinite(self.horizon):
+            return float(self.offered)
+        n = float(self._in_horizon[0])
+        if self.filling() and self.first_ts is not None and self.last_ts is not None:
+            span = self.last_ts - self.first_ts
+            if span >= self.horizon / 10 and span > 0:
+                n *= self.horizon / span
+        return n
+
     def held_rate(self) -> float:
         """The fraction kept of the elements that may still be held (those within the horizon):
         the rate at which the state held now was admitted.
@@ -168,10 +160,6 @@ class StreamShedding:
             return self.kept / self.offered if self.offered else 1.0
         offered, kept = self._in_horizon
         return kept / offered if offered else self.rate
-
-
-def _size(window: str, r: int) -> str:
-    return f"{r} rows" if window.startswith("[Rows") else f"{r} ticks"
 
 
 def _static_recall(static: tuple[StaticSample, ...]) -> float:
@@ -183,107 +171,6 @@ def _span_of(batch: pa.Table) -> tuple[int, int]:
     """A batch's last and first timestamps."""
     mm = pc.min_max(batch.column(0))
     return int(mm["max"].as_py()), int(mm["min"].as_py())
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    """Something the manager did, and why (``statistics().approx_events``)."""
-
-    seq: int  # the manager's adjustment count when it happened
-    action: str  # "sample", "raise", "shed", "over-limit"
-    detail: str
-
-
-_SHRUNK_UNDER_AGGREGATE = "a shrunk window below an aggregate (its values change)"
-
-
-@dataclass(frozen=True, slots=True)
-class Approximation:
-    """What a query gets (``Query.approximation``, EXPLAIN, ``statistics()``)."""
-
-    rates: dict[str, float]  # each stream's current sampling rate
-    kept: dict[str, float]  # the fraction of each stream's elements kept since the query started
-    dropped: int  # elements of its streams dropped since it started (sampled out + shed)
-    precision: Precision | None  # expected (FP, FN); None: outside the model (see ``unsafe``)
-    unsafe: dict[str, str]  # streams it reads where approximation is unsafe, with why
-    limits: QueryLimits
-    # Load shedding drops a stream's elements in bursts, so a stream read twice (a self-join)
-    # loses both reads' tuples together: its FN then lies between ``fn_low`` (the reads fully
-    # dependent) and ``precision.fn`` (independent, as sampling makes them).  None: no such case.
-    fn_low: float | None = None
-    # windows that may shrink (``At Least``) and did: description → (size now in ticks or rows, the
-    # fraction of what the full window holds that it held, over the instants since it started)
-    windows: dict[str, tuple[int, float]] = field(default_factory=dict)
-    # ``Sample(a To b)`` ranges set below their highest rate at registration (STREAM §5.1.2)
-    static: tuple[StaticSample, ...] = ()
-
-    @property
-    def exact(self) -> bool:
-        return self.dropped == 0 and not self.windows and not self.static
-
-    @classmethod
-    def none(cls, limits: QueryLimits) -> Approximation:
-        """No approximation: the query is answered exactly (no limit, or a backend without one)."""
-        return cls({}, {}, 0, EXACT, {}, limits)
-
-    def describe(self) -> str:
-        if self.exact:
-            return "exact"
-        parts = [
-            f"{s} kept {k:.1%} (rate now {self.rates.get(s, 1.0):.3g})" for s, k in sorted(self.kept.items()) if k < 1
-        ] + [f"window {w} now {_size(w, r)}, {k:.1%} held" for w, (r, k) in sorted(self.windows.items())]
-        parts += [f"{c.describe()} (chosen at registration)" for c in self.static]
-        est = (
-            (self.precision.describe() if self.fn_low is None else self._range())
-            if self.precision is not None
-            else "precision unknown: "
-            + "; ".join([f"{s} {why}" for s, why in sorted(self.unsafe.items())] or [_SHRUNK_UNDER_AGGREGATE])
-        )
-        below = (
-            f" — below its least precision {self.limits.min_precision:g} (the limit cannot be held otherwise)"
-            if self.below_min
-            else ""
-        )
-        return f"approximate: {', '.join(parts)}; {self.dropped} elements dropped; {est}{below}"
-
-    @property
-    def below_min(self) -> bool:
-        """Its estimated recall (1 − FN) is under the ``min_precision`` it stated."""
-        return self.precision is not None and 1.0 - self.precision.fn < self.limits.min_precision - 1e-9
-
-    def _range(self) -> str:
-        assert self.precision is not None and self.fn_low is not None
-        return (
-            f"FP {self.precision.fp:.3f}, FN {self.fn_low:.3f}–{self.precision.fn:.3f} "
-            "(shed in bursts: the reads of one stream are not independent)"
-        )
-
-
-def shrunk_windows(
-    query: str, found: tuple[tuple[Resizable, tuple[str, ...]], ...]
-) -> tuple[dict[object, float], dict[str, tuple[int, float]]]:
-    """A query's windows that may shrink: (``window_key`` → the fraction held of what the full
-    window would hold, for ``precision.estimate``; description → (range now, that fraction) for
-    those that did shrink).
-    """
-    windows: dict[object, float] = {}
-    shrunk: dict[str, tuple[int, float]] = {}
-    for op, streams in found:
-        if query in op.queries:
-            frac = op.kept()[2]
-            key = window_key_of(op.spec.window, streams)
-            windows[key] = min(frac, windows.get(key, 1.0))
-            if frac < 1.0 or op.range_now < op.full:
-                shrunk[f"[{op.spec.window.describe()}] over {', '.join(streams)}"] = (op.range_now, frac)
-    return windows, shrunk
-
-
-def windows_only(query: str, plan: L.LogicalNode, limits: QueryLimits, found: Any) -> Approximation:
-    """What a query without a memory limit gets: exact, unless a window of it was resized
-    (``change_mem``, ``TimeWindow.resize``).
-    """
-    windows, shrunk = shrunk_windows(query, found)
-    return Approximation({}, {}, 0, estimate(plan, {}, windows), {}, limits, None, shrunk)
 
 
 @dataclass
@@ -317,6 +204,7 @@ class ResourceManager:
         # its window has filled (``sample_at_registration``: the next one's free memory)
         self._reserved: list[tuple[str, float, float]] = []
         self._shedding = False  # inside a shedding episode (one event per episode)
+        self._shed_since = False  # elements shed since the last adjustment (an episode goes on)
         self._over = False  # inside an over-limit episode (likewise)
         # the most an admission asked for outside the plan's state since the last adjustment (None:
         # none came) — the elements waiting at the sources and its own, at what they will cost:
@@ -329,11 +217,14 @@ class ResourceManager:
         # fit beside the most of them (measured between one stream's slice and the next, a join's
         # state is lowest; grown there, it was cut again a few runs later: 33 cuts, 33 growths)
         self._bases: deque[float] = deque(maxlen=RECENT)
+        self._fair = FairShares()  # each stream's share of the limit (``shares``: drops aimed at the culprit)
 
     def __setstate__(self, state: dict[str, object]) -> None:
         state.setdefault("_transient", None)  # (a checkpoint written before they were kept)
         state.setdefault("_recent", deque(maxlen=RECENT))
         state.setdefault("_bases", deque(maxlen=RECENT))
+        state.setdefault("_fair", FairShares())
+        state.setdefault("_shed_since", False)
         self.__dict__.update(state)
 
     def __getstate__(self) -> dict[str, object]:
@@ -350,10 +241,12 @@ class ResourceManager:
         "adjustments",
         "_reserved",
         "_shedding",
+        "_shed_since",
         "_over",
         "_transient",
         "_recent",
         "_bases",
+        "_fair",
     )
 
     def snapshot(self) -> dict[str, Any]:
@@ -441,8 +334,8 @@ class ResourceManager:
         # elements waiting at their sources hold only their own bytes: counted at what they will cost
         now, will = self._waiting(usage)
         held = usage.total - now + will
-        room = max(0, math.floor((self.limit * CAP - held) / max(cost, 1.0)))
         k = int(keep.sum())
+        room = self._room(name, k, cost, held, usage)
         self._transient = max(self._transient or 0.0, will + k * cost)  # (asked: shed or not)
         if k > room:
             if exact:
@@ -460,17 +353,37 @@ class ResourceManager:
                 shed &= ~keep
                 st.shed += k - room
                 drops.append((shed, "shed"))
+                self._shed_since = True
                 if not self._shedding:
                     self._event(
                         "shed",
                         f"{st.name}: memory {usage.total} B of {self.limit} B: load shedding begins; "
-                        + self._holders_text(usage),
+                        + self._holders_text(usage)
+                        + self._shares_text(),
                     )
                     self._shedding = True
         st.record(last, n, int(keep.sum()))
         for mask, reason in drops:
             self._drop(st, batch, mask, reason)
         return batch if keep.all() else batch.filter(pa.array(keep))
+
+    def _room(self, name: str, k: int, cost: float, held: float, usage: Usage) -> int:
+        """How many of ``k`` elements costing ``cost`` each fit under the cap.  While the shares
+        bind (``shares``: drops aimed at the culprit), a stream sampling cannot shrink (an unsafe or
+        exact-only reader) past its share leaves the others within theirs the room they will take
+        again, and a stream within its share is not shed for memory an exact-only reader's stream,
+        which is never dropped, holds past its own (the limit is passed for it, and reported).
+        """
+        fair, reserve = self._fair, 0.0
+        mine, share = usage.by_stream.get(name, 0.0), fair.share.get(name, math.inf)
+        locked = self.locked() if fair.tight else {}
+        exact = {s for r in self.readers.values() if r.limits.exact_only for s in r.streams} if locked else set()
+        if name in locked and name not in exact and mine + k * cost > share:  # (exact-only: never dropped)
+            reserve = fair.reserve(name, usage.by_stream)
+        room = max(0, math.floor((self.limit * CAP - held - reserve) / max(cost, 1.0)))
+        if mine < share and any(s != name for s in fair.over(fair.share, usage.by_stream) if s in exact):
+            room = max(room, math.floor((share - mine) / max(cost, 1.0)))  # (the limit is passed already)
+        return room
 
     def slice_rows(self, stream: str, batch: pa.Table) -> int:
         """How many rows of a batch to admit before the plan runs on them: a fifth of the limit's
@@ -568,6 +481,7 @@ class ResourceManager:
     def adjust(self) -> None:
         """After the engine ran: choose the sampling rates again if memory calls for it."""
         self.adjustments += 1
+        shed_since, self._shed_since = self._shed_since, False
         u = self._usage()
         self.last = u.total
         # what the windows must leave room for: the batches of recent admissions (``transient``)
@@ -580,6 +494,9 @@ class ResourceManager:
         transient = max(max(self._recent, default=0.0), will)
         base = u.total - now  # the plan's state
         self._bases.append(base)
+        outside = u.total - sum(u.by_stream.values())  # bytes no stream's elements hold (queues of relations…)
+        wants = {s: st.wanted() * self._held_cost(st, st.row_bytes, u) for s, st in self.streams.items()}
+        self._fair.update(wants, self.limit * CAP - outside)
         demand = base + transient
         lowered = any(st.rate < 1.0 for st in self.streams.values())
         for s in self.locked():  # never sampled: a stream lowered before an unsafe reader came goes back to 1
@@ -589,7 +506,10 @@ class ResourceManager:
         if self._compress(u, base, transient):
             return  # windows that may shrink go first (§5.2.1); sampling once they are at their least
         if u.total <= self.limit * REALLOCATE:
-            self._shedding = self._over = False  # an episode ends when memory is back under the band
+            # an episode ends when memory is back under the band (shedding: and nothing shed since the
+            # last run — a culprit held at its share sheds just under it, one episode)
+            self._shedding = self._shedding and shed_since
+            self._over = False
             # (grown only where the batches would still fit under the band after it)
             fits = max(self._bases) * GROW + transient < self.limit * REALLOCATE
             if u.total < self.limit * RAISE and not lowered and fits:
@@ -612,6 +532,11 @@ class ResourceManager:
             for r in self.readers.values()
         ]
         a = allocate(live, rates, fixed, self.limit * TARGET, demands, frozenset(locked) & set(live))
+        share = self._fair.shares(self.limit * TARGET - outside)
+        culprits = [s for s in self._fair.over(share, u.by_stream) if s in locked] if not a.feasible else []
+        if culprits:  # sampling the others frees only their own: each kept at its share
+            floors = self._fair.floors(share, [s for s in live if s not in locked])
+            a = allocate(live, rates, fixed, self.limit * TARGET, demands, frozenset(locked) & set(live), floors)
         changed: list[tuple[str, float, float]] = []
         for s, p in a.rates.items():
             old = self.streams[s].rate
@@ -628,8 +553,32 @@ class ResourceManager:
                 "raise" if raised else "sample",
                 f"memory {u.total} B {where} the limit's band ({self.limit} B): rates "
                 + ", ".join(f"{n} {old:.3g}→{new:.3g}" for n, old, new in changed)
-                + ("" if a.feasible else " (the limit cannot be met with every query's least precision)"),
+                + ("" if a.feasible else " (the limit cannot be met with every query's least precision)")
+                + self._culprits_text(culprits, share, u),
             )
+
+    def _shares_text(self) -> str:
+        """The streams' fair shares, when they bind (``shares``)."""
+        if not self._fair.tight:
+            return ""
+        return "; fair shares of the limit (what each stream's elements may hold): " + ", ".join(
+            f"{self.streams[s].name} {sh:.0f} B" for s, sh in sorted(self._fair.share.items()) if sh > 0
+        )
+
+    def _culprits_text(self, culprits: list[str], share: dict[str, float], u: Usage) -> str:
+        """Whose memory cannot be sampled and is over its share: what is shed, and why."""
+        if not culprits:
+            return ""
+        locked = self.locked()
+        return (
+            "; over their share of the limit and not sampled: "
+            + ", ".join(
+                f"{self.streams[s].name} {u.by_stream.get(s, 0.0):.0f} B of {share[s]:.0f} B ({locked[s]})"
+                for s in culprits
+            )
+            + " — sampling the others would free only their own: they are kept at their shares, and the "
+            "culprits' elements shed (an exact-only reader's admitted past the limit)"
+        )
 
     def sample_at_registration(
         self, plan: L.LogicalNode, limits: QueryLimits

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from sluice.approx.manager import Event
+from sluice.approx.report import Event
 
 KEEP = 100_000  # pushes remembered (oldest forgotten: their outputs are long delivered)
 CALM = 5  # quiet runs before returning to the default strategy

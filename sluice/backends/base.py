@@ -18,7 +18,7 @@ import pyarrow as pa
 from sluice.catalog import Kind
 
 if TYPE_CHECKING:
-    from sluice.approx.manager import Approximation
+    from sluice.approx.report import Approximation
     from sluice.backends.embedded import EmbeddedEngine, Query
     from sluice.backends.spark.engine import SparkEngine
     from sluice.backends.spark.query import SparkQuery

@@ -13,8 +13,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sluice.approx.limits import QueryLimits
-from sluice.approx.manager import Approximation, Event, ResourceManager, StreamShedding, windows_only
+from sluice.approx.manager import ResourceManager, StreamShedding
 from sluice.approx.qos import LatencyStats, QoS
+from sluice.approx.report import Approximation, Event, windows_only
 from sluice.catalog import Kind
 from sluice.errors import SluiceError
 from sluice.plan import BoundQuery

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sluice.approx.limits import QueryLimits
-from sluice.approx.manager import Approximation, StreamShedding, shrunk_windows
+from sluice.approx.manager import StreamShedding
 from sluice.approx.precision import base_streams, estimate, unsafe_streams, window_key
+from sluice.approx.report import Approximation, shrunk_windows
 from sluice.plan import logical as L
 
 PREFIX = "sluice:key-budget "

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from sluice.approx.manager import Approximation
+from sluice.approx.report import Approximation
 from sluice.backends.spark.budget import Tally, tally
 from sluice.backends.spark.compile import pushdown, to_column
 from sluice.backends.spark.frames import read_committed, source_column

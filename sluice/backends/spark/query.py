@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sluice.approx.limits import QueryLimits
-from sluice.approx.manager import Approximation
+from sluice.approx.report import Approximation
 from sluice.backends.spark.budget import is_report
 from sluice.backends.spark.compile import NativePlan, Partitioning, unsplittable
 from sluice.backends.spark.preagg import PreAggregate
