@@ -9,6 +9,7 @@ import argparse
 from typing import Any
 
 from sluice.cql.ast import TimeUnit
+from sluice.errors import SluiceError
 from sluice.plan.dataflow import JOIN_INTERMEDIATES
 
 UNITS = [u.name.lower() for u in TimeUnit]
@@ -81,10 +82,9 @@ def engine_key(args: argparse.Namespace) -> tuple[Any, ...]:
         args.slack,
         args.shared_join,
         args.memory_limit,
-        args.key_memory_limit,
         args.join_intermediates,
         args.sharing,
-    )
+    ) + ((args.key_memory_limit,) if args.key_memory_limit is not None else ())  # (older checkpoints' fingerprint)
 
 
 def build_engine(args: argparse.Namespace) -> Any:
@@ -107,6 +107,11 @@ def engine_opts(args: argparse.Namespace) -> dict[str, Any]:
     if getattr(args, "memory_limit", None) is not None:
         opts["memory_limit"] = args.memory_limit
     if getattr(args, "key_memory_limit", None) is not None:
+        if getattr(args, "backend", None) != "spark":
+            raise SluiceError(
+                "--key-memory-limit is the Spark backend's limit per key (with --backend spark); the embedded "
+                "engine holds one limit for all its state: --memory-limit"
+            )
         opts["key_memory_limit"] = args.key_memory_limit
     if args.scheduler is not None:  # chosen: kept (latency targets do not switch it)
         opts["scheduler"] = args.scheduler

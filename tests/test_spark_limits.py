@@ -12,6 +12,7 @@ from collections import Counter
 import pytest
 from sluice.backends import Sluice
 from sluice.backends.embedded import EmbeddedEngine
+from sluice.approx.limits import QueryLimits
 from sluice.backends.spark.engine import SparkEngine
 from sluice.errors import SluiceError
 from sluice.reference.compare import diff_outputs
@@ -154,7 +155,51 @@ def test_sluice_run_takes_a_key_memory_limit_on_spark(spark, tmp_path, capsys) -
     (tmp_path / "s.csv").write_text("ts,K,V\n1,1,10\n2,2,20\n2,1,5\n4,1,7\n")
     args = ["run", str(tmp_path / "q.cql"), "--source", f"S={tmp_path / 's.csv'}", "--until", "6"]
     assert main([*args, "--key-memory-limit", "1MB"]) == 1  # the embedded engine names its own limit
-    assert "memory_limit (--memory-limit)" in capsys.readouterr().err
+    assert "holds one limit for all its state: --memory-limit" in capsys.readouterr().err
     assert main([*args, "--backend", "spark", "--master", "local[2]", "--key-memory-limit", "1MB"]) == 0
     err = capsys.readouterr().err
     assert "q1: key memory limit 1000000 B: peak" in err and "0 stream elements dropped; exact" in err, err
+
+
+def test_a_joins_precision_weighs_each_keys_recall_by_the_output_it_stands_for() -> None:
+    """A join split by key that samples a hot key and keeps the cold ones: the answer's recall is
+    the keys' recalls weighed by the exact output each stands for, not the product of the kept
+    fractions summed over keys (a review's case: one hot key, 100 A and 100 B at 10%; a hundred
+    cold keys of one A and one B, all kept).
+    """
+    from sluice.backends.spark.budget import report, tally
+    from sluice.catalog import Catalog
+    from sluice.plan import bind_query
+
+    cat = Catalog()
+    cat.register_stream("A", [("K", "integer"), ("V", "integer")])
+    cat.register_stream("B", [("K", "integer"), ("W", "integer")])
+    plan = bind_query(cat, "select * from A [Range 10], B [Range 10] where A.K = B.K").plan
+    hot_fn = 1 - 0.1 * 0.1
+    notes = [
+        report(
+            "hot",
+            1,
+            {"a": (100, 10, 90, 0), "b": (100, 10, 90, 0)},
+            {"a": 0.1, "b": 0.1},
+            900,
+            precision={"q": (0.0, hot_fn, None)},
+            out={"q": 100},
+        ),  # 10 × 10 of the exact 100 × 100
+        report(
+            "cold",
+            1,
+            {"a": (100, 100, 0, 0), "b": (100, 100, 0, 0)},
+            {"a": 1.0, "b": 1.0},
+            100,
+            precision={"q": (0.0, 0.0, None)},
+            out={"q": 100},
+        ),  # a hundred keys' one pair each
+    ]
+    a = tally(notes).approximation(plan, QueryLimits(), "q")
+    exact, got = 100 * 100 + 100, 100 + 100
+    assert a.precision is not None and a.precision.fn == pytest.approx(1 - got / exact)  # 0.980
+    assert a.kept == {"a": 0.55, "b": 0.55}  # (the product of these, 0.3025, would say FN 0.6975)
+    # reports read in any order (file sinks): a key's latest figures are those of its highest seq
+    later = report("hot", 2, {}, {"a": 0.5, "b": 0.5}, 900, precision={"q": (0.0, 0.75, None)}, out={})
+    assert tally([later, *notes]).streams["a"].rate == 0.5 == tally([*notes, later]).streams["a"].rate

@@ -259,8 +259,9 @@ class ResourceManager:
         return out
 
     def restore(self, state: dict[str, Any]) -> None:
+        fresh = {"_fair": FairShares(), "_shed_since": False}  # (fields a snapshot may predate)
         for k in self._KEY_STATE:
-            setattr(self, k, state[k])
+            setattr(self, k, state[k] if k in state else fresh[k])
         self.rng.bit_generator.state = state["rng"]
 
     # -- queries -------------------------------------------------------------------------
@@ -369,20 +370,26 @@ class ResourceManager:
 
     def _room(self, name: str, k: int, cost: float, held: float, usage: Usage) -> int:
         """How many of ``k`` elements costing ``cost`` each fit under the cap.  While the shares
-        bind (``shares``: drops aimed at the culprit), a stream sampling cannot shrink (an unsafe or
-        exact-only reader) past its share leaves the others within theirs the room they will take
-        again, and a stream within its share is not shed for memory an exact-only reader's stream,
-        which is never dropped, holds past its own (the limit is passed for it, and reported).
+        bind (``shares``: drops aimed at the culprit), a stream sampling cannot shrink — an unsafe
+        reader's, whose windows cannot shrink either (those are compressed first) — past its share
+        leaves the others within theirs the room they will take again; and once an exact-only
+        reader's stream, never dropped, has taken memory past the limit beyond its own share, a
+        stream within its share is not shed for it (the limit is passed already, and reported).
         """
         fair, reserve = self._fair, 0.0
         mine, share = usage.by_stream.get(name, 0.0), fair.share.get(name, math.inf)
         locked = self.locked() if fair.tight else {}
         exact = {s for r in self.readers.values() if r.limits.exact_only for s in r.streams} if locked else set()
-        if name in locked and name not in exact and mine + k * cost > share:  # (exact-only: never dropped)
+        shrinks = any(name in streams for _, streams in usage.windows)
+        if name in locked and name not in exact and not shrinks and mine + k * cost > share:
             reserve = fair.reserve(name, usage.by_stream)
         room = max(0, math.floor((self.limit * CAP - held - reserve) / max(cost, 1.0)))
-        if mine < share and any(s != name for s in fair.over(fair.share, usage.by_stream) if s in exact):
-            room = max(room, math.floor((share - mine) / max(cost, 1.0)))  # (the limit is passed already)
+        if (
+            usage.total > self.limit  # (measured, not what the waiting elements will hold)
+            and mine < share
+            and any(s != name for s in fair.over(fair.share, usage.by_stream) if s in exact)
+        ):
+            room = max(room, math.floor((share - mine) / max(cost, 1.0)))
         return room
 
     def slice_rows(self, stream: str, batch: pa.Table) -> int:

@@ -20,13 +20,6 @@ def Sluice(backend: str = "embedded", **options: Any) -> Engine:  # noqa: N802 -
     if backend == "embedded":
         from sluice.backends.embedded import EmbeddedEngine
 
-        if options.get("key_memory_limit") is not None:
-            raise SluiceError(
-                "key_memory_limit is the Spark backend's limit per key; the embedded engine holds one limit for "
-                "all its state: memory_limit (--memory-limit)"
-            )
-        options.pop("key_memory_limit", None)
-
         return EmbeddedEngine(**options)
     if backend == "spark":
         from sluice.backends.spark.engine import SparkEngine

@@ -67,7 +67,15 @@ class Engine(Protocol):
         vectorized: bool = False,
     ) -> None: ...
 
-    def register_query(self, query: str, name: str | None = None) -> Any: ...
+    def register_query(
+        self,
+        query: str,
+        name: str | None = None,
+        *,
+        weight: float = 1.0,
+        min_precision: float = 0.0,
+        max_latency: float | str | None = None,
+    ) -> Any: ...
 
     def unregister(self, name: str, *more: str) -> None: ...
 

@@ -101,8 +101,8 @@ def _fail(e: BaseException) -> JSONResponse:
 
 
 def _jsonable(x: Any) -> Any:
-    if is_dataclass(x) and not isinstance(x, type):
-        return {k: _jsonable(v) for k, v in asdict(x).items()}
+    if is_dataclass(x) and not isinstance(x, type):  # (its private fields are bookkeeping: a deque, say)
+        return {k: _jsonable(v) for k, v in asdict(x).items() if not k.startswith("_")}
     if isinstance(x, dict):
         return {str(k): _jsonable(v) for k, v in x.items()}
     if isinstance(x, list | tuple):

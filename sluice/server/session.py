@@ -199,8 +199,10 @@ class ServerSession:
                 h = self.engine.register_query(  # type: ignore[call-arg]
                     text, name, retain=keep, weight=weight, min_precision=min_precision, max_latency=latency
                 )
-            else:
-                h = self.engine.register_query(text, name)
+            else:  # (max_latency: refused by the Spark backend with its message)
+                h = self.engine.register_query(
+                    text, name, weight=weight, min_precision=min_precision, max_latency=max_latency
+                )
             if self.embedded:
                 h.subscribe_arrow(self._fanout(name))
             else:
@@ -613,7 +615,7 @@ class ServerSession:
                         "output": q.bound.kind.value,
                         "columns": self._names(q),
                         "active": getattr(q, "active", True),
-                        "weight": getattr(q, "weight", 1.0),
+                        "weight": q.weight if self.embedded else q.limits.weight,
                         "delivered": q.delivered if self.embedded else None,
                         "subscribers": [s.statistics() for s in self.subscriptions.get(name, [])],
                     }

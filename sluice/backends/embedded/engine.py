@@ -137,7 +137,13 @@ class EmbeddedEngine:
         clock: Callable[[], float] = time.perf_counter,
         memory_limit: int | str | None = None,
         join_intermediates: str = "auto",
+        key_memory_limit: int | str | None = None,
     ) -> None:
+        if key_memory_limit is not None:  # (the same options on both backends: each names its own)
+            raise SluiceError(
+                "key_memory_limit is the Spark backend's limit per key; the embedded engine holds one limit for "
+                "all its state: memory_limit (--memory-limit)"
+            )
         self.checkpoint_format = CHECKPOINT_FORMAT
         check_join_intermediates(join_intermediates)
         self.catalog = catalog if catalog is not None else Catalog(time_unit=time_unit)

@@ -99,7 +99,7 @@ class Inspector:
 
     def budget(self, q: SparkQuery) -> Tally:
         """What its keys' memory limit dropped, from their reports (``budget``)."""
-        t = self.output(q) if q.stream is not None and q.sink != "console" else None
+        t = self.output(q) if q.sink != "console" else None  # (also once stopped: its output stays)
         return tally(notes(t, reports=True) if t is not None else ())
 
     def approximation(self, q: SparkQuery) -> Approximation:

@@ -205,6 +205,10 @@ class SluiceProcessor(StatefulProcessor):
             assert stored is not None
             blob = stored[0]
         state = pickle.loads(blob)
+        if isinstance(state, dict) and state.get("limits") is None and self._plan.limits is not None:
+            # (a key stored before the query had a key memory limit: its manager starts afresh,
+            # never with the previous key's rates and counters)
+            state["limits"] = pickle.loads(self._fresh)["limits"]
         old = "a pickled engine per key" if isinstance(state, EmbeddedEngine) else None  # before operator state
         if old is None and isinstance(state, dict) and state.get("format") != SNAPSHOT_FORMAT:
             old = f"operator state of format {state.get('format')}, this version reads {SNAPSHOT_FORMAT}"
@@ -343,7 +347,6 @@ class SluiceProcessor(StatefulProcessor):
     def _note_start(self, eng: Any, key: Any) -> None:
         """What a key memory limit's manager had counted when this key's turn began (``budget``)."""
         self._key, self._counted = str(key[0] if isinstance(key, tuple) else key), budget.counters(eng)
-        self._events = 0 if eng.limits is None else len(eng.limits.events)
 
     def _complete(self, eng: Any, timer_values: Any) -> int:
         """Spark's watermark W (ticks + offset): no element at or before it will reach any key
@@ -370,11 +373,9 @@ class SluiceProcessor(StatefulProcessor):
         self.handle.registerTimer(max(w, 0) + 1)  # wake this key when the watermark passes w
         notes = [m for n, s in eng.sources.items() for m in s.messages[before.get(n, 0) :]]
         notes += rejected or []
-        shed, windows = budget.since(eng, self._counted), budget.shrunk(eng)
-        if shed or windows:  # what a key memory limit's sampling, shedding and shrinking did here
-            assert eng.limits is not None
-            done = [(e.action, e.detail) for e in eng.limits.events[self._events :]]
-            notes.append(budget.report(self._key, shed, eng.limits.peak, windows, done))
+        said = budget.key_report(eng, self._key, self._counted)  # what a key memory limit did here
+        if said is not None:
+            notes.append(said)
         members = getattr(self, "members", None)
         if members is not None:
             yield from self._finish_group(eng, members, notes)
