@@ -340,7 +340,9 @@ def test_a_state_snapshot_carries_the_limits_rates_counters_and_random_state() -
     second.close()
     assert second.limits.streams["a"].offered == sum(1 for s, _ in feed if s == "A")
     assert sum(st.dropped for st in second.limits.streams.values()) == sum(sum(c.values()) for c in dropped.values())
-    want = evaluate(bind_query(second.catalog, QUERIES["join"][0]), _kept(feed, dropped), {}, start=0, until=feed[-1][1][0])
+    want = evaluate(
+        bind_query(second.catalog, QUERIES["join"][0]), _kept(feed, dropped), {}, start=0, until=feed[-1][1][0]
+    )
     assert not diff_outputs(want, second.queries["join"].results())
 
 

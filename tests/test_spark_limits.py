@@ -10,9 +10,9 @@ import random
 from collections import Counter
 
 import pytest
+from sluice.approx.limits import QueryLimits
 from sluice.backends import Sluice
 from sluice.backends.embedded import EmbeddedEngine
-from sluice.approx.limits import QueryLimits
 from sluice.backends.spark.engine import SparkEngine
 from sluice.errors import SluiceError
 from sluice.reference.compare import diff_outputs
@@ -48,12 +48,18 @@ def _exact(queries: dict[str, str], rows, t) -> dict[str, list]:
     return {n: q.results() for n, q in qs.items()}
 
 
-def test_a_key_memory_limit_that_suffices_drops_nothing_and_counts_every_element(spark, tmp_path) -> None:
+def _joined(spark, tmp_path, limit: str):
+    """The window join on Spark under ``limit`` per key, fed and run to the end."""
     rows, t = _feed()
-    eng = SparkEngine(spark=spark, workdir=tmp_path, key_memory_limit="64MB")
+    eng = SparkEngine(spark=spark, workdir=tmp_path, key_memory_limit=limit)
     eng.execute(DDL)
     q = eng.register_query(JOIN, name="j")
     _run(eng, rows, t)
+    return eng, q, rows, t
+
+
+def test_a_key_memory_limit_that_suffices_drops_nothing_and_counts_every_element(spark, tmp_path) -> None:
+    eng, q, rows, t = _joined(spark, tmp_path, "64MB")
     assert not diff_outputs(_exact({"j": JOIN}, rows, t)["j"], q.results())
     st = eng.statistics()
     assert st["key_memory_limit"] == 64_000_000
@@ -70,11 +76,7 @@ def test_a_key_memory_limit_that_suffices_drops_nothing_and_counts_every_element
 
 
 def test_below_what_a_key_needs_memory_stays_under_it_and_every_drop_is_counted(spark, tmp_path) -> None:
-    rows, t = _feed()
-    eng = SparkEngine(spark=spark, workdir=tmp_path, key_memory_limit="30KB")
-    eng.execute(DDL)
-    q = eng.register_query(JOIN, name="j")
-    _run(eng, rows, t)
+    eng, q, rows, t = _joined(spark, tmp_path, "30KB")
     exact = _exact({"j": JOIN}, rows, t)["j"]
     got = q.results()
     # dropped at a key's input, before any window: the join of what was kept, a sub-multiset of
