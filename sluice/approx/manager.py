@@ -46,7 +46,7 @@ from sluice.approx.report import (
     Resizable,
     shrunk_windows,
 )
-from sluice.approx.shares import FairShares
+from sluice.approx.shares import FairShares, water_fill
 from sluice.approx.static import StaticSample, choose, chosen_in
 from sluice.plan import logical as L
 from sluice.runtime.batch import nbytes
@@ -139,12 +139,10 @@ class StreamShedding:
         return self._in_horizon[1] if math.isfinite(self.horizon) else self.kept
 
     def wanted(self) -> float:
-        """Elements offered within the horizon, kept or not (all of them: Unbounded) — while its
-        windows fill, projected over the whole horizon at the rate offered so far (once a tenth of
-        it has passed: a window still filling must not look small to the fair shares).
+        """Elements offered within its (finite) horizon, kept or not — while its windows fill,
+        projected over the whole horizon at the rate offered so far (once a tenth of it has
+        passed: a window still filling must not look small to the fair shares).
         """
-        if not math.isfinite(self.horizon):
-            return float(self.offered)
         n = float(self._in_horizon[0])
         if self.filling() and self.first_ts is not None and self.last_ts is not None:
             span = self.last_ts - self.first_ts
@@ -205,6 +203,7 @@ class ResourceManager:
         self._reserved: list[tuple[str, float, float]] = []
         self._shedding = False  # inside a shedding episode (one event per episode)
         self._shed_since = False  # elements shed since the last adjustment (an episode goes on)
+        self._culprit_said = False  # the culprits named (once per episode of them)
         self._over = False  # inside an over-limit episode (likewise)
         # the most an admission asked for outside the plan's state since the last adjustment (None:
         # none came) — the elements waiting at the sources and its own, at what they will cost:
@@ -225,6 +224,7 @@ class ResourceManager:
         state.setdefault("_bases", deque(maxlen=RECENT))
         state.setdefault("_fair", FairShares())
         state.setdefault("_shed_since", False)
+        state.setdefault("_culprit_said", False)
         self.__dict__.update(state)
 
     def __getstate__(self) -> dict[str, object]:
@@ -242,6 +242,7 @@ class ResourceManager:
         "_reserved",
         "_shedding",
         "_shed_since",
+        "_culprit_said",
         "_over",
         "_transient",
         "_recent",
@@ -259,7 +260,7 @@ class ResourceManager:
         return out
 
     def restore(self, state: dict[str, Any]) -> None:
-        fresh = {"_fair": FairShares(), "_shed_since": False}  # (fields a snapshot may predate)
+        fresh = {"_fair": FairShares(), "_shed_since": False, "_culprit_said": False}  # (fields a snapshot may predate)
         for k in self._KEY_STATE:
             setattr(self, k, state[k] if k in state else fresh[k])
         self.rng.bit_generator.state = state["rng"]
@@ -370,25 +371,34 @@ class ResourceManager:
 
     def _room(self, name: str, k: int, cost: float, held: float, usage: Usage) -> int:
         """How many of ``k`` elements costing ``cost`` each fit under the cap.  While the shares
-        bind (``shares``: drops aimed at the culprit), a stream sampling cannot shrink — an unsafe
-        reader's, whose windows cannot shrink either (those are compressed first) — past its share
-        leaves the others within theirs the room they will take again; and once an exact-only
-        reader's stream, never dropped, has taken memory past the limit beyond its own share, a
-        stream within its share is not shed for it (the limit is passed already, and reported).
+        bind (``shares``: drops aimed at the culprit; judged with this batch counted in its
+        stream's want), a stream sampling cannot shrink and time never frees — an unsafe reader's
+        groups or ``[Rows N]``, whose windows cannot shrink either (those are compressed first) —
+        past its share leaves the others within
+        theirs the room they will take again; and once an exact-only reader's stream, never
+        dropped, has taken memory past the limit beyond its own share, a stream within its share
+        is not shed for it (the limit is passed already, and reported).
         """
-        fair, reserve = self._fair, 0.0
-        mine, share = usage.by_stream.get(name, 0.0), fair.share.get(name, math.inf)
-        locked = self.locked() if fair.tight else {}
-        exact = {s for r in self.readers.values() if r.limits.exact_only for s in r.streams} if locked else set()
+        room = max(0, math.floor((self.limit * CAP - held) / max(cost, 1.0)))
+        fair = self._fair
+        mine, want = usage.by_stream.get(name, 0.0), fair.wants.get(name)
+        if want is None:  # (no share yet: registered since the last adjustment)
+            return room
+        shares, tight = fair.share, fair.tight
+        if mine + k * cost > want:  # (growing past what it wanted at the last adjustment)
+            wants = fair.wants | {name: mine + k * cost}
+            shares, tight = water_fill(wants, fair.total), sum(wants.values()) > fair.total
+        if not tight:
+            return room
+        share, locked = shares[name], self.locked()
+        exact = {s for r in self.readers.values() if r.limits.exact_only for s in r.streams}
         shrinks = any(name in streams for _, streams in usage.windows)
-        if name in locked and name not in exact and not shrinks and mine + k * cost > share:
-            reserve = fair.reserve(name, usage.by_stream)
-        room = max(0, math.floor((self.limit * CAP - held - reserve) / max(cost, 1.0)))
-        if (
-            usage.total > self.limit  # (measured, not what the waiting elements will hold)
-            and mine < share
-            and any(s != name for s in fair.over(fair.share, usage.by_stream) if s in exact)
-        ):
+        unbounded = not math.isfinite(self.streams[name].horizon)  # (time never frees its state)
+        if name in locked and name not in exact and unbounded and not shrinks and mine + k * cost > share:
+            reserve = sum(max(0.0, sh - usage.by_stream.get(s, 0.0)) for s, sh in shares.items() if s != name)
+            room = max(0, math.floor((self.limit * CAP - held - reserve) / max(cost, 1.0)))
+        culprits = [s for s in fair.over(shares, usage.by_stream) if s in exact and s != name]
+        if usage.total > self.limit and mine < share and culprits:  # (measured, not what waits will hold)
             room = max(room, math.floor((share - mine) / max(cost, 1.0)))
         return room
 
@@ -502,8 +512,7 @@ class ResourceManager:
         base = u.total - now  # the plan's state
         self._bases.append(base)
         outside = u.total - sum(u.by_stream.values())  # bytes no stream's elements hold (queues of relations…)
-        wants = {s: st.wanted() * self._held_cost(st, st.row_bytes, u) for s, st in self.streams.items()}
-        self._fair.update(wants, self.limit * CAP - outside)
+        self._fair.update(self._wants(u), self.limit * CAP - outside)
         demand = base + transient
         lowered = any(st.rate < 1.0 for st in self.streams.values())
         for s in self.locked():  # never sampled: a stream lowered before an unsafe reader came goes back to 1
@@ -540,10 +549,14 @@ class ResourceManager:
         ]
         a = allocate(live, rates, fixed, self.limit * TARGET, demands, frozenset(locked) & set(live))
         share = self._fair.shares(self.limit * TARGET - outside)
-        culprits = [s for s in self._fair.over(share, u.by_stream) if s in locked] if not a.feasible else []
+        over = self._fair.over(share, u.by_stream) if not a.feasible else []
+        culprits = [s for s in over if s in locked and not math.isfinite(self.streams[s].horizon)]
         if culprits:  # sampling the others frees only their own: each kept at its share
             floors = self._fair.floors(share, [s for s in live if s not in locked])
             a = allocate(live, rates, fixed, self.limit * TARGET, demands, frozenset(locked) & set(live), floors)
+            if not self._culprit_said:
+                self._event("culprit", self._culprits_text(culprits, share, u))
+        self._culprit_said = bool(culprits)
         changed: list[tuple[str, float, float]] = []
         for s, p in a.rates.items():
             old = self.streams[s].rate
@@ -560,25 +573,47 @@ class ResourceManager:
                 "raise" if raised else "sample",
                 f"memory {u.total} B {where} the limit's band ({self.limit} B): rates "
                 + ", ".join(f"{n} {old:.3g}→{new:.3g}" for n, old, new in changed)
-                + ("" if a.feasible else " (the limit cannot be met with every query's least precision)")
-                + self._culprits_text(culprits, share, u),
+                + ("" if a.feasible else " (the limit cannot be met with every query's least precision)"),
             )
+
+    def _wants(self, u: Usage) -> dict[str, float]:
+        """What each stream's elements would hold had none been dropped (``shares``): a stream
+        with windows, its elements offered within its horizon at what each holds (projected while
+        they fill); one whose state is not bounded by time (groups, ``[Rows N]``, none), what it
+        holds over the fraction of its elements kept; nothing for a stream nobody reads, and what
+        it holds for one offered nothing since the last adjustment.
+        """
+        read = {s for r in self.readers.values() for s in r.streams}
+        out: dict[str, float] = {}
+        for s, st in self.streams.items():
+            held = u.by_stream.get(s, 0.0)
+            fresh = st.offered > self._fair.seen.get(s, 0)
+            if s not in read:
+                out[s] = 0.0
+            elif not fresh:  # (offered nothing since: what it still holds, no more)
+                out[s] = held
+            elif math.isfinite(st.horizon):
+                out[s] = st.wanted() * self._held_cost(st, st.row_bytes, u)
+            else:
+                out[s] = held / max(st.held_rate(), 1e-3)
+            self._fair.seen[s] = st.offered
+        return out
 
     def _shares_text(self) -> str:
         """The streams' fair shares, when they bind (``shares``)."""
         if not self._fair.tight:
             return ""
-        return "; fair shares of the limit (what each stream's elements may hold): " + ", ".join(
+        return "; fair shares of the cap (what each stream's elements may hold of it): " + ", ".join(
             f"{self.streams[s].name} {sh:.0f} B" for s, sh in sorted(self._fair.share.items()) if sh > 0
         )
 
     def _culprits_text(self, culprits: list[str], share: dict[str, float], u: Usage) -> str:
-        """Whose memory cannot be sampled and is over its share: what is shed, and why."""
-        if not culprits:
-            return ""
+        """Whose memory cannot be sampled and is over its share of the allocator's target: what is
+        shed, and why.
+        """
         locked = self.locked()
         return (
-            "; over their share of the limit and not sampled: "
+            f"memory {u.total} B of {self.limit} B: over their share of the allocator's target and not sampled: "
             + ", ".join(
                 f"{self.streams[s].name} {u.by_stream.get(s, 0.0):.0f} B of {share[s]:.0f} B ({locked[s]})"
                 for s in culprits

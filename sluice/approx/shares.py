@@ -43,10 +43,12 @@ class FairShares:
     wants: dict[str, float] = field(default_factory=dict)
     share: dict[str, float] = field(default_factory=dict)
     tight: bool = False  # the streams want more than the limit leaves them: shares bind
+    seen: dict[str, int] = field(default_factory=dict)  # elements offered per stream at the last update
+    total: float = 0.0  # what the limit leaves the streams (bytes)
 
     def update(self, wants: Mapping[str, float], total: float) -> None:
         """After a run: ``wants`` per stream now, ``total`` the bytes the limit leaves streams."""
-        self.wants = dict(wants)
+        self.wants, self.total = dict(wants), total
         self.share = water_fill(self.wants, total)
         self.tight = sum(self.wants.values()) > total
 
@@ -57,12 +59,6 @@ class FairShares:
     def over(share: Mapping[str, float], held: Mapping[str, float]) -> list[str]:
         """Streams holding more than their share (by more than a hundredth of it: not at it)."""
         return sorted(s for s, sh in share.items() if held.get(s, 0.0) > sh * 1.01)
-
-    def reserve(self, stream: str, held: Mapping[str, float]) -> float:
-        """Room the other streams within their shares will take again (what their windows released
-        as they slid): not ``stream``'s to take once it is past its own share.
-        """
-        return sum(max(0.0, sh - held.get(s, 0.0)) for s, sh in self.share.items() if s != stream)
 
     def floors(self, share: Mapping[str, float], streams: list[str]) -> dict[str, float]:
         """The least rate keeping each of ``streams`` at its share of what it wants."""
