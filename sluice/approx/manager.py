@@ -218,14 +218,20 @@ class ResourceManager:
         self._bases: deque[float] = deque(maxlen=RECENT)
         self._fair = FairShares()  # each stream's share of the limit (``shares``: drops aimed at the culprit)
 
+    @staticmethod
+    def _later_fields() -> dict[str, object]:
+        """Fields a checkpoint or a key's snapshot may predate, at their starting values."""
+        return {
+            "_transient": None,
+            "_recent": deque(maxlen=RECENT),
+            "_bases": deque(maxlen=RECENT),
+            "_fair": FairShares(),
+            "_shed_since": False,
+            "_culprit_said": False,
+        }
+
     def __setstate__(self, state: dict[str, object]) -> None:
-        state.setdefault("_transient", None)  # (a checkpoint written before they were kept)
-        state.setdefault("_recent", deque(maxlen=RECENT))
-        state.setdefault("_bases", deque(maxlen=RECENT))
-        state.setdefault("_fair", FairShares())
-        state.setdefault("_shed_since", False)
-        state.setdefault("_culprit_said", False)
-        self.__dict__.update(state)
+        self.__dict__.update(self._later_fields() | state)
 
     def __getstate__(self) -> dict[str, object]:
         state = dict(self.__dict__)
@@ -260,7 +266,7 @@ class ResourceManager:
         return out
 
     def restore(self, state: dict[str, Any]) -> None:
-        fresh = {"_fair": FairShares(), "_shed_since": False, "_culprit_said": False}  # (fields a snapshot may predate)
+        fresh = self._later_fields()
         for k in self._KEY_STATE:
             setattr(self, k, state[k] if k in state else fresh[k])
         self.rng.bit_generator.state = state["rng"]
@@ -295,6 +301,10 @@ class ResourceManager:
     def forget_query(self, name: str) -> None:
         self.readers.pop(name, None)
 
+    def _exact_only(self) -> set[str]:
+        """Streams an exact-only query reads: never dropped."""
+        return {s for r in self.readers.values() if r.limits.exact_only for s in r.streams}
+
     def locked(self) -> dict[str, str]:
         """Streams whose elements are never dropped by sampling, with the query that says so."""
         out: dict[str, str] = {}
@@ -321,7 +331,7 @@ class ResourceManager:
         if not any(name in r.streams for r in self.readers.values()):
             return batch  # a stream nobody reads holds nothing: never dropped
         usage = self._usage()
-        exact = any(r.limits.exact_only and name in r.streams for r in self.readers.values())
+        exact = name in self._exact_only()
         keep = np.ones(n, dtype=bool)
         drops: list[tuple[np.ndarray, str]] = []
         if st.rate < 1.0 and not exact:
@@ -391,7 +401,7 @@ class ResourceManager:
         if not tight:
             return room
         share, locked = shares[name], self.locked()
-        exact = {s for r in self.readers.values() if r.limits.exact_only for s in r.streams}
+        exact = self._exact_only()
         shrinks = any(name in streams for _, streams in usage.windows)
         unbounded = not math.isfinite(self.streams[name].horizon)  # (time never frees its state)
         if name in locked and name not in exact and unbounded and not shrinks and mine + k * cost > share:

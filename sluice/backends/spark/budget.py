@@ -27,7 +27,7 @@ from typing import Any
 from sluice.approx.limits import QueryLimits
 from sluice.approx.manager import StreamShedding
 from sluice.approx.precision import Precision, base_streams, estimate, unsafe_streams, window_key
-from sluice.approx.report import Approximation, shrunk_windows
+from sluice.approx.report import Approximation
 from sluice.plan import logical as L
 
 PREFIX = "sluice:key-budget "
@@ -84,12 +84,11 @@ def key_report(eng: Any, key: str, before: dict[str, Counts]) -> str | None:
             delta[n] = (c[0] - c0[0], c[1] - c0[1], c[2] - c0[2], c[3] - c0[3])
     if not delta and not m.events:
         return None
-    found = m.measure().windows if m.measure is not None else ()
     windows, precision, out = {}, {}, {}
     for name, q in eng.queries.items():
-        if found and (w := shrunk_windows(name, found)[1]):
-            windows[name] = w
-        a = m.approximation(name) if name in m.readers else None
+        a = m.approximation(name) if name in m.readers else None  # (its shrunk windows too)
+        if a is not None and a.windows:
+            windows[name] = a.windows
         p = None if a is None else a.precision
         precision[name] = None if p is None else (p.fp, p.fn, a.fn_low if a is not None else None)
         out[name] = sum(b.num_rows for b in q.batches)
@@ -150,8 +149,6 @@ class Tally:
         if seq >= mine.seq:  # (file sinks are read in no particular order)
             mine.seq, mine.rates, mine.windows = seq, r.get("rates", {}), r.get("windows", {})
             mine.precision = {q: None if p is None else tuple(p) for q, p in r.get("precision", {}).items()}
-        for name, st in self.streams.items():
-            st.rate = min((k.rates[name] for k in self.by_key.values() if name in k.rates), default=1.0)
 
     def approximation(self, plan: L.LogicalNode, limits: QueryLimits, query: str) -> Approximation:
         """What ``query`` (its name in the processor: "q" when it runs alone) got over all its
@@ -209,4 +206,6 @@ def tally(notes: Iterable[str | None]) -> Tally:
         if is_report(n):
             assert n is not None
             t.add(n)
+    for name, st in t.streams.items():  # (once all are read: each key's latest rate)
+        st.rate = min((k.rates[name] for k in t.by_key.values() if name in k.rates), default=1.0)
     return t
