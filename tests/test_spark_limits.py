@@ -205,3 +205,38 @@ def test_a_joins_precision_weighs_each_keys_recall_by_the_output_it_stands_for()
     # reports read in any order (file sinks): a key's latest figures are those of its highest seq
     later = report("hot", 2, {}, {"a": 0.5, "b": 0.5}, 900, precision={"q": (0.0, 0.75, None)}, out={})
     assert tally([later, *notes]).streams["a"].rate == 0.5 == tally([*notes, later]).streams["a"].rate
+
+
+def test_a_distinct_per_key_becomes_a_bloom_filter_and_the_driver_sums_what_it_lost(spark, tmp_path) -> None:
+    """STREAM §5.2.1's Bloom filter for duplicate elimination, per key (design 021 "Bloom
+    filters"): each key's DISTINCT over an input that only inserts is compressed when it passes the
+    key's limit; the answer is a subset of the exact one and the recall the driver reports from
+    the keys' filters is the measured one.
+    """
+    ddl = "register stream S (A integer, C integer)"
+    query = "select distinct A, C from S"
+    rnd = random.Random(7)
+    rows = [(i, rnd.randrange(30_000), rnd.randrange(3)) for i in range(40_000)]
+    emb = EmbeddedEngine()
+    emb.execute(ddl)
+    want = emb.register_query(query, name="d")
+    eng = SparkEngine(spark=spark, workdir=tmp_path, key_memory_limit="60KB")
+    eng.execute(ddl)
+    q = eng.register_query(query, name="d")
+    for e in (emb, eng):
+        for i in range(0, len(rows), 10_000):
+            e.push("S", rows[i : i + 10_000])
+        e.close(len(rows))
+        e.run()
+    exact = {e.row for e in want.results()}
+    got = [e.row for e in q.results()]
+    assert len(set(got)) == len(got) and set(got) <= exact and len(got) < len(exact)
+    a = q.approximation
+    ((d, bloom),) = a.synopses.items()
+    assert d == "DISTINCT over s" and bloom.keys >= 1 and bloom.values == len(got)
+    assert a.precision is not None and a.precision.fp == 0.0 and a.dropped == 0
+    assert abs((1 - a.precision.fn) - len(got) / len(exact)) < 0.02, (a.describe(), len(got), len(exact))
+    mine = eng.statistics()["queries"]["d"]
+    assert mine["peak_key_memory"] <= 60_000
+    assert any("Bloom filter" in e for e in mine["approx_events"])
+    eng.stop()

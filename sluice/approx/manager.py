@@ -14,15 +14,16 @@ never dropped: relations are not approximated).  Two ways (STREAM §5.2.2):
 * **load shedding** — when an arriving batch would take memory past ``CAP`` of the limit with
   each kept element costing its bytes once per synopsis that holds it (and the elements still
   waiting at the sources counted at what they will hold), only as many as fit are kept (chosen
-  uniformly: no part of a batch is favoured).  This holds the limit when the sampling has not
-  caught up (a burst).  Windows that may shrink (``[Range T At Least t]``) are cut first, also to
-  leave the batches admitted between runs room (design 021, "Who shrinks it").
+  uniformly: no part of a batch is favoured): the limit held when sampling has not caught up (a
+  burst).  Synopses are compressed first (§5.2.1), also to leave the batches admitted between
+  runs room: windows that may shrink (``[Range T At Least t]``; design 021, "Who shrinks it") are
+  cut, a DISTINCT over an input that only inserts becomes a Bloom filter (``synopses``).
 
 Nothing is dropped silently: every element is counted — per stream (its input queue) as offered,
-kept, sampled out or shed, and per query through the streams it reads — and ``on_shed``
-callbacks receive the dropped elements themselves.  A query registered with
-``min_precision=1`` (exact only) locks its streams at rate 1: the manager never drops their
-elements and records when the limit is exceeded because of it.
+kept, sampled out or shed, and per query through the streams it reads — and ``on_shed`` callbacks
+receive the dropped elements themselves.  A query registered with ``min_precision=1`` (exact only)
+locks its streams at rate 1: the manager never drops their elements (nor compresses its synopses)
+and records when the limit is exceeded because of it.
 """
 
 from __future__ import annotations
@@ -40,14 +41,10 @@ import pyarrow.compute as pc
 from sluice.approx.allocate import Demand, allocate
 from sluice.approx.limits import QueryLimits
 from sluice.approx.precision import base_streams, estimate, horizons, unsafe_streams
-from sluice.approx.report import (
-    Approximation,
-    Event,
-    Resizable,
-    shrunk_windows,
-)
+from sluice.approx.report import Approximation, Event, Resizable, shrunk_windows
 from sluice.approx.shares import FairShares, water_fill
 from sluice.approx.static import StaticSample, choose, chosen_in
+from sluice.approx.synopses import Found, compress, compressed
 from sluice.plan import logical as L
 from sluice.runtime.batch import nbytes
 
@@ -73,6 +70,7 @@ class Usage:
     holders: dict[str, int]  # per stream: synopses that hold one of its elements (its cost multiple)
     windows: tuple[tuple[Resizable, tuple[str, ...]], ...] = ()  # windows that may shrink, and their streams
     queued: dict[str, tuple[int, int]] = field(default_factory=dict)  # per stream: (elements, bytes) at its source
+    synopses: Found = ()  # DISTINCTs over inputs that only insert (Bloom filters: ``synopses``), their streams
 
 
 @dataclass
@@ -303,7 +301,7 @@ class ResourceManager:
 
     def _exact_only(self) -> set[str]:
         """Streams an exact-only query reads: never dropped."""
-        return {s for r in self.readers.values() if r.limits.exact_only for s in r.streams}
+        return {s for q in self._exact() for s in self.readers[q].streams}
 
     def locked(self) -> dict[str, str]:
         """Streams whose elements are never dropped by sampling, with the query that says so."""
@@ -348,6 +346,10 @@ class ResourceManager:
         held = usage.total - now + will
         k = int(keep.sum())
         room = self._room(name, k, cost, held, usage)
+        if k > room and not exact and self._blooms(usage, None, held + k * cost - self.limit * TARGET):
+            usage = self._usage()  # a DISTINCT compressed rather than elements shed (§5.2.1 before §5.2.2)
+            held = usage.total - now + will
+            room = self._room(name, k, cost, held, usage)
         self._transient = max(self._transient or 0.0, will + k * cost)  # (asked: shed or not)
         if k > room:
             if exact:
@@ -381,13 +383,11 @@ class ResourceManager:
 
     def _room(self, name: str, k: int, cost: float, held: float, usage: Usage) -> int:
         """How many of ``k`` elements costing ``cost`` each fit under the cap.  While the shares
-        bind (``shares``: drops aimed at the culprit; judged with this batch counted in its
-        stream's want), a stream sampling cannot shrink and time never frees — an unsafe reader's
-        groups or ``[Rows N]``, whose windows cannot shrink either (those are compressed first) —
-        past its share leaves the others within
-        theirs the room they will take again; and once an exact-only reader's stream, never
-        dropped, has taken memory past the limit beyond its own share, a stream within its share
-        is not shed for it (the limit is passed already, and reported).
+        bind (``shares``; judged with this batch in its stream's want), a stream whose state
+        neither sampling, time nor compression shrinks (an unsafe reader's groups, ``[Rows N]``)
+        past its share leaves the others within theirs the room they will take again; once an
+        exact-only reader's stream has taken memory past the limit beyond its own share, a
+        stream within its share is not shed for it (the limit is passed already, and reported).
         """
         room = max(0, math.floor((self.limit * CAP - held) / max(cost, 1.0)))
         fair = self._fair
@@ -402,7 +402,9 @@ class ResourceManager:
             return room
         share, locked = shares[name], self.locked()
         exact = self._exact_only()
-        shrinks = any(name in streams for _, streams in usage.windows)
+        shrinks = any(name in streams for _, streams in usage.windows) or any(
+            name in streams for op, streams in usage.synopses if op.compressible
+        )
         unbounded = not math.isfinite(self.streams[name].horizon)  # (time never frees its state)
         if name in locked and name not in exact and unbounded and not shrinks and mine + k * cost > share:
             reserve = sum(max(0.0, sh - usage.by_stream.get(s, 0.0)) for s, sh in shares.items() if s != name)
@@ -529,8 +531,10 @@ class ResourceManager:
             if s in self.streams and self.streams[s].rate < 1.0:
                 self._event("raise", f"{self.streams[s].name} back to rate 1: {self.locked()[s]}")
                 self.streams[s].rate = 1.0
-        if self._compress(u, base, transient):
-            return  # windows that may shrink go first (§5.2.1); sampling once they are at their least
+        # compression (§5.2.1) before sampling: a DISTINCT past its share, windows, other DISTINCTs
+        past = set(self._fair.over(self._fair.share, u.by_stream))
+        if self._blooms(u, past) or self._compress(u, base, transient) or self._blooms(u, None):
+            return
         if u.total <= self.limit * REALLOCATE:
             # an episode ends when memory is back under the band (shedding: and nothing shed since the
             # last run — a culprit held at its share sheds just under it, one episode)
@@ -704,8 +708,10 @@ class ResourceManager:
 
     def _windows(self, u: Usage) -> list[Resizable]:
         """The windows that may shrink, but none serving an exact-only query."""
-        exact = {q for q, r in self.readers.items() if r.limits.exact_only}
-        return [op for op, _ in u.windows if not (op.queries & exact)]
+        return [op for op, _ in u.windows if not (op.queries & self._exact())]
+
+    def _exact(self) -> set[str]:
+        return {q for q, r in self.readers.items() if r.limits.exact_only}
 
     def _compress(self, u: Usage, base: float, transient: float) -> bool:
         """Synopsis compression (STREAM §5.2.1): when memory is above the band, every window that
@@ -741,6 +747,18 @@ class ResourceManager:
             )
         return bool(changed)
 
+    def _blooms(self, u: Usage, streams: set[str] | None, excess: float | None = None) -> bool:
+        """DISTINCTs over inputs that only insert (over ``streams``) become Bloom filters: after a run
+        above the band, or at admission when ``excess`` bytes more than the target arrive.
+        """
+        if excess is None and u.total <= self.limit * REALLOCATE:
+            return False
+        gap = u.total - self.limit * TARGET if excess is None else excess
+        done = compress(u.synopses, self.limit, gap, self._exact(), streams)
+        if done:
+            self._event("compress", f"memory {u.total} B near the limit ({self.limit} B): " + "; ".join(done))
+        return bool(done)
+
     def _grow(self, u: Usage, demand: float) -> None:
         """Shrunk windows grow back (×GROW an adjustment) once memory is low and no stream is sampled."""
         changed = []
@@ -756,16 +774,13 @@ class ResourceManager:
                 f"({self.limit} B): windows " + ", ".join(changed),
             )
 
-    # -- reports -------------------------------------------------------------------------
     def approximation(self, query: str) -> Approximation:
         r = self.readers[query]
         kept: dict[str, float] = {}
         dropped = 0
         shed: set[str] = set()
-        for s in set(r.streams):
-            st = self.streams.get(s)
-            if st is None:
-                continue
+        for s in set(r.streams) & set(self.streams):
+            st = self.streams[s]
             o0, k0, d0, s0 = r.baseline.get(s, (0, 0, 0, 0))
             offered = st.offered - o0
             kept[s] = (st.kept - k0) / offered if offered else 1.0
@@ -773,11 +788,13 @@ class ResourceManager:
             if st.shed > s0:
                 shed.add(s)
         rates = {s: self.streams[s].rate for s in kept}
-        windows, shrunk = shrunk_windows(query, self._usage().windows)
-        precision = estimate(r.plan, kept, windows)  # (a sample lowered at registration: at its node)
+        u = self._usage()
+        windows, shrunk = shrunk_windows(query, u.windows)
+        syn = compressed(query, u.synopses)
+        precision = estimate(r.plan, kept, windows, syn)  # (a sample lowered at registration: at its node)
         reads = {s: r.streams.count(s) for s in shed if r.streams.count(s) > 1}
         fn_low = None
         if precision is not None and reads:
-            low = estimate(r.plan, {s: k ** (1 / reads.get(s, 1)) for s, k in kept.items()})
+            low = estimate(r.plan, {s: k ** (1 / reads.get(s, 1)) for s, k in kept.items()}, None, syn)
             fn_low = low.fn if low is not None else None
-        return Approximation(rates, kept, dropped, precision, dict(r.unsafe), r.limits, fn_low, shrunk, r.static)
+        return Approximation(rates, kept, dropped, precision, dict(r.unsafe), r.limits, fn_low, shrunk, r.static, syn)

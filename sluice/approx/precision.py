@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from sluice import windows as W
+from sluice.approx.synopses import Bloom, recall_of
 from sluice.catalog import Kind
 from sluice.errors import SluiceError
 from sluice.plan import logical as L
@@ -260,12 +261,17 @@ _ESTIMATE: dict[type[L.LogicalNode], Callable[..., Precision | None]] = {
 
 
 def estimate(
-    plan: L.LogicalNode, kept: Mapping[str, float], windows: Mapping[object, float] | None = None
+    plan: L.LogicalNode,
+    kept: Mapping[str, float],
+    windows: Mapping[object, float] | None = None,
+    distinct: Mapping[str, Bloom] | None = None,
 ) -> Precision | None:
     """The plan's expected (FP, FN) when base stream ``s`` keeps the fraction ``kept[s]`` of its
     elements (missing: 1) and a shrunk window (``windows[window_key(w)]``) holds that fraction of
     what it would (a window's relation loses that part of its tuples: ``(0, 1 − k)``, then as a
-    join's input); ``None`` where the approximation is outside the model (unsafe plans).
+    join's input); ``None`` where the approximation is outside the model (unsafe plans).  A
+    DISTINCT compressed into a Bloom filter (``distinct``, by ``synopses.describe``; its recall: the
+    fraction of its values it emitted) loses the rest: ``(0, 1 − r)`` over an exact input.
     """
     unsafe = unsafe_streams(plan)
     if any(kept.get(s, 1.0) < 1.0 for s in unsafe):
@@ -280,6 +286,9 @@ def estimate(
             return p.join(Precision(0.0, 1.0 - k))
         if isinstance(node, L.Window) and isinstance(node.spec, W.Rows | W.PartitionedRows):
             return _barrier(node, kept, est)
+        if isinstance(node, L.Distinct) and distinct and (r := recall_of(distinct, base_streams(node))) < 1.0:
+            p = _barrier(node, kept, est)
+            return p.join(Precision(0.0, 1.0 - r)) if p is not None else None
         if isinstance(node, L.SetOp) and not node.all:
             a, b = (est(c) for c in node.inputs())
             return EXACT if a is not None and b is not None and a.exact and b.exact else None

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 from sluice.approx.limits import QueryLimits
 from sluice.approx.precision import EXACT, Precision, estimate, window_key_of
 from sluice.approx.static import StaticSample
+from sluice.approx.synopses import Bloom
 from sluice.plan import logical as L
 
 
@@ -78,10 +79,12 @@ class Approximation:
     windows: dict[str, tuple[int, float]] = field(default_factory=dict)
     # ``Sample(a To b)`` ranges set below their highest rate at registration (STREAM §5.1.2)
     static: tuple[StaticSample, ...] = ()
+    # DISTINCTs compressed into Bloom filters (STREAM §5.2.1): "DISTINCT over s" → the filter now
+    synopses: dict[str, Bloom] = field(default_factory=dict)
 
     @property
     def exact(self) -> bool:
-        return self.dropped == 0 and not self.windows and not self.static
+        return self.dropped == 0 and not self.windows and not self.static and not self.synopses
 
     @classmethod
     def none(cls, limits: QueryLimits) -> Approximation:
@@ -95,6 +98,7 @@ class Approximation:
             f"{s} kept {k:.1%} (rate now {self.rates.get(s, 1.0):.3g})" for s, k in sorted(self.kept.items()) if k < 1
         ] + [f"window {w} now {_size(w, r)}, {k:.1%} held" for w, (r, k) in sorted(self.windows.items())]
         parts += [f"{c.describe()} (chosen at registration)" for c in self.static]
+        parts += [f"{d} compressed: {b.describe()}" for d, b in sorted(self.synopses.items())]
         est = (
             (self.precision.describe() if self.fn_low is None else self._range())
             if self.precision is not None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from sluice.approx.manager import Usage
 from sluice.backends.embedded.registry import QueryRegistry
+from sluice.runtime.operators.aggregate import Distinct
 from sluice.runtime.operators.base import Operator
 from sluice.runtime.operators.windows import RowsWindow, TimeWindow
 
@@ -23,6 +24,7 @@ class UsageMeter:
         self._feeds: list[tuple[Operator, tuple[str, ...]]] = []
         self._holding: list[tuple[Operator, frozenset[str]]] = []  # stateful operators, the streams they read
         self._windows: tuple[tuple[TimeWindow | RowsWindow, tuple[str, ...]], ...] = ()
+        self._distincts: tuple[tuple[Distinct, tuple[str, ...]], ...] = ()  # over inputs that only insert
 
     def _lineage(self) -> None:
         reg = self.registry
@@ -46,6 +48,7 @@ class UsageMeter:
                 holding.append((op, mine))
         self._feeds, self._holding, self._version = feeds, holding, reg.version
         self._windows = tuple((op, s) for op, s in feeds if isinstance(op, TimeWindow | RowsWindow) and op.shrinkable)
+        self._distincts = tuple((op, s) for op, s in feeds if isinstance(op, Distinct) and op.insert_only and s)
 
     def windows(self) -> tuple[tuple[TimeWindow | RowsWindow, tuple[str, ...]], ...]:
         """The windows that may shrink (``[Range T At Least t]``, ``[Rows N At Least m]``), each
@@ -73,4 +76,4 @@ class UsageMeter:
                 for s in read:
                     holders[s] = holders.get(s, 0) + 1
         queued = {s.name.lower(): s.waiting() for s in self.registry.sources.values() if not s.relation}
-        return Usage(total, by_stream, holders, self._windows, queued)
+        return Usage(total, by_stream, holders, self._windows, queued, self._distincts)

@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sluice.approx.limits import QueryLimits
 from sluice.approx.manager import StreamShedding
 from sluice.approx.precision import Precision, base_streams, estimate, unsafe_streams, window_key
 from sluice.approx.report import Approximation
+from sluice.approx.synopses import Bloom
 from sluice.plan import logical as L
 
 PREFIX = "sluice:key-budget "
@@ -53,6 +54,7 @@ def report(
     events: list[tuple[str, str]] | None = None,
     precision: dict[str, Est] | None = None,
     out: dict[str, int] | None = None,
+    synopses: dict[str, dict[str, dict[str, float]]] | None = None,
 ) -> str:
     """The note one key writes after a turn (see the module docstring)."""
     r = {
@@ -65,6 +67,7 @@ def report(
         "events": events or [],
         "precision": precision or {},
         "out": out or {},
+        "synopses": synopses or {},
     }
     return PREFIX + json.dumps(r, separators=(",", ":"))
 
@@ -84,18 +87,20 @@ def key_report(eng: Any, key: str, before: dict[str, Counts]) -> str | None:
             delta[n] = (c[0] - c0[0], c[1] - c0[1], c[2] - c0[2], c[3] - c0[3])
     if not delta and not m.events:
         return None
-    windows, precision, out = {}, {}, {}
+    windows, precision, out, synopses = {}, {}, {}, {}
     for name, q in eng.queries.items():
         a = m.approximation(name) if name in m.readers else None  # (its shrunk windows too)
         if a is not None and a.windows:
             windows[name] = a.windows
+        if a is not None and a.synopses:
+            synopses[name] = {d: asdict(b) for d, b in a.synopses.items()}
         p = None if a is None else a.precision
         precision[name] = None if p is None else (p.fp, p.fn, a.fn_low if a is not None else None)
         out[name] = sum(b.num_rows for b in q.batches)
     events = [(e.action, e.detail) for e in m.events]
     m.events = []
     rates = {n: s.rate for n, s in m.streams.items()}
-    return report(key, m.adjustments, delta, rates, m.peak, windows, events, precision, out)
+    return report(key, m.adjustments, delta, rates, m.peak, windows, events, precision, out, synopses)
 
 
 def is_report(note: str | None) -> bool:
@@ -111,6 +116,7 @@ class _Key:
     windows: dict[str, dict[str, tuple[int, float]]] = field(default_factory=dict)
     precision: dict[str, Est] = field(default_factory=dict)
     out: dict[str, int] = field(default_factory=dict)
+    synopses: dict[str, dict[str, Bloom]] = field(default_factory=dict)  # per query: its compressed DISTINCTs
 
 
 @dataclass
@@ -149,6 +155,7 @@ class Tally:
         if seq >= mine.seq:  # (file sinks are read in no particular order)
             mine.seq, mine.rates, mine.windows = seq, r.get("rates", {}), r.get("windows", {})
             mine.precision = {q: None if p is None else tuple(p) for q, p in r.get("precision", {}).items()}
+            mine.synopses = {q: {d: Bloom(**b) for d, b in v.items()} for q, v in r.get("synopses", {}).items()}
 
     def approximation(self, plan: L.LogicalNode, limits: QueryLimits, query: str) -> Approximation:
         """What ``query`` (its name in the processor: "q" when it runs alone) got over all its
@@ -168,14 +175,24 @@ class Tally:
             for w, (size, frac) in k.windows.get(query, {}).items():
                 shrunk.setdefault(w, []).append((int(size), float(frac)))
         windows = {w: (min(s for s, _ in v), min(f for _, f in v)) for w, v in shrunk.items()}
-        if not dropped and not windows:
+        compressed: dict[str, list[Bloom]] = {}
+        for k in self.by_key.values():
+            for d, b in k.synopses.get(query, {}).items():
+                compressed.setdefault(d, []).append(b)
+        blooms = {d: Bloom.total(v) for d, v in compressed.items()}
+        if not dropped and not windows and not blooms:
             return Approximation.none(limits)
         rates = {st.name: st.rate for st in mine}
-        precision, fn_low = self._precision(plan, query, kept, windows)
-        return Approximation(rates, kept, dropped, precision, unsafe_streams(plan), limits, fn_low, windows)
+        precision, fn_low = self._precision(plan, query, kept, windows, blooms)
+        return Approximation(rates, kept, dropped, precision, unsafe_streams(plan), limits, fn_low, windows, (), blooms)
 
     def _precision(
-        self, plan: L.LogicalNode, query: str, kept: dict[str, float], windows: dict[str, tuple[int, float]]
+        self,
+        plan: L.LogicalNode,
+        query: str,
+        kept: dict[str, float],
+        windows: dict[str, tuple[int, float]],
+        blooms: dict[str, Bloom],
     ) -> tuple[Precision | None, float | None]:
         ests = [(k.out.get(query, 0), k.precision.get(query)) for k in self.by_key.values()]
         if any(e is None for _, e in ests):
@@ -188,7 +205,7 @@ class Tally:
                 if isinstance(n, L.Window)
             }
             held: dict[object, float] = {keys[w]: f for w, (_, f) in windows.items() if w in keys}
-            return estimate(plan, kept, held), None
+            return estimate(plan, kept, held, blooms), None
         rows = sum(n for n, _ in live)
         fp = sum(n * e[0] for n, e in live) / rows
 

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from sluice.approx.synopses import Bloom
 from sluice.cql.ast import StreamConstraint
 from sluice.datatypes import arrow_type
 from sluice.plan.accumulators import Accumulator, IntegerSum, Summable, accumulator, counting
@@ -35,7 +36,9 @@ from sluice.plan.expr import AggCall, BExpr
 from sluice.plan.function_defs import full
 from sluice.plan.numeric import row_fits
 from sluice.runtime.batch import TS, from_signed_rows, sign_of, ts_of
+from sluice.runtime.bloom import BloomFilter, hash_count, hashes
 from sluice.runtime.constraints import Constraints
+from sluice.runtime.keys import row_codes
 from sluice.runtime.operators.base import Operator, OperatorSpec, Unary
 from sluice.runtime.operators.counting import INT64_SAFE, Counting
 from sluice.runtime.vexpr import compile_expr, evaluate_rows
@@ -308,9 +311,16 @@ class Distinct(_WholeInstants):
     a row exactly where its visibility changes).  Grouping and DISTINCT agree on equality (NULLs
     equal, one float zero).  It reads whole instants, so no tuple is both deleted and inserted
     at one instant: the output is pure.
+
+    Over an input that only inserts, a memory limit may compress its synopsis into a Bloom filter
+    (STREAM §5.2.1; :meth:`compress`, chosen by ``sluice.approx.manager``): a value is then
+    emitted when the filter has not seen it, so a new value the filter takes for a seen one is
+    lost (a false negative; never a false positive) — at the filter's FP rate, which it reports.
+    One way: a filter does not give its values back.
     """
 
     spec: DistinctSpec
+    STATE = ("bloom", "exact_values")
     PARTS = ("_counting",)
 
     def __post_init__(self) -> None:
@@ -318,15 +328,63 @@ class Distinct(_WholeInstants):
         self.stateful = True
         self.pure = True
         self._counting = Counting((), len(self.types))
+        self.bloom: BloomFilter | None = None
+        self.exact_values = 0  # the values the exact synopsis had emitted when the filter took over
 
     def declare(self, inputs: Sequence[Operator]) -> None:
         self.insert_only = inputs[0].insert_only
 
+    @property
+    def compressible(self) -> bool:
+        """Its synopsis may become a Bloom filter: the input only inserts (a filter cannot delete)."""
+        return self.insert_only and self.bloom is None
+
     def process(self, b: pa.Table) -> None:
         cols = [b.column(i) for i in range(2, b.num_columns)]
+        if self.bloom is not None:
+            self._filtered(b, cols)
+            return
         out = self._counting.apply(ts_of(b), sign_of(b), cols, [], self.types)
         if out is not None and out.num_rows:
             self.emit(out)
 
+    def _filtered(self, b: pa.Table, cols: list[Any]) -> None:
+        """The first row of each value the filter has not seen (the input only inserts)."""
+        assert self.bloom is not None
+        n = b.num_rows
+        inv, first, dicts = row_codes(cols, n)
+        if first is None:  # one column: its codes (some may be unused) are the values
+            seen = np.full(len(dicts[0]), n, dtype=np.int64)
+            np.minimum.at(seen, inv, np.arange(n, dtype=np.int64))
+            first = seen[seen < n]
+        first = np.sort(first)  # the values in the order they arrived
+        new = self.bloom.add_new(hashes([c.take(pa.array(first)) for c in cols]))
+        if new.any():
+            self.emit(b.take(pa.array(first[new])))
+
+    def compress(self, nbytes: int) -> str:
+        """Replace the exact synopsis by a Bloom filter of ``nbytes`` holding its values; what it did."""
+        assert self.compressible
+        c = self._counting
+        keys = [k for k in c.keys if k is not None]
+        before = self.state_bytes()
+        bits = 8 * max(1, nbytes)
+        # (hashes for twice the values it holds, or for a 1% FP rate if that is more: it fills on)
+        self.bloom = BloomFilter(bits, hash_count(bits, max(2.0 * len(keys), bits / 9.6)))
+        self.bloom.add_known(hashes([pa.array([k[i] for k in keys], arrow_type(t)) for i, t in enumerate(self.types)]))
+        self.exact_values = len(keys)
+        self._counting = Counting((), len(self.types))
+        return (
+            f"{before} B of {len(keys)} values → a Bloom filter of {self.bloom.nbytes} B "
+            f"({self.bloom.k} hashes; FP rate now {self.bloom.fp_rate():.2%})"
+        )
+
+    def synopsis(self) -> Bloom | None:
+        """What compression did to it, as a report reads it (None: exact)."""
+        f = self.bloom
+        if f is None:
+            return None
+        return Bloom(f.nbytes, f.k, self.exact_values + f.added, f.fp_rate(), f.lost)
+
     def state_bytes(self) -> int:
-        return self._counting.state_bytes()
+        return self._counting.state_bytes() + (self.bloom.nbytes if self.bloom is not None else 0)

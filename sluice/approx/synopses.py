@@ -1,0 +1,132 @@
+"""Synopsis compression beyond windows (STREAM §5.2.1): "using Bloom filters [4] for duplicate
+elimination" — a DISTINCT over an input that only inserts (``Select Distinct A From S``: its
+values since the stream began) holds every value it has seen, and its memory grows with them
+for ever; sampling its stream is unsafe (§5.1.1), so under a memory limit it is the culprit the
+others are shed for.  Compressed, it keeps a Bloom filter of a fixed size instead: a new value
+the filter takes for a seen one is lost (a false negative, never a false positive), at the
+filter's false-positive rate, which it measures and reports.
+
+``sluice.approx.manager`` decides when (:func:`compress`), this module which and how large; the
+operator (``sluice.runtime.operators.aggregate.Distinct``) does it.  Design 021, "Bloom filters".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+AT = 0.10  # a DISTINCT holding at least this fraction of the limit may be compressed
+ROOM = 0.5  # the filters take at most this fraction of what the limit leaves free at the target
+SHRINK = 2  # … and at most this fraction of what the exact synopsis held (compression must pay)
+LEAST = 0.01  # … and at least this fraction of the limit
+
+
+@dataclass(frozen=True, slots=True)
+class Bloom:
+    """What a compressed DISTINCT is now (on Spark: summed over the keys that compressed theirs)."""
+
+    nbytes: int  # the filter's size
+    hashes: int  # positions per value (the most over keys)
+    values: int  # values it emitted (the exact synopsis's before it took over included)
+    fp_rate: float  # the probability a new value is taken for a seen one now (the most over keys)
+    lost: float  # new values expected lost (the sum of the FP rates they met)
+    keys: int = 1
+
+    @property
+    def recall(self) -> float:
+        return self.values / (self.values + self.lost) if self.values + self.lost > 0 else 1.0
+
+    def describe(self) -> str:
+        on = f" on {self.keys} keys" if self.keys > 1 else ""
+        return (
+            f"Bloom filter{'s' if self.keys > 1 else ''}{on} {self.nbytes} B, {self.hashes} hashes, "
+            f"{self.values} values, FP rate now {self.fp_rate:.2%}, ~{self.lost:.0f} values lost (estimated)"
+        )
+
+    @staticmethod
+    def total(parts: Iterable[Bloom]) -> Bloom:
+        ps = list(parts)
+        return Bloom(
+            sum(p.nbytes for p in ps),
+            max(p.hashes for p in ps),
+            sum(p.values for p in ps),
+            max(p.fp_rate for p in ps),
+            sum(p.lost for p in ps),
+            sum(p.keys for p in ps),
+        )
+
+
+class Compressible(Protocol):
+    """A synopsis that may become a Bloom filter (``Distinct`` over an input that only inserts)."""
+
+    queries: set[str]
+
+    @property
+    def compressible(self) -> bool: ...
+
+    def state_bytes(self) -> int: ...
+
+    def compress(self, nbytes: int) -> str: ...
+
+    def synopsis(self) -> Bloom | None: ...
+
+
+Found = tuple[tuple[Compressible, tuple[str, ...]], ...]
+
+
+def candidates(found: Found, limit: int, exact: set[str], streams: Iterable[str] | None = None) -> Found:
+    """The synopses worth compressing: exact still, holding at least ``AT`` of the limit, serving
+    no exact-only query (``exact``) — and, given ``streams``, over one of them.
+    """
+    want = None if streams is None else set(streams)
+    return tuple(
+        (op, s)
+        for op, s in found
+        if op.compressible
+        and not (op.queries & exact)
+        and op.state_bytes() >= AT * limit
+        and (want is None or want & set(s))
+    )
+
+
+def compress(found: Found, limit: int, excess: float, exact: set[str], streams: Iterable[str] | None) -> list[str]:
+    """Compress the :func:`candidates` into filters: memory is ``excess`` bytes above the target
+    (``< 0``: below it); each filter gets an equal part of ``ROOM`` of what the limit leaves free
+    at the target once the exact synopses are gone (at least ``LEAST`` of the limit, at most
+    ``1/SHRINK`` of what it held).  What was done.
+    """
+    chosen = candidates(found, limit, exact, streams)
+    if not chosen:
+        return []
+    free = sum(op.state_bytes() for op, _ in chosen) - excess
+    part = ROOM * max(free, 0.0) / len(chosen)
+    out = []
+    for op, s in chosen:
+        held = op.state_bytes()
+        size = int(max(LEAST * limit, min(part, held / SHRINK)))
+        out.append(f"{describe(s)}: {op.compress(size)}")
+    return out
+
+
+def compressed(query: str, found: Found) -> dict[str, Bloom]:
+    """A query's compressed synopses: "DISTINCT over s, …" → what the filter is now."""
+    out: dict[str, Bloom] = {}
+    for op, streams in found:
+        b = op.synopsis()
+        if query in op.queries and b is not None:
+            out[describe(streams)] = b
+    return out
+
+
+def describe(streams: Iterable[str]) -> str:
+    """How a compressed DISTINCT is named in reports, and matched with the plan's
+    (``precision.estimate``): by the base streams below it.
+    """
+    return "DISTINCT over " + ", ".join(sorted(set(streams)))
+
+
+def recall_of(blooms: Mapping[str, Bloom], streams: Iterable[str]) -> float:
+    """The recall of the compressed DISTINCT over ``streams`` (1: none is)."""
+    b = blooms.get(describe(streams))
+    return 1.0 if b is None else b.recall

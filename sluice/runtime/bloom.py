@@ -1,0 +1,158 @@
+"""A Bloom filter over rows, for synopsis compression (STREAM §5.2.1: "using Bloom filters [4]
+for duplicate elimination").
+
+``m`` bits, ``k`` positions per value by double hashing (Kirsch & Mitzenmacher: position
+``h1 + i·h2 mod m``) of one 64-bit hash per value, computed column by column (pandas' hashing:
+numbers mixed as 64-bit words, text by SipHash under a fixed key), so it is the same in every
+process (a snapshot taken on one Spark executor is read on another) and equal for values DISTINCT
+equates (NULLs alike, ``-0.0`` and ``0.0``).
+
+A filter never forgets a value it was given (no false negatives); it may report a value it was
+never given as present, with probability about ``fill^k`` (``fill``: the fraction of bits set) —
+for duplicate elimination, a new value taken for a duplicate and lost (a false negative of the
+answer, never a false positive).
+
+:meth:`BloomFilter.add_new` judges a batch's values as one-at-a-time insertion would, in their
+order, vectorised: a value is "seen" when each of its positions was set before the batch or by
+an earlier value of it — so the answer does not depend on where batches are cut.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sluice.runtime.operators.base import Part
+
+HASH_KEY = "sluice-bloom-v1."  # SipHash's 16-byte key: fixed, so every process hashes alike
+MAX_HASHES = 8
+
+
+NULL_HASH = np.uint64(0x9E3779B97F4A7C15)  # a NULL's hash, in any column
+MIX = np.uint64(0x100000001B3)  # combines the columns' hashes (FNV's prime)
+
+
+def _column_hash(c: pa.Array) -> np.ndarray:
+    """A deterministic 64-bit hash per value of one column, equal for values DISTINCT equates
+    (NULLs alike; ``-0.0`` and ``0.0``; NaNs alike).
+    """
+    t = c.type
+    if pa.types.is_null(t):
+        return np.full(len(c), NULL_HASH, dtype=np.uint64)
+    if pa.types.is_floating(t):
+        v = c.cast(pa.float64()).to_numpy(zero_copy_only=False)
+        v = np.where(v == 0.0, 0.0, v)  # (NULLs come out as NaN: masked below)
+        v = np.where(np.isnan(v), np.nan, v)
+    elif pa.types.is_integer(t) or pa.types.is_boolean(t):
+        v = pc.fill_null(c.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
+    elif pa.types.is_string(t) or pa.types.is_large_string(t):
+        v = pc.fill_null(c, "").to_numpy(zero_copy_only=False).astype(object)
+    else:  # (no other type reaches a DISTINCT today: by its text)
+        v = np.array(["" if x is None else repr(x) for x in c.to_pylist()], dtype=object)
+    h = np.asarray(pd.util.hash_array(v, hash_key=HASH_KEY, categorize=False), dtype=np.uint64)
+    if c.null_count:
+        h = np.where(pc.is_null(c).to_numpy(zero_copy_only=False), NULL_HASH, h)
+    return h
+
+
+def hashes(cols: Sequence[pa.Array | pa.ChunkedArray]) -> np.ndarray:
+    """One deterministic 64-bit hash per row of ``cols`` (the values' columns, Arrow)."""
+    out: np.ndarray | None = None
+    for c in cols:
+        h = _column_hash(c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c)
+        with np.errstate(over="ignore"):
+            out = h if out is None else (out * MIX) ^ h
+    return np.empty(0, dtype=np.uint64) if out is None else out
+
+
+def hash_count(bits: int, values: float) -> int:
+    """The number of positions per value that gives ``values`` values in ``bits`` bits the
+    fewest false positives (``ln 2 · m / n``), between 1 and ``MAX_HASHES``.
+    """
+    return max(1, min(MAX_HASHES, round(math.log(2) * bits / max(values, 1.0))))
+
+
+class BloomFilter(Part):
+    """``bits`` bits (a multiple of 8), ``k`` positions per value; counts what it was given."""
+
+    STATE = ("words", "set_bits", "added", "lost")
+
+    def __init__(self, bits: int, k: int) -> None:
+        self.bits = max(8, bits - bits % 8)
+        self.k = k
+        self.words = np.zeros(self.bits // 8, dtype=np.uint8)
+        self.set_bits = 0
+        self.added = 0  # values judged new and added
+        self.lost = 0.0  # the expected number of new values taken for seen ones (sum of the FP rates)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.words.nbytes)
+
+    def fp_rate(self) -> float:
+        """The probability that a value never added is reported present now."""
+        return float((self.set_bits / self.bits) ** self.k)
+
+    def _positions(self, h: np.ndarray) -> np.ndarray:
+        h1 = h & np.uint64(0xFFFFFFFF)
+        h2 = (h >> np.uint64(32)) | np.uint64(1)
+        i = np.arange(self.k, dtype=np.uint64)
+        with np.errstate(over="ignore"):  # (wraps modulo 2^64: deterministic)
+            return ((h1[:, None] + i[None, :] * h2[:, None]) % np.uint64(self.bits)).astype(np.int64)
+
+    def _isset(self, pos: np.ndarray) -> np.ndarray:
+        return ((self.words[pos >> 3] >> (pos & 7).astype(np.uint8)) & 1).astype(bool)
+
+    def _set(self, fresh: np.ndarray) -> None:
+        """Set these positions (distinct, none set yet)."""
+        np.bitwise_or.at(self.words, fresh >> 3, np.left_shift(1, fresh & 7).astype(np.uint8))
+        self.set_bits += len(fresh)
+
+    def add_known(self, h: np.ndarray) -> None:
+        """Add values known to be distinct and already answered (an exact synopsis's, when the
+        filter takes over from it): not counted as judged.
+        """
+        pos = self._positions(h).reshape(-1)
+        np.bitwise_or.at(self.words, pos >> 3, np.left_shift(1, pos & 7).astype(np.uint8))
+        self.set_bits = int(np.bitwise_count(self.words).sum())
+
+    def add_new(self, h: np.ndarray) -> np.ndarray:
+        """Add values (their :func:`hashes`, distinct, in the order they arrived); which were new
+        (not reported present), judged one at a time in that order.
+        """
+        n = len(h)
+        new = np.zeros(n, dtype=bool)
+        if not n:
+            return new
+        pos = self._positions(h)
+        before = self._isset(pos)
+        # a value with every position set before the batch is seen, whatever its place in it; the
+        # others are seen when each position unset before was set by an earlier value of the batch
+        # (each such position's first setter; a seen value sets no new position)
+        maybe = np.flatnonzero(~before.all(axis=1))
+        if not len(maybe):
+            return new
+        unset = ~before[maybe]
+        slots = pos[maybe][unset]
+        owner = np.repeat(maybe, unset.sum(axis=1))
+        fresh, inv = np.unique(slots, return_inverse=True)
+        first = np.full(len(fresh), n, dtype=np.int64)
+        np.minimum.at(first, inv, owner)
+        late = first[inv] >= owner  # a position no earlier value set: not yet seen
+        late_owner = np.zeros(n, dtype=bool)
+        late_owner[owner[late]] = True
+        new[maybe] = late_owner[maybe]
+        # the expected number of new values taken for seen ones: each value judged at the
+        # filter's FP rate then (the bits set before the batch and by the batch's earlier values)
+        grew = np.bincount(first + 1, minlength=n + 1)
+        fill = (self.set_bits + np.cumsum(grew)[:-1]) / self.bits
+        rate = fill[new] ** self.k
+        self.lost += float((rate / np.maximum(1.0 - rate, 1e-9)).sum())
+        self.added += int(new.sum())
+        self._set(fresh)
+        return new
