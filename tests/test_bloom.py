@@ -21,7 +21,7 @@ from sluice.approx.synopses import Bloom, describe
 from sluice.backends.embedded import EmbeddedEngine
 from sluice.catalog import Catalog
 from sluice.plan import bind_query
-from sluice.runtime.bloom import BloomFilter, hash_count, hashes
+from sluice.runtime.bloom import BloomFilter, hash_count, hashes, row_hashes
 from sluice.runtime.operators.aggregate import Distinct
 
 DDL = "REGISTER STREAM S (A integer, C varchar(8))"
@@ -57,10 +57,10 @@ def test_a_filter_never_forgets_and_judges_as_one_value_at_a_time_would() -> Non
     h = hashes([pa.array(range(5000)), pa.array([f"v{i}" for i in range(5000)])])
     one = BloomFilter(20_000, hash_count(20_000, 5000))
     whole = one.add_new(h)
-    assert one._isset(one._positions(h)).all()  # every value added is reported present
+    assert one.contains(h).all()  # every value added is reported present
     again = BloomFilter(20_000, one.k)
     single = np.concatenate([again.add_new(h[i : i + 1]) for i in range(len(h))])
-    assert (whole == single).all() and one.set_bits == again.set_bits
+    assert (whole == single).all() and one.slices[0].set_bits == again.slices[0].set_bits
     assert not one.add_new(h).any()  # seen, all of them
     assert 0 < (~whole).sum() < len(h)  # (a filter this small takes some new values for seen ones)
 
@@ -196,10 +196,104 @@ def test_the_precision_model_reads_a_compressed_distinct() -> None:
     cat = Catalog()
     cat.register_stream("S", [("A", "integer"), ("C", "varchar(8)")])
     plan = bind_query(cat, QUERY).plan
-    blooms = {describe(["s"]): Bloom(1000, 4, 900, 0.05, 100.0)}
+    blooms = {describe("DISTINCT", ["s"]): Bloom(1000, 4, 900, 0.05, 100.0)}
     assert estimate(plan, {}, None, blooms) == Precision(0.0, pytest.approx(0.1))
     assert estimate(plan, {}, None, {}) == Precision(0.0, 0.0)
     assert estimate(plan, {"s": 0.5}, None, blooms) is None  # sampled under DISTINCT: outside the model
     total = Bloom.total([Bloom(1000, 4, 900, 0.05, 100.0), Bloom(500, 3, 100, 0.01, 0.0)])
     assert (total.nbytes, total.values, total.lost, total.keys, total.hashes) == (1500, 1000, 100.0, 2, 4)
     assert total.recall == pytest.approx(1000 / 1100) and "on 2 keys" in total.describe()
+
+
+# -- EXCEPT's right side ---------------------------------------------------------------------
+
+EXCEPT = "Select A From S [Range 100] Except Select A From R"
+
+
+def _except(limit: str | None, **kw: object) -> tuple[EmbeddedEngine, list, int]:
+    """S's values in a 100-tick window, less every value R (a growing block list) ever had."""
+    rng = np.random.default_rng(3)
+    n = 16_000
+    s = [(i, int(v)) for i, v in enumerate(rng.integers(0, 50_000, n))]
+    r = [(i, int(v)) for i, v in enumerate(rng.integers(0, 50_000, n))]
+    eng = EmbeddedEngine(memory_limit=limit) if limit else EmbeddedEngine()
+    eng.execute("REGISTER STREAM S (A integer); REGISTER STREAM R (A integer)")
+    q = eng.register_query(EXCEPT, name="x", **kw)
+    for i in range(0, n, 250):
+        eng.push("S", s[i : i + 250])
+        eng.push("R", r[i : i + 250])
+        eng.run()
+    eng.close()
+    return eng, q.results(), n
+
+
+def test_except_keeps_its_right_side_as_a_filter_and_only_hides_rows() -> None:
+    """The answer is a sub-multiset of the exact one at every instant (a filter's false "present"
+    hides a left row; a right row is never forgotten, so nothing is shown that should not be), and
+    the FN it reports is the measured, time-integrated one.
+    """
+    from tests.test_limits import _measured
+
+    _, want, n = _except(None)
+    eng, got, _ = _except("50KB")
+    st = eng.statistics()
+    a = dict(st.approximations)["x"]
+    ((d, bloom),) = a.synopses.items()
+    assert d == "EXCEPT's right side over r" and a.dropped == 0 and bloom.lost > 0
+    assert st.peak_memory <= 50_000
+    fp, fn = _measured(want, got, n)
+    assert fp == 0.0 and 0 < fn
+    assert a.precision is not None and abs(a.precision.fn - fn) < 0.02, (a.describe(), fn)
+    assert any(e.action == "compress" and "right side" in e.detail for e in st.approx_events)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "Select A From S [Range 300] Except All Select A From R",  # bag semantics: counts, not membership
+        "Select A From S Except Select A From R [Range 300]",  # the right side deletes
+    ],
+)
+def test_except_whose_right_side_deletes_or_counts_is_never_a_filter(query: str) -> None:
+    eng = EmbeddedEngine()
+    eng.execute("REGISTER STREAM S (A integer); REGISTER STREAM R (A integer)")
+    eng.register_query(query, name="x")
+    (op,) = [o for o in eng.operators if type(o).__name__ == "SetOp"]
+    assert not op.bloomable and not op.compressible
+
+
+def test_a_filter_grows_a_slice_when_memory_is_free() -> None:
+    """A filter made small (as when other state held the limit) gets a new slice once its FP rate
+    passes 1% and the limit leaves room (a scalable filter: old slices keep their values, new
+    values go to the newest); the answer stays a subset of the exact one.
+    """
+    rows = _rows(20_000)
+    _, exact = _run(None, rows)
+    eng = EmbeddedEngine(memory_limit="400KB")
+    eng.execute(DDL)
+    q = eng.register_query(QUERY, name="d")
+    (op,) = [o for o in eng.operators if isinstance(o, Distinct)]
+    for i in range(0, len(rows), 1000):
+        eng.push("S", rows[i : i + 1000])
+        eng.run()
+        if i == 2000:
+            op.compress(1000)  # (a small filter: what a full limit would have left it)
+    eng.close()
+    grows = [e for e in eng.statistics().approx_events if e.action == "grow"]
+    assert grows and all("slice" in e.detail for e in grows), grows
+    assert op.bloom is not None and len(op.bloom.slices) >= 2
+    got = {e.row for e in q.results()}
+    assert got <= exact
+    small = BloomFilter(8000, op.bloom.slices[0].k)  # the same values in the first slice alone
+    assert len(got) > int(small.add_new(row_hashes(list(exact), op.types)).sum())
+
+
+def test_a_snapshot_from_before_bloom_filters_restores_exact() -> None:
+    """Operator state names added later (``Part.LATER``): a checkpoint written before them restores."""
+    eng = EmbeddedEngine()
+    eng.execute(DDL)
+    eng.register_query(QUERY, name="d")
+    (op,) = [o for o in eng.operators if isinstance(o, Distinct)]
+    old = {k: v for k, v in op.snapshot().items() if k not in ("bloom", "exact_values")}
+    op.restore(old)
+    assert op.bloom is None and op.exact_values == 0

@@ -42,9 +42,10 @@ from sluice.approx.allocate import Demand, allocate
 from sluice.approx.limits import QueryLimits
 from sluice.approx.precision import base_streams, estimate, horizons, unsafe_streams
 from sluice.approx.report import Approximation, Event, Resizable, shrunk_windows
+from sluice.approx.resize import GROW, regrow, shrink
 from sluice.approx.shares import FairShares, water_fill
 from sluice.approx.static import StaticSample, choose, chosen_in
-from sluice.approx.synopses import Found, compress, compressed
+from sluice.approx.synopses import Found, compress, compressed, grow
 from sluice.plan import logical as L
 from sluice.runtime.batch import nbytes
 
@@ -53,7 +54,6 @@ REALLOCATE = 0.85  # above it the rates are chosen again …
 TARGET = 0.70  # … so that the projected memory is this fraction
 RAISE = 0.50  # below it, lowered rates are raised (towards TARGET)
 NEGLIGIBLE = 0.01  # a stream holding less than this fraction of the limit is never dropped
-GROW = 1.25  # … and shrunk windows grow by this factor (gently: a window refills over its range)
 SLICE = 0.2  # a large push is admitted in slices of this fraction of the limit, the plan run between
 RECENT = 8  # the batches the windows leave room for: the largest of this many adjustments' admissions
 ROOM = 0.90  # … under this fraction of the limit, with the plan's state (between the band and the cap)
@@ -70,7 +70,7 @@ class Usage:
     holders: dict[str, int]  # per stream: synopses that hold one of its elements (its cost multiple)
     windows: tuple[tuple[Resizable, tuple[str, ...]], ...] = ()  # windows that may shrink, and their streams
     queued: dict[str, tuple[int, int]] = field(default_factory=dict)  # per stream: (elements, bytes) at its source
-    synopses: Found = ()  # DISTINCTs over inputs that only insert (Bloom filters: ``synopses``), their streams
+    synopses: Found = ()  # synopses that may be Bloom filters (``synopses``: DISTINCT, EXCEPT), their streams
 
 
 @dataclass
@@ -346,7 +346,7 @@ class ResourceManager:
         held = usage.total - now + will
         k = int(keep.sum())
         room = self._room(name, k, cost, held, usage)
-        if k > room and not exact and self._blooms(usage, None, held + k * cost - self.limit * TARGET):
+        if k > room and not exact and self._blooms(usage, None, admitting=True):
             usage = self._usage()  # a DISTINCT compressed rather than elements shed (§5.2.1 before §5.2.2)
             held = usage.total - now + will
             room = self._room(name, k, cost, held, usage)
@@ -403,7 +403,9 @@ class ResourceManager:
         share, locked = shares[name], self.locked()
         exact = self._exact_only()
         shrinks = any(name in streams for _, streams in usage.windows) or any(
-            name in streams for op, streams in usage.synopses if op.compressible
+            name in streams
+            for op, streams in usage.synopses
+            if op.bloomable  # (a filter's size is fixed)
         )
         unbounded = not math.isfinite(self.streams[name].horizon)  # (time never frees its state)
         if name in locked and name not in exact and unbounded and not shrinks and mine + k * cost > share:
@@ -542,6 +544,7 @@ class ResourceManager:
             self._over = False
             # (grown only where the batches would still fit under the band after it)
             fits = max(self._bases) * GROW + transient < self.limit * REALLOCATE
+            self._grow_filters(u)  # (whenever the target leaves room beside a push's slice)
             if u.total < self.limit * RAISE and not lowered and fits:
                 self._grow(u, demand)
             if not (lowered and u.total < self.limit * RAISE):
@@ -728,17 +731,7 @@ class ResourceManager:
             factors.append(max(self.limit * ROOM - transient, 0.0) / max(base, 1.0))
         if not factors:
             return False
-        f = min(factors)
-        changed = []
-        for op in self._windows(u):
-            if not op.settled:
-                continue  # its last cut is still leaving: cutting again would overshoot
-            r0, held = op.range_now, op.occupied
-            if int(held * f) >= held:
-                continue  # (a [Rows N] not yet full, or empty: cutting it would free nothing)
-            r = op.resize(int(held * f))  # (a [Rows N] not yet full: from the rows it holds)
-            if r != r0:
-                changed.append(f"[{op.spec.window.describe()}] {r0}→{r} {op.unit}")
+        changed = shrink(self._windows(u), min(factors))
         if changed:
             self._event(
                 "compress",
@@ -747,26 +740,26 @@ class ResourceManager:
             )
         return bool(changed)
 
-    def _blooms(self, u: Usage, streams: set[str] | None, excess: float | None = None) -> bool:
-        """DISTINCTs over inputs that only insert (over ``streams``) become Bloom filters: after a run
-        above the band, or at admission when ``excess`` bytes more than the target arrive.
+    def _blooms(self, u: Usage, streams: set[str] | None, admitting: bool = False) -> bool:
+        """Synopses that may be Bloom filters (over ``streams``) become ones: after a run above the
+        band, or at admission when a batch does not fit; sized leaving room for a push's slice.
         """
-        if excess is None and u.total <= self.limit * REALLOCATE:
+        if not admitting and u.total <= self.limit * REALLOCATE:
             return False
-        gap = u.total - self.limit * TARGET if excess is None else excess
-        done = compress(u.synopses, self.limit, gap, self._exact(), streams)
+        done = compress(u.synopses, self.limit, u.total + self.limit * (SLICE - TARGET), self._exact(), streams)
         if done:
             self._event("compress", f"memory {u.total} B near the limit ({self.limit} B): " + "; ".join(done))
         return bool(done)
 
+    def _grow_filters(self, u: Usage) -> None:
+        """Memory low: a Bloom filter whose FP rate has risen gets a new slice (``synopses.grow``)."""
+        done = grow(u.synopses, self.limit, self.limit * (TARGET - SLICE) - u.total)
+        if done:
+            self._event("grow", f"memory {u.total} B below the limit's band ({self.limit} B): " + "; ".join(done))
+
     def _grow(self, u: Usage, demand: float) -> None:
         """Shrunk windows grow back (×GROW an adjustment) once memory is low and no stream is sampled."""
-        changed = []
-        for op in self._windows(u):
-            r0, full = op.range_now, op.full
-            if r0 < full and op.refilled:
-                r = op.resize(min(full, max(r0 + 1, int(r0 * GROW))))
-                changed.append(f"[{op.spec.window.describe()}] {r0}→{r} {op.unit}")
+        changed = regrow(self._windows(u))
         if changed:
             self._event(
                 "grow",

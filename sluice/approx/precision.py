@@ -270,8 +270,9 @@ def estimate(
     elements (missing: 1) and a shrunk window (``windows[window_key(w)]``) holds that fraction of
     what it would (a window's relation loses that part of its tuples: ``(0, 1 − k)``, then as a
     join's input); ``None`` where the approximation is outside the model (unsafe plans).  A
-    DISTINCT compressed into a Bloom filter (``distinct``, by ``synopses.describe``; its recall: the
-    fraction of its values it emitted) loses the rest: ``(0, 1 − r)`` over an exact input.
+    DISTINCT, or an EXCEPT's right side, compressed into a Bloom filter (``distinct``, by
+    ``synopses.describe``; its recall: the fraction of its values or left tuples it showed) loses
+    the rest: ``(0, 1 − r)`` over exact inputs.
     """
     unsafe = unsafe_streams(plan)
     if any(kept.get(s, 1.0) < 1.0 for s in unsafe):
@@ -286,12 +287,19 @@ def estimate(
             return p.join(Precision(0.0, 1.0 - k))
         if isinstance(node, L.Window) and isinstance(node.spec, W.Rows | W.PartitionedRows):
             return _barrier(node, kept, est)
-        if isinstance(node, L.Distinct) and distinct and (r := recall_of(distinct, base_streams(node))) < 1.0:
+        if isinstance(node, L.Distinct) and distinct and (r := recall_of(distinct, "DISTINCT", base_streams(node))) < 1:
             p = _barrier(node, kept, est)
             return p.join(Precision(0.0, 1.0 - r)) if p is not None else None
         if isinstance(node, L.SetOp) and not node.all:
             a, b = (est(c) for c in node.inputs())
-            return EXACT if a is not None and b is not None and a.exact and b.exact else None
+            if a is None or b is None or not a.exact or not b.exact:
+                return None
+            r = (
+                recall_of(distinct or {}, "EXCEPT's right side", base_streams(node.right))
+                if node.op is L.SetOpKind.EXCEPT
+                else 1.0
+            )
+            return Precision(0.0, 1.0 - r) if r < 1.0 else EXACT
         fn = _ESTIMATE.get(type(node))
         if fn is None:
             return None

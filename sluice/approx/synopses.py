@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 AT = 0.10  # a DISTINCT holding at least this fraction of the limit may be compressed
-ROOM = 0.5  # the filters take at most this fraction of what the limit leaves free at the target
+ROOM = 0.8  # the filters take at most this fraction of what the limit leaves free at the target (batches aside)
 SHRINK = 2  # … and at most this fraction of what the exact synopsis held (compression must pay)
 LEAST = 0.01  # … and at least this fraction of the limit
+GROW_AT = 0.01  # a filter past this FP rate gets a new slice when memory is low (``grow``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,9 +59,16 @@ class Bloom:
 
 
 class Compressible(Protocol):
-    """A synopsis that may become a Bloom filter (``Distinct`` over an input that only inserts)."""
+    """An operator whose synopsis may be a Bloom filter (``bloomable``: ``Distinct`` over an input
+    that only inserts, set ``EXCEPT`` whose right side only inserts) — ``compressible`` while not
+    yet one.  ``WHAT`` names it in reports.
+    """
 
+    WHAT: str
     queries: set[str]
+
+    @property
+    def bloomable(self) -> bool: ...
 
     @property
     def compressible(self) -> bool: ...
@@ -69,10 +77,12 @@ class Compressible(Protocol):
 
     def compress(self, nbytes: int) -> str: ...
 
+    def grow(self, nbytes: int) -> str: ...
+
     def synopsis(self) -> Bloom | None: ...
 
 
-Found = tuple[tuple[Compressible, tuple[str, ...]], ...]
+Found = tuple[tuple[Compressible, tuple[str, ...]], ...]  # each with the streams whose elements its filter holds
 
 
 def candidates(found: Found, limit: int, exact: set[str], streams: Iterable[str] | None = None) -> Found:
@@ -105,8 +115,20 @@ def compress(found: Found, limit: int, excess: float, exact: set[str], streams: 
     for op, s in chosen:
         held = op.state_bytes()
         size = int(max(LEAST * limit, min(part, held / SHRINK)))
-        out.append(f"{describe(s)}: {op.compress(size)}")
+        out.append(f"{describe(op.WHAT, s)}: {op.compress(size)}")
     return out
+
+
+def grow(found: Found, limit: int, free: float) -> list[str]:
+    """Filters past ``GROW_AT`` get a new slice, together ``ROOM`` of the ``free`` bytes — each at
+    least ``LEAST`` of the limit and half the filter (a scalable filter grows geometrically: tiny
+    slices fill at once), else none; what was done.
+    """
+    due = [(op, s, b) for op, s in found if (b := op.synopsis()) is not None and b.fp_rate > GROW_AT]
+    part = ROOM * max(free, 0.0) / max(len(due), 1)
+    return [
+        f"{describe(op.WHAT, s)}: {op.grow(int(part))}" for op, s, b in due if part >= max(LEAST * limit, b.nbytes / 2)
+    ]
 
 
 def compressed(query: str, found: Found) -> dict[str, Bloom]:
@@ -115,18 +137,18 @@ def compressed(query: str, found: Found) -> dict[str, Bloom]:
     for op, streams in found:
         b = op.synopsis()
         if query in op.queries and b is not None:
-            out[describe(streams)] = b
+            out[describe(op.WHAT, streams)] = b
     return out
 
 
-def describe(streams: Iterable[str]) -> str:
-    """How a compressed DISTINCT is named in reports, and matched with the plan's
-    (``precision.estimate``): by the base streams below it.
+def describe(what: str, streams: Iterable[str]) -> str:
+    """How a compressed operator is named in reports, and matched with the plan's
+    (``precision.estimate``): by its kind and the base streams below it.
     """
-    return "DISTINCT over " + ", ".join(sorted(set(streams)))
+    return f"{what} over " + ", ".join(sorted(set(streams)))
 
 
-def recall_of(blooms: Mapping[str, Bloom], streams: Iterable[str]) -> float:
-    """The recall of the compressed DISTINCT over ``streams`` (1: none is)."""
-    b = blooms.get(describe(streams))
+def recall_of(blooms: Mapping[str, Bloom], what: str, streams: Iterable[str]) -> float:
+    """The recall of the compressed ``what`` over ``streams`` (1: none is)."""
+    b = blooms.get(describe(what, streams))
     return 1.0 if b is None else b.recall

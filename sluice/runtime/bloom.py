@@ -21,12 +21,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sluice.approx.synopses import Bloom
+from sluice.datatypes import DataType, arrow_type
 from sluice.runtime.operators.base import Part
 
 HASH_KEY = "sluice-bloom-v1."  # SipHash's 16-byte key: fixed, so every process hashes alike
@@ -70,6 +73,11 @@ def hashes(cols: Sequence[pa.Array | pa.ChunkedArray]) -> np.ndarray:
     return np.empty(0, dtype=np.uint64) if out is None else out
 
 
+def row_hashes(rows: Sequence[tuple[Any, ...]], types: Sequence[DataType]) -> np.ndarray:
+    """:func:`hashes` of rows given as Python tuples of values of ``types`` (an exact synopsis's keys)."""
+    return hashes([pa.array([r[i] for r in rows], arrow_type(t)) for i, t in enumerate(types)])
+
+
 def hash_count(bits: int, values: float) -> int:
     """The number of positions per value that gives ``values`` values in ``bits`` bits the
     fewest false positives (``ln 2 · m / n``), between 1 and ``MAX_HASHES``.
@@ -77,49 +85,94 @@ def hash_count(bits: int, values: float) -> int:
     return max(1, min(MAX_HASHES, round(math.log(2) * bits / max(values, 1.0))))
 
 
-class BloomFilter(Part):
-    """``bits`` bits (a multiple of 8), ``k`` positions per value; counts what it was given."""
-
-    STATE = ("words", "set_bits", "added", "lost")
+class _Slice:
+    """``bits`` bits (a multiple of 8), ``k`` positions per value."""
 
     def __init__(self, bits: int, k: int) -> None:
         self.bits = max(8, bits - bits % 8)
         self.k = k
         self.words = np.zeros(self.bits // 8, dtype=np.uint8)
         self.set_bits = 0
-        self.added = 0  # values judged new and added
-        self.lost = 0.0  # the expected number of new values taken for seen ones (sum of the FP rates)
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.words.nbytes)
 
     def fp_rate(self) -> float:
-        """The probability that a value never added is reported present now."""
         return float((self.set_bits / self.bits) ** self.k)
 
-    def _positions(self, h: np.ndarray) -> np.ndarray:
+    def positions(self, h: np.ndarray) -> np.ndarray:
         h1 = h & np.uint64(0xFFFFFFFF)
         h2 = (h >> np.uint64(32)) | np.uint64(1)
         i = np.arange(self.k, dtype=np.uint64)
         with np.errstate(over="ignore"):  # (wraps modulo 2^64: deterministic)
             return ((h1[:, None] + i[None, :] * h2[:, None]) % np.uint64(self.bits)).astype(np.int64)
 
-    def _isset(self, pos: np.ndarray) -> np.ndarray:
+    def isset(self, pos: np.ndarray) -> np.ndarray:
         return ((self.words[pos >> 3] >> (pos & 7).astype(np.uint8)) & 1).astype(bool)
 
-    def _set(self, fresh: np.ndarray) -> None:
+    def set(self, fresh: np.ndarray) -> None:
         """Set these positions (distinct, none set yet)."""
         np.bitwise_or.at(self.words, fresh >> 3, np.left_shift(1, fresh & 7).astype(np.uint8))
         self.set_bits += len(fresh)
 
-    def add_known(self, h: np.ndarray) -> None:
-        """Add values known to be distinct and already answered (an exact synopsis's, when the
-        filter takes over from it): not counted as judged.
-        """
-        pos = self._positions(h).reshape(-1)
+    def add(self, pos: np.ndarray) -> None:
+        """Set these positions (any)."""
+        if 8 * len(pos) < len(self.words):  # a few: the new bits counted among them
+            self.set(np.unique(pos[~self.isset(pos)]))
+            return
         np.bitwise_or.at(self.words, pos >> 3, np.left_shift(1, pos & 7).astype(np.uint8))
         self.set_bits = int(np.bitwise_count(self.words).sum())
+
+
+class BloomFilter(Part):
+    """A scalable Bloom filter (Almeida et al. 2007): slices, values added to the newest; a value
+    is present if any slice reports it.  Counts what it was given and what it expects it lost.
+    """
+
+    STATE = ("slices", "added", "lost")
+
+    def __init__(self, bits: int, k: int) -> None:
+        self.slices = [_Slice(bits, k)]
+        self.added = 0  # values judged new and added
+        self.lost = 0.0  # the expected number of new values taken for seen ones (sum of the FP rates)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(int(s.words.nbytes) for s in self.slices)
+
+    @property
+    def k(self) -> int:
+        return self.slices[-1].k
+
+    def fp_rate(self) -> float:
+        """The probability that a value never added is reported present now."""
+        return 1.0 - math.prod(1.0 - s.fp_rate() for s in self.slices)
+
+    def describe(self) -> str:
+        return f"a Bloom filter of {self.nbytes} B ({self.k} hashes; FP rate now {self.fp_rate():.2%})"
+
+    def grow(self, bits: int, k: int) -> None:
+        """A new slice, where values are added from now on (the others keep theirs)."""
+        self.slices.append(_Slice(bits, k))
+
+    def contains(self, h: np.ndarray) -> np.ndarray:
+        """Whether each value is reported present (added, or a false positive)."""
+        out = np.zeros(len(h), dtype=bool)
+        for s in self.slices:
+            out |= s.isset(s.positions(h)).all(axis=1)
+        return out
+
+    def add_known(self, h: np.ndarray) -> None:
+        """Add values already answered (an exact synopsis's, when the filter takes over from it;
+        EXCEPT's right side): not counted as judged.
+        """
+        s = self.slices[-1]
+        s.add(s.positions(h).reshape(-1))
+
+    def kept(self, n: int) -> None:
+        """``n`` values were judged new (``contains`` false) now: count them, and those expected
+        lost beside them at the FP rate now (as :meth:`add_new` does).
+        """
+        rate = self.fp_rate()
+        self.lost += n * rate / max(1.0 - rate, 1e-9)
+        self.added += n
 
     def add_new(self, h: np.ndarray) -> np.ndarray:
         """Add values (their :func:`hashes`, distinct, in the order they arrived); which were new
@@ -129,12 +182,16 @@ class BloomFilter(Part):
         new = np.zeros(n, dtype=bool)
         if not n:
             return new
-        pos = self._positions(h)
-        before = self._isset(pos)
+        *old, s = self.slices
+        stale = np.zeros(n, dtype=bool)  # reported by an older slice: seen, added nowhere
+        for o in old:
+            stale |= o.isset(o.positions(h)).all(axis=1)
+        pos = s.positions(h)
+        before = s.isset(pos)
         # a value with every position set before the batch is seen, whatever its place in it; the
         # others are seen when each position unset before was set by an earlier value of the batch
         # (each such position's first setter; a seen value sets no new position)
-        maybe = np.flatnonzero(~before.all(axis=1))
+        maybe = np.flatnonzero(~before.all(axis=1) & ~stale)
         if not len(maybe):
             return new
         unset = ~before[maybe]
@@ -148,11 +205,41 @@ class BloomFilter(Part):
         late_owner[owner[late]] = True
         new[maybe] = late_owner[maybe]
         # the expected number of new values taken for seen ones: each value judged at the
-        # filter's FP rate then (the bits set before the batch and by the batch's earlier values)
+        # filter's FP rate then (the newest slice's bits set before the batch and by its earlier values)
         grew = np.bincount(first + 1, minlength=n + 1)
-        fill = (self.set_bits + np.cumsum(grew)[:-1]) / self.bits
-        rate = fill[new] ** self.k
+        fill = (s.set_bits + np.cumsum(grew)[:-1]) / s.bits
+        older = 1.0 - math.prod(1.0 - o.fp_rate() for o in old)
+        rate = 1.0 - (1.0 - older) * (1.0 - fill[new] ** s.k)
         self.lost += float((rate / np.maximum(1.0 - rate, 1e-9)).sum())
         self.added += int(new.sum())
-        self._set(fresh)
+        s.set(fresh)
         return new
+
+
+class Filtered:
+    """What an operator whose synopsis may become a filter (``Distinct``, ``SetOp``) shares: the
+    filter once there is one, the values its exact synopsis had answered when it took over, a new
+    slice when memory frees (``sluice.approx.synopses.grow``), and its report.
+    """
+
+    bloom: BloomFilter | None
+    exact_values: int
+
+    def new_filter(self, nbytes: int, values: int) -> BloomFilter:
+        """A filter of ``nbytes``, its hashes for twice ``values`` or a 1% FP rate if that is more."""
+        bits = 8 * max(1, nbytes)
+        self.bloom = BloomFilter(bits, hash_count(bits, max(2.0 * values, bits / 9.6)))
+        return self.bloom
+
+    def grow(self, nbytes: int) -> str:
+        """Give the filter a new slice of ``nbytes`` (memory freed; its FP rate high); what it did."""
+        assert self.bloom is not None
+        rate = self.bloom.fp_rate()
+        bits = 8 * max(1, nbytes)
+        self.bloom.grow(bits, hash_count(bits, bits / 9.6))
+        return f"FP rate {rate:.2%}: a slice of {nbytes} B added, {self.bloom.nbytes} B in all"
+
+    def synopsis(self) -> Bloom | None:
+        """What compression did to it, as a report reads it (None: exact)."""
+        f = self.bloom
+        return None if f is None else Bloom(f.nbytes, f.k, self.exact_values + f.added, f.fp_rate(), f.lost)

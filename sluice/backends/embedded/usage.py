@@ -10,6 +10,7 @@ from sluice.approx.manager import Usage
 from sluice.backends.embedded.registry import QueryRegistry
 from sluice.runtime.operators.aggregate import Distinct
 from sluice.runtime.operators.base import Operator
+from sluice.runtime.operators.relational import SetOp
 from sluice.runtime.operators.windows import RowsWindow, TimeWindow
 
 
@@ -22,9 +23,10 @@ class UsageMeter:
         self.registry = registry
         self._version = -1
         self._feeds: list[tuple[Operator, tuple[str, ...]]] = []
+        self._sides: dict[int, list[tuple[str, ...]]] = {}  # operator → the streams feeding each input
         self._holding: list[tuple[Operator, frozenset[str]]] = []  # stateful operators, the streams they read
         self._windows: tuple[tuple[TimeWindow | RowsWindow, tuple[str, ...]], ...] = ()
-        self._distincts: tuple[tuple[Distinct, tuple[str, ...]], ...] = ()  # over inputs that only insert
+        self._blooms: tuple[tuple[Distinct | SetOp, tuple[str, ...]], ...] = ()  # synopses that may be Bloom filters
 
     def _lineage(self) -> None:
         reg = self.registry
@@ -36,19 +38,28 @@ class UsageMeter:
             key = frozenset() if src.relation else frozenset({src.name.lower()})
             ups[id(src)] = key
             feeds.append((src, tuple(key)))
+        sides: dict[int, list[tuple[str, ...]]] = {}
         for op in reg.operators:  # creation order is a topological order
             mine: frozenset[str] = frozenset()
+            side = []
             for q in op.inputs():
                 p = producer.get(id(q))
-                if p is not None:
-                    mine |= ups.get(id(p), frozenset())
+                up = ups.get(id(p), frozenset()) if p is not None else frozenset()
+                side.append(tuple(sorted(up)))
+                mine |= up
             ups[id(op)] = mine
+            sides[id(op)] = side
             feeds.append((op, tuple(sorted(mine))))
             if op.stateful:
                 holding.append((op, mine))
-        self._feeds, self._holding, self._version = feeds, holding, reg.version
+        self._feeds, self._holding, self._sides, self._version = feeds, holding, sides, reg.version
         self._windows = tuple((op, s) for op, s in feeds if isinstance(op, TimeWindow | RowsWindow) and op.shrinkable)
-        self._distincts = tuple((op, s) for op, s in feeds if isinstance(op, Distinct) and op.insert_only and s)
+        # (each with the streams its filter holds: an EXCEPT's, its right side's)
+        self._blooms = tuple(
+            (op, sides[id(op)][1] if isinstance(op, SetOp) else s)
+            for op, s in feeds
+            if isinstance(op, Distinct | SetOp) and op.bloomable and s
+        )
 
     def windows(self) -> tuple[tuple[TimeWindow | RowsWindow, tuple[str, ...]], ...]:
         """The windows that may shrink (``[Range T At Least t]``, ``[Rows N At Least m]``), each
@@ -66,14 +77,19 @@ class UsageMeter:
         for op, streams in self._feeds:
             b = op.state_bytes() + sum(q.nbytes for q in op.outputs)
             total += b
-            if streams and b:
-                share = b / len(streams)
-                for s in streams:
-                    by_stream[s] = by_stream.get(s, 0.0) + share
+            split = op.state_by_input()  # (what each input's rows hold, where the operator knows)
+            parts = (
+                [(b, streams)]
+                if split is None
+                else [(b - sum(split), streams)] + list(zip(split, self._sides.get(id(op), []), strict=False))
+            )
+            for part, over in parts:
+                for s in over if part else ():
+                    by_stream[s] = by_stream.get(s, 0.0) + part / len(over)
         holders: dict[str, int] = {}
         for op, read in self._holding:  # (asked now: a join stops holding once an input ended)
             if op.holds_elements():
                 for s in read:
                     holders[s] = holders.get(s, 0) + 1
         queued = {s.name.lower(): s.waiting() for s in self.registry.sources.values() if not s.relation}
-        return Usage(total, by_stream, holders, self._windows, queued, self._distincts)
+        return Usage(total, by_stream, holders, self._windows, queued, self._blooms)

@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from sluice.approx.synopses import Bloom
 from sluice.cql.ast import StreamConstraint
 from sluice.datatypes import arrow_type
 from sluice.plan.accumulators import Accumulator, IntegerSum, Summable, accumulator, counting
@@ -36,7 +35,7 @@ from sluice.plan.expr import AggCall, BExpr
 from sluice.plan.function_defs import full
 from sluice.plan.numeric import row_fits
 from sluice.runtime.batch import TS, from_signed_rows, sign_of, ts_of
-from sluice.runtime.bloom import BloomFilter, hash_count, hashes
+from sluice.runtime.bloom import BloomFilter, Filtered, hashes, row_hashes
 from sluice.runtime.constraints import Constraints
 from sluice.runtime.keys import row_codes
 from sluice.runtime.operators.base import Operator, OperatorSpec, Unary
@@ -302,7 +301,7 @@ class Aggregate(_WholeInstants):
 
 
 @dataclass
-class Distinct(_WholeInstants):
+class Distinct(_WholeInstants, Filtered):
     """Duplicate elimination over a relation: a tuple is in the output while its count is > 0.
 
     The counts are :class:`Counting`'s with every column a grouping key and no aggregate: one
@@ -321,6 +320,7 @@ class Distinct(_WholeInstants):
 
     spec: DistinctSpec
     STATE = ("bloom", "exact_values")
+    LATER = {"bloom": None, "exact_values": 0}  # (a snapshot from before Bloom filters: exact)
     PARTS = ("_counting",)
 
     def __post_init__(self) -> None:
@@ -334,9 +334,15 @@ class Distinct(_WholeInstants):
     def declare(self, inputs: Sequence[Operator]) -> None:
         self.insert_only = inputs[0].insert_only
 
+    WHAT = "DISTINCT"  # (how reports name it: ``sluice.approx.synopses``)
+
+    @property
+    def bloomable(self) -> bool:
+        """Its synopsis may be a Bloom filter: the input only inserts (a filter cannot delete)."""
+        return self.insert_only
+
     @property
     def compressible(self) -> bool:
-        """Its synopsis may become a Bloom filter: the input only inserts (a filter cannot delete)."""
         return self.insert_only and self.bloom is None
 
     def process(self, b: pa.Table) -> None:
@@ -368,23 +374,11 @@ class Distinct(_WholeInstants):
         c = self._counting
         keys = [k for k in c.keys if k is not None]
         before = self.state_bytes()
-        bits = 8 * max(1, nbytes)
-        # (hashes for twice the values it holds, or for a 1% FP rate if that is more: it fills on)
-        self.bloom = BloomFilter(bits, hash_count(bits, max(2.0 * len(keys), bits / 9.6)))
-        self.bloom.add_known(hashes([pa.array([k[i] for k in keys], arrow_type(t)) for i, t in enumerate(self.types)]))
+        f = self.new_filter(nbytes, len(keys))
+        f.add_known(row_hashes(keys, self.types))
         self.exact_values = len(keys)
         self._counting = Counting((), len(self.types))
-        return (
-            f"{before} B of {len(keys)} values → a Bloom filter of {self.bloom.nbytes} B "
-            f"({self.bloom.k} hashes; FP rate now {self.bloom.fp_rate():.2%})"
-        )
-
-    def synopsis(self) -> Bloom | None:
-        """What compression did to it, as a report reads it (None: exact)."""
-        f = self.bloom
-        if f is None:
-            return None
-        return Bloom(f.nbytes, f.k, self.exact_values + f.added, f.fp_rate(), f.lost)
+        return f"{before} B of {len(keys)} values → {f.describe()}"
 
     def state_bytes(self) -> int:
         return self._counting.state_bytes() + (self.bloom.nbytes if self.bloom is not None else 0)

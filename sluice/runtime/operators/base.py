@@ -50,6 +50,9 @@ class Part:
     # attributes holding a helper with state of its own (a Part, or None): its ``snapshot()`` is
     # saved, never the helper itself (it may hold compiled plans or user functions)
     PARTS: ClassVar[tuple[str, ...]] = ()
+    # ``STATE`` names added since snapshots were first taken, with the value one that predates them
+    # means (immutable: a checkpoint written by an earlier version restores with these)
+    LATER: ClassVar[dict[str, Any]] = {}
 
     @classmethod
     def state_names(cls) -> tuple[str, ...]:
@@ -73,6 +76,7 @@ class Part:
         """Put a :meth:`snapshot` of one built the same way into this one."""
         names = self.state_names()
         want = set(names) | {f"part:{p}" for p in self.PARTS}
+        state = {n: v for n, v in self.LATER.items() if n in want} | state
         if set(state) != want:
             raise InternalError(f"{self}: a snapshot with state {sorted(state)} cannot restore {sorted(want)}")
         for n in names:
@@ -301,6 +305,13 @@ class Operator(Part):
     def synopses(self) -> list[Any]:
         """The synopses this operator keeps (seed §3)."""
         return []
+
+    def state_by_input(self) -> list[int] | None:
+        """The part of :meth:`state_bytes` each input's rows hold, where the operator knows it
+        (the resource manager attributes it to the streams feeding that input); None: shared
+        equally among all its streams.
+        """
+        return None
 
     def state_bytes(self) -> int:
         return sum(s.nbytes for s in self.synopses())

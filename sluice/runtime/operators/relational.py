@@ -5,6 +5,13 @@ count on both sides and emit the change of ``f(left, right)`` at each instant:
 UNION max(·,1) of the sum, EXCEPT ALL ``max(0, l − r)``, INTERSECT ALL ``min(l, r)``,
 EXCEPT ``[l > 0 ∧ r = 0]``, INTERSECT ``[l > 0 ∧ r > 0]``.  Inputs are processed up to the lower
 watermark so both sides are seen in timestamp order.
+
+EXCEPT (set semantics) over a right side that only inserts may keep that side as a Bloom filter
+under a memory limit (STREAM §5.2.1: "Bloom filters for … set difference"; :meth:`SetOp.compress`):
+a left tuple is then judged when it enters (its count leaves 0) — hidden if the filter reports it
+on the right — and hidden for good when it arrives on the right.  A filter's false "present" hides
+a tuple the exact answer shows (a false negative); it never shows one the exact answer hides, since
+a right tuple is never forgotten.
 """
 
 from __future__ import annotations
@@ -14,9 +21,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from sluice.plan.logical import SetOpKind
-from sluice.runtime.batch import NEG_INF, concat, from_signed_rows, signed_counts, sort_by_ts
+from sluice.runtime.batch import META, NEG_INF, concat, from_signed_rows, signed_counts, sort_by_ts
+from sluice.runtime.bloom import BloomFilter, Filtered, hashes, row_hashes
 from sluice.runtime.operators.base import Operator, OperatorSpec
 
 _F: dict[tuple[SetOpKind, bool], Callable[[int, int], int]] = {  # (left count, right count) -> output count
@@ -35,17 +44,47 @@ class SetOpSpec(OperatorSpec):
 
 
 @dataclass
-class SetOp(Operator):
+class SetOp(Operator, Filtered):
     spec: SetOpSpec
-    STATE = ("counts",)
+    STATE = ("counts", "bloom", "hidden", "exact_values")
+    LATER = {"bloom": None, "hidden": None, "exact_values": 0}  # (a snapshot from before Bloom filters)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.stateful = not (self.spec.op is SetOpKind.UNION and self.spec.all)
         self.counts: tuple[Counter[tuple[Any, ...]], Counter[tuple[Any, ...]]] = (Counter(), Counter())
+        self.bloom: BloomFilter | None = None  # EXCEPT's right side, compressed
+        self.hidden: set[tuple[Any, ...]] | None = None  # … then: left tuples judged on the right
+        self.exact_values = 0  # left tuples shown when the filter took over
+        self._right_inserts = False
 
     def declare(self, inputs: Sequence[Operator]) -> None:
         self.insert_only = all(i.insert_only for i in inputs) and self.spec.op is not SetOpKind.EXCEPT
+        self._right_inserts = inputs[1].insert_only
+
+    WHAT = "EXCEPT's right side"  # (how reports name it: ``sluice.approx.synopses``)
+
+    @property
+    def bloomable(self) -> bool:
+        """EXCEPT whose right side only inserts: that side may be a Bloom filter."""
+        return self.spec.op is SetOpKind.EXCEPT and not self.spec.all and self._right_inserts
+
+    @property
+    def compressible(self) -> bool:
+        return self.bloomable and self.bloom is None
+
+    def compress(self, nbytes: int) -> str:
+        """Keep the right side as a Bloom filter of ``nbytes``; what it did."""
+        assert self.compressible
+        left, right = self.counts
+        before = self.state_bytes()
+        rows = list(right)
+        f = self.new_filter(nbytes, len(rows))
+        f.add_known(row_hashes(rows, self.types))
+        self.hidden = {row for row in left if right[row] > 0}
+        self.exact_values = len(left) - len(self.hidden)
+        self.counts = (left, Counter())
+        return f"{before} B → the right side's {len(rows)} tuples as {f.describe()}"
 
     def has_work(self) -> bool:
         return self.aligned_has_work()
@@ -66,6 +105,9 @@ class SetOp(Operator):
         return n
 
     def _counted(self, parts: list[pa.Table]) -> None:
+        if self.bloom is not None:
+            self._filtered(parts)
+            return
         f = _F[(self.spec.op, self.spec.all)]
         changes: dict[tuple[int, tuple[Any, ...]], list[int]] = {}
         for side, b in enumerate(parts):
@@ -86,5 +128,60 @@ class SetOp(Operator):
         if out:
             self.emit(from_signed_rows(out, self.types))
 
+    def _filtered(self, parts: list[pa.Table]) -> None:
+        """EXCEPT with the right side a filter: per instant, the right side's tuples go into the
+        filter first (an instant's answer is its end's), then each left tuple that enters is judged
+        once; one arriving on the right is hidden for good.
+        """
+        assert self.bloom is not None and self.hidden is not None
+        f, hidden, (left, _) = self.bloom, self.hidden, self.counts
+        codes = [self._hashes(p) for p in parts]
+        changes: dict[int, tuple[list[tuple[tuple[Any, ...], int]], list[tuple[Any, ...]]]] = {}
+        for side, b in enumerate(parts):
+            for ts, row, delta in signed_counts(b):
+                if side == 0:
+                    changes.setdefault(ts, ([], []))[0].append((row, delta))
+                elif delta > 0:  # (the right side only inserts)
+                    changes.setdefault(ts, ([], []))[1].append(row)
+        out: list[tuple[int, int, tuple[Any, ...]]] = []
+        for ts in sorted(changes):
+            lefts, rights = changes[ts]
+            if rights:
+                f.add_known(np.array([codes[1][r] for r in rights], dtype=np.uint64))
+            for row in rights:
+                if left[row] > 0 and row not in hidden:
+                    hidden.add(row)
+                    out.append((ts, -1, row))
+            for row, delta in lefts:
+                was = left[row]
+                left[row] += delta
+                if was == 0 and left[row] > 0:  # enters: judged once
+                    if f.contains(np.array([codes[0][row]], dtype=np.uint64))[0]:
+                        hidden.add(row)
+                    else:
+                        f.kept(1)
+                        out.append((ts, 1, row))
+                elif was > 0 and left[row] == 0:  # leaves
+                    if row in hidden:
+                        hidden.discard(row)
+                    else:
+                        out.append((ts, -1, row))
+                if left[row] == 0:
+                    del left[row]
+        if out:
+            self.emit(from_signed_rows(out, self.types))
+
+    def _hashes(self, b: pa.Table) -> dict[tuple[Any, ...], np.uint64]:
+        """Each tuple of a batch → its filter hash (``sluice.runtime.bloom.hashes``)."""
+        cols = [b.column(i) for i in range(META, b.num_columns)]
+        rows = list(zip(*(c.to_pylist() for c in cols), strict=True)) if cols else [()] * b.num_rows
+        return dict(zip(rows, hashes(cols).tolist(), strict=True)) if rows else {}
+
+    def state_by_input(self) -> list[int]:
+        left, right = (48 * len(c) for c in self.counts)
+        if self.bloom is not None and self.hidden is not None:
+            left, right = left + 48 * len(self.hidden), right + self.bloom.nbytes
+        return [left, right]
+
     def state_bytes(self) -> int:
-        return 48 * (len(self.counts[0]) + len(self.counts[1]))
+        return sum(self.state_by_input())
