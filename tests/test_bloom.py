@@ -6,6 +6,7 @@ reported, and memory stays under the limit.
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import subprocess
@@ -16,13 +17,14 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sluice.approx.precision import Precision, estimate
+from sluice.approx.precision import Precision, bloom_sites, estimate
 from sluice.approx.synopses import Bloom, describe
 from sluice.backends.embedded import EmbeddedEngine
 from sluice.catalog import Catalog
 from sluice.plan import bind_query
 from sluice.runtime.bloom import BloomFilter, hash_count, hashes, row_hashes
 from sluice.runtime.operators.aggregate import Distinct
+from sluice.server.app import _jsonable
 
 DDL = "REGISTER STREAM S (A integer, C varchar(8))"
 QUERY = "Select Distinct A, C From S"
@@ -297,3 +299,59 @@ def test_a_snapshot_from_before_bloom_filters_restores_exact() -> None:
     old = {k: v for k, v in op.snapshot().items() if k not in ("bloom", "exact_values")}
     op.restore(old)
     assert op.bloom is None and op.exact_values == 0
+
+
+@pytest.mark.parametrize(
+    ("query", "sites"),
+    [
+        ("Select Distinct A From S", {"DISTINCT over s"}),
+        ("Select A From S [Range 10] Except Select A From R", {"EXCEPT's right side over r"}),
+        # a value lost under NOT IN lets rows through: a false positive the report would not show
+        ("Select A From R Where A Not In (Select Distinct A From S)", set()),
+        ("Select A From R Where Exists (Select Distinct A From S Where S.A = R.A)", set()),
+        # an aggregate's values change; two DISTINCTs over S would share one report and one recall
+        ("Select Count(*) From (Select Distinct A From S) As D", set()),
+        ("Select Distinct A From (Select Distinct A, C From S) As D", set()),
+        # EXCEPT's right side is a negation: a DISTINCT there losing values would show rows
+        ("Select A From R [Range 10] Except Select Distinct A From S", {"EXCEPT's right side over s"}),
+    ],
+)
+def test_a_filter_goes_only_where_a_lost_value_cannot_show_a_wrong_row(query: str, sites: set[str]) -> None:
+    cat = Catalog()
+    cat.register_stream("S", [("A", "integer"), ("C", "varchar(8)")])
+    cat.register_stream("R", [("A", "integer")])
+    assert bloom_sites(bind_query(cat, query).plan) == sites
+
+
+def test_a_distinct_under_not_in_is_never_compressed_and_the_answer_has_no_false_positives() -> None:
+    """Found in review: compressed there, a lost value let outer rows through while FP 0 was reported."""
+
+    def run(limit: str | None) -> tuple[EmbeddedEngine, set]:
+        eng = EmbeddedEngine(memory_limit=limit) if limit else EmbeddedEngine()
+        eng.execute("REGISTER STREAM S (A integer); REGISTER STREAM T (B integer)")
+        q = eng.register_query("Select B From T [Range 50] Where B Not In (Select Distinct A From S)", name="q")
+        rng = np.random.default_rng(0)
+        for i in range(0, 10_000, 500):
+            eng.push("S", [(j, int(v)) for j, v in zip(range(i, i + 500), rng.integers(0, 20_000, 500), strict=True)])
+            eng.push("T", [(j, int(v)) for j, v in zip(range(i, i + 500), rng.integers(0, 20_000, 500), strict=True)])
+            eng.run()
+        eng.close()
+        return eng, {(e.ts, e.sign, e.row) for e in q.results()}
+
+    _, exact = run(None)
+    eng, got = run("150KB")
+    st = eng.statistics()
+    assert not any(e.action == "compress" and "DISTINCT" in e.detail for e in st.approx_events)
+    assert not dict(st.approximations)["q"].synopses
+    ops = [o for o in eng.operators if isinstance(o, Distinct)]
+    assert all(o.bloom is None for o in ops)
+    if not any(s.dropped for s in st.shedding):
+        assert got == exact
+
+
+def test_statistics_under_a_limit_serialise_for_the_server() -> None:
+    """Found in review: a nested private field (a stream's deque of recent counts) broke json.dumps."""
+    eng, _ = _run("200KB", _rows(5000))
+    out = json.loads(json.dumps(_jsonable(eng.statistics())))
+    ((name, a),) = out["approximations"]
+    assert name == "d" and set(a["synopses"]["DISTINCT over s"]) >= {"nbytes", "values", "fp_rate", "lost"}

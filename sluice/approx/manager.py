@@ -40,12 +40,12 @@ import pyarrow.compute as pc
 
 from sluice.approx.allocate import Demand, allocate
 from sluice.approx.limits import QueryLimits
-from sluice.approx.precision import base_streams, estimate, horizons, unsafe_streams
+from sluice.approx.precision import base_streams, bloom_sites, estimate, horizons, unsafe_streams
 from sluice.approx.report import Approximation, Event, Resizable, shrunk_windows
 from sluice.approx.resize import GROW, regrow, shrink
 from sluice.approx.shares import FairShares, water_fill
 from sluice.approx.static import StaticSample, choose, chosen_in
-from sluice.approx.synopses import Found, compress, compressed, grow
+from sluice.approx.synopses import Found, candidates, compress, compressed, grow
 from sluice.plan import logical as L
 from sluice.runtime.batch import nbytes
 
@@ -402,11 +402,9 @@ class ResourceManager:
             return room
         share, locked = shares[name], self.locked()
         exact = self._exact_only()
-        shrinks = any(name in streams for _, streams in usage.windows) or any(
-            name in streams
-            for op, streams in usage.synopses
-            if op.bloomable  # (a filter's size is fixed)
-        )
+        filters = [(op, s) for op, s in usage.synopses if op.synopsis() is not None]  # (fixed in size)
+        filters += candidates(usage.synopses, self.limit, self._exact(), self._sites())  # (will be)
+        shrinks = any(name in streams for _, streams in [*usage.windows, *filters])
         unbounded = not math.isfinite(self.streams[name].horizon)  # (time never frees its state)
         if name in locked and name not in exact and unbounded and not shrinks and mine + k * cost > share:
             reserve = sum(max(0.0, sh - usage.by_stream.get(s, 0.0)) for s, sh in shares.items() if s != name)
@@ -713,6 +711,9 @@ class ResourceManager:
         """The windows that may shrink, but none serving an exact-only query."""
         return [op for op, _ in u.windows if not (op.queries & self._exact())]
 
+    def _sites(self) -> dict[str, frozenset[str]]:
+        return {q: bloom_sites(r.plan) for q, r in self.readers.items()}
+
     def _exact(self) -> set[str]:
         return {q for q, r in self.readers.items() if r.limits.exact_only}
 
@@ -746,7 +747,8 @@ class ResourceManager:
         """
         if not admitting and u.total <= self.limit * REALLOCATE:
             return False
-        done = compress(u.synopses, self.limit, u.total + self.limit * (SLICE - TARGET), self._exact(), streams)
+        excess = u.total + self.limit * (SLICE - TARGET)
+        done = compress(u.synopses, self.limit, excess, self._exact(), self._sites(), streams)
         if done:
             self._event("compress", f"memory {u.total} B near the limit ({self.limit} B): " + "; ".join(done))
         return bool(done)

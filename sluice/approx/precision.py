@@ -37,9 +37,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 from sluice import windows as W
-from sluice.approx.synopses import Bloom, recall_of
+from sluice.approx.synopses import Bloom, describe, recall_of
 from sluice.catalog import Kind
 from sluice.errors import SluiceError
 from sluice.plan import logical as L
@@ -122,6 +123,43 @@ def unsafe_streams(plan: L.LogicalNode) -> dict[str, str]:
 
     visit(plan, None)
     return out
+
+
+@lru_cache(maxsize=256)
+def bloom_sites(plan: L.LogicalNode) -> frozenset[str]:
+    """The DISTINCTs and EXCEPTs of a plan (named as ``synopses.describe`` names them) whose filter
+    may lose values without the query showing a wrong row: each reached from the top through
+    operators that keep a subset a subset (selection, projection, joins, time windows, UNION,
+    INTERSECT, EXCEPT's left side, DISTINCT, Istream/Rstream/Dstream) — not under an aggregate, a
+    ``[Rows N]``, EXCEPT's right side or a subquery (a value lost under NOT IN lets rows through) —
+    and the only one of its name in the plan (two would share one report and one recall).
+    """
+    seen: dict[str, int] = {}
+    safe: set[str] = set()
+
+    def visit(node: L.LogicalNode, ok: bool) -> None:
+        site = None
+        if isinstance(node, L.Distinct):
+            site = describe("DISTINCT", base_streams(node))
+        elif isinstance(node, L.SetOp) and node.op is L.SetOpKind.EXCEPT and not node.all:
+            site = describe("EXCEPT's right side", base_streams(node.right))
+        if site is not None:
+            seen[site] = seen.get(site, 0) + 1
+            if ok:
+                safe.add(site)
+        for e in node.exprs():
+            for x in walk_expr(e):
+                if isinstance(x, Subquery):
+                    visit(x.plan, False)
+        barrier = isinstance(node, L.Aggregate) or (
+            isinstance(node, L.Window) and isinstance(node.spec, W.Rows | W.PartitionedRows)
+        )
+        for i, c in enumerate(node.inputs()):
+            negated = isinstance(node, L.SetOp) and node.op is L.SetOpKind.EXCEPT and i == 1
+            visit(c, ok and not barrier and not negated)
+
+    visit(plan, True)
+    return frozenset(s for s in safe if seen[s] == 1)
 
 
 def shrink_refusals(plan: L.LogicalNode) -> list[str]:

@@ -85,9 +85,13 @@ class Compressible(Protocol):
 Found = tuple[tuple[Compressible, tuple[str, ...]], ...]  # each with the streams whose elements its filter holds
 
 
-def candidates(found: Found, limit: int, exact: set[str], streams: Iterable[str] | None = None) -> Found:
+def candidates(
+    found: Found, limit: int, exact: set[str], sites: Mapping[str, frozenset[str]], streams: Iterable[str] | None = None
+) -> Found:
     """The synopses worth compressing: exact still, holding at least ``AT`` of the limit, serving
-    no exact-only query (``exact``) — and, given ``streams``, over one of them.
+    no exact-only query (``exact``) and, in every query it serves, where a lost value cannot show a
+    wrong row (``sites``: per query, ``precision.bloom_sites``) — and, given ``streams``, over one
+    of them.
     """
     want = None if streams is None else set(streams)
     return tuple(
@@ -95,18 +99,26 @@ def candidates(found: Found, limit: int, exact: set[str], streams: Iterable[str]
         for op, s in found
         if op.compressible
         and not (op.queries & exact)
+        and all(describe(op.WHAT, s) in sites.get(q, frozenset()) for q in op.queries)
         and op.state_bytes() >= AT * limit
         and (want is None or want & set(s))
     )
 
 
-def compress(found: Found, limit: int, excess: float, exact: set[str], streams: Iterable[str] | None) -> list[str]:
+def compress(
+    found: Found,
+    limit: int,
+    excess: float,
+    exact: set[str],
+    sites: Mapping[str, frozenset[str]],
+    streams: Iterable[str] | None,
+) -> list[str]:
     """Compress the :func:`candidates` into filters: memory is ``excess`` bytes above the target
     (``< 0``: below it); each filter gets an equal part of ``ROOM`` of what the limit leaves free
     at the target once the exact synopses are gone (at least ``LEAST`` of the limit, at most
     ``1/SHRINK`` of what it held).  What was done.
     """
-    chosen = candidates(found, limit, exact, streams)
+    chosen = candidates(found, limit, exact, sites, streams)
     if not chosen:
         return []
     free = sum(op.state_bytes() for op, _ in chosen) - excess

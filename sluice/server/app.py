@@ -24,7 +24,7 @@ import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, is_dataclass
+from dataclasses import fields, is_dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -101,8 +101,8 @@ def _fail(e: BaseException) -> JSONResponse:
 
 
 def _jsonable(x: Any) -> Any:
-    if is_dataclass(x) and not isinstance(x, type):  # (its private fields are bookkeeping: a deque, say)
-        return {k: _jsonable(v) for k, v in asdict(x).items() if not k.startswith("_")}
+    if is_dataclass(x) and not isinstance(x, type):  # (private fields, nested ones too, are bookkeeping: a deque)
+        return {f.name: _jsonable(getattr(x, f.name)) for f in fields(x) if not f.name.startswith("_")}
     if isinstance(x, dict):
         return {str(k): _jsonable(v) for k, v in x.items()}
     if isinstance(x, list | tuple):
