@@ -403,7 +403,8 @@ class ResourceManager:
         share, locked = shares[name], self.locked()
         exact = self._exact_only()
         filters = [(op, s) for op, s in usage.synopses if op.synopsis() is not None]  # (fixed in size)
-        filters += candidates(usage.synopses, self.limit, self._exact(), self._sites())  # (will be)
+        if usage.synopses:  # (and those that will be)
+            filters += candidates(usage.synopses, self.limit, self._exact(), self._sites())
         shrinks = any(name in streams for _, streams in [*usage.windows, *filters])
         unbounded = not math.isfinite(self.streams[name].horizon)  # (time never frees its state)
         if name in locked and name not in exact and unbounded and not shrinks and mine + k * cost > share:

@@ -125,8 +125,15 @@ def unsafe_streams(plan: L.LogicalNode) -> dict[str, str]:
     return out
 
 
-@lru_cache(maxsize=256)
 def bloom_sites(plan: L.LogicalNode) -> frozenset[str]:
+    """:func:`_bloom_sites`, cached by plan (a plan a value in it keeps from hashing: not cached)."""
+    try:
+        return _cached_sites(plan)
+    except TypeError:
+        return _bloom_sites(plan)
+
+
+def _bloom_sites(plan: L.LogicalNode) -> frozenset[str]:
     """The DISTINCTs and EXCEPTs of a plan (named as ``synopses.describe`` names them) whose filter
     may lose values without the query showing a wrong row: each reached from the top through
     operators that keep a subset a subset (selection, projection, joins, time windows, UNION,
@@ -160,6 +167,9 @@ def bloom_sites(plan: L.LogicalNode) -> frozenset[str]:
 
     visit(plan, True)
     return frozenset(s for s in safe if seen[s] == 1)
+
+
+_cached_sites = lru_cache(maxsize=256)(_bloom_sites)
 
 
 def shrink_refusals(plan: L.LogicalNode) -> list[str]:
