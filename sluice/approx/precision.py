@@ -40,11 +40,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from sluice import windows as W
-from sluice.approx.synopses import Bloom, describe, recall_of
+from sluice.approx.synopses import describe, recall_of
 from sluice.catalog import Kind
 from sluice.errors import SluiceError
 from sluice.plan import logical as L
 from sluice.plan.expr import Subquery, walk_expr
+from sluice.runtime.bloom import Bloom
 
 
 @dataclass(frozen=True, slots=True)

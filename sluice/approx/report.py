@@ -11,8 +11,8 @@ from typing import Any, Protocol
 from sluice.approx.limits import QueryLimits
 from sluice.approx.precision import EXACT, Precision, estimate, window_key_of
 from sluice.approx.static import StaticSample
-from sluice.approx.synopses import Bloom
 from sluice.plan import logical as L
+from sluice.runtime.bloom import Bloom
 
 
 class Resizable(Protocol):

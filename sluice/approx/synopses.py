@@ -13,8 +13,9 @@ operator (``sluice.runtime.operators.aggregate.Distinct``) does it.  Design 021,
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Protocol
+from typing import ClassVar, Protocol
+
+from sluice.runtime.bloom import Bloom
 
 AT = 0.10  # a DISTINCT holding at least this fraction of the limit may be compressed
 ROOM = 0.8  # the filters take at most this fraction of what the limit leaves free at the target (batches aside)
@@ -23,48 +24,13 @@ LEAST = 0.01  # … and at least this fraction of the limit
 GROW_AT = 0.01  # a filter past this FP rate gets a new slice when memory is low (``grow``)
 
 
-@dataclass(frozen=True, slots=True)
-class Bloom:
-    """What a compressed DISTINCT is now (on Spark: summed over the keys that compressed theirs)."""
-
-    nbytes: int  # the filter's size
-    hashes: int  # positions per value (the most over keys)
-    values: int  # values it emitted (the exact synopsis's before it took over included)
-    fp_rate: float  # the probability a new value is taken for a seen one now (the most over keys)
-    lost: float  # new values expected lost (the sum of the FP rates they met)
-    keys: int = 1
-
-    @property
-    def recall(self) -> float:
-        return self.values / (self.values + self.lost) if self.values + self.lost > 0 else 1.0
-
-    def describe(self) -> str:
-        on = f" on {self.keys} keys" if self.keys > 1 else ""
-        return (
-            f"Bloom filter{'s' if self.keys > 1 else ''}{on} {self.nbytes} B, {self.hashes} hashes, "
-            f"{self.values} values, FP rate now {self.fp_rate:.2%}, ~{self.lost:.0f} values lost (estimated)"
-        )
-
-    @staticmethod
-    def total(parts: Iterable[Bloom]) -> Bloom:
-        ps = list(parts)
-        return Bloom(
-            sum(p.nbytes for p in ps),
-            max(p.hashes for p in ps),
-            sum(p.values for p in ps),
-            max(p.fp_rate for p in ps),
-            sum(p.lost for p in ps),
-            sum(p.keys for p in ps),
-        )
-
-
 class Compressible(Protocol):
     """An operator whose synopsis may be a Bloom filter (``bloomable``: ``Distinct`` over an input
     that only inserts, set ``EXCEPT`` whose right side only inserts) — ``compressible`` while not
     yet one.  ``WHAT`` names it in reports.
     """
 
-    WHAT: str
+    WHAT: ClassVar[str]
     queries: set[str]
 
     @property

@@ -20,15 +20,15 @@ an earlier value of it — so the answer does not depend on where batches are cu
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sluice.approx.synopses import Bloom
 from sluice.datatypes import DataType, arrow_type
 from sluice.runtime.operators.base import Part
 
@@ -83,6 +83,43 @@ def hash_count(bits: int, values: float) -> int:
     fewest false positives (``ln 2 · m / n``), between 1 and ``MAX_HASHES``.
     """
     return max(1, min(MAX_HASHES, round(math.log(2) * bits / max(values, 1.0))))
+
+
+@dataclass(frozen=True, slots=True)
+class Bloom:
+    """What a compressed synopsis's filter is now, as reports read it (on Spark: summed over the
+    keys that compressed theirs).
+    """
+
+    nbytes: int  # the filter's size
+    hashes: int  # positions per value (the most over keys)
+    values: int  # values it emitted (the exact synopsis's before it took over included)
+    fp_rate: float  # the probability a new value is taken for a seen one now (the most over keys)
+    lost: float  # new values expected lost (the sum of the FP rates they met)
+    keys: int = 1
+
+    @property
+    def recall(self) -> float:
+        return self.values / (self.values + self.lost) if self.values + self.lost > 0 else 1.0
+
+    def describe(self) -> str:
+        on = f" on {self.keys} keys" if self.keys > 1 else ""
+        return (
+            f"Bloom filter{'s' if self.keys > 1 else ''}{on} {self.nbytes} B, {self.hashes} hashes, "
+            f"{self.values} values, FP rate now {self.fp_rate:.2%}, ~{self.lost:.0f} values lost (estimated)"
+        )
+
+    @staticmethod
+    def total(parts: Iterable[Bloom]) -> Bloom:
+        ps = list(parts)
+        return Bloom(
+            sum(p.nbytes for p in ps),
+            max(p.hashes for p in ps),
+            sum(p.values for p in ps),
+            max(p.fp_rate for p in ps),
+            sum(p.lost for p in ps),
+            sum(p.keys for p in ps),
+        )
 
 
 class _Slice:
@@ -170,9 +207,14 @@ class BloomFilter(Part):
         """``n`` values were judged new (``contains`` false) now: count them, and those expected
         lost beside them at the FP rate now (as :meth:`add_new` does).
         """
-        rate = self.fp_rate()
-        self.lost += n * rate / max(1.0 - rate, 1e-9)
-        self.added += n
+        self._count(np.full(n, self.fp_rate()))
+
+    def _count(self, rates: np.ndarray) -> None:
+        """Values judged new, each at the FP rate it met: counted, with those expected lost beside
+        them (``r / (1 − r)`` for each kept at rate ``r``).
+        """
+        self.lost += float((rates / np.maximum(1.0 - rates, 1e-9)).sum())
+        self.added += len(rates)
 
     def add_new(self, h: np.ndarray) -> np.ndarray:
         """Add values (their :func:`hashes`, distinct, in the order they arrived); which were new
@@ -209,9 +251,7 @@ class BloomFilter(Part):
         grew = np.bincount(first + 1, minlength=n + 1)
         fill = (s.set_bits + np.cumsum(grew)[:-1]) / s.bits
         older = 1.0 - math.prod(1.0 - o.fp_rate() for o in old)
-        rate = 1.0 - (1.0 - older) * (1.0 - fill[new] ** s.k)
-        self.lost += float((rate / np.maximum(1.0 - rate, 1e-9)).sum())
-        self.added += int(new.sum())
+        self._count(1.0 - (1.0 - older) * (1.0 - fill[new] ** s.k))
         s.set(fresh)
         return new
 
@@ -224,6 +264,26 @@ class Filtered:
 
     bloom: BloomFilter | None
     exact_values: int
+    FILTER_INPUT: ClassVar[int | None] = None  # the input whose rows the filter holds (None: every input)
+    WHAT: ClassVar[str]  # how reports name it
+    queries: set[str]  # (the operator's)
+
+    def state_bytes(self) -> int:
+        raise NotImplementedError
+
+    def compress(self, nbytes: int) -> str:
+        """Replace the exact synopsis by a filter of ``nbytes``; what it did."""
+        raise NotImplementedError
+
+    @property
+    def bloomable(self) -> bool:
+        """Its synopsis may be a filter (the input the filter would hold only inserts)."""
+        raise NotImplementedError
+
+    @property
+    def compressible(self) -> bool:
+        """It may be a filter and is not one yet (``sluice.approx.synopses``)."""
+        return self.bloomable and self.bloom is None
 
     def new_filter(self, nbytes: int, values: int) -> BloomFilter:
         """A filter of ``nbytes``, its hashes for twice ``values`` or a 1% FP rate if that is more."""

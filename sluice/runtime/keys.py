@@ -79,6 +79,13 @@ def column_codes(c: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, Any]:
     return d.indices.to_numpy(zero_copy_only=False).astype(np.int64), d.dictionary
 
 
+def first_rows(codes: np.ndarray, ncodes: int) -> np.ndarray:
+    """Each code's first row among ``codes`` (``len(codes)`` for a code no row has)."""
+    first = np.full(ncodes, len(codes), dtype=np.int64)
+    np.minimum.at(first, codes, np.arange(len(codes), dtype=np.int64))
+    return first
+
+
 def row_codes(cols: Sequence[pa.Array | pa.ChunkedArray], n: int) -> tuple[np.ndarray, np.ndarray | None, list[Any]]:
     """Each row's group over several columns (equal rows, one id; dense), each group's first row
     (None with one column: its codes are the groups) and each column's values in code order.

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from sluice.approx.manager import Usage
 from sluice.backends.embedded.registry import QueryRegistry
-from sluice.runtime.operators.aggregate import Distinct
+from sluice.runtime.bloom import Filtered
 from sluice.runtime.operators.base import Operator
-from sluice.runtime.operators.relational import SetOp
 from sluice.runtime.operators.windows import RowsWindow, TimeWindow
 
 
@@ -26,7 +25,7 @@ class UsageMeter:
         self._sides: dict[int, list[tuple[str, ...]]] = {}  # operator → the streams feeding each input
         self._holding: list[tuple[Operator, frozenset[str]]] = []  # stateful operators, the streams they read
         self._windows: tuple[tuple[TimeWindow | RowsWindow, tuple[str, ...]], ...] = ()
-        self._blooms: tuple[tuple[Distinct | SetOp, tuple[str, ...]], ...] = ()  # synopses that may be Bloom filters
+        self._blooms: tuple[tuple[Filtered, tuple[str, ...]], ...] = ()  # synopses that may be Bloom filters
 
     def _lineage(self) -> None:
         reg = self.registry
@@ -56,9 +55,9 @@ class UsageMeter:
         self._windows = tuple((op, s) for op, s in feeds if isinstance(op, TimeWindow | RowsWindow) and op.shrinkable)
         # (each with the streams its filter holds: an EXCEPT's, its right side's)
         self._blooms = tuple(
-            (op, sides[id(op)][1] if isinstance(op, SetOp) else s)
+            (op, s if op.FILTER_INPUT is None else sides[id(op)][op.FILTER_INPUT])
             for op, s in feeds
-            if isinstance(op, Distinct | SetOp) and op.bloomable and s
+            if isinstance(op, Filtered) and op.bloomable and s
         )
 
     def windows(self) -> tuple[tuple[TimeWindow | RowsWindow, tuple[str, ...]], ...]:

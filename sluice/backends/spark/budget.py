@@ -28,8 +28,8 @@ from sluice.approx.limits import QueryLimits
 from sluice.approx.manager import StreamShedding
 from sluice.approx.precision import Precision, base_streams, estimate, unsafe_streams, window_key
 from sluice.approx.report import Approximation
-from sluice.approx.synopses import Bloom
 from sluice.plan import logical as L
+from sluice.runtime.bloom import Bloom
 
 PREFIX = "sluice:key-budget "
 

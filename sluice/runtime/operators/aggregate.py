@@ -37,7 +37,7 @@ from sluice.plan.numeric import row_fits
 from sluice.runtime.batch import TS, from_signed_rows, sign_of, ts_of
 from sluice.runtime.bloom import BloomFilter, Filtered, hashes, row_hashes
 from sluice.runtime.constraints import Constraints
-from sluice.runtime.keys import row_codes
+from sluice.runtime.keys import first_rows, row_codes
 from sluice.runtime.operators.base import Operator, OperatorSpec, Unary
 from sluice.runtime.operators.counting import INT64_SAFE, Counting
 from sluice.runtime.vexpr import compile_expr, evaluate_rows
@@ -341,10 +341,6 @@ class Distinct(_WholeInstants, Filtered):
         """Its synopsis may be a Bloom filter: the input only inserts (a filter cannot delete)."""
         return self.insert_only
 
-    @property
-    def compressible(self) -> bool:
-        return self.insert_only and self.bloom is None
-
     def process(self, b: pa.Table) -> None:
         cols = [b.column(i) for i in range(2, b.num_columns)]
         if self.bloom is not None:
@@ -360,8 +356,7 @@ class Distinct(_WholeInstants, Filtered):
         n = b.num_rows
         inv, first, dicts = row_codes(cols, n)
         if first is None:  # one column: its codes (some may be unused) are the values
-            seen = np.full(len(dicts[0]), n, dtype=np.int64)
-            np.minimum.at(seen, inv, np.arange(n, dtype=np.int64))
+            seen = first_rows(inv, len(dicts[0]))
             first = seen[seen < n]
         first = np.sort(first)  # the values in the order they arrived
         new = self.bloom.add_new(hashes([c.take(pa.array(first)) for c in cols]))

@@ -24,7 +24,7 @@ from sluice.plan import limbs
 from sluice.plan.expr import AggCall, AggKind
 from sluice.plan.numeric import INT_MAX, INT_MIN
 from sluice.runtime.batch import arrow_type, make
-from sluice.runtime.keys import INT64_SAFE, row_codes
+from sluice.runtime.keys import INT64_SAFE, first_rows, row_codes
 from sluice.runtime.operators.base import Operator, Part
 
 FLOAT_EXACT = float(2**53)  # integers below this are exact doubles: s / n is then correctly rounded
@@ -171,8 +171,7 @@ class Counting(Part):
         if len(new) > 1:
             # new groups get ids in the order they first appear, whatever the batch boundaries (the
             # ids order a batch's changes within an instant: the same input gives the same output)
-            seen = np.full(len(keys), len(rows), dtype=np.int64)
-            np.minimum.at(seen, rows, np.arange(len(rows), dtype=np.int64))
+            seen = first_rows(rows, len(keys))
             new.sort(key=lambda j: int(seen[j]))
         for j in new:
             ids[j] = self._alloc(keys[j])

@@ -63,15 +63,12 @@ class SetOp(Operator, Filtered):
         self._right_inserts = inputs[1].insert_only
 
     WHAT = "EXCEPT's right side"  # (how reports name it: ``sluice.approx.synopses``)
+    FILTER_INPUT = 1
 
     @property
     def bloomable(self) -> bool:
         """EXCEPT whose right side only inserts: that side may be a Bloom filter."""
         return self.spec.op is SetOpKind.EXCEPT and not self.spec.all and self._right_inserts
-
-    @property
-    def compressible(self) -> bool:
-        return self.bloomable and self.bloom is None
 
     def compress(self, nbytes: int) -> str:
         """Keep the right side as a Bloom filter of ``nbytes``; what it did."""
