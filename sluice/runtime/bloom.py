@@ -255,6 +255,37 @@ class BloomFilter(Part):
         s.set(fresh)
         return new
 
+    def add_then_judge(self, added: np.ndarray, at: np.ndarray, asked: np.ndarray, when: np.ndarray) -> np.ndarray:
+        """Add values (their :func:`hashes`) at instants ``at``, not judged (EXCEPT's right side), and
+        judge others at instants ``when``: each is present if the filter as it was, plus the values
+        added at or before its instant, reports it — as adding an instant's values and then asking
+        about its others, one instant at a time, would.  Those judged absent are counted as
+        :meth:`kept` counts them, each at the FP rate of its instant.
+        """
+        *old, s = self.slices
+        present = np.zeros(len(asked), dtype=bool)
+        for o in old:
+            present |= o.isset(o.positions(asked)).all(axis=1)
+        pos = s.positions(added).reshape(-1)
+        unset = ~s.isset(pos)
+        fresh, inv = np.unique(pos[unset], return_inverse=True)
+        never = np.iinfo(np.int64).max
+        first = np.full(len(fresh), never, dtype=np.int64)  # the instant each new position is set
+        np.minimum.at(first, inv, np.repeat(np.asarray(at, dtype=np.int64), s.k)[unset])
+        q = s.positions(asked)
+        set_at = np.full(q.shape, never, dtype=np.int64)
+        if len(fresh):
+            i = np.minimum(np.searchsorted(fresh, q), len(fresh) - 1)
+            set_at = np.where(fresh[i] == q, first[i], never)
+        w = np.asarray(when, dtype=np.int64)
+        present |= (s.isset(q) | (set_at <= w[:, None])).all(axis=1)
+        # the newest slice's fill at each kept value's instant: its bits then, and the older slices'
+        fill = (s.set_bits + np.searchsorted(np.sort(first), w[~present], side="right")) / s.bits
+        older = 1.0 - math.prod(1.0 - o.fp_rate() for o in old)
+        self._count(1.0 - (1.0 - older) * (1.0 - fill**s.k))
+        s.set(fresh)
+        return present
+
 
 class Filtered:
     """What an operator whose synopsis may become a filter (``Distinct``, ``SetOp``) shares: the

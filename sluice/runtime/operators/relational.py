@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 from sluice.plan.logical import SetOpKind
-from sluice.runtime.batch import META, NEG_INF, concat, from_signed_rows, signed_counts, sort_by_ts
-from sluice.runtime.bloom import BloomFilter, Filtered, hashes, row_hashes
+from sluice.runtime.batch import NEG_INF, concat, from_signed_rows, signed_counts, sort_by_ts
+from sluice.runtime.bloom import BloomFilter, Filtered, row_hashes
 from sluice.runtime.operators.base import Operator, OperatorSpec
 
 _F: dict[tuple[SetOpKind, bool], Callable[[int, int], int]] = {  # (left count, right count) -> output count
@@ -128,11 +128,11 @@ class SetOp(Operator, Filtered):
     def _filtered(self, parts: list[pa.Table]) -> None:
         """EXCEPT with the right side a filter: per instant, the right side's tuples go into the
         filter first (an instant's answer is its end's), then each left tuple that enters is judged
-        once; one arriving on the right is hidden for good.
+        once (all of a read's together: ``BloomFilter.add_then_judge``); one arriving on the right
+        is hidden for good.
         """
         assert self.bloom is not None and self.hidden is not None
-        f, hidden, (left, _) = self.bloom, self.hidden, self.counts
-        codes = [self._hashes(p) for p in parts]
+        hidden, (left, _) = self.hidden, self.counts
         changes: dict[int, tuple[list[tuple[tuple[Any, ...], int]], list[tuple[Any, ...]]]] = {}
         for side, b in enumerate(parts):
             for ts, row, delta in signed_counts(b):
@@ -140,11 +140,11 @@ class SetOp(Operator, Filtered):
                     changes.setdefault(ts, ([], []))[0].append((row, delta))
                 elif delta > 0:  # (the right side only inserts)
                     changes.setdefault(ts, ([], []))[1].append(row)
+        instants = sorted(changes)
+        verdicts = iter(self._judged(instants, changes))
         out: list[tuple[int, int, tuple[Any, ...]]] = []
-        for ts in sorted(changes):
+        for ts in instants:
             lefts, rights = changes[ts]
-            if rights:
-                f.add_known(np.array([codes[1][r] for r in rights], dtype=np.uint64))
             for row in rights:
                 if left[row] > 0 and row not in hidden:
                     hidden.add(row)
@@ -153,10 +153,9 @@ class SetOp(Operator, Filtered):
                 was = left[row]
                 left[row] += delta
                 if was == 0 and left[row] > 0:  # enters: judged once
-                    if f.contains(np.array([codes[0][row]], dtype=np.uint64))[0]:
+                    if next(verdicts):
                         hidden.add(row)
                     else:
-                        f.kept(1)
                         out.append((ts, 1, row))
                 elif was > 0 and left[row] == 0:  # leaves
                     if row in hidden:
@@ -168,11 +167,28 @@ class SetOp(Operator, Filtered):
         if out:
             self.emit(from_signed_rows(out, self.types))
 
-    def _hashes(self, b: pa.Table) -> dict[tuple[Any, ...], np.uint64]:
-        """Each tuple of a batch → its filter hash (``sluice.runtime.bloom.hashes``)."""
-        cols = [b.column(i) for i in range(META, b.num_columns)]
-        rows = list(zip(*(c.to_pylist() for c in cols), strict=True)) if cols else [()] * b.num_rows
-        return dict(zip(rows, hashes(cols).tolist(), strict=True)) if rows else {}
+    def _judged(self, instants: list[int], changes: dict[int, tuple[list, list]]) -> list[bool]:
+        """Whether the filter reports each left tuple that enters, in the order they enter: the
+        right side's tuples of each instant added first.
+        """
+        assert self.bloom is not None
+        left, now = self.counts[0], dict[tuple[Any, ...], int]()
+        added: list[tuple[Any, ...]] = []
+        at: list[int] = []
+        asked: list[tuple[Any, ...]] = []
+        when: list[int] = []
+        for ts in instants:
+            lefts, rights = changes[ts]
+            added += rights
+            at += [ts] * len(rights)
+            for row, delta in lefts:
+                was = now.get(row, left[row])
+                now[row] = was + delta
+                if was == 0 and was + delta > 0:
+                    asked.append(row)
+                    when.append(ts)
+        h = [row_hashes(rows, self.types) for rows in (added, asked)]
+        return self.bloom.add_then_judge(h[0], np.array(at), h[1], np.array(when)).tolist()
 
     def state_by_input(self) -> list[int]:
         left, right = (48 * len(c) for c in self.counts)
