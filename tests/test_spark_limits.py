@@ -240,3 +240,81 @@ def test_a_distinct_per_key_becomes_a_bloom_filter_and_the_driver_sums_what_it_l
     assert mine["peak_key_memory"] <= 60_000
     assert any("Bloom filter" in e for e in mine["approx_events"])
     eng.stop()
+
+
+def _drops(got: list[tuple[str, object, str]]) -> dict[str, Counter]:
+    """What ``on_shed`` was handed, per stream (its name as registered, as on the embedded engine):
+    (ts, K, V) of each element, counted.
+    """
+    out: dict[str, Counter] = {"a": Counter(), "b": Counter()}
+    for stream, batch, reason in got:
+        assert reason in ("sampled", "shed") and set(batch.column(1).to_pylist()) == {1}
+        out[stream.lower()].update(zip(*(batch.column(i).to_pylist() for i in (0, 2, 3)), strict=True))
+    return out
+
+
+def test_on_shed_hands_the_driver_every_element_a_key_dropped(spark, tmp_path) -> None:
+    """As ``EmbeddedEngine.on_shed``: each batch a key's limit dropped, once, on the driver — and
+    the answer is the exact answer over the elements not handed over (the oracle: the embedded
+    engine without a limit, fed what was kept).  A failing callback is reported, never raised.
+    """
+    rows, t = _feed()
+    got: list[tuple[str, object, str]] = []
+    eng = SparkEngine(spark=spark, workdir=tmp_path, key_memory_limit="30KB")
+    eng.execute(DDL)
+    eng.on_shed(lambda s, b, r: got.append((s, b, r)))  # (before the query: any order works)
+    eng.on_shed(lambda s, b, r: 1 / 0)
+    q = eng.register_query(JOIN, name="j")
+    _run(eng, rows, t)
+    drops = _drops(got)
+    mine = eng.statistics()["queries"]["j"]
+    by = {s.name: s for s in mine["shedding"]}
+    assert {n: sum(c.values()) for n, c in drops.items()} == {n: by[n].dropped for n in ("a", "b")}
+    assert by["a"].dropped + by["b"].dropped > 0
+    kept = {}
+    for s in ("A", "B"):
+        left = Counter(drops[s.lower()])
+        kept[s] = []
+        for r in rows[s]:
+            if left[r] > 0:
+                left[r] -= 1
+            else:
+                kept[s].append(r)
+        assert not +left  # every element handed over was pushed
+    assert not diff_outputs(_exact({"j": JOIN}, kept, t)["j"], q.results())
+    assert any("on_shed callback" in e and "ZeroDivisionError" in e for e in mine["approx_events"])
+    assert not eng.rejected()  # the shipped elements are not rejections
+    eng.stop()
+
+
+def test_on_shed_registered_while_running_starts_shipping_from_the_checkpoint(spark, tmp_path) -> None:
+    """A file sink's query already running when ``on_shed`` is called starts again from its
+    checkpoint and ships what it drops from then on, each batch handed over once however often
+    the driver reads the files.
+    """
+    rows, t = _feed()
+    half = {s: [r for r in rows[s] if r[0] <= t // 2] for s in rows}
+    rest = {s: [r for r in rows[s] if r[0] > t // 2] for s in rows}
+    eng = SparkEngine(spark=spark, workdir=tmp_path, key_memory_limit="8KB")
+    eng.execute(DDL)
+    q = eng.register_query(JOIN, name="j", sink="json", path=tmp_path / "out")
+    eng.push("A", half["A"])
+    eng.push("B", half["B"])
+    eng.heartbeat(t // 2)
+    eng.run()
+    before = sum(s.dropped for s in eng.statistics()["queries"]["j"]["shedding"])
+    assert before > 0  # (dropped before any callback: not handed over, as on the embedded engine)
+    got: list[tuple[str, object, str]] = []
+    eng.on_shed(lambda s, b, r: got.append((s, b, r)))
+    eng.push("A", rest["A"])
+    eng.push("B", rest["B"])
+    eng.close(t + 1)
+    eng.run()  # (nothing new: nothing handed over twice)
+    after = sum(s.dropped for s in eng.statistics()["queries"]["j"]["shedding"])
+    assert sum(sum(c.values()) for c in _drops(got).values()) == after - before > 0
+    assert all(ts > t // 2 for c in _drops(got).values() for ts, _, _ in c)
+    extra = Counter((e.ts, e.sign, e.row) for e in q.results()) - Counter(
+        (e.ts, e.sign, e.row) for e in _exact({"j": JOIN}, rows, t)["j"]
+    )
+    assert not extra
+    eng.stop()

@@ -115,6 +115,10 @@ class Engine(Protocol):
 
     def statistics(self) -> Any: ...
 
+    def on_shed(self, fn: Callable[[str, pa.Table, str], None]) -> None:
+        """Call ``fn(stream, elements, reason)`` with the elements a memory limit dropped."""
+        ...
+
 
 if TYPE_CHECKING:  # mypy checks both backends against the contract here
 

@@ -23,7 +23,7 @@ embedded engine's own operators (``docs/design/007``).  The DataFrames themselve
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ from sluice.backends.spark.preagg import PreAggregate, preaggregate
 from sluice.backends.spark.processor import register_udfs
 from sluice.backends.spark.query import SparkQuery
 from sluice.backends.spark.runner import Runner
+from sluice.backends.spark.shed import Deliveries
 from sluice.catalog import Catalog, ConstraintSpec, Kind, SourceDef, ViewDef
 from sluice.cql import ast
 from sluice.cql.ast import TimeUnit
@@ -130,6 +131,7 @@ class SparkEngine:
         self.udfs: list[tuple[Any, ...]] = []  # (name, fn, return type, argument types, strict, vectorized)
         self.queries: dict[str, SparkQuery] = {}
         self.inbox = Inbox(self.catalog, self.workdir, slack, start)
+        self.deliveries = Deliveries()  # on_shed's callbacks and what they were handed
         self.runner = Runner(self)
         self.inspector = Inspector(self)
 
@@ -492,6 +494,18 @@ class SparkEngine:
     def run(self) -> None:
         """Hand Spark every event pushed so far and wait until each query has processed them."""
         self.runner.run()
+
+    def on_shed(self, fn: Callable[[str, pa.Table, str], None]) -> None:
+        """Call ``fn(stream, elements, reason)`` with every batch of stream elements a key's memory
+        limit made its engine drop (reason ``"sampled"`` or ``"shed"``), as ``EmbeddedEngine.on_shed``:
+        shipped from the executors as note rows and handed over on the driver at the end of each
+        ``run()``/``close()``, each batch once.  An element of a stream sent to every key (one a
+        query cannot split) comes once per key that dropped it, as the keys' counters count it.
+        A running query whose processor does not ship its drops yet starts again from its
+        checkpoint at the next ``run()``.  Without ``key_memory_limit`` nothing is dropped.
+        """
+        self.deliveries.callbacks.append(fn)
+        self.runner.ship_shed()
 
     def stop(self) -> None:
         """Stop the streaming queries (their checkpoints stay; a new engine on the same workdir

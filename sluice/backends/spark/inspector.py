@@ -135,7 +135,7 @@ class Inspector:
             "shedding": tuple(b.streams.values()),
             "peak_key_memory": b.peak,
             "keys": b.keys,
-            "approx_events": tuple(b.events),
+            "approx_events": tuple(b.events) + tuple(self.engine.deliveries.failures.get(q.label, ())),
             "approximation": b.approximation(q.bound.plan, q.limits, self._in_processor(q)),
         }
 

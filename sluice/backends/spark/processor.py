@@ -31,7 +31,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sluice.backends.spark import budget
+from sluice.backends.spark import budget, shed
 from sluice.datatypes import DataType
 from sluice.errors import SluiceError
 from sluice.runtime.batch import arrow_type, dumps, make, sort_by_ts, ts_of
@@ -160,6 +160,7 @@ class SluiceProcessor(StatefulProcessor):
         held: list[str] | None = None,
         key_memory_limit: int | None = None,
         limits: dict[str, tuple[float, float]] | None = None,
+        ship_shed: bool = False,
     ) -> None:
         """``members``: (name, CQL, output types) of the queries this processor runs together
         (they share a window join); None: ``query`` alone, named "q".  ``preagg``: its input is
@@ -168,7 +169,8 @@ class SluiceProcessor(StatefulProcessor):
         far as the driver released them, which an ``r`` marker says (design 023, "On Spark").
         ``key_memory_limit``: each key's engine holds its queues and synopses within it by sampling
         and shedding its input, its counters reported in a note (``budget``; design 021);
-        ``limits``: each query's (weight, min_precision) there.
+        ``limits``: each query's (weight, min_precision) there; ``ship_shed``: what it drops goes
+        back to the driver as note rows, for its ``on_shed`` callbacks (``shed``).
         """
         self.ddl, self.query, self.start = ddl, query, start
         self.lag = lag  # ticks behind Spark's watermark its instants complete (pre-aggregated input)
@@ -185,6 +187,7 @@ class SluiceProcessor(StatefulProcessor):
         self.held = None if held is None else frozenset(held)
         self.key_memory_limit = key_memory_limit
         self.limits = limits or {}
+        self.shipper = shed.Shipper() if ship_shed and key_memory_limit is not None else None
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
@@ -224,6 +227,9 @@ class SluiceProcessor(StatefulProcessor):
                 f"this query's Spark checkpoint holds state of another plan ({e}); delete its checkpoint directory "
                 "and run it again from the start"
             ) from None
+        shipper = getattr(self, "shipper", None)  # (processors pickled before it existed)
+        if shipper is not None and self._plan.limits is not None:  # (callbacks are not state: set each turn)
+            self._plan.limits.on_shed = [shipper]
         return self._plan
 
     def _build(self) -> Any:
@@ -347,6 +353,9 @@ class SluiceProcessor(StatefulProcessor):
     def _note_start(self, eng: Any, key: Any) -> None:
         """What a key memory limit's manager had counted when this key's turn began (``budget``)."""
         self._key, self._counted = str(key[0] if isinstance(key, tuple) else key), budget.counters(eng)
+        shipper = getattr(self, "shipper", None)
+        if shipper is not None:
+            shipper.start(self._key)
 
     def _complete(self, eng: Any, timer_values: Any) -> int:
         """Spark's watermark W (ticks + offset): no element at or before it will reach any key
@@ -376,6 +385,10 @@ class SluiceProcessor(StatefulProcessor):
         said = budget.key_report(eng, self._key, self._counted)  # what a key memory limit did here
         if said is not None:
             notes.append(said)
+        shipper = getattr(self, "shipper", None)
+        if shipper is not None:  # what it dropped, for the driver's on_shed callbacks
+            notes += shipper.notes
+            shipper.notes = []
         members = getattr(self, "members", None)
         if members is not None:
             yield from self._finish_group(eng, members, notes)

@@ -16,6 +16,7 @@ from sluice.approx.report import Approximation
 from sluice.backends.spark.budget import is_report
 from sluice.backends.spark.compile import NativePlan, Partitioning, unsplittable
 from sluice.backends.spark.preagg import PreAggregate
+from sluice.backends.spark.shed import is_shed, take
 from sluice.catalog import Catalog, Kind
 from sluice.plan import BoundQuery
 from sluice.plan import logical as L
@@ -32,7 +33,7 @@ def notes(t: pa.Table, reports: bool = False) -> list[str]:
     evaluate — or, with ``reports``, what its keys' memory limit dropped (``budget``).
     """
     out = t.filter(pc.equal(t.column("sign"), 0)).column("note").to_pylist()
-    return [n for n in out if n and is_report(n) == reports]
+    return [n for n in out if n and is_report(n) == reports and not is_shed(n)]
 
 
 class Collected:
@@ -44,13 +45,25 @@ class Collected:
 
     def __init__(self) -> None:
         self.parts: dict[int, pa.Table] = {}
+        # what a key memory limit dropped (``shed``), taken out of the rows: delivered once per batch
+        self.shed: dict[int, list[str]] = {}
+        self.delivered: set[int] = set()
 
     def __call__(self, frame: Any, batch_id: int) -> None:
-        t = frame.toArrow()
+        t, shed = take(frame.toArrow())
+        if shed and batch_id not in self.delivered:
+            self.shed[batch_id] = shed
         if t.num_rows:
             self.parts[batch_id] = t
         else:
             self.parts.pop(batch_id, None)
+
+    def undelivered(self) -> list[str]:
+        """The shed notes not delivered yet, in batch order; from now on, delivered."""
+        out = [n for b in sorted(self.shed) for n in self.shed[b]]
+        self.delivered.update(self.shed)
+        self.shed = {}
+        return out
 
     def table(self) -> pa.Table | None:
         """Everything collected, in batch order; None before the first row."""

@@ -20,6 +20,7 @@ from sluice.backends.spark.frames import input_frame, native_frame
 from sluice.backends.spark.preagg import LOWER, UPPER
 from sluice.backends.spark.processor import SluiceProcessor, group_output_schema, output_schema
 from sluice.backends.spark.query import Collected, SparkQuery
+from sluice.backends.spark.shed import is_shed
 from sluice.errors import InUseError, SluiceError
 from sluice.io.atomic import write_atomic
 
@@ -194,6 +195,7 @@ class Runner:
             sharing=eng.sharing,
             key_memory_limit=eng.key_memory_limit,
             limits={m.name if len(members) > 1 else "q": (m.limits.weight, m.limits.min_precision) for m in members},
+            ship_shed=bool(eng.deliveries.callbacks),
             members=[(m.name, m.bound.text, list(m.bound.plan.schema.types)) for m in members]
             if len(members) > 1
             else None,
@@ -271,6 +273,40 @@ class Runner:
                 self.start(q)
             self._settle(q)
             self._count_dropped(q)
+        self.deliver_shed()
+
+    def deliver_shed(self) -> None:
+        """Hand what the keys' memory limit dropped since the last call to the ``on_shed``
+        callbacks (``shed``): once per processor (a group's members share one).
+        """
+        eng, done = self.engine, set()
+        if not eng.deliveries.callbacks:
+            return
+        for q in eng.queries.values():
+            if q.stream is None or q.native is not None or q.label in done or q.sink == "console":
+                continue
+            done.add(q.label)
+            if q.collected is not None:
+                eng.deliveries.deliver(q.label, q.collected.undelivered())
+            else:
+                t = eng.inspector.output(q)
+                if t is not None and "note" in t.column_names:
+                    texts = [n for n in t.column("note").to_pylist() if is_shed(n)]
+                    eng.deliveries.deliver(q.label, eng.deliveries.new(q.label, texts))
+
+    def ship_shed(self) -> None:
+        """``on_shed`` was called: a running processor that does not ship what it drops is
+        stopped, and started again by the next ``run()`` (from its checkpoint) shipping it.
+        """
+        stopped: set[int] = set()
+        for q in self.engine.queries.values():
+            p = q.processor
+            if q.stream is None or p is None or getattr(p, "shipper", None) is not None or p.key_memory_limit is None:
+                continue
+            if id(q.stream) not in stopped:
+                stopped.add(id(q.stream))
+                q.stream.stop()
+            q.stream = None
 
     def _settle(self, q: SparkQuery) -> None:
         """Wait until the query has processed its input as of now.  A rate source never runs dry —
