@@ -211,3 +211,18 @@ def test_cli_lists_and_runs_them(tmp_path: Any, capsys: pytest.CaptureFixture[st
     with pytest.raises(SystemExit) as e:
         main(["experiment", "hammad-model", "--clock", "wall"])
     assert e.value.code == 2
+
+
+def test_the_pages_tables_are_the_committed_runs() -> None:
+    """docs/hammad-experiments.md's "Results" tables are what ``shared_join_tables`` prints from
+    the JSON in benchmarks/results/hammad/: re-run an experiment and the page must follow.
+    """
+    from pathlib import Path
+
+    from sluice.experiments.shared_join_tables import page
+
+    root = Path(__file__).resolve().parents[1]
+    doc = (root / "docs" / "hammad-experiments.md").read_text()
+    section = doc.split("## Results (seed 1)\n", 1)[1].split("\n## ", 1)[0]
+    printed = page(root / "benchmarks" / "results" / "hammad")
+    assert [x for x in section.splitlines() if x] == [x for x in printed.splitlines() if x]
