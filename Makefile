@@ -71,6 +71,7 @@ bench: venv java
 	$(PY) benchmarks/pruning.py
 	$(PY) benchmarks/spark_throughput.py
 	$(PY) benchmarks/spark_pipeline.py
+	$(PY) benchmarks/spark_key_limit.py
 	$(PY) -m sluice bench --queries q0,q1,q2,q3,q4,q5,q6,q7 --events 100000
 
 clean:
