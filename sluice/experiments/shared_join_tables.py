@@ -42,14 +42,20 @@ def _dash(runs: dict[str, Any], key: str, fmt: str = "{:.2f}") -> str:
     return "–".join(fmt.format(runs[p][key]) for p in POLICIES)
 
 
-def windows(d: dict[str, Any], clock: str) -> Iterator[str]:
-    yield (
-        f"**Fig 7 / 9a, {clock} clock** — average response time (ms) per output tuple / mean of the seven "
-        "per-query averages; load (busy share of virtual time) LWO–SWF–Greedy; (unit, band) steps per arrival:"
-    )
+def _head(title: str, columns: list[str]) -> Iterator[str]:
+    """A table's title line and header."""
+    yield title
     yield ""
-    yield "| mix | variant | LWO | SWF | Greedy | load | steps |"
-    yield "|---|---|---|---|---|---|---|"
+    yield "| " + " | ".join(columns) + " |"
+    yield "|" + "---|" * len(columns)
+
+
+def windows(d: dict[str, Any], clock: str) -> Iterator[str]:
+    yield from _head(
+        f"**Fig 7 / 9a, {clock} clock** — average response time (ms) per output tuple / mean of the seven "
+        "per-query averages; load (busy share of virtual time) LWO–SWF–Greedy; (unit, band) steps per arrival:",
+        ["mix", "variant", "LWO", "SWF", "Greedy", "load", "steps"],
+    )
     for variant, mixes in d["results"].items():
         for mix, runs in mixes.items():
             cells = [mix, variant, *_pair(runs), _dash(runs, "utilisation"), _dash(runs, "steps_per_arrival", "{:.0f}")]
@@ -74,12 +80,10 @@ def windows(d: dict[str, Any], clock: str) -> Iterator[str]:
 
 def small_large(d: dict[str, Any], clock: str) -> Iterator[str]:
     ws = MIXES["small-large"]
-    yield (
-        f"**Fig 8(d), Small-Large, hash, {clock} clock** — per-query average / maximum (ms), windows in paper seconds:"
+    yield from _head(
+        f"**Fig 8(d), Small-Large, hash, {clock} clock** — per-query average / maximum (ms), windows in paper seconds:",
+        ["policy", *map(str, ws)],
     )
-    yield ""
-    yield "| policy | " + " | ".join(map(str, ws)) + " |"
-    yield "|---|" + "---|" * len(ws)
     runs = d["results"]["hash"]["small-large"]
     for p in POLICIES:
         r = runs[p]
@@ -89,12 +93,11 @@ def small_large(d: dict[str, Any], clock: str) -> Iterator[str]:
 
 
 def bursts(d: dict[str, Any], clock: str) -> Iterator[str]:
-    yield (
-        f"**Fig 10(a), {clock} clock** — Small-Large, hash; average per output tuple / mean of per-query averages (ms):"
+    yield from _head(
+        f"**Fig 10(a), {clock} clock** — Small-Large, hash; average per output tuple / mean of per-query "
+        "averages (ms):",
+        ["expected burst", "α", "LWO", "SWF", "Greedy"],
     )
-    yield ""
-    yield "| expected burst | α | LWO | SWF | Greedy |"
-    yield "|---|---|---|---|---|"
     for e, runs in d["results"].items():
         alpha = d["bursts"][e]["alpha"]
         yield f"| {e} | {alpha:g} | " + " | ".join(_pair(runs)) + " |"
@@ -110,13 +113,11 @@ def bursts(d: dict[str, Any], clock: str) -> Iterator[str]:
 
 
 def memory(d: dict[str, Any], clock: str) -> Iterator[str]:
-    yield (
+    yield from _head(
         f"**§5.3, {clock} clock** — peaks: JoinBuffer (elements, λ·w_max = 120), input buffer (elements; s of "
-        "arrivals), output buffer (rows; ms of output):"
+        "arrivals), output buffer (rows; ms of output):",
+        ["workload", "policy", "JoinBuffer", "input buffer", "output buffer"],
     )
-    yield ""
-    yield "| workload | policy | JoinBuffer | input buffer | output buffer |"
-    yield "|---|---|---|---|---|"
     for r in d["results"]:
         yield (
             f"| {r['workload']} | {r['policy'].upper()} | {r['join_buffer_peak']} | {r['input_buffer_peak']}; "
@@ -130,13 +131,11 @@ def memory(d: dict[str, Any], clock: str) -> Iterator[str]:
 
 def model(d: dict[str, Any], clock: str) -> Iterator[str]:
     r = d["results"]["uniform"]
-    yield (
+    yield from _head(
         f"**Eqs. (1), (2), {clock} clock** — Uniform, m = 50 at once, S_i = {r['S_i']}; per-window average (ms), "
-        "measured / model:"
+        "measured / model:",
+        ["", *(f"w{i + 1}" for i in range(len(r["S_i"])))],
     )
-    yield ""
-    yield "| | " + " | ".join(f"w{i + 1}" for i in range(len(r["S_i"]))) + " |"
-    yield "|---|" + "---|" * len(r["S_i"])
     rows = [
         ("LWO measured", r["lwo"]["measured_avg_ms"]),
         ("eq. (1)", r["lwo"]["model_avg_ms"]),
@@ -152,10 +151,7 @@ def model(d: dict[str, Any], clock: str) -> Iterator[str]:
 
 
 def claims(by_clock: dict[str, dict[str, dict[str, Any]]]) -> Iterator[str]:
-    yield "**Claims**"
-    yield ""
-    yield "| claim | " + " | ".join(by_clock) + " |"
-    yield "|---|" + "---|" * len(by_clock)
+    yield from _head("**Claims**", ["claim", *by_clock])
     seen: dict[str, dict[str, Any]] = {}
     tolerance: dict[str, dict[str, list[str]]] = {}  # a claim whose tolerance differs by clock: clocks by it
     for clock, runs in by_clock.items():
