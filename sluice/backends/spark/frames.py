@@ -234,10 +234,11 @@ def _sent(eng: SparkEngine, q: SparkQuery, defs: Sequence[SourceDef]) -> list[fr
     (``source_columns_read``: the column-pruning rule's proof) and those a constraint on it or a
     reference to it names (the processor's engine checks and forgets state by them); of a relation
     every column (a deletion matches a whole tuple), and every column of every input of a
-    processor serving several queries.
+    processor serving several queries — and every column once ``on_shed`` has a callback (the
+    elements a key drops are handed over whole, as the embedded engine hands them).
     """
     every = [frozenset(range(len(d.schema))) for d in defs]
-    if len(q.group) > 1:
+    if len(q.group) > 1 or (eng.deliveries.callbacks and eng.key_memory_limit is not None):
         return every
     read = source_columns_read(q.bound.plan, functools.partial(prune_plan, transform=transform))
     out = []

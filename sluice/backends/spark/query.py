@@ -4,6 +4,7 @@ keys, pre-aggregated) and its streaming query once started.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,14 +46,20 @@ class Collected:
 
     def __init__(self) -> None:
         self.parts: dict[int, pa.Table] = {}
-        # what a key memory limit dropped (``shed``), taken out of the rows: delivered once per batch
+        # what a key memory limit dropped (``shed``), taken out of the rows: delivered once per
+        # batch; Spark calls this on its own thread while the driver delivers (the lock)
         self.shed: dict[int, list[str]] = {}
         self.delivered: set[int] = set()
+        self._lock = threading.Lock()
 
     def __call__(self, frame: Any, batch_id: int) -> None:
         t, shed = take(frame.toArrow())
-        if shed and batch_id not in self.delivered:
-            self.shed[batch_id] = shed
+        with self._lock:
+            if batch_id not in self.delivered:  # (a replayed batch replaces its first attempt)
+                if shed:
+                    self.shed[batch_id] = shed
+                else:
+                    self.shed.pop(batch_id, None)
         if t.num_rows:
             self.parts[batch_id] = t
         else:
@@ -60,10 +67,10 @@ class Collected:
 
     def undelivered(self) -> list[str]:
         """The shed notes not delivered yet, in batch order; from now on, delivered."""
-        out = [n for b in sorted(self.shed) for n in self.shed[b]]
-        self.delivered.update(self.shed)
-        self.shed = {}
-        return out
+        with self._lock:
+            taken, self.shed = self.shed, {}
+            self.delivered.update(taken)
+        return [n for b in sorted(taken) for n in taken[b]]
 
     def table(self) -> pa.Table | None:
         """Everything collected, in batch order; None before the first row."""

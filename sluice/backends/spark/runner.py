@@ -20,7 +20,7 @@ from sluice.backends.spark.frames import input_frame, native_frame
 from sluice.backends.spark.preagg import LOWER, UPPER
 from sluice.backends.spark.processor import SluiceProcessor, group_output_schema, output_schema
 from sluice.backends.spark.query import Collected, SparkQuery
-from sluice.backends.spark.shed import is_shed
+from sluice.backends.spark.shed import SHED_DELIVERED, is_shed
 from sluice.errors import InUseError, SluiceError
 from sluice.io.atomic import write_atomic
 
@@ -195,7 +195,7 @@ class Runner:
             sharing=eng.sharing,
             key_memory_limit=eng.key_memory_limit,
             limits={m.name if len(members) > 1 else "q": (m.limits.weight, m.limits.min_precision) for m in members},
-            ship_shed=bool(eng.deliveries.callbacks),
+            ship_shed=bool(eng.deliveries.callbacks) and q.sink != "console",  # (a console shows, keeps nothing)
             members=[(m.name, m.bound.text, list(m.bound.plan.schema.types)) for m in members]
             if len(members) > 1
             else None,
@@ -292,7 +292,8 @@ class Runner:
                 t = eng.inspector.output(q)
                 if t is not None and "note" in t.column_names:
                     texts = [n for n in t.column("note").to_pylist() if is_shed(n)]
-                    eng.deliveries.deliver(q.label, eng.deliveries.new(q.label, texts))
+                    new = eng.deliveries.new(q.label, texts, eng.workdir / q.label / SHED_DELIVERED)
+                    eng.deliveries.deliver(q.label, new)
 
     def ship_shed(self) -> None:
         """``on_shed`` was called: a running processor that does not ship what it drops is
@@ -301,7 +302,9 @@ class Runner:
         stopped: set[int] = set()
         for q in self.engine.queries.values():
             p = q.processor
-            if q.stream is None or p is None or getattr(p, "shipper", None) is not None or p.key_memory_limit is None:
+            if q.stream is None or p is None or q.native is not None or q.sink == "console":
+                continue  # (a native query drops nothing; a console's drops could go nowhere)
+            if getattr(p, "shipper", None) is not None or p.key_memory_limit is None:
                 continue
             if id(q.stream) not in stopped:
                 stopped.add(id(q.stream))
@@ -382,15 +385,18 @@ class Runner:
         (a name registered again starts afresh); ``check_leaving`` first.
         """
         _, home = self._home(q)
+        self.deliver_shed()  # (what it dropped since the last run: before it goes)
         if q.stream is not None:
             q.stream.stop()  # (a group's one query: stopping it again is a no-op)
             q.stream = None
         shutil.rmtree(home / "checkpoint", ignore_errors=True)
-        for f in ("seq_from", "buckets", MEMBERS):
+        for f in ("seq_from", "buckets", MEMBERS, SHED_DELIVERED):
             (home / f).unlink(missing_ok=True)
+        self.engine.deliveries.forget(q.label)
 
     def stop(self) -> None:
         """Stop the streaming queries (their checkpoints stay; a new engine on the same workdir resumes)."""
+        self.deliver_shed()  # (what they dropped since the last run)
         stopped: set[int] = set()
         for q in self.engine.queries.values():
             if q.stream is not None:

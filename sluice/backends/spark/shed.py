@@ -23,10 +23,12 @@ import hashlib
 import json
 from collections import Counter
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 import pyarrow as pa
 
 PREFIX = "sluice:key-shed "
+SHED_DELIVERED = "shed-delivered"  # beside a file sink's checkpoint: the digests of the notes handed over
 
 Callback = Callable[[str, pa.Table, str], None]
 
@@ -76,18 +78,35 @@ class Deliveries:
         self.delivered: dict[str, Counter[bytes]] = {}  # per processor (its label): notes delivered, by digest
         self.failures: dict[str, list[str]] = {}  # per processor: "callback …: failed on …"
 
-    def new(self, label: str, notes: Iterable[str]) -> list[str]:
-        """The notes of a file sink's output not delivered yet (each text as often as it occurs)."""
-        done = self.delivered.setdefault(label, Counter())
+    def new(self, label: str, notes: Iterable[str], saved: Path) -> list[str]:
+        """The notes of a file sink's output not delivered yet (each text as often as it occurs),
+        by their digests, which ``saved`` (beside the query's checkpoint) keeps: a new engine on
+        the same workdir, reading the same files, hands none over again (a crash between a
+        delivery and its line: that batch again — at least once).
+        """
+        done = self.delivered.get(label)
+        if done is None:
+            lines = saved.read_text().split() if saved.exists() else []
+            done = self.delivered[label] = Counter(bytes.fromhex(h) for h in lines)
         met: Counter[bytes] = Counter()
-        out = []
+        out, digests = [], []
         for n in notes:
             h = hashlib.sha1(n.encode()).digest()
             met[h] += 1
             if met[h] > done[h]:
                 done[h] += 1
                 out.append(n)
+                digests.append(h.hex())
+        if digests:
+            saved.parent.mkdir(parents=True, exist_ok=True)
+            with saved.open("a") as f:
+                f.write("".join(d + "\n" for d in digests))
         return out
+
+    def forget(self, label: str) -> None:
+        """A query removed: a new one of its name starts afresh."""
+        self.delivered.pop(label, None)
+        self.failures.pop(label, None)
 
     def deliver(self, label: str, notes: Iterable[str]) -> None:
         for n in notes:
