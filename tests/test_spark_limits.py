@@ -310,6 +310,7 @@ def test_on_shed_registered_while_running_starts_shipping_from_the_checkpoint(sp
     assert before > 0  # (dropped before any callback: not handed over, as on the embedded engine)
     got: list[tuple[str, object, str]] = []
     eng.on_shed(lambda s, b, r: got.append((s, b, r)))
+    assert q.stream is not None and q.processor.shipper is not None  # (started again at once, shipping)
     eng.push("A", rest["A"])
     eng.push("B", rest["B"])
     eng.close(t + 1)

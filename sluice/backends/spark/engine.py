@@ -501,8 +501,8 @@ class SparkEngine:
         shipped from the executors as note rows and handed over on the driver at the end of each
         ``run()``/``close()``, each batch once.  An element of a stream sent to every key (one a
         query cannot split) comes once per key that dropped it, as the keys' counters count it.
-        A running query whose processor does not ship its drops yet starts again from its
-        checkpoint at the next ``run()``.  Without ``key_memory_limit`` nothing is dropped.
+        A running query whose processor does not ship its drops yet is started again from its
+        checkpoint, shipping them.  Without ``key_memory_limit`` nothing is dropped.
         """
         self.deliveries.callbacks.append(fn)
         self.runner.ship_shed()

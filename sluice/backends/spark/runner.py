@@ -297,9 +297,11 @@ class Runner:
 
     def ship_shed(self) -> None:
         """``on_shed`` was called: a running processor that does not ship what it drops is
-        stopped, and started again by the next ``run()`` (from its checkpoint) shipping it.
+        stopped and started again at once, from its checkpoint, shipping it (never left stopped:
+        a stopped query reads as not started).
         """
         stopped: set[int] = set()
+        again: list[SparkQuery] = []
         for q in self.engine.queries.values():
             p = q.processor
             if q.stream is None or p is None or q.native is not None or q.sink == "console":
@@ -309,7 +311,10 @@ class Runner:
             if id(q.stream) not in stopped:
                 stopped.add(id(q.stream))
                 q.stream.stop()
+                again.append(q)
             q.stream = None
+        for q in again:
+            self.start(q)  # (a group's one query starts its members too)
 
     def _settle(self, q: SparkQuery) -> None:
         """Wait until the query has processed its input as of now.  A rate source never runs dry —
