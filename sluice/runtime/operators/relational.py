@@ -28,6 +28,8 @@ from sluice.runtime.batch import NEG_INF, concat, from_signed_rows, signed_count
 from sluice.runtime.bloom import BloomFilter, Filtered, row_hashes
 from sluice.runtime.operators.base import Operator, OperatorSpec
 
+_MET, _ENTERS, _LEAVES = 0, 1, 2  # what a tuple does at an instant, EXCEPT's filtered path
+
 _F: dict[tuple[SetOpKind, bool], Callable[[int, int], int]] = {  # (left count, right count) -> output count
     (SetOpKind.UNION, False): lambda a, b: 1 if a + b > 0 else 0,
     (SetOpKind.EXCEPT, True): lambda a, b: max(0, a - b),
@@ -140,55 +142,49 @@ class SetOp(Operator, Filtered):
                     changes.setdefault(ts, ([], []))[0].append((row, delta))
                 elif delta > 0:  # (the right side only inserts)
                     changes.setdefault(ts, ([], []))[1].append(row)
-        instants = sorted(changes)
-        verdicts = iter(self._judged(instants, changes))
-        out: list[tuple[int, int, tuple[Any, ...]]] = []
-        for ts in instants:
-            lefts, rights = changes[ts]
-            for row in rights:
-                if left[row] > 0 and row not in hidden:
-                    hidden.add(row)
-                    out.append((ts, -1, row))
-            for row, delta in lefts:
-                was = left[row]
-                left[row] += delta
-                if was == 0 and left[row] > 0:  # enters: judged once
-                    if next(verdicts):
-                        hidden.add(row)
-                    else:
-                        out.append((ts, 1, row))
-                elif was > 0 and left[row] == 0:  # leaves
-                    if row in hidden:
-                        hidden.discard(row)
-                    else:
-                        out.append((ts, -1, row))
-                if left[row] == 0:
-                    del left[row]
-        if out:
-            self.emit(from_signed_rows(out, self.types))
-
-    def _judged(self, instants: list[int], changes: dict[int, tuple[list, list]]) -> list[bool]:
-        """Whether the filter reports each left tuple that enters, in the order they enter: the
-        right side's tuples of each instant added first.
-        """
-        assert self.bloom is not None
-        left, now = self.counts[0], dict[tuple[Any, ...], int]()
+        # the left counts move once, in order: what each instant does to the answer, as events (a
+        # right tuple meeting a present left one first, then left tuples entering and leaving),
+        # and the entering ones judged together, each at its instant
+        events: list[tuple[int, int, tuple[Any, ...]]] = []
         added: list[tuple[Any, ...]] = []
         at: list[int] = []
         asked: list[tuple[Any, ...]] = []
         when: list[int] = []
-        for ts in instants:
+        for ts in sorted(changes):
             lefts, rights = changes[ts]
             added += rights
             at += [ts] * len(rights)
+            events += [(ts, _MET, row) for row in rights if left[row] > 0]
             for row, delta in lefts:
-                was = now.get(row, left[row])
-                now[row] = was + delta
-                if was == 0 and was + delta > 0:
+                was = left[row]
+                left[row] += delta
+                if was == 0 and left[row] > 0:
+                    events.append((ts, _ENTERS, row))
                     asked.append(row)
                     when.append(ts)
+                elif was > 0 and left[row] == 0:
+                    events.append((ts, _LEAVES, row))
+                if left[row] == 0:
+                    del left[row]
         h = [row_hashes(rows, self.types) for rows in (added, asked)]
-        return self.bloom.add_then_judge(h[0], np.array(at), h[1], np.array(when)).tolist()
+        verdicts = iter(self.bloom.add_then_judge(h[0], np.array(at), h[1], np.array(when)).tolist())
+        out: list[tuple[int, int, tuple[Any, ...]]] = []
+        for ts, kind, row in events:
+            if kind == _ENTERS:  # judged once: hidden if the filter reports it on the right
+                if next(verdicts):
+                    hidden.add(row)
+                else:
+                    out.append((ts, 1, row))
+            elif kind == _MET:  # on the right now: hidden for good
+                if row not in hidden:
+                    hidden.add(row)
+                    out.append((ts, -1, row))
+            elif row in hidden:  # leaves
+                hidden.discard(row)
+            else:
+                out.append((ts, -1, row))
+        if out:
+            self.emit(from_signed_rows(out, self.types))
 
     def state_by_input(self) -> list[int]:
         left, right = (48 * len(c) for c in self.counts)
