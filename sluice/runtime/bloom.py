@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sluice.datatypes import DataType, arrow_type
+from sluice.runtime.keys import least
 from sluice.runtime.operators.base import Part
 
 HASH_KEY = "sluice-bloom-v1."  # SipHash's 16-byte key: fixed, so every process hashes alike
@@ -216,6 +217,14 @@ class BloomFilter(Part):
         self.lost += float((rates / np.maximum(1.0 - rates, 1e-9)).sum())
         self.added += len(rates)
 
+    def _rate_at(self, fill: np.ndarray) -> np.ndarray:
+        """The FP rate a value met when the newest slice held ``fill`` of its bits set (the older
+        slices as they are).
+        """
+        *old, s = self.slices
+        older = 1.0 - math.prod(1.0 - o.fp_rate() for o in old)
+        return 1.0 - (1.0 - older) * (1.0 - fill**s.k)
+
     def add_new(self, h: np.ndarray) -> np.ndarray:
         """Add values (their :func:`hashes`, distinct, in the order they arrived); which were new
         (not reported present), judged one at a time in that order.
@@ -240,8 +249,7 @@ class BloomFilter(Part):
         slots = pos[maybe][unset]
         owner = np.repeat(maybe, unset.sum(axis=1))
         fresh, inv = np.unique(slots, return_inverse=True)
-        first = np.full(len(fresh), n, dtype=np.int64)
-        np.minimum.at(first, inv, owner)
+        first = least(inv, len(fresh), owner, n)
         late = first[inv] >= owner  # a position no earlier value set: not yet seen
         late_owner = np.zeros(n, dtype=bool)
         late_owner[owner[late]] = True
@@ -250,8 +258,7 @@ class BloomFilter(Part):
         # filter's FP rate then (the newest slice's bits set before the batch and by its earlier values)
         grew = np.bincount(first + 1, minlength=n + 1)
         fill = (s.set_bits + np.cumsum(grew)[:-1]) / s.bits
-        older = 1.0 - math.prod(1.0 - o.fp_rate() for o in old)
-        self._count(1.0 - (1.0 - older) * (1.0 - fill[new] ** s.k))
+        self._count(self._rate_at(fill[new]))
         s.set(fresh)
         return new
 
@@ -270,8 +277,7 @@ class BloomFilter(Part):
         unset = ~s.isset(pos)
         fresh, inv = np.unique(pos[unset], return_inverse=True)
         never = np.iinfo(np.int64).max
-        first = np.full(len(fresh), never, dtype=np.int64)  # the instant each new position is set
-        np.minimum.at(first, inv, np.repeat(np.asarray(at, dtype=np.int64), s.k)[unset])
+        first = least(inv, len(fresh), np.repeat(np.asarray(at, dtype=np.int64), s.k)[unset], never)  # set when
         q = s.positions(asked)
         set_at = np.full(q.shape, never, dtype=np.int64)
         if len(fresh):
@@ -281,8 +287,7 @@ class BloomFilter(Part):
         present |= (s.isset(q) | (set_at <= w[:, None])).all(axis=1)
         # the newest slice's fill at each kept value's instant: its bits then, and the older slices'
         fill = (s.set_bits + np.searchsorted(np.sort(first), w[~present], side="right")) / s.bits
-        older = 1.0 - math.prod(1.0 - o.fp_rate() for o in old)
-        self._count(1.0 - (1.0 - older) * (1.0 - fill**s.k))
+        self._count(self._rate_at(fill))
         s.set(fresh)
         return present
 

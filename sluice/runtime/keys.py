@@ -79,11 +79,16 @@ def column_codes(c: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, Any]:
     return d.indices.to_numpy(zero_copy_only=False).astype(np.int64), d.dictionary
 
 
+def least(codes: np.ndarray, ncodes: int, values: np.ndarray, empty: int) -> np.ndarray:
+    """Each code's least value among the rows holding it (``empty`` for a code no row has)."""
+    out = np.full(ncodes, empty, dtype=np.int64)
+    np.minimum.at(out, codes, values)
+    return out
+
+
 def first_rows(codes: np.ndarray, ncodes: int) -> np.ndarray:
     """Each code's first row among ``codes`` (``len(codes)`` for a code no row has)."""
-    first = np.full(ncodes, len(codes), dtype=np.int64)
-    np.minimum.at(first, codes, np.arange(len(codes), dtype=np.int64))
-    return first
+    return least(codes, ncodes, np.arange(len(codes), dtype=np.int64), len(codes))
 
 
 def row_codes(cols: Sequence[pa.Array | pa.ChunkedArray], n: int) -> tuple[np.ndarray, np.ndarray | None, list[Any]]:
