@@ -13,9 +13,8 @@ operator (``sluice.runtime.operators.aggregate.Distinct``) does it.  Design 021,
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import ClassVar, Protocol
 
-from sluice.runtime.bloom import Bloom
+from sluice.runtime.bloom import Bloom, Filtered
 
 AT = 0.10  # a DISTINCT holding at least this fraction of the limit may be compressed
 ROOM = 0.8  # the filters take at most this fraction of what the limit leaves free at the target (batches aside)
@@ -24,31 +23,9 @@ LEAST = 0.01  # … and at least this fraction of the limit
 GROW_AT = 0.01  # a filter past this FP rate gets a new slice when memory is low (``grow``)
 
 
-class Compressible(Protocol):
-    """An operator whose synopsis may be a Bloom filter (``bloomable``: ``Distinct`` over an input
-    that only inserts, set ``EXCEPT`` whose right side only inserts) — ``compressible`` while not
-    yet one.  ``WHAT`` names it in reports.
-    """
-
-    WHAT: ClassVar[str]
-    queries: set[str]
-
-    @property
-    def bloomable(self) -> bool: ...
-
-    @property
-    def compressible(self) -> bool: ...
-
-    def state_bytes(self) -> int: ...
-
-    def compress(self, nbytes: int) -> str: ...
-
-    def grow(self, nbytes: int) -> str: ...
-
-    def synopsis(self) -> Bloom | None: ...
-
-
-Found = tuple[tuple[Compressible, tuple[str, ...]], ...]  # each with the streams whose elements its filter holds
+# operators whose synopsis may be a Bloom filter (``Filtered``: DISTINCT over an input that only
+# inserts, set EXCEPT whose right side only inserts), each with the streams its filter holds
+Found = tuple[tuple[Filtered, tuple[str, ...]], ...]
 
 
 def candidates(

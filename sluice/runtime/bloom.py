@@ -277,7 +277,8 @@ class BloomFilter(Part):
         unset = ~s.isset(pos)
         fresh, inv = np.unique(pos[unset], return_inverse=True)
         never = np.iinfo(np.int64).max
-        first = least(inv, len(fresh), np.repeat(np.asarray(at, dtype=np.int64), s.k)[unset], never)  # set when
+        # the instant each new position is set
+        first = least(inv, len(fresh), np.repeat(np.asarray(at, dtype=np.int64), s.k)[unset], never)
         q = s.positions(asked)
         set_at = np.full(q.shape, never, dtype=np.int64)
         if len(fresh):
