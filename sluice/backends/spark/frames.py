@@ -28,6 +28,7 @@ from sluice.backends.spark.compile import NativePlan, canonical_float, overflow,
 from sluice.backends.spark.partials import SlidePartials
 from sluice.backends.spark.preagg import LOWER, UPPER
 from sluice.backends.spark.processor import EVENT_TIME_OFFSET
+from sluice.backends.spark.shed import ships
 from sluice.backends.spark.types import spark_type
 from sluice.catalog import Kind, SourceDef
 from sluice.datatypes import DataType, TypeKind
@@ -238,7 +239,7 @@ def _sent(eng: SparkEngine, q: SparkQuery, defs: Sequence[SourceDef]) -> list[fr
     elements a key drops are handed over whole, as the embedded engine hands them).
     """
     every = [frozenset(range(len(d.schema))) for d in defs]
-    if len(q.group) > 1 or (eng.deliveries.callbacks and eng.key_memory_limit is not None):
+    if len(q.group) > 1 or ships(eng, q):
         return every
     read = source_columns_read(q.bound.plan, functools.partial(prune_plan, transform=transform))
     out = []

@@ -187,13 +187,14 @@ class SluiceProcessor(StatefulProcessor):
         self.held = None if held is None else frozenset(held)
         self.key_memory_limit = key_memory_limit
         self.limits = limits or {}
-        self.shipper = shed.Shipper() if ship_shed and key_memory_limit is not None else None
+        self.shipper = shed.Shipper() if ship_shed else None
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
         self.state = handle.getValueState("engine", StructType([StructField("blob", BinaryType())]))
         self._plan: Any = None  # the engine this instance restores each key's state into
         self._fresh = b""  # the state of a key seen for the first time
+        self.shipper = getattr(self, "shipper", None)  # (processors pickled before it)
 
     def _engine(self) -> Any:
         """The plan with this key's operator state in it."""
@@ -227,9 +228,8 @@ class SluiceProcessor(StatefulProcessor):
                 f"this query's Spark checkpoint holds state of another plan ({e}); delete its checkpoint directory "
                 "and run it again from the start"
             ) from None
-        shipper = getattr(self, "shipper", None)  # (processors pickled before it existed)
-        if shipper is not None and self._plan.limits is not None:  # (callbacks are not state: set each turn)
-            self._plan.limits.on_shed = [shipper]
+        if self.shipper is not None and self._plan.limits is not None:  # (callbacks are not state: set each turn)
+            self._plan.limits.on_shed = [self.shipper]
         return self._plan
 
     def _build(self) -> Any:
@@ -353,9 +353,8 @@ class SluiceProcessor(StatefulProcessor):
     def _note_start(self, eng: Any, key: Any) -> None:
         """What a key memory limit's manager had counted when this key's turn began (``budget``)."""
         self._key, self._counted = str(key[0] if isinstance(key, tuple) else key), budget.counters(eng)
-        shipper = getattr(self, "shipper", None)
-        if shipper is not None:
-            shipper.start(self._key)
+        if self.shipper is not None:
+            self.shipper.start(self._key)
 
     def _complete(self, eng: Any, timer_values: Any) -> int:
         """Spark's watermark W (ticks + offset): no element at or before it will reach any key
@@ -385,10 +384,9 @@ class SluiceProcessor(StatefulProcessor):
         said = budget.key_report(eng, self._key, self._counted)  # what a key memory limit did here
         if said is not None:
             notes.append(said)
-        shipper = getattr(self, "shipper", None)
-        if shipper is not None:  # what it dropped, for the driver's on_shed callbacks
-            notes += shipper.notes
-            shipper.notes = []
+        if self.shipper is not None:  # what it dropped, for the driver's on_shed callbacks
+            notes += self.shipper.notes
+            self.shipper.notes = []
         members = getattr(self, "members", None)
         if members is not None:
             yield from self._finish_group(eng, members, notes)

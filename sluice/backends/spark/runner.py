@@ -20,7 +20,7 @@ from sluice.backends.spark.frames import input_frame, native_frame
 from sluice.backends.spark.preagg import LOWER, UPPER
 from sluice.backends.spark.processor import SluiceProcessor, group_output_schema, output_schema
 from sluice.backends.spark.query import Collected, SparkQuery
-from sluice.backends.spark.shed import SHED_DELIVERED, is_shed
+from sluice.backends.spark.shed import SHED_DELIVERED, ships, texts
 from sluice.errors import InUseError, SluiceError
 from sluice.io.atomic import write_atomic
 
@@ -195,7 +195,7 @@ class Runner:
             sharing=eng.sharing,
             key_memory_limit=eng.key_memory_limit,
             limits={m.name if len(members) > 1 else "q": (m.limits.weight, m.limits.min_precision) for m in members},
-            ship_shed=bool(eng.deliveries.callbacks) and q.sink != "console",  # (a console shows, keeps nothing)
+            ship_shed=ships(eng, q),
             members=[(m.name, m.bound.text, list(m.bound.plan.schema.types)) for m in members]
             if len(members) > 1
             else None,
@@ -283,38 +283,43 @@ class Runner:
         if not eng.deliveries.callbacks:
             return
         for q in eng.queries.values():
-            if q.stream is None or q.native is not None or q.label in done or q.sink == "console":
+            if q.stream is None or q.label in done or not ships(eng, q):
                 continue
             done.add(q.label)
             if q.collected is not None:
                 eng.deliveries.deliver(q.label, q.collected.undelivered())
             else:
                 t = eng.inspector.output(q)
-                if t is not None and "note" in t.column_names:
-                    texts = [n for n in t.column("note").to_pylist() if is_shed(n)]
-                    new = eng.deliveries.new(q.label, texts, eng.workdir / q.label / SHED_DELIVERED)
-                    eng.deliveries.deliver(q.label, new)
+                new = eng.deliveries.new(
+                    q.label, texts(t) if t is not None else [], eng.workdir / q.label / SHED_DELIVERED
+                )
+                eng.deliveries.deliver(q.label, new)
 
     def ship_shed(self) -> None:
         """``on_shed`` was called: a running processor that does not ship what it drops is
         stopped and started again at once, from its checkpoint, shipping it (never left stopped:
         a stopped query reads as not started).
         """
-        stopped: set[int] = set()
-        again: list[SparkQuery] = []
-        for q in self.engine.queries.values():
-            p = q.processor
-            if q.stream is None or p is None or q.native is not None or q.sink == "console":
-                continue  # (a native query drops nothing; a console's drops could go nowhere)
-            if getattr(p, "shipper", None) is not None or p.key_memory_limit is None:
-                continue
-            if id(q.stream) not in stopped:
-                stopped.add(id(q.stream))
-                q.stream.stop()
-                again.append(q)
-            q.stream = None
-        for q in again:
+        eng = self.engine
+        due = [
+            q for q in eng.queries.values() if ships(eng, q) and q.processor is not None and q.processor.shipper is None
+        ]
+        for q in self._halt(due):
             self.start(q)  # (a group's one query starts its members too)
+
+    @staticmethod
+    def _halt(queries: list[SparkQuery]) -> list[SparkQuery]:
+        """Stop the streaming queries of ``queries`` (a group's members share one: stopped once);
+        the first query of each stopped.
+        """
+        stopped: dict[int, SparkQuery] = {}
+        for q in queries:
+            if q.stream is not None:
+                if id(q.stream) not in stopped:
+                    stopped[id(q.stream)] = q
+                    q.stream.stop()
+                q.stream = None  # (its group stays: started again, it re-forms from the saved members)
+        return list(stopped.values())
 
     def _settle(self, q: SparkQuery) -> None:
         """Wait until the query has processed its input as of now.  A rate source never runs dry —
@@ -402,10 +407,4 @@ class Runner:
     def stop(self) -> None:
         """Stop the streaming queries (their checkpoints stay; a new engine on the same workdir resumes)."""
         self.deliver_shed()  # (what they dropped since the last run)
-        stopped: set[int] = set()
-        for q in self.engine.queries.values():
-            if q.stream is not None:
-                if id(q.stream) not in stopped:  # (the members of a group share one)
-                    stopped.add(id(q.stream))
-                    q.stream.stop()
-                q.stream = None  # (its group stays: started again, it re-forms from the saved members)
+        self._halt(list(self.engine.queries.values()))

@@ -24,8 +24,10 @@ import json
 from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 PREFIX = "sluice:key-shed "
 SHED_DELIVERED = "shed-delivered"  # beside a file sink's checkpoint: the digests of the notes handed over
@@ -120,12 +122,35 @@ class Deliveries:
                     )
 
 
+def _mask(t: pa.Table) -> pa.ChunkedArray | None:
+    """Which rows of an output table are shed notes (None: none is) — one Arrow pass: every
+    memory sink's micro-batch goes through it.
+    """
+    if "note" not in t.column_names or t.num_rows == 0:
+        return None
+    mask = pc.fill_null(pc.starts_with(t.column("note"), PREFIX), False)
+    return mask if pc.any(mask).as_py() else None
+
+
+def texts(t: pa.Table) -> list[str]:
+    """The shed notes of an output table (a file sink's, read back)."""
+    mask = _mask(t)
+    return [] if mask is None else t.column("note").filter(mask).to_pylist()
+
+
 def take(t: pa.Table) -> tuple[pa.Table, list[str]]:
     """A micro-batch's rows without its shed notes, and those notes (``Collected``)."""
-    if "note" not in t.column_names:
+    mask = _mask(t)
+    if mask is None:
         return t, []
-    texts = t.column("note").to_pylist()
-    mask = [is_shed(n) for n in texts]
-    if not any(mask):
-        return t, []
-    return t.filter(pa.array([not m for m in mask])), [n for n, m in zip(texts, mask, strict=True) if m]
+    return t.filter(pc.invert(mask)), t.column("note").filter(mask).to_pylist()
+
+
+def ships(eng: Any, q: Any) -> bool:
+    """Whether ``q``'s processor ships what its keys drop: a callback exists, a key memory limit
+    can drop anything, and the query keeps state (a native one drops nothing) and its output (a
+    console's drops could go nowhere).
+    """
+    return (
+        bool(eng.deliveries.callbacks) and eng.key_memory_limit is not None and q.native is None and q.sink != "console"
+    )
