@@ -62,6 +62,7 @@ bench: venv java
 	$(PY) benchmarks/constraints.py
 	$(PY) benchmarks/window_compression.py
 	$(PY) benchmarks/memory_limit_cases.py
+	$(PY) benchmarks/join_backlog.py
 	$(PY) benchmarks/bloom_distinct.py
 	$(PY) benchmarks/time_moves.py
 	$(PY) benchmarks/join_order.py

@@ -15,8 +15,10 @@ never dropped: relations are not approximated).  Two ways (STREAM §5.2.2):
   each kept element costing its bytes once per synopsis that holds it (and the elements still
   waiting at the sources counted at what they will hold), only as many as fit are kept (chosen
   uniformly: no part of a batch is favoured): the limit held when sampling has not caught up (a
-  burst).  Synopses are compressed first (§5.2.1), also to leave the batches admitted between
-  runs room: windows that may shrink (``[Range T At Least t]``; design 021, "Who shrinks it") are
+  burst) — and when it would not fit beside the elements of other streams still waiting at
+  their sources (a join waiting for its other input), those are shed with it, from the queues
+  (``_with_queued``).  Synopses are compressed first (§5.2.1), also to leave the batches
+  admitted between runs room: windows that may shrink (``[Range T At Least t]``; design 021, "Who shrinks it") are
   cut, a DISTINCT over an input that only inserts becomes a Bloom filter (``synopses``).
 
 Nothing is dropped silently: every element is counted — per stream (its input queue) as offered,
@@ -45,7 +47,9 @@ from sluice.approx.report import Approximation, Event, Resizable, shrunk_windows
 from sluice.approx.resize import GROW, regrow, shrink
 from sluice.approx.shares import FairShares, water_fill
 from sluice.approx.static import StaticSample, choose, chosen_in
-from sluice.approx.synopses import Found, candidates, compress, compressed, grow
+from sluice.approx.streams import StreamShedding, Usage
+from sluice.approx.synopses import candidates, compress, compressed, grow
+from sluice.approx.waiting import entering, held_cost, shed_waiting
 from sluice.plan import logical as L
 from sluice.runtime.batch import nbytes
 
@@ -57,105 +61,6 @@ NEGLIGIBLE = 0.01  # a stream holding less than this fraction of the limit is ne
 SLICE = 0.2  # a large push is admitted in slices of this fraction of the limit, the plan run between
 RECENT = 8  # the batches the windows leave room for: the largest of this many adjustments' admissions
 ROOM = 0.90  # … under this fraction of the limit, with the plan's state (between the band and the cap)
-
-
-@dataclass(frozen=True, slots=True)
-class Usage:
-    """Memory now: the total, and the part attributable to each base stream (the state and
-    queued elements of the operators it feeds, shared equally among their streams).
-    """
-
-    total: int
-    by_stream: dict[str, float]
-    holders: dict[str, int]  # per stream: synopses that hold one of its elements (its cost multiple)
-    windows: tuple[tuple[Resizable, tuple[str, ...]], ...] = ()  # windows that may shrink, and their streams
-    queued: dict[str, tuple[int, int]] = field(default_factory=dict)  # per stream: (elements, bytes) at its source
-    synopses: Found = ()  # synopses that may be Bloom filters (``synopses``: DISTINCT, EXCEPT), their streams
-
-
-@dataclass
-class StreamShedding:
-    """One stream's input queue: what it was offered and what became of it."""
-
-    name: str
-    rate: float = 1.0
-    offered: int = 0
-    kept: int = 0
-    sampled_out: int = 0  # dropped by dynamic sampling
-    shed: int = 0  # dropped by load shedding (the limit reached)
-    horizon: float = 0.0  # ticks its elements stay in the largest window over it (inf: for ever)
-    _recent: deque[tuple[int, int, int]] = field(default_factory=deque, repr=False)  # (last ts, offered, kept)
-
-    @property
-    def dropped(self) -> int:
-        return self.sampled_out + self.shed
-
-    _in_horizon: list[int] = field(default_factory=lambda: [0, 0], repr=False)  # their (offered, kept)
-
-    first_ts: int | None = None  # the first admitted batch's last timestamp (for the arrival rate)
-    last_ts: int | None = None
-    # arrivals, read or not (what a query registered later would receive: ``sample_at_registration``)
-    arrived: int = 0
-    arrival_first: int | None = None  # the first batch's first timestamp
-    arrival_last: int | None = None
-    row_bytes: float = 0.0  # bytes an element, as offered (the mean over the batches seen)
-
-    def arrive(self, first_ts: int, last_ts: int, n: int, nbytes: int) -> None:
-        self.arrived += n
-        self.row_bytes += (nbytes / n - self.row_bytes) * n / self.arrived
-        if self.arrival_first is None:
-            self.arrival_first = first_ts
-        self.arrival_last = last_ts if self.arrival_last is None else max(self.arrival_last, last_ts)
-
-    def record(self, last_ts: int, offered: int, kept: int) -> None:
-        if self.first_ts is None:
-            self.first_ts = last_ts
-        self.last_ts = last_ts if self.last_ts is None else max(self.last_ts, last_ts)
-        self.offered += offered
-        self.kept += kept
-        if math.isfinite(self.horizon):
-            self._recent.append((last_ts, offered, kept))
-            self._in_horizon[0] += offered
-            self._in_horizon[1] += kept
-            while self._recent and self._recent[0][0] < last_ts - self.horizon:
-                _, o, k = self._recent.popleft()
-                self._in_horizon[0] -= o
-                self._in_horizon[1] -= k
-
-    def filling(self) -> bool:
-        """Whether its largest window has not yet spanned its range since its first kept element
-        (or never will: Unbounded) — while it fills, an element entering it pushes none out.
-        """
-        if not math.isfinite(self.horizon):
-            return True
-        # (an element stamped t enters a window holding [t − range, t]: it pushes an older one out
-        # once t is a range past the first — however long it waited at the source)
-        return self.first_ts is None or self.last_ts is None or self.last_ts - self.first_ts < self.horizon
-
-    def live(self) -> int:
-        """Kept elements that may still be held (within the horizon)."""
-        return self._in_horizon[1] if math.isfinite(self.horizon) else self.kept
-
-    def wanted(self) -> float:
-        """Elements offered within its (finite) horizon, kept or not — while its windows fill,
-        projected over the whole horizon at the rate offered so far (once a tenth of it has
-        passed: a window still filling must not look small to the fair shares).
-        """
-        n = float(self._in_horizon[0])
-        if self.filling() and self.first_ts is not None and self.last_ts is not None:
-            span = self.last_ts - self.first_ts
-            if span >= self.horizon / 10 and span > 0:
-                n *= self.horizon / span
-        return n
-
-    def held_rate(self) -> float:
-        """The fraction kept of the elements that may still be held (those within the horizon):
-        the rate at which the state held now was admitted.
-        """
-        if not math.isfinite(self.horizon):
-            return self.kept / self.offered if self.offered else 1.0
-        offered, kept = self._in_horizon
-        return kept / offered if offered else self.rate
 
 
 def _static_recall(static: tuple[StaticSample, ...]) -> float:
@@ -337,10 +242,12 @@ class ResourceManager:
             st.sampled_out += int(n - keep.sum())
             drops.append((~keep, "sampled"))
         # a stream holding next to nothing (its elements pass a filter to a subscriber, say) costs
-        # its own bytes once; judged at twice that before anything was measured, it was shed
-        # while the limit was far off
+        # its own bytes once — and what a synopsis adds to each, once per synopsis that may hold
+        # them (a join's other input's first batch, at its own bytes, passed the limit by 11%);
+        # judged at twice that before anything was measured, it was shed while the limit was far off
         small = usage.by_stream.get(name, 0.0) < NEGLIGIBLE * self.limit
-        cost = nbytes(batch) / n if small else self._cost(st, nbytes(batch) / n, usage)
+        row = nbytes(batch) / n
+        cost = held_cost(row, usage.holders.get(name, 0), 0, 0) if small else self._cost(st, row, usage)
         # elements waiting at their sources hold only their own bytes: counted at what they will cost
         now, will = self._waiting(usage)
         held = usage.total - now + will
@@ -351,6 +258,8 @@ class ResourceManager:
             held = usage.total - now + will
             room = self._room(name, k, cost, held, usage)
         self._transient = max(self._transient or 0.0, will + k * cost)  # (asked: shed or not)
+        if k > room and not exact:
+            room = self._with_queued(name, k, cost, held, room, usage)
         if k > room:
             if exact:
                 if not self._over:
@@ -415,6 +324,61 @@ class ResourceManager:
             room = max(room, math.floor((share - mine) / max(cost, 1.0)))
         return room
 
+    def _with_queued(self, name: str, k: int, cost: float, held: float, room: int, usage: Usage) -> int:
+        """Load shedding from the queues (STREAM §5.2.2): when ``k`` arriving elements do not all
+        fit, the elements of other streams still waiting at their sources — no operator read
+        them yet, so no answer depends on them — are judged with them: one share ``p`` of each
+        kept, uniformly, the batch's and every other stream's past its fair share (``shares``;
+        but an exact-only query's), so that all of it fits under the cap.  Without it, a join fed
+        all of one stream before the other kept that backlog and shed the other's batches, or
+        passed its limit by 29% (design 021).  The batch's room: ``p`` of it, if more than
+        ``room``.  (Not the batch's own stream's earlier slices: priced at what each will hold
+        with nothing leaving, a batch shed them to make room: 0.873 of a join's pairs kept where
+        0.928 are, the limit never near — ``benchmarks/join_backlog.py``, 400 KB in chunks.)
+        """
+        exact, share = self._exact_only(), self._fair.share
+        # (a stream within its fair share keeps its elements, ``_room``)
+        will = {
+            s: w
+            for s, (_, w) in self._will(usage).items()
+            if s not in exact and s in usage.sources and s != name and usage.by_stream.get(s, 0.0) > share.get(s, 0.0)
+        }
+        waiting = sum(will.values())
+        if not waiting:
+            return room
+        # the bytes the batch may take beside what waits: under the cap, or, where the fair shares
+        # gave it less (room kept for the others), that
+        free = self.limit * CAP - held
+        if room < math.floor(free / max(cost, 1.0)):
+            free = room * cost
+        p = min(max((free + waiting) / (waiting + k * cost), 0.0), 1.0)
+        if math.floor(p * k) <= room:
+            return room
+        gone = self._thin({s: 1.0 - p for s in will}, usage)
+        if gone and not self._shedding:
+            self._event(
+                "shed",
+                f"{self.streams[name].name}: memory {usage.total} B of {self.limit} B: load shedding begins, "
+                "from the queues too: "
+                + ", ".join(f"{self.streams[s].name} {t.num_rows} waiting" for s, t in sorted(gone.items()))
+                + f" (kept {p:.3g} of them and of the batch); "
+                + self._holders_text(usage),
+            )
+            self._shedding = True
+        self._shed_since = self._shed_since or bool(gone)
+        return math.floor(p * k)
+
+    def _thin(self, share: dict[str, float], usage: Usage) -> dict[str, pa.Table]:
+        """Shed a uniform ``share[s]`` of each stream's elements waiting at its source, counted
+        and handed to ``on_shed``.
+        """
+        gone = shed_waiting(usage.sources, share, self.rng)
+        for s, t in gone.items():
+            st = self.streams[s]
+            st.unkeep(t.num_rows)
+            self._drop(st, t, np.ones(t.num_rows, dtype=bool), "shed")
+        return gone
+
     def slice_rows(self, stream: str, batch: pa.Table) -> int:
         """How many rows of a batch to admit before the plan runs on them: a fifth of the limit's
         worth at their own bytes once per synopsis that will hold them (a whole file in one push
@@ -442,34 +406,47 @@ class ResourceManager:
         return max(static, 1.1 * held / live) if live and held else 2 * static
 
     def _waiting(self, usage: Usage) -> tuple[float, float]:
-        """The elements waiting at the sources: the bytes they take now, and what they will add once
-        past them — while the stream's windows fill, what each will hold (a join waiting for its
-        other input holds a stream's batch at a third of what it will cost); once they span their
-        range, their own bytes (each entering element pushes older ones out: counted at what it
-        will hold, with nothing leaving, a review measured a join of 2 s batches losing 18% of its
-        pairs under a limit above its exact need).
+        """The elements waiting at the sources: the bytes they take now, and what they will add
+        once past them (``_will``, summed).
         """
-        now = will = 0.0
+        will = self._will(usage)
+        return sum(b for b, _ in will.values()), sum(w for _, w in will.values())
+
+    def _will(self, usage: Usage) -> dict[str, tuple[float, float]]:
+        """Per stream with elements waiting at its source: the bytes they take now, and what they
+        will hold once past it — their own bytes, and for as many as its windows will hold at once
+        beyond what they hold now (``waiting.entering``: a backlog denser than the window, or
+        filling an empty one), what each synopsis's element costs more.  (Each entering element
+        pushing an older one out: counted at what it will hold with nothing leaving, a review
+        measured a join of 2 s batches losing 18% of its pairs under a limit above its exact need;
+        at its own bytes, a join fed all of one stream before the other passed its limit by 29%.)
+        """
+        out: dict[str, tuple[float, float]] = {}
         for s, (n, b) in usage.queued.items():
             if n and s in self.streams:
-                now += b
                 st = self.streams[s]
-                will += max(self._held_cost(st, b / n, usage) * n, b) if st.filling() else b
-        return now, will
+                row, src = b / n, usage.sources.get(s)
+                ts = src.waiting_ts() if src is not None else None
+                # what its windows hold: its kept elements admitted within the horizon before the
+                # first one waiting (a window lags its latest admissions by what waits)
+                held = st.live() - n if ts is None or not len(ts) else st.kept_before(int(ts[0]))
+                cost = held_cost(row, usage.holders.get(s, 0), held, usage.by_stream.get(s, 0.0) - b)
+                if ts is None:  # (no timestamps to go by: all of them while its windows fill)
+                    more = n if st.filling() else 0
+                else:
+                    more = entering(ts, st.horizon, max(held, 0))
+                out[s] = (b, b + more * max(cost - row, 0.0))
+        return out
 
     @staticmethod
     def _held_cost(st: StreamShedding, row_bytes: float, usage: Usage) -> float:
-        """What an element of ``st`` holds once past its source: what each such element holds now
-        (measured), at least its own bytes once per synopsis holding it — and only its own bytes
-        (its queue's, while it waits) when nothing holds the stream's elements.
+        """What an element of ``st`` holds once past its source (``waiting.held_cost``), from
+        what each element its synopses hold costs now (those waiting left out).
         """
         name = st.name.lower()
-        holders = usage.holders.get(name, 0)
-        if not holders:
-            return row_bytes
         waiting, waiting_bytes = usage.queued.get(name, (0, 0))
         live, held = st.live() - waiting, usage.by_stream.get(name, 0.0) - waiting_bytes
-        return max(row_bytes * holders, held / live if live > 0 and held > 0 else 0.0)
+        return held_cost(row_bytes, usage.holders.get(name, 0), live, held)
 
     def _holders_text(self, u: Usage) -> str:
         """Whose memory it is: the streams holding the most, and why one cannot be sampled."""

@@ -20,6 +20,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from sluice.datatypes import DataType
@@ -173,6 +174,55 @@ class Queue:
         low = min((r.cursor for r in self._readers), default=self._end)
         if low > self._base:
             self._discard(low)
+
+    def unread_start(self) -> int:
+        """Where the elements no reader has read begin (the furthest cursor)."""
+        return max((r.cursor for r in self._readers), default=self._end)
+
+    def unread_count(self) -> int:
+        """How many elements no reader has read yet."""
+        return self._end - self.unread_start()
+
+    def held(self) -> pa.Table:
+        """Every element held (not yet read by every reader), in order."""
+        return concat(self._slice(self._base, self.length), self.types)
+
+    def unread(self) -> pa.Table:
+        """The elements no reader has read yet, in order."""
+        start = self.unread_start()
+        return concat(self._slice(start, self._end - start), self.types)
+
+    def drop_unread(self, keep: np.ndarray) -> pa.Table:
+        """Keep only the unread elements (``unread()``) where ``keep`` is true — load shedding from
+        the queue (STREAM §5.2.2): an element some reader has read stays, so every reader sees
+        the same elements.  Returns those dropped.
+        """
+        start = self.unread_start()
+        tail = self.unread()
+        if len(keep) != tail.num_rows:
+            raise InternalError(f"queue {self.name}: {len(keep)} flags for {tail.num_rows} unread elements")
+        if keep.all():
+            return tail.slice(0, 0)
+        # cut the held batches at ``start`` (nothing before it moves: every cursor is at or before it)
+        i = self._batch_at(start)
+        if i < len(self._batches) and self._starts[i] < start:
+            b = self._batches[i]
+            head = b.slice(0, start - self._starts[i])
+            self._sizes[i] = self._sizes[i] * head.num_rows // b.num_rows
+            self._batches[i] = head
+            i += 1
+        del self._batches[i:], self._sizes[i:], self._starts[i:]
+        self.nbytes = sum(self._sizes[self._head :])
+        self._end = start
+        kept = tail.filter(pa.array(keep))
+        if kept.num_rows:
+            self._batches.append(kept)
+            self._sizes.append(nbytes(kept))
+            self._starts.append(self._end)
+            self._end += kept.num_rows
+            self.nbytes += self._sizes[-1]
+        self.enqueued -= tail.num_rows - kept.num_rows  # (counted as shed where they were dropped)
+        return tail.filter(pa.array(~keep))
 
     def next_ts(self, cursor: int) -> int | None:
         if cursor >= self._end:

@@ -13,9 +13,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sluice.approx.limits import QueryLimits
-from sluice.approx.manager import ResourceManager, StreamShedding
+from sluice.approx.manager import ResourceManager
 from sluice.approx.qos import LatencyStats, QoS
 from sluice.approx.report import Approximation, Event, windows_only
+from sluice.approx.streams import StreamShedding
 from sluice.catalog import Kind
 from sluice.errors import SluiceError
 from sluice.plan import BoundQuery

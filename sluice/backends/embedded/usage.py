@@ -6,7 +6,8 @@ streams that feed them.
 
 from __future__ import annotations
 
-from sluice.approx.manager import Usage
+from sluice.approx.streams import Usage
+from sluice.approx.waiting import Waiting
 from sluice.backends.embedded.registry import QueryRegistry
 from sluice.runtime.bloom import Filtered
 from sluice.runtime.operators.base import Operator
@@ -90,5 +91,6 @@ class UsageMeter:
             if op.holds_elements():
                 for s in read:
                     holders[s] = holders.get(s, 0) + 1
-        queued = {s.name.lower(): s.waiting() for s in self.registry.sources.values() if not s.relation}
-        return Usage(total, by_stream, holders, self._windows, queued, self._blooms)
+        sources: dict[str, Waiting] = {s.name.lower(): s for s in self.registry.sources.values() if not s.relation}
+        queued = {name: s.waiting() for name, s in sources.items()}
+        return Usage(total, by_stream, holders, self._windows, queued, self._blooms, sources)

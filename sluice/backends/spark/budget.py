@@ -25,9 +25,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sluice.approx.limits import QueryLimits
-from sluice.approx.manager import StreamShedding
 from sluice.approx.precision import Precision, base_streams, estimate, unsafe_streams, window_key
 from sluice.approx.report import Approximation
+from sluice.approx.streams import StreamShedding
 from sluice.plan import logical as L
 from sluice.runtime.bloom import Bloom
 

@@ -304,6 +304,40 @@ class Source(Operator):
         n = self._buffered + sum(q.length for q in self.outputs)
         return n, self._held_bytes() + sum(q.nbytes for q in self.outputs)
 
+    def waiting_ts(self) -> np.ndarray:
+        """The timestamps of the elements ``waiting`` counts, sorted (those released, in order,
+        before those buffered: every buffered one is after what was released).
+        """
+        held = [ts_of(q.held()) for q in self.outputs]
+        if self._pending:
+            held.append(np.sort(np.concatenate([ts_of(b) for b in self._pending])))
+        out = np.concatenate(held) if held else np.empty(0, np.int64)
+        return out if len(self.outputs) == 1 else np.sort(out)
+
+    def drop_waiting(self, keep: Callable[[int], np.ndarray]) -> pa.Table:
+        """Load shedding from this source's queues (STREAM §5.2.2): of the elements waiting here
+        that no operator read yet — buffered, or in the output queue past every reader — each is
+        kept where ``keep(n)`` says (n flags at a time).  Returns those dropped (no longer accepted).
+        """
+        gone: list[pa.Table] = []
+        if self._pending:
+            allb = concat(self._pending, self.types)
+            flags = keep(allb.num_rows)
+            if not flags.all():
+                kept = allb.filter(pa.array(flags))
+                gone.append(allb.filter(pa.array(~flags)))
+                self._pending = [kept] if kept.num_rows else []
+                self._buffered, self._pending_bytes = kept.num_rows, None
+                if self.ctx.start is None:
+                    self._lo = int(ts_of(kept).min()) if kept.num_rows else None
+        for q in self.outputs:
+            n = q.unread_count()
+            if n:
+                gone.append(q.drop_unread(keep(n)))
+        out = concat(gone, self.types)
+        self.admission.accepted -= out.num_rows
+        return out
+
 
 def punctuation_after(name: str, tick: int, released: int) -> None:
     """A punctuation of stream ``name`` at ``tick`` is about what it has not released (up to

@@ -1,0 +1,150 @@
+"""What the resource manager knows of each stream (``sluice.approx.manager``): the memory its
+elements hold now (``Usage``, measured by the engine) and what became of its elements at its input
+queue (``StreamShedding``: offered, kept, sampled out, shed — per stream, and through the streams a
+query reads, per query).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+from sluice.approx.report import Resizable
+from sluice.approx.synopses import Found
+from sluice.approx.waiting import Waiting
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Memory now: the total, and the part attributable to each base stream (the state and
+    queued elements of the operators it feeds, shared equally among their streams).
+    """
+
+    total: int
+    by_stream: dict[str, float]
+    holders: dict[str, int]  # per stream: synopses that hold one of its elements (its cost multiple)
+    windows: tuple[tuple[Resizable, tuple[str, ...]], ...] = ()  # windows that may shrink, and their streams
+    queued: dict[str, tuple[int, int]] = field(default_factory=dict)  # per stream: (elements, bytes) at its source
+    synopses: Found = ()  # synopses that may be Bloom filters (``synopses``: DISTINCT, EXCEPT), their streams
+    sources: dict[str, Waiting] = field(default_factory=dict)  # per stream: its source (``waiting``: shed from)
+
+
+@dataclass
+class StreamShedding:
+    """One stream's input queue: what it was offered and what became of it."""
+
+    name: str
+    rate: float = 1.0
+    offered: int = 0
+    kept: int = 0
+    sampled_out: int = 0  # dropped by dynamic sampling
+    shed: int = 0  # dropped by load shedding (the limit reached)
+    horizon: float = 0.0  # ticks its elements stay in the largest window over it (inf: for ever)
+    _recent: deque[tuple[int, int, int]] = field(default_factory=deque, repr=False)  # (last ts, offered, kept)
+    _out: int = field(default=0, repr=False)  # the first of them past the horizon (in no ``_in_horizon``)
+
+    @property
+    def dropped(self) -> int:
+        return self.sampled_out + self.shed
+
+    _in_horizon: list[int] = field(default_factory=lambda: [0, 0], repr=False)  # their (offered, kept)
+
+    first_ts: int | None = None  # the first admitted batch's last timestamp (for the arrival rate)
+    last_ts: int | None = None
+    # arrivals, read or not (what a query registered later would receive: ``sample_at_registration``)
+    arrived: int = 0
+    arrival_first: int | None = None  # the first batch's first timestamp
+    arrival_last: int | None = None
+    row_bytes: float = 0.0  # bytes an element, as offered (the mean over the batches seen)
+
+    def arrive(self, first_ts: int, last_ts: int, n: int, nbytes: int) -> None:
+        self.arrived += n
+        self.row_bytes += (nbytes / n - self.row_bytes) * n / self.arrived
+        if self.arrival_first is None:
+            self.arrival_first = first_ts
+        self.arrival_last = last_ts if self.arrival_last is None else max(self.arrival_last, last_ts)
+
+    def record(self, last_ts: int, offered: int, kept: int) -> None:
+        if self.first_ts is None:
+            self.first_ts = last_ts
+        self.last_ts = last_ts if self.last_ts is None else max(self.last_ts, last_ts)
+        self.offered += offered
+        self.kept += kept
+        if math.isfinite(self.horizon):
+            recent = self._recent
+            recent.append((last_ts, offered, kept))
+            self._in_horizon[0] += offered
+            self._in_horizon[1] += kept
+            while self._out < len(recent) and recent[self._out][0] < last_ts - self.horizon:
+                _, o, k = recent[self._out]
+                self._in_horizon[0] -= o
+                self._in_horizon[1] -= k
+                self._out += 1
+            # (kept a second horizon: what its windows hold while a slack's worth waits, ``kept_before``)
+            while self._out and recent[0][0] < last_ts - 2 * self.horizon:
+                recent.popleft()
+                self._out -= 1
+
+    def kept_before(self, t: int) -> int:
+        """Kept elements admitted in batches stamped up to ``t`` (exclusive) and within the
+        horizon before it — about what its windows hold while the elements from ``t`` on wait.
+        """
+        if not math.isfinite(self.horizon):
+            return self.kept
+        n = 0
+        for last, _, k in reversed(self._recent):
+            if last <= t - self.horizon:
+                break
+            if last < t:
+                n += k
+        return n
+
+    def unkeep(self, m: int) -> None:
+        """``m`` elements kept were shed since, waiting at the source (the newest admissions')."""
+        self.kept -= m
+        self.shed += m
+        for i in range(len(self._recent) - 1, -1, -1):
+            if m <= 0:
+                break
+            last, o, k = self._recent[i]
+            d = min(k, m)
+            self._recent[i] = (last, o, k - d)
+            if i >= self._out:
+                self._in_horizon[1] -= d
+            m -= d
+
+    def filling(self) -> bool:
+        """Whether its largest window has not yet spanned its range since its first kept element
+        (or never will: Unbounded) — while it fills, an element entering it pushes none out.
+        """
+        if not math.isfinite(self.horizon):
+            return True
+        # (an element stamped t enters a window holding [t − range, t]: it pushes an older one out
+        # once t is a range past the first — however long it waited at the source)
+        return self.first_ts is None or self.last_ts is None or self.last_ts - self.first_ts < self.horizon
+
+    def live(self) -> int:
+        """Kept elements that may still be held (within the horizon)."""
+        return self._in_horizon[1] if math.isfinite(self.horizon) else self.kept
+
+    def wanted(self) -> float:
+        """Elements offered within its (finite) horizon, kept or not — while its windows fill,
+        projected over the whole horizon at the rate offered so far (once a tenth of it has
+        passed: a window still filling must not look small to the fair shares).
+        """
+        n = float(self._in_horizon[0])
+        if self.filling() and self.first_ts is not None and self.last_ts is not None:
+            span = self.last_ts - self.first_ts
+            if span >= self.horizon / 10 and span > 0:
+                n *= self.horizon / span
+        return n
+
+    def held_rate(self) -> float:
+        """The fraction kept of the elements that may still be held (those within the horizon):
+        the rate at which the state held now was admitted.
+        """
+        if not math.isfinite(self.horizon):
+            return self.kept / self.offered if self.offered else 1.0
+        offered, kept = self._in_horizon
+        return kept / offered if offered else self.rate
