@@ -12,9 +12,10 @@ Spark (``attach_directory``), the answer written by Spark (Parquet sink), on ``l
 - **limited**: that peak divided by 4 and by 16 — each key samples and sheds its input to stay
   under it. Checked: every element is counted (offered = kept + sampled out + shed, per stream),
   the answer is a sub-multiset of the exact one (each output pair is a pair of kept inputs);
-  reported: the most memory a key measured against the limit (``peak_over_limit``: not asserted —
-  a key's micro-batch brings all of S before all of T, and the first of it passes the limit, a
-  known defect: design 021, "Known limits"), the fraction of the exact answer produced (measured)
+  reported: the most memory a key measured against the limit (``peak_over_limit``: not asserted,
+  a figure — a key's micro-batch brings all of S before all of T, which passed the limit until S's
+  waiting elements were priced at what they will hold and shed from the queue: design 021, "A
+  join fed one stream's big batch"), the fraction of the exact answer produced (measured)
   beside the recall the driver reports (1 − FN, each key's recall weighed by the output it
   stands for).
 
