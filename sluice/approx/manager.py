@@ -60,6 +60,7 @@ RAISE = 0.50  # below it, lowered rates are raised (towards TARGET)
 NEGLIGIBLE = 0.01  # a stream holding less than this fraction of the limit is never dropped
 SLICE = 0.2  # a large push is admitted in slices of this fraction of the limit, the plan run between
 RECENT = 8  # the batches the windows leave room for: the largest of this many adjustments' admissions
+FEW = 64  # elements waiting at a source below which what they will hold is not traced (``_will``)
 ROOM = 0.90  # … under this fraction of the limit, with the plan's state (between the band and the cap)
 
 
@@ -426,12 +427,15 @@ class ResourceManager:
             if n and s in self.streams:
                 st = self.streams[s]
                 row, src = b / n, usage.sources.get(s)
-                ts = src.waiting_ts() if src is not None else None
+                # (a few waiting, or no timestamps to go by: all of them while its windows fill —
+                # a backlog's timestamps and the admissions before it, read at each one-row push
+                # under a limit, doubled its cost)
+                ts = src.waiting_ts() if src is not None and n > FEW else None
                 # what its windows hold: its kept elements admitted within the horizon before the
                 # first one waiting (a window lags its latest admissions by what waits)
                 held = st.live() - n if ts is None or not len(ts) else st.kept_before(int(ts[0]))
                 cost = held_cost(row, usage.holders.get(s, 0), held, usage.by_stream.get(s, 0.0) - b)
-                if ts is None:  # (no timestamps to go by: all of them while its windows fill)
+                if ts is None:
                     more = n if st.filling() else 0
                 else:
                     more = entering(ts, st.horizon, max(held, 0))
