@@ -821,7 +821,25 @@ def test_a_stream_holding_nothing_reserves_nothing_and_a_new_stream_is_admitted(
     assert c.approximation.exact == (by["C"].kept == 1)
 
 
-@pytest.mark.parametrize(("limit", "chunk"), [(157_000, 50_000), (157_000, 5_000), (60_000, 50_000)])
+@pytest.mark.parametrize(
+    ("limit", "chunk"),
+    [
+        (157_000, 50_000),
+        (157_000, 5_000),
+        (60_000, 50_000),
+        pytest.param(
+            250_000,
+            50_000,
+            marks=pytest.mark.xfail(
+                strict=True,
+                raises=AssertionError,
+                reason="known defect, not fixed: 1.053x of 250 KB (1.01-1.05x at 200-300 KB; 1.29x before "
+                "the queues were shed), not traced — at the peak S holds 204 KB, 144.5 KB of it still waiting "
+                "(design 021, 'A join fed one stream's big batch')",
+            ),
+        ),
+    ],
+)
 def test_a_join_fed_one_streams_backlog_before_the_other_stays_under_its_limit(limit: int, chunk: int) -> None:
     """The shape of a Spark key's micro-batch (all of S's rows, then all of T's; or 5 s of each
     in turn): S waits for T at its own bytes, then fills its empty window at a join buffer's cost

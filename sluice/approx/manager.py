@@ -38,7 +38,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from sluice.approx.allocate import Demand, allocate
 from sluice.approx.limits import QueryLimits
@@ -47,7 +46,7 @@ from sluice.approx.report import Approximation, Event, Resizable, shrunk_windows
 from sluice.approx.resize import GROW, regrow, shrink
 from sluice.approx.shares import FairShares, water_fill
 from sluice.approx.static import StaticSample, choose, chosen_in
-from sluice.approx.streams import StreamShedding, Usage
+from sluice.approx.streams import StreamShedding, Usage, span_of
 from sluice.approx.synopses import candidates, compress, compressed, grow
 from sluice.approx.waiting import entering, held_cost, shed_waiting
 from sluice.plan import logical as L
@@ -67,12 +66,6 @@ ROOM = 0.90  # … under this fraction of the limit, with the plan's state (betw
 def _static_recall(static: tuple[StaticSample, ...]) -> float:
     """The recall left by samples lowered at registration (what the dynamic path may not spend)."""
     return float(np.prod([c.chosen / c.most for c in static])) if static else 1.0
-
-
-def _span_of(batch: pa.Table) -> tuple[int, int]:
-    """A batch's last and first timestamps."""
-    mm = pc.min_max(batch.column(0))
-    return int(mm["max"].as_py()), int(mm["min"].as_py())
 
 
 @dataclass
@@ -230,7 +223,7 @@ class ResourceManager:
         name = st.name.lower()
         if n == 0:
             return batch
-        last, first = _span_of(batch)
+        last, first = span_of(batch)
         st.arrive(first, last, n, nbytes(batch))  # (read or not: for ``sample_at_registration``)
         if not any(name in r.streams for r in self.readers.values()):
             return batch  # a stream nobody reads holds nothing: never dropped
@@ -338,11 +331,17 @@ class ResourceManager:
         0.928 are, the limit never near — ``benchmarks/join_backlog.py``, 400 KB in chunks.)
         """
         exact, share = self._exact_only(), self._fair.share
-        # (a stream within its fair share keeps its elements, ``_room``)
+        # (a stream within its fair share keeps its elements, ``_room``; one nobody reads holds
+        # nothing and was never counted: ``admit``)
+        read = {s for r in self.readers.values() for s in r.streams}
         will = {
-            s: w
+            s: w * usage.sources[s].droppable() / usage.queued[s][0]  # (what a reader read stays)
             for s, (_, w) in self._will(usage).items()
-            if s not in exact and s in usage.sources and s != name and usage.by_stream.get(s, 0.0) > share.get(s, 0.0)
+            if s not in exact
+            and s in read
+            and s in usage.sources
+            and s != name
+            and usage.by_stream.get(s, 0.0) > share.get(s, 0.0)
         }
         waiting = sum(will.values())
         if not waiting:
@@ -373,11 +372,20 @@ class ResourceManager:
         """Shed a uniform ``share[s]`` of each stream's elements waiting at its source, counted
         and handed to ``on_shed``.
         """
+        before = {s: usage.queued[s][0] for s in share if s in usage.queued}
         gone = shed_waiting(usage.sources, share, self.rng)
         for s, t in gone.items():
-            st = self.streams[s]
-            st.unkeep(t.num_rows)
-            self._drop(st, t, np.ones(t.num_rows, dtype=bool), "shed")
+            st, m = self.streams[s], t.num_rows
+            # a query registered while some waited counted them in its baseline: its share of the
+            # drop leaves it too (in proportion), or its kept fraction went negative (kept -28)
+            for r in self.readers.values():
+                if s in r.baseline:
+                    o0, k0, d0, s0 = r.baseline[s]
+                    pre = min(max(k0 - (st.kept - before[s]), 0), before[s])  # (waiting, admitted before it)
+                    x = min(round(m * pre / max(before[s], 1)), k0)
+                    r.baseline[s] = (o0, k0 - x, d0 + x, s0 + x)
+            st.unkeep(m)
+            self._drop(st, t, np.ones(m, dtype=bool), "shed")
         return gone
 
     def slice_rows(self, stream: str, batch: pa.Table) -> int:
@@ -428,9 +436,8 @@ class ResourceManager:
                 st = self.streams[s]
                 row, src = b / n, usage.sources.get(s)
                 # (a few waiting, or no timestamps to go by: all of them while its windows fill —
-                # a backlog's timestamps and the admissions before it, read at each one-row push
-                # under a limit, doubled its cost)
-                ts = src.waiting_ts() if src is not None and n > FEW else None
+                # a backlog's timestamps read at each one-row push under a limit doubled its cost)
+                ts = src.waiting_ts() if src is not None and n > FEW and not self._far(st, n, b, usage) else None
                 # what its windows hold: its kept elements admitted within the horizon before the
                 # first one waiting (a window lags its latest admissions by what waits)
                 held = st.live() - n if ts is None or not len(ts) else st.kept_before(int(ts[0]))
@@ -441,6 +448,17 @@ class ResourceManager:
                     more = entering(ts, st.horizon, max(held, 0))
                 out[s] = (b, b + more * max(cost - row, 0.0))
         return out
+
+    def _far(self, st: StreamShedding, n: int, b: float, usage: Usage) -> bool:
+        """Whether the limit is far even were every one of ``n`` waiting elements (``b`` bytes)
+        to stay in the windows at the most a held one may cost: then they are priced by the rule
+        for a few (``FEW``), without reading their timestamps (read at every push while a backlog
+        grew under a limit it never neared, they made a push's cost grow with the backlog: 0.77 s
+        → 25 s for 4,000 pushes).
+        """
+        row = b / n
+        most = max(self._held_cost(st, row, usage), held_cost(row, usage.holders.get(st.name.lower(), 0), 0, 0))
+        return usage.total + n * max(most - row, 0.0) <= self.limit * RAISE
 
     @staticmethod
     def _held_cost(st: StreamShedding, row_bytes: float, usage: Usage) -> float:

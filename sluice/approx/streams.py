@@ -10,6 +10,9 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from sluice.approx.report import Resizable
 from sluice.approx.synopses import Found
 from sluice.approx.waiting import Waiting
@@ -102,6 +105,7 @@ class StreamShedding:
 
     def unkeep(self, m: int) -> None:
         """``m`` elements kept were shed since, waiting at the source (the newest admissions')."""
+        m = min(m, self.kept)  # (never below what was counted)
         self.kept -= m
         self.shed += m
         for i in range(len(self._recent) - 1, -1, -1):
@@ -148,3 +152,9 @@ class StreamShedding:
             return self.kept / self.offered if self.offered else 1.0
         offered, kept = self._in_horizon
         return kept / offered if offered else self.rate
+
+
+def span_of(batch: pa.Table) -> tuple[int, int]:
+    """A batch's last and first timestamps."""
+    mm = pc.min_max(batch.column(0))
+    return int(mm["max"].as_py()), int(mm["min"].as_py())

@@ -37,6 +37,8 @@ class Waiting(Protocol):
 
     def waiting(self) -> tuple[int, int]: ...
 
+    def droppable(self) -> int: ...
+
     def waiting_ts(self) -> np.ndarray: ...
 
     def drop_waiting(self, keep: Callable[[int], np.ndarray]) -> pa.Table: ...
@@ -72,8 +74,8 @@ def entering(ts: np.ndarray, horizon: float, held: int) -> int:
         return n
     ends = np.searchsorted(ts, ts + horizon, side="left")
     peak = float((ends - np.arange(n)).max())  # the densest horizon of the backlog
-    if held:
-        first = int(ends[0])
+    first = int(ends[0])
+    if held and first:
         left = held * np.clip(1.0 - (ts[:first] - ts[0]) / horizon, 0.0, 1.0)
         peak = max(peak, float((left + np.arange(1, first + 1)).max()))
     return max(math.ceil(peak - held), 0)

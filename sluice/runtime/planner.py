@@ -252,7 +252,10 @@ class Planner:
         """
         src = self.sources.get(base.name.lower()) if isinstance(base, L.Scan) else None
         if src is not None and not src.relation:
-            return src, (src.output._end if self.since is not None else 0)
+            if self.since is None:
+                return src, 0
+            src.output.pin(src.output._end)  # (a port remembers it: ``Queue.drop_unread`` never cuts before it)
+            return src, src.output._end
         return self._op(base), 0
 
     def _sample(self, n: L.Sample) -> Operator:

@@ -50,6 +50,14 @@ class Queue:
         self.nbytes = 0
         self.peak_nbytes = 0
         self.enqueued = 0
+        # the furthest position an operator remembers as where a query starts (a shared join's or
+        # window's port of a query registered while running): nothing before it is ever cut, so
+        # ``drop_unread`` does not move an element across it
+        self.pinned = 0
+
+    def pin(self, position: int) -> None:
+        """An operator remembers ``position`` (``pinned``)."""
+        self.pinned = max(self.pinned, position)
 
     def snapshot(self) -> dict[str, Any]:
         """What it holds and where each reader is (readers in creation order)."""
@@ -63,6 +71,7 @@ class Queue:
             "peak_nbytes": self.peak_nbytes,
             "enqueued": self.enqueued,
             "cursors": [r.cursor for r in self._readers],
+            "pinned": self.pinned,
         }
 
     def restore(self, state: dict[str, Any]) -> None:
@@ -82,6 +91,7 @@ class Queue:
         self.ended = state["ended"]
         self.nbytes = sum(self._sizes)
         self.peak_nbytes, self.enqueued = state["peak_nbytes"], state["enqueued"]
+        self.pinned = state.get("pinned", 0)  # (absent in a snapshot taken before it was kept)
         for r, c in zip(self._readers, state["cursors"], strict=True):
             r.cursor = c
 
@@ -176,8 +186,10 @@ class Queue:
             self._discard(low)
 
     def unread_start(self) -> int:
-        """Where the elements no reader has read begin (the furthest cursor)."""
-        return max((r.cursor for r in self._readers), default=self._end)
+        """Where the elements no reader has read, and none may be cut before, begin (the furthest
+        cursor, or ``pinned``: at most the end).
+        """
+        return min(max(max((r.cursor for r in self._readers), default=self._end), self.pinned), self._end)
 
     def unread_count(self) -> int:
         """How many elements no reader has read yet."""

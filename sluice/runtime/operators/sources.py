@@ -304,6 +304,12 @@ class Source(Operator):
         n = self._buffered + sum(q.length for q in self.outputs)
         return n, self._held_bytes() + sum(q.nbytes for q in self.outputs)
 
+    def droppable(self) -> int:
+        """How many of the elements waiting here ``drop_waiting`` may drop: those buffered, and
+        those in the output queue no reader has read.
+        """
+        return self._buffered + sum(q.unread_count() for q in self.outputs)
+
     def waiting_ts(self) -> np.ndarray:
         """The timestamps of the elements ``waiting`` counts, sorted (those released, in order,
         before those buffered: every buffered one is after what was released).
