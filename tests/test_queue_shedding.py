@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sluice import EmbeddedEngine
 from sluice.approx.waiting import entering
 from sluice.datatypes import INTEGER
 from sluice.runtime.batch import from_rows
@@ -63,8 +64,6 @@ def test_a_wrong_number_of_flags_is_an_internal_error() -> None:
 
 
 def test_a_sources_waiting_elements_are_dropped_from_its_buffer_and_its_queue() -> None:
-    from sluice import EmbeddedEngine
-
     eng = EmbeddedEngine(start=0)
     eng.execute("register stream S (A integer); register stream T (A integer)")
     eng.register_query("select * from S [Range 5], T [Range 5] where S.A = T.A", retain=0)
@@ -102,16 +101,21 @@ def test_a_queue_is_never_cut_before_a_position_an_operator_remembers() -> None:
     assert _values(r.read()) == [0, 1, 2, 3, 5]
 
 
-def _late_query_run() -> tuple[list[tuple[int, int]], list[tuple[int, int]], int]:
-    import numpy as np
-    from sluice import EmbeddedEngine
-
-    n = 50_000
+def _two_streams(keys: int, n: int = 50_000) -> tuple[EmbeddedEngine, dict[str, pa.Table]]:
+    """An engine under 157 KB with streams S and T (I, K), and ``n`` elements of each, one a
+    millisecond, keys from ``keys`` (the join-backlog workload, design 021).
+    """
     rng = np.random.default_rng(11)
     ts = np.arange(n, dtype=np.int64)
-    data = {s: pa.table({"ts": ts, "I": ts, "K": rng.integers(0, 2_000, n)}) for s in ("S", "T")}
+    data = {s: pa.table({"ts": ts, "I": ts, "K": rng.integers(0, keys, n)}) for s in ("S", "T")}
     eng = EmbeddedEngine(time_unit="millisecond", memory_limit=157_000)
     eng.execute("register stream S (I integer, K integer); register stream T (I integer, K integer)")
+    return eng, data
+
+
+def _late_query_run() -> tuple[list[tuple[int, int]], list[tuple[int, int]], int]:
+    n = 50_000
+    eng, data = _two_streams(2_000, n)
     join = "Istream(select S.I as SI, T.I as TI from S [Range 1 Second], T [Range 1 Second] where S.K = T.K)"
     out: dict[str, list[tuple[int, int]]] = {"q1": [], "q2": []}
 
@@ -143,9 +147,6 @@ def test_a_query_registered_while_a_backlog_waits_sees_what_the_others_see_after
 
 
 def test_a_stream_nobody_reads_is_not_shed_from_its_queue_and_counters_stay_whole() -> None:
-    import numpy as np
-    from sluice import EmbeddedEngine
-
     n = 20_000
     eng = EmbeddedEngine(time_unit="millisecond", memory_limit=150_000, slack=10**9)
     eng.execute(
@@ -167,15 +168,7 @@ def test_a_stream_nobody_reads_is_not_shed_from_its_queue_and_counters_stay_whol
 
 
 def test_a_query_registered_while_a_backlog_waits_reports_a_fraction_kept() -> None:
-    import numpy as np
-    from sluice import EmbeddedEngine
-
-    n = 50_000
-    rng = np.random.default_rng(11)
-    ts = np.arange(n, dtype=np.int64)
-    data = {s: pa.table({"ts": ts, "I": ts, "K": rng.integers(0, 100_000, n)}) for s in ("S", "T")}
-    eng = EmbeddedEngine(time_unit="millisecond", memory_limit=157_000)
-    eng.execute("register stream S (I integer, K integer); register stream T (I integer, K integer)")
+    eng, data = _two_streams(100_000)
     join = "Istream(select S.K, S.I as SI, T.I as TI from S [Range {0} Second], T [Range {0} Second] where S.K = T.K)"
     eng.register_query(join.format(1), retain=0)
     eng.push("S", data["S"].slice(0, 40_000))

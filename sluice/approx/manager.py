@@ -59,8 +59,9 @@ RAISE = 0.50  # below it, lowered rates are raised (towards TARGET)
 NEGLIGIBLE = 0.01  # a stream holding less than this fraction of the limit is never dropped
 SLICE = 0.2  # a large push is admitted in slices of this fraction of the limit, the plan run between
 RECENT = 8  # the batches the windows leave room for: the largest of this many adjustments' admissions
-FEW = 64  # elements waiting at a source below which what they will hold is not traced (``_will``)
 ROOM = 0.90  # … under this fraction of the limit, with the plan's state (between the band and the cap)
+FEW = 64  # elements waiting at a source below which what they will hold is not traced (``_will``)
+Will = dict[str, tuple[float, float]]  # per stream: the bytes its waiting elements take now, and will (``_will``)
 
 
 def _static_recall(static: tuple[StaticSample, ...]) -> float:
@@ -243,7 +244,8 @@ class ResourceManager:
         row = nbytes(batch) / n
         cost = held_cost(row, usage.holders.get(name, 0), 0, 0) if small else self._cost(st, row, usage)
         # elements waiting at their sources hold only their own bytes: counted at what they will cost
-        now, will = self._waiting(usage)
+        per_stream = self._will(usage)
+        now, will = self._waiting(per_stream)
         held = usage.total - now + will
         k = int(keep.sum())
         room = self._room(name, k, cost, held, usage)
@@ -253,7 +255,7 @@ class ResourceManager:
             room = self._room(name, k, cost, held, usage)
         self._transient = max(self._transient or 0.0, will + k * cost)  # (asked: shed or not)
         if k > room and not exact:
-            room = self._with_queued(name, k, cost, held, room, usage)
+            room = self._with_queued(name, k, cost, room, usage, per_stream)
         if k > room:
             if exact:
                 if not self._over:
@@ -271,14 +273,7 @@ class ResourceManager:
                 st.shed += k - room
                 drops.append((shed, "shed"))
                 self._shed_since = True
-                if not self._shedding:
-                    self._event(
-                        "shed",
-                        f"{st.name}: memory {usage.total} B of {self.limit} B: load shedding begins; "
-                        + self._holders_text(usage)
-                        + self._shares_text(),
-                    )
-                    self._shedding = True
+                self._shedding_begins(st.name, usage, "; ")
         st.record(last, n, int(keep.sum()))
         for mask, reason in drops:
             self._drop(st, batch, mask, reason)
@@ -318,7 +313,18 @@ class ResourceManager:
             room = max(room, math.floor((share - mine) / max(cost, 1.0)))
         return room
 
-    def _with_queued(self, name: str, k: int, cost: float, held: float, room: int, usage: Usage) -> int:
+    def _shedding_begins(self, stream: str, usage: Usage, how: str) -> None:
+        """One ``shed`` event an episode (``how``: what is shed besides the batch of ``stream``)."""
+        if not self._shedding:
+            self._event(
+                "shed",
+                f"{stream}: memory {usage.total} B of {self.limit} B: load shedding begins{how}"
+                + self._holders_text(usage)
+                + self._shares_text(),
+            )
+            self._shedding = True
+
+    def _with_queued(self, name: str, k: int, cost: float, room: int, usage: Usage, per_stream: Will) -> int:
         """Load shedding from the queues (STREAM §5.2.2): when ``k`` arriving elements do not all
         fit, the elements of other streams still waiting at their sources — no operator read
         them yet, so no answer depends on them — are judged with them: one share ``p`` of each
@@ -336,7 +342,7 @@ class ResourceManager:
         read = {s for r in self.readers.values() for s in r.streams}
         will = {
             s: w * usage.sources[s].droppable() / usage.queued[s][0]  # (what a reader read stays)
-            for s, (_, w) in self._will(usage).items()
+            for s, (_, w) in per_stream.items()
             if s not in exact
             and s in read
             and s in usage.sources
@@ -348,24 +354,22 @@ class ResourceManager:
             return room
         # the bytes the batch may take beside what waits: under the cap, or, where the fair shares
         # gave it less (room kept for the others), that
-        free = self.limit * CAP - held
+        now, will_all = self._waiting(per_stream)
+        free = self.limit * CAP - (usage.total - now + will_all)  # (under the cap beside the plan and what waits)
         if room < math.floor(free / max(cost, 1.0)):
             free = room * cost
         p = min(max((free + waiting) / (waiting + k * cost), 0.0), 1.0)
         if math.floor(p * k) <= room:
             return room
         gone = self._thin({s: 1.0 - p for s in will}, usage)
-        if gone and not self._shedding:
-            self._event(
-                "shed",
-                f"{self.streams[name].name}: memory {usage.total} B of {self.limit} B: load shedding begins, "
-                "from the queues too: "
-                + ", ".join(f"{self.streams[s].name} {t.num_rows} waiting" for s, t in sorted(gone.items()))
-                + f" (kept {p:.3g} of them and of the batch); "
-                + self._holders_text(usage),
+        if gone:
+            queued = ", ".join(f"{self.streams[s].name} {t.num_rows} waiting" for s, t in sorted(gone.items()))
+            self._shedding_begins(
+                self.streams[name].name,
+                usage,
+                f", from the queues too: {queued} (kept {p:.3g} of them and of the batch); ",
             )
-            self._shedding = True
-        self._shed_since = self._shed_since or bool(gone)
+            self._shed_since = True
         return math.floor(p * k)
 
     def _thin(self, share: dict[str, float], usage: Usage) -> dict[str, pa.Table]:
@@ -414,14 +418,14 @@ class ResourceManager:
         live, held = st.live(), usage.by_stream.get(name, 0.0)
         return max(static, 1.1 * held / live) if live and held else 2 * static
 
-    def _waiting(self, usage: Usage) -> tuple[float, float]:
+    @staticmethod
+    def _waiting(will: Will) -> tuple[float, float]:
         """The elements waiting at the sources: the bytes they take now, and what they will add
         once past them (``_will``, summed).
         """
-        will = self._will(usage)
         return sum(b for b, _ in will.values()), sum(w for _, w in will.values())
 
-    def _will(self, usage: Usage) -> dict[str, tuple[float, float]]:
+    def _will(self, usage: Usage) -> Will:
         """Per stream with elements waiting at its source: the bytes they take now, and what they
         will hold once past it — their own bytes, and for as many as its windows will hold at once
         beyond what they hold now (``waiting.entering``: a backlog denser than the window, or
@@ -519,7 +523,7 @@ class ResourceManager:
         if self._transient is not None:
             self._recent.append(self._transient)
         self._transient = None
-        now, will = self._waiting(u)
+        now, will = self._waiting(self._will(u))
         transient = max(max(self._recent, default=0.0), will)
         base = u.total - now  # the plan's state
         self._bases.append(base)

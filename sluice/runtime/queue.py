@@ -118,16 +118,19 @@ class Queue:
     def append(self, batch: pa.Table) -> None:
         if batch.num_rows == 0:
             return
-        size = nbytes(batch)
-        self._batches.append(batch)
-        self._sizes.append(size)
-        self._starts.append(self._end)
-        self._end += batch.num_rows
+        self._put(batch)
         self.enqueued += batch.num_rows
-        self.nbytes += size
         self.peak_nbytes = max(self.peak_nbytes, self.nbytes)
         if not self._readers:  # nobody reads: nothing to keep
             self._discard(self._end)
+
+    def _put(self, batch: pa.Table) -> None:
+        """Hold ``batch`` after the last element."""
+        self._batches.append(batch)
+        self._sizes.append(nbytes(batch))
+        self._starts.append(self._end)
+        self._end += batch.num_rows
+        self.nbytes += self._sizes[-1]
 
     def advance(self, watermark: int) -> None:
         if watermark > self.watermark:
@@ -152,6 +155,10 @@ class Queue:
                 break
             i += 1
         return out
+
+    def _table(self, start: int, n: int) -> pa.Table:
+        """The ``n`` held elements from global index ``start``, as one table."""
+        return concat(self._slice(start, n), self.types)
 
     def _discard(self, upto: int) -> None:
         batches, h = self._batches, self._head
@@ -189,7 +196,8 @@ class Queue:
         """Where the elements no reader has read, and none may be cut before, begin (the furthest
         cursor, or ``pinned``: at most the end).
         """
-        return min(max(max((r.cursor for r in self._readers), default=self._end), self.pinned), self._end)
+        furthest = max((r.cursor for r in self._readers), default=self._end)
+        return min(max(furthest, self.pinned), self._end)
 
     def unread_count(self) -> int:
         """How many elements no reader has read yet."""
@@ -197,12 +205,12 @@ class Queue:
 
     def held(self) -> pa.Table:
         """Every element held (not yet read by every reader), in order."""
-        return concat(self._slice(self._base, self.length), self.types)
+        return self._table(self._base, self.length)
 
     def unread(self) -> pa.Table:
         """The elements no reader has read yet, in order."""
         start = self.unread_start()
-        return concat(self._slice(start, self._end - start), self.types)
+        return self._table(start, self._end - start)
 
     def drop_unread(self, keep: np.ndarray) -> pa.Table:
         """Keep only the unread elements (``unread()``) where ``keep`` is true — load shedding from
@@ -228,11 +236,7 @@ class Queue:
         self._end = start
         kept = tail.filter(pa.array(keep))
         if kept.num_rows:
-            self._batches.append(kept)
-            self._sizes.append(nbytes(kept))
-            self._starts.append(self._end)
-            self._end += kept.num_rows
-            self.nbytes += self._sizes[-1]
+            self._put(kept)
         self.enqueued -= tail.num_rows - kept.num_rows  # (counted as shed where they were dropped)
         return tail.filter(pa.array(~keep))
 
@@ -258,10 +262,10 @@ class Reader:
         n = self.available() if max_elements is None else min(max_elements, self.available())
         if self.cursor < q._base:
             raise InternalError(f"reader of {q.name} fell behind the discarded prefix")
-        parts = q._slice(self.cursor, n)
+        out = q._table(self.cursor, n)
         self.cursor += n
         q._collect()
-        return concat(parts, q.types)
+        return out
 
     def peek_ts(self, n: int) -> Any:
         """Timestamps of the next ``n`` unread elements (not consumed)."""
