@@ -827,17 +827,8 @@ def test_a_stream_holding_nothing_reserves_nothing_and_a_new_stream_is_admitted(
         (157_000, 50_000),
         (157_000, 5_000),
         (60_000, 50_000),
-        pytest.param(
-            250_000,
-            50_000,
-            marks=pytest.mark.xfail(
-                strict=True,
-                raises=AssertionError,
-                reason="known defect, not fixed: 1.053x of 250 KB (1.01-1.05x at 200-300 KB; 1.29x before "
-                "the queues were shed), not traced — at the peak S holds 204 KB, 144.5 KB of it still waiting "
-                "(design 021, 'A join fed one stream's big batch')",
-            ),
-        ),
+        (250_000, 50_000),
+        (300_000, 50_000),
     ],
 )
 def test_a_join_fed_one_streams_backlog_before_the_other_stays_under_its_limit(limit: int, chunk: int) -> None:
@@ -845,7 +836,8 @@ def test_a_join_fed_one_streams_backlog_before_the_other_stays_under_its_limit(l
     in turn): S waits for T at its own bytes, then fills its empty window at a join buffer's cost
     while most of it still waits — 1.29x, 1.25x and 1.72x the limit before its waiting elements
     were priced at what they will hold and shed from the queue (design 021, "A join fed one
-    stream's big batch before the other's").  And nothing is lost: every element the engine
+    stream's big batch before the other's"); 1.05x at 250 KB while that price was a guess, until
+    T's first slice was a probe of ``FEW`` rows.  And nothing is lost: every element the engine
     dropped, from the queue or at admission, is handed to ``on_shed``, and the answer is the exact
     answer over the rest.
     """
@@ -873,6 +865,9 @@ def test_a_join_fed_one_streams_backlog_before_the_other_stays_under_its_limit(l
     assert st.peak_memory <= limit, st.peak_memory / limit
     by = {x.name: x for x in st.shedding}
     assert by["S"].shed > 0  # (from the queue: S waits for T)
+    # fed whole, T comes after S's backlog, shed and gone: once the limit no longer binds, T is
+    # raised again (a lowered stream holding next to nothing was left at 1% for good)
+    assert chunk < n or limit < 100_000 or by["T"].kept > n * 3 // 4, by["T"]
     for s in ("S", "T"):
         assert by[s].offered == n == by[s].kept + by[s].dropped and by[s].dropped == len(gone[s])
     exact = EmbeddedEngine(time_unit="millisecond")

@@ -179,3 +179,28 @@ def test_a_query_registered_while_a_backlog_waits_reports_a_fraction_kept() -> N
     a = q2.approximation
     assert a.precision is not None and all(0.0 <= k <= 1.0 for k in a.kept.values()), a.kept
     assert 0.0 <= a.precision.fn <= 1.0  # (kept -28 and FN 16.8 when its baseline ignored the queue's drops)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "select * from S [Range 100], T [Range 100] where S.K = T.K",  # (a shared window join)
+        "select * from S [Range 100], T [Range 100], U [Range 100] where S.K = T.K and T.K = U.K",  # (dataflow)
+    ],
+)
+def test_a_joins_state_is_charged_to_the_stream_whose_elements_it_holds(query: str) -> None:
+    """A join holding 59 of T's elements and one of S's: T's part of the memory is its buffer,
+    not half of the join's (shared equally, a join's T holding nearly all of it was priced at
+    half its cost an element and passed a 60 KB limit once T's first slice was a probe).
+    """
+    eng = EmbeddedEngine(memory_limit="10MB", start=0)
+    eng.execute("register stream S (K integer); register stream T (K integer); register stream U (K integer)")
+    eng.register_query(query)
+    eng.push("S", [(1, 1)])
+    eng.push("T", [(t, t) for t in range(1, 60)])
+    eng.heartbeat(60)
+    eng.run()
+    assert eng.limits is not None and eng.limits.measure is not None
+    u = eng.limits.measure()
+    assert u.by_stream["t"] > 40 * u.by_stream["s"] > 0, u.by_stream
+    assert sum(u.by_stream.values()) == pytest.approx(u.total)

@@ -46,9 +46,9 @@ from sluice.approx.report import Approximation, Event, Resizable, shrunk_windows
 from sluice.approx.resize import GROW, regrow, shrink
 from sluice.approx.shares import FairShares, water_fill
 from sluice.approx.static import StaticSample, choose, chosen_in
-from sluice.approx.streams import StreamShedding, Usage, span_of
+from sluice.approx.streams import StreamShedding, Usage, cost_held, guessed, new_cost, span_of
 from sluice.approx.synopses import candidates, compress, compressed, grow
-from sluice.approx.waiting import entering, held_cost, shed_waiting
+from sluice.approx.waiting import FEW, entering, held_cost, shed_waiting
 from sluice.plan import logical as L
 from sluice.runtime.batch import nbytes
 
@@ -60,7 +60,6 @@ NEGLIGIBLE = 0.01  # a stream holding less than this fraction of the limit is ne
 SLICE = 0.2  # a large push is admitted in slices of this fraction of the limit, the plan run between
 RECENT = 8  # the batches the windows leave room for: the largest of this many adjustments' admissions
 ROOM = 0.90  # … under this fraction of the limit, with the plan's state (between the band and the cap)
-FEW = 64  # elements waiting at a source below which what they will hold is not traced (``_will``)
 Will = dict[str, tuple[float, float]]  # per stream: the bytes its waiting elements take now, and will (``_will``)
 
 
@@ -242,7 +241,7 @@ class ResourceManager:
         # judged at twice that before anything was measured, it was shed while the limit was far off
         small = usage.by_stream.get(name, 0.0) < NEGLIGIBLE * self.limit
         row = nbytes(batch) / n
-        cost = held_cost(row, usage.holders.get(name, 0), 0, 0) if small else self._cost(st, row, usage)
+        cost = held_cost(row, usage.holders.get(name, 0), 0, 0) if small else new_cost(st, row, usage)
         # elements waiting at their sources hold only their own bytes: counted at what they will cost
         per_stream = self._will(usage)
         now, will = self._waiting(per_stream)
@@ -392,31 +391,24 @@ class ResourceManager:
             self._drop(st, t, np.ones(m, dtype=bool), "shed")
         return gone
 
-    def slice_rows(self, stream: str, batch: pa.Table) -> int:
-        """How many rows of a batch to admit before the plan runs on them: a fifth of the limit's
-        worth at their own bytes once per synopsis that will hold them (a whole file in one push
-        must not be judged before any of it ran; not at the measured cost, which for a rare
-        stream joined with a busy one is most of the join's state an element: one row a run).
+    def slice_rows(self, stream: str, batch: pa.Table) -> tuple[int, int]:
+        """How many rows of a batch to admit before the plan runs on them — the first slice, then
+        each — a fifth of the limit's worth at their own bytes once per synopsis that will hold
+        them (a whole file in one push must not be judged before any of it ran; not at the
+        measured cost, which for a rare stream joined with a busy one is most of the join's state
+        an element: one row a run).  While another stream's backlog is priced at a guess (nothing
+        its synopses held was measured), the first slice is ``FEW`` rows: it lets that backlog
+        in for its span, measured before the rest is judged — a join fed all of one stream
+        before the other, its backlog priced at ``PER_HELD``, took in a second of both at once
+        and passed a 250 KB limit by 5.3% (its elements held 73 B each, not 57).
         """
         if batch.num_rows <= 1:
-            return 1  # (never sliced: no need to measure the holders, at every one-row push)
+            return 1, 1  # (never sliced: no need to measure the holders, at every one-row push)
+        usage = self._usage()
         per_row = nbytes(batch) / batch.num_rows
-        per_row *= 1 + self._usage().holders.get(stream.lower(), 0)
-        return max(1, int(self.limit * SLICE / max(per_row, 1.0)))
-
-    @staticmethod
-    def _cost(st: StreamShedding, row_bytes: float, usage: Usage) -> float:
-        """Bytes one more kept element (``row_bytes`` its own) will hold: its own bytes once per
-        synopsis holding it, or what each held element costs now (measured: indexes, masks,
-        groups), whichever is more — twice the first before anything was measured.  (Over every
-        element within the horizon, those still waiting at the source included: counting only
-        those past it, a join's A while a 2 s batch of it waited looked 1.5× its cost — its window
-        holds the 6 s before the batch, the horizon counts the 6 s up to its end.)
-        """
-        name = st.name.lower()
-        static = row_bytes * (1 + usage.holders.get(name, 0))
-        live, held = st.live(), usage.by_stream.get(name, 0.0)
-        return max(static, 1.1 * held / live) if live and held else 2 * static
+        per_row *= 1 + usage.holders.get(stream.lower(), 0)
+        step = max(1, int(self.limit * SLICE / max(per_row, 1.0)))
+        return (min(step, FEW) if guessed(self.streams, stream.lower(), usage) else step), step
 
     @staticmethod
     def _waiting(will: Will) -> tuple[float, float]:
@@ -461,18 +453,8 @@ class ResourceManager:
         → 25 s for 4,000 pushes).
         """
         row = b / n
-        most = max(self._held_cost(st, row, usage), held_cost(row, usage.holders.get(st.name.lower(), 0), 0, 0))
+        most = max(cost_held(st, row, usage), held_cost(row, usage.holders.get(st.name.lower(), 0), 0, 0))
         return usage.total + n * max(most - row, 0.0) <= self.limit * RAISE
-
-    @staticmethod
-    def _held_cost(st: StreamShedding, row_bytes: float, usage: Usage) -> float:
-        """What an element of ``st`` holds once past its source (``waiting.held_cost``), from
-        what each element its synopses hold costs now (those waiting left out).
-        """
-        name = st.name.lower()
-        waiting, waiting_bytes = usage.queued.get(name, (0, 0))
-        live, held = st.live() - waiting, usage.by_stream.get(name, 0.0) - waiting_bytes
-        return held_cost(row_bytes, usage.holders.get(name, 0), live, held)
 
     def _holders_text(self, u: Usage) -> str:
         """Whose memory it is: the streams holding the most, and why one cannot be sampled."""
@@ -559,7 +541,13 @@ class ResourceManager:
             if st.rate < 1.0 and whole < small:
                 self._event("raise", f"{st.name} back to rate 1: unsampled it would hold about {whole:.0f} B")
                 st.rate = 1.0
-        live = {s: u.by_stream.get(s, 0.0) for s in self.streams if u.by_stream.get(s, 0.0) >= small}
+        # what scales with a stream's rate: its state in the plan, not its elements waiting at the
+        # source (admitted over a backlog's whole span, at rates the horizon's held rate does not
+        # tell: a join's S, its backlog kept at 1 then shed, looked admitted at rate 0.0 and cost
+        # 100× what it held) — and a lowered stream's, however small (left out, a join's T was
+        # held at 1% for good, the limit never near: ``benchmarks/join_backlog.py``)
+        plan = {s: max(u.by_stream.get(s, 0.0) - u.queued.get(s, (0, 0))[1], 0.0) for s in self.streams}
+        live = {s: b for s, b in plan.items() if b >= small or (self.streams[s].rate < 1.0 and s not in locked)}
         rates = {s: self.streams[s].held_rate() for s in live}
         fixed = u.total - sum(live.values())
         demands = [
@@ -612,7 +600,7 @@ class ResourceManager:
             elif not fresh:  # (offered nothing since: what it still holds, no more)
                 out[s] = held
             elif math.isfinite(st.horizon):
-                out[s] = st.wanted() * self._held_cost(st, st.row_bytes, u)
+                out[s] = st.wanted() * cost_held(st, st.row_bytes, u)
             else:
                 out[s] = held / max(st.held_rate(), 1e-3)
             self._fair.seen[s] = st.offered

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from sluice.approx.report import Resizable
 from sluice.approx.synopses import Found
-from sluice.approx.waiting import Waiting
+from sluice.approx.waiting import FEW, Waiting, held_cost
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,3 +158,40 @@ def span_of(batch: pa.Table) -> tuple[int, int]:
     """A batch's last and first timestamps."""
     mm = pc.min_max(batch.column(0))
     return int(mm["max"].as_py()), int(mm["min"].as_py())
+
+
+def new_cost(st: StreamShedding, row_bytes: float, usage: Usage) -> float:
+    """Bytes one more kept element (``row_bytes`` its own) will hold: its own bytes once per
+    synopsis holding it, or what each held element costs now (measured: indexes, masks,
+    groups), whichever is more — twice the first before anything was measured.  (Over every
+    element within the horizon, those still waiting at the source included: counting only
+    those past it, a join's A while a 2 s batch of it waited looked 1.5× its cost — its window
+    holds the 6 s before the batch, the horizon counts the 6 s up to its end.)
+    """
+    name = st.name.lower()
+    static = row_bytes * (1 + usage.holders.get(name, 0))
+    live, held = st.live(), usage.by_stream.get(name, 0.0)
+    return max(static, 1.1 * held / live) if live and held else 2 * static
+
+
+def cost_held(st: StreamShedding, row_bytes: float, usage: Usage) -> float:
+    """What an element of ``st`` holds once past its source (``waiting.held_cost``), from
+    what each element its synopses hold costs now (those waiting left out).
+    """
+    name = st.name.lower()
+    waiting, waiting_bytes = usage.queued.get(name, (0, 0))
+    live, held = st.live() - waiting, usage.by_stream.get(name, 0.0) - waiting_bytes
+    return held_cost(row_bytes, usage.holders.get(name, 0), live, held)
+
+
+def guessed(streams: dict[str, StreamShedding], stream: str, usage: Usage) -> bool:
+    """Whether a stream other than ``stream`` has more than ``FEW`` elements waiting whose
+    held cost is a guess (``held_cost`` before anything was measured).
+    """
+    for s, (n, b) in usage.queued.items():
+        st = streams.get(s)
+        if s == stream or st is None or n <= FEW or not usage.holders.get(s, 0):
+            continue
+        if st.live() - n <= 0 or usage.by_stream.get(s, 0.0) - b <= 0:
+            return True
+    return False

@@ -30,6 +30,9 @@ import pyarrow as pa
 # bytes the synopses add to an element they hold (its timestamp and queue position, an index
 # entry) before one was measured: a window join's measured 57-107 B an element of 25 B
 PER_HELD = 32
+# elements waiting at a source below which what they will hold is not traced (``_will``), and a
+# probe's size (``slice_rows``)
+FEW = 64
 
 
 class Waiting(Protocol):

@@ -460,12 +460,17 @@ class EmbeddedEngine:
         """Into the source; under a memory limit a large batch in slices with the plan run between
         them, so that what the kept elements cost is measured before the rest is judged.
         """
-        step = batch.num_rows if self.limits is None or src.relation else self.limits.slice_rows(src.name, batch)
-        for i in range(0, max(batch.num_rows, 1), max(step, 1)):
-            if i:
-                self.run()
-            src.push(batch.slice(i, step) if step < batch.num_rows else batch)
+        n = batch.num_rows
+        first, step = (n, n) if self.limits is None or src.relation else self.limits.slice_rows(src.name, batch)
+        i = 0
+        while True:
+            size = first if i == 0 else step
+            src.push(batch.slice(i, size) if i or size < n else batch)
             self.qos.pushed(src.max_seen)
+            i += max(size, 1)
+            if i >= n:
+                return
+            self.run()
 
     def push_batch(self, name: str, batch: pa.Table) -> None:
         """Push an already-typed batch (``__ts``, ``__sign``, ``c0…``): the fast path, through

@@ -285,6 +285,9 @@ class DataflowJoin(Operator):
     def synopses(self) -> list[Any]:
         return list(self.syn)
 
+    def state_by_input(self) -> list[int]:
+        return [s.nbytes for s in self.syn]
+
 
 def _spans(start: np.ndarray, end: np.ndarray) -> Lifetimes:
     none = np.empty(0, np.int64)

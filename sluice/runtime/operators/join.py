@@ -312,8 +312,11 @@ class Join(Operator):
         return [self.left, self.right]
 
     def state_bytes(self) -> int:
-        promises = (p for p in (self.left_promise, self.right_promise) if p is not None)
-        return super().state_bytes() + sum(p.nbytes() for p in promises)
+        return sum(self.state_by_input())
+
+    def state_by_input(self) -> list[int]:
+        promises = (self.left_promise, self.right_promise)
+        return [s.nbytes + (p.nbytes() if p is not None else 0) for s, p in zip(self.synopses(), promises, strict=True)]
 
 
 def net_small(delta: pa.Table, types: Sequence[DataType]) -> pa.Table:

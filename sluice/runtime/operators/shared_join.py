@@ -705,6 +705,9 @@ class SharedWindowJoin(Operator):
     def state_bytes(self) -> int:
         return self.left.nbytes + self.right.nbytes + sum(nbytes(b) for h in self._held for b in h)
 
+    def state_by_input(self) -> list[int]:
+        return [self.left.nbytes, self.right.nbytes]  # (the output held back: shared)
+
     def pending_elements(self) -> int:
         """Elements waiting in the SchedulingQueues (§5.3's input buffer)."""
         return sum(u.hi - u.lo for u in self._units)
