@@ -46,7 +46,7 @@ from sluice.approx.report import Approximation, Event, Resizable, shrunk_windows
 from sluice.approx.resize import GROW, regrow, shrink
 from sluice.approx.shares import FairShares, water_fill
 from sluice.approx.static import StaticSample, choose, chosen_in
-from sluice.approx.streams import StreamShedding, Usage, cost_held, guessed, new_cost, span_of
+from sluice.approx.streams import StreamShedding, Usage, cost_held, guessed, joint_of, new_cost, span_of
 from sluice.approx.synopses import candidates, compress, compressed, grow
 from sluice.approx.waiting import FEW, entering, held_cost, shed_waiting
 from sluice.plan import logical as L
@@ -76,6 +76,7 @@ class _Reader:
     unsafe: dict[str, str]
     baseline: dict[str, tuple[int, int, int, int]]  # stream → (offered, kept, dropped, shed) when it started
     static: tuple[StaticSample, ...] = ()  # its Sample(a To b) rates chosen at registration
+    since: dict[str, int] | None = None  # stream → its latest timestamp counted when the query started
 
 
 @dataclass
@@ -177,7 +178,8 @@ class ResourceManager:
     ) -> None:
         streams = tuple(base_streams(plan))
         base = {s: (st.offered, st.kept, st.dropped, st.shed) for s in set(streams) if (st := self.streams.get(s))}
-        self.readers[name] = _Reader(plan, limits, streams, unsafe_streams(plan), base, chosen_in(plan))
+        since = {s: st.last_ts for s in set(streams) if (st := self.streams.get(s)) and st.last_ts is not None}
+        self.readers[name] = _Reader(plan, limits, streams, unsafe_streams(plan), base, chosen_in(plan), since)
         for c in static:
             if c.chosen < c.most:
                 assert c.need is not None
@@ -274,6 +276,7 @@ class ResourceManager:
                 self._shed_since = True
                 self._shedding_begins(st.name, usage, "; ")
         st.record(last, n, int(keep.sum()))
+        st.count(batch.column(0).to_numpy(), keep)
         for mask, reason in drops:
             self._drop(st, batch, mask, reason)
         return batch if keep.all() else batch.filter(pa.array(keep))
@@ -387,7 +390,7 @@ class ResourceManager:
                     pre = min(max(k0 - (st.kept - before[s]), 0), before[s])  # (waiting, admitted before it)
                     x = min(round(m * pre / max(before[s], 1)), k0)
                     r.baseline[s] = (o0, k0 - x, d0 + x, s0 + x)
-            st.unkeep(m)
+            st.unkeep(m, t.column(0).to_numpy())
             self._drop(st, t, np.ones(m, dtype=bool), "shed")
         return gone
 
@@ -778,7 +781,8 @@ class ResourceManager:
         u = self._usage()
         windows, shrunk = shrunk_windows(query, u.windows)
         syn = compressed(query, u.synopses)
-        precision = estimate(r.plan, kept, windows, syn)  # (a sample lowered at registration: at its node)
+        joint = joint_of(self.streams, r.since or {})  # (drops that depend on time)
+        precision = estimate(r.plan, kept, windows, syn, joint)  # (a sample lowered at registration: at its node)
         reads = {s: r.streams.count(s) for s in shed if r.streams.count(s) > 1}
         fn_low = None
         if precision is not None and reads:

@@ -295,6 +295,19 @@ def _sample(node: L.LogicalNode, kept: Mapping[str, float], est: _Est) -> Precis
     return p.join(Precision(0.0, 1.0 - node.fraction / node.most))
 
 
+def _correlated(node: L.Join, p: Precision, joint: Callable[[list[str]], float | None]) -> Precision:
+    """A join's precision with its recall corrected for drops that depend on time: its inputs'
+    recalls multiplied assume each element kept independently of when it came; the combinations
+    kept bucket by bucket (``joint``) over the product of each side's own — which telescopes, a
+    join over joins, to the whole tree's combinations kept.  Unchanged where ``joint`` cannot say.
+    """
+    left, right = (base_streams(c) for c in node.inputs())
+    both, a, b = joint(left + right), joint(left), joint(right)
+    if both is None or a is None or b is None or a * b <= 0:
+        return p
+    return Precision(p.fp, min(max(1.0 - (1.0 - p.fn) * both / (a * b), 0.0), 1.0))
+
+
 _ESTIMATE: dict[type[L.LogicalNode], Callable[..., Precision | None]] = {
     L.Scan: _scan,
     L.Join: _pair,
@@ -314,6 +327,7 @@ def estimate(
     kept: Mapping[str, float],
     windows: Mapping[object, float] | None = None,
     distinct: Mapping[str, Bloom] | None = None,
+    joint: Callable[[list[str]], float | None] | None = None,
 ) -> Precision | None:
     """The plan's expected (FP, FN) when base stream ``s`` keeps the fraction ``kept[s]`` of its
     elements (missing: 1) and a shrunk window (``windows[window_key(w)]``) holds that fraction of
@@ -321,7 +335,9 @@ def estimate(
     join's input); ``None`` where the approximation is outside the model (unsafe plans).  A
     DISTINCT, or an EXCEPT's right side, compressed into a Bloom filter (``distinct``, by
     ``synopses.describe``; its recall: the fraction of its values or left tuples it showed) loses
-    the rest: ``(0, 1 − r)`` over exact inputs.
+    the rest: ``(0, 1 − r)`` over exact inputs.  ``joint`` (stream reads → the fraction kept of
+    their combinations, time bucket by time bucket: ``timeline.joint``) corrects a join's recall
+    for drops that depend on time (:func:`_correlated`).
     """
     unsafe = unsafe_streams(plan)
     if any(kept.get(s, 1.0) < 1.0 for s in unsafe):
@@ -352,6 +368,9 @@ def estimate(
         fn = _ESTIMATE.get(type(node))
         if fn is None:
             return None
-        return fn(node, kept, est)
+        p = fn(node, kept, est)
+        if isinstance(node, L.Join) and joint is not None and p is not None and not p.exact:
+            return _correlated(node, p, joint)
+        return p
 
     return est(plan)

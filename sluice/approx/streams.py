@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from sluice.approx.report import Resizable
 from sluice.approx.synopses import Found
+from sluice.approx.timeline import Timeline
+from sluice.approx.timeline import joint as joint_recall
 from sluice.approx.waiting import FEW, Waiting, held_cost
 
 
@@ -60,6 +64,8 @@ class StreamShedding:
     arrival_first: int | None = None  # the first batch's first timestamp
     arrival_last: int | None = None
     row_bytes: float = 0.0  # bytes an element, as offered (the mean over the batches seen)
+    # offered and kept per time bucket (``timeline``: a join's recall; not in ``statistics()``)
+    _timeline: Timeline | None = field(default=None, repr=False)
 
     def arrive(self, first_ts: int, last_ts: int, n: int, nbytes: int) -> None:
         self.arrived += n
@@ -103,8 +109,18 @@ class StreamShedding:
                 n += k
         return n
 
-    def unkeep(self, m: int) -> None:
-        """``m`` elements kept were shed since, waiting at the source (the newest admissions')."""
+    def count(self, ts: np.ndarray, keep: np.ndarray) -> None:
+        """Elements stamped ``ts`` offered, those where ``keep`` kept, in the timeline."""
+        if self._timeline is None:
+            self._timeline = Timeline(self.horizon)
+        self._timeline.add(ts, keep)
+
+    def unkeep(self, m: int, ts: np.ndarray | None = None) -> None:
+        """``m`` elements kept were shed since, waiting at the source (the newest admissions'),
+        stamped ``ts``.
+        """
+        if self._timeline is not None and ts is not None:
+            self._timeline.unkeep(ts)
         m = min(m, self.kept)  # (never below what was counted)
         self.kept -= m
         self.shed += m
@@ -195,3 +211,23 @@ def guessed(streams: dict[str, StreamShedding], stream: str, usage: Usage) -> bo
         if st.live() - n <= 0 or usage.by_stream.get(s, 0.0) - b <= 0:
             return True
     return False
+
+
+def joint_of(streams: Mapping[str, StreamShedding], since: Mapping[str, int]) -> Callable[[list[str]], float | None]:
+    """For ``precision.estimate``: the fraction kept of the combinations of the given stream
+    reads' elements, bucket by bucket in time after ``since`` (per stream: the latest timestamp
+    counted when the query started; ``timeline.joint``); None where a stream has no timeline
+    or no bounded window (its elements pair with any other's, whenever they came).
+    """
+
+    def joint(reads: list[str]) -> float | None:
+        sts = [streams.get(s) for s in reads]
+        if not all(st is not None and st._timeline is not None and math.isfinite(st.horizon) for st in sts):
+            return None
+        lines = [st._timeline for st in sts if st is not None and st._timeline is not None]
+        spans = [st.horizon for st in sts if st is not None]
+        most = max(spans, default=1.0)
+        shift = max(0, math.ceil(math.log2(most))) if most > 1 else 0
+        return joint_recall(lines, {i: since.get(s) for i, s in enumerate(reads)}, shift, spans)
+
+    return joint

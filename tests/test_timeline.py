@@ -1,0 +1,77 @@
+"""When each stream's elements were kept (``sluice.approx.timeline``; design 021, "Drops that
+depend on time"): a join's reported recall follows the pairs its kept elements can form, where
+the whole-run fractions multiplied assume drops independent of time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sluice.approx.timeline import MAX, Timeline, joint
+
+
+def _pairs(ts: np.ndarray, ks: np.ndarray, kt: np.ndarray, before: int, after: int) -> float:
+    """Brute force: kept pairs over all pairs (s at x, t at y, ``-before <= y - x <= after``),
+    one element of each stream at every tick of ``ts`` (0..n-1)."""
+    n = len(ts)
+    ct, ca = np.concatenate([[0], np.cumsum(kt)]), np.arange(n + 1)
+    lo, hi = np.clip(ts - before, 0, n), np.clip(ts + after + 1, 0, n)
+    return float((ks * (ct[hi] - ct[lo])).sum() / (ca[hi] - ca[lo]).sum())
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    rates=st.lists(st.tuples(st.floats(0, 1), st.floats(0, 1)), min_size=2, max_size=12),
+    horizon=st.sampled_from([40, 100, 250]),
+    seed=st.integers(0, 10_000),
+)
+def test_a_joins_recall_is_the_pairs_its_kept_elements_form(
+    rates: list[tuple[float, float]], horizon: int, seed: int
+) -> None:
+    """Each stream kept at a rate that changes every few windows (the shape shedding has): the
+    model's recall is within 3% (relative, or 0.005) of the pairs the kept elements form,
+    counted one by one — which the whole-run fractions multiplied miss.
+    """
+    rng = np.random.default_rng(seed)
+    step = 3 * horizon  # (each rate held for three windows)
+    n = step * len(rates)
+    ts = np.arange(n)
+    ks = rng.random(n) < np.repeat([r for r, _ in rates], step)
+    kt = rng.random(n) < np.repeat([r for _, r in rates[::-1]], step)  # (T's rates in reverse: correlated)
+    s, t = Timeline(horizon), Timeline(horizon)
+    s.add(ts, ks)
+    t.add(ts, kt)
+    want = _pairs(ts, ks, kt, horizon, horizon)
+    got = joint([s, t], {}, spans=(horizon, horizon))
+    assert got is not None
+    assert abs(got - want) <= max(0.03 * want, 0.005), (got, want, ks.mean() * kt.mean())
+
+
+def test_a_timeline_keeps_its_totals_as_it_coarsens_and_unkeeps() -> None:
+    """Past ``MAX`` buckets it merges each two (bounded state), losing no count; an element shed
+    from a queue leaves its own bucket."""
+    line = Timeline(10)  # (buckets of 4 ticks)
+    ts = np.arange(0, 100_000, 7)
+    keep = (ts // 1000) % 2 == 0
+    line.add(ts[::-1], keep[::-1])  # (out of order: the front grows too)
+    assert len(line.offered) <= MAX and line.shift > 2
+    assert line.offered.sum() == len(ts) and line.kept.sum() == keep.sum()
+    line.unkeep(ts[keep][:100])
+    assert line.kept.sum() == keep.sum() - 100
+    lo, offered, kept = line.at(line.shift + 1, since=50_000)
+    assert (lo << (line.shift + 1)) > 50_000 and offered.sum() == pytest.approx((ts >= (lo << (line.shift + 1))).sum())
+    assert joint([line], {}) == pytest.approx((keep.sum() - 100) / len(ts))
+
+
+def test_a_three_way_join_counts_the_combinations_within_a_bucket() -> None:
+    """More than two reads: the combinations one bucket holds (each stream kept in a different
+    third of the time: none)."""
+    lines = [Timeline(8) for _ in range(3)]
+    ts = np.arange(300)
+    for i, line in enumerate(lines):
+        line.add(ts, ts // 100 == i)
+    assert joint(lines, {}, shift=3) == 0.0
+    assert joint(lines[:1], {}) == pytest.approx(1 / 3)
+    assert joint([], {}) == 1.0
