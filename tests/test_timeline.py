@@ -58,6 +58,10 @@ def test_a_timeline_keeps_its_totals_as_it_coarsens_and_unkeeps() -> None:
     line.add(ts[::-1], keep[::-1])  # (out of order: the front grows too)
     assert len(line.offered) <= MAX and line.shift > 2
     assert line.offered.sum() == len(ts) and line.kept.sum() == keep.sum()
+    one = Timeline(10)  # (a few elements at a time: the one-row path)
+    for i in range(len(ts) - 1, -1, -3):
+        one.add(ts[max(i - 2, 0) : i + 1], keep[max(i - 2, 0) : i + 1])
+    assert one == line
     line.unkeep(ts[keep][:100])
     assert line.kept.sum() == keep.sum() - 100
     lo, offered, kept = line.at(line.shift + 1, since=50_000)

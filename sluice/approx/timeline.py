@@ -91,6 +91,14 @@ class Timeline:
         """Elements stamped ``ts`` offered, those where ``keep`` kept."""
         if not len(ts):
             return
+        if len(ts) <= 4:  # (a one-row push: no arrays made)
+            for t, k in zip(ts.tolist(), keep.tolist(), strict=True):
+                b = t >> self.shift
+                self._span(b, b)
+                i = (t >> self.shift) - self.lo  # (the shift may have grown)
+                self.offered[i] += 1
+                self.kept[i] += bool(k)
+            return
         b = np.asarray(ts, np.int64) >> self.shift
         self._span(int(b.min()), int(b.max()))
         b = np.asarray(ts, np.int64) >> self.shift  # (the shift may have grown)
