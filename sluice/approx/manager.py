@@ -46,7 +46,7 @@ from sluice.approx.report import Approximation, Event, Resizable, shrunk_windows
 from sluice.approx.resize import GROW, regrow, shrink
 from sluice.approx.shares import FairShares, water_fill
 from sluice.approx.static import StaticSample, choose, chosen_in
-from sluice.approx.streams import StreamShedding, Usage, cost_held, guessed, joint_of, new_cost, span_of
+from sluice.approx.streams import StreamShedding, Usage, cost_held, guessed, joint_of, new_cost, scaling, span_of
 from sluice.approx.synopses import candidates, compress, compressed, grow
 from sluice.approx.waiting import FEW, entering, held_cost, shed_waiting
 from sluice.plan import logical as L
@@ -340,8 +340,16 @@ class ResourceManager:
         """
         exact, share = self._exact_only(), self._fair.share
         # (a stream within its fair share keeps its elements, ``_room``; one nobody reads holds
-        # nothing and was never counted: ``admit``)
+        # nothing and was never counted: ``admit``.  Its share judged by what it will hold: at
+        # its waiting elements' own bytes a backlog stayed within its share, the other stream's
+        # batches were shed instead and the backlog entered the windows anyway, 1.07× a 100 KB
+        # limit)
         read = {s for r in self.readers.values() for s in r.streams}
+        now, will_all = self._waiting(per_stream)
+        free = self.limit * CAP - (usage.total - now + will_all)  # (under the cap beside the plan and what waits)
+        # (past the cap with none of the batch: every backlog, within its share or not — a join's
+        # T past its share holds its 5 s window however its batches are shed, and S's backlog,
+        # within its share, entered beside it: 1.015× a 60 KB limit)
         will = {
             s: w * usage.sources[s].droppable() / usage.queued[s][0]  # (what a reader read stays)
             for s, (_, w) in per_stream.items()
@@ -349,19 +357,17 @@ class ResourceManager:
             and s in read
             and s in usage.sources
             and s != name
-            and usage.by_stream.get(s, 0.0) > share.get(s, 0.0)
+            and (free < 0 or usage.by_stream.get(s, 0.0) - per_stream[s][0] + per_stream[s][1] > share.get(s, 0.0))
         }
         waiting = sum(will.values())
         if not waiting:
             return room
         # the bytes the batch may take beside what waits: under the cap, or, where the fair shares
         # gave it less (room kept for the others), that
-        now, will_all = self._waiting(per_stream)
-        free = self.limit * CAP - (usage.total - now + will_all)  # (under the cap beside the plan and what waits)
         if room < math.floor(free / max(cost, 1.0)):
             free = room * cost
         p = min(max((free + waiting) / (waiting + k * cost), 0.0), 1.0)
-        if math.floor(p * k) <= room:
+        if math.floor(p * k) <= room and free >= 0:
             return room
         gone = self._thin({s: 1.0 - p for s in will}, usage)
         if gone:
@@ -372,7 +378,7 @@ class ResourceManager:
                 f", from the queues too: {queued} (kept {p:.3g} of them and of the batch); ",
             )
             self._shed_since = True
-        return math.floor(p * k)
+        return max(room, math.floor(p * k))
 
     def _thin(self, share: dict[str, float], usage: Usage) -> dict[str, pa.Table]:
         """Shed a uniform ``share[s]`` of each stream's elements waiting at its source, counted
@@ -411,7 +417,8 @@ class ResourceManager:
         per_row = nbytes(batch) / batch.num_rows
         per_row *= 1 + usage.holders.get(stream.lower(), 0)
         step = max(1, int(self.limit * SLICE / max(per_row, 1.0)))
-        return (min(step, FEW) if guessed(self.streams, stream.lower(), usage) else step), step
+        probe = guessed(self.streams, stream.lower(), usage, self.limit * RAISE - usage.total)
+        return (min(step, FEW) if probe else step), step
 
     @staticmethod
     def _waiting(will: Will) -> tuple[float, float]:
@@ -444,7 +451,7 @@ class ResourceManager:
                 if ts is None:
                     more = n if st.filling() else 0
                 else:
-                    more = entering(ts, st.horizon, max(held, 0))
+                    more = entering(ts, st.horizon, max(held, 0), st.arrival_first)
                 out[s] = (b, b + more * max(cost - row, 0.0))
         return out
 
@@ -544,14 +551,7 @@ class ResourceManager:
             if st.rate < 1.0 and whole < small:
                 self._event("raise", f"{st.name} back to rate 1: unsampled it would hold about {whole:.0f} B")
                 st.rate = 1.0
-        # what scales with a stream's rate: its state in the plan, not its elements waiting at the
-        # source (admitted over a backlog's whole span, at rates the horizon's held rate does not
-        # tell: a join's S, its backlog kept at 1 then shed, looked admitted at rate 0.0 and cost
-        # 100× what it held) — and a lowered stream's, however small (left out, a join's T was
-        # held at 1% for good, the limit never near: ``benchmarks/join_backlog.py``)
-        plan = {s: max(u.by_stream.get(s, 0.0) - u.queued.get(s, (0, 0))[1], 0.0) for s in self.streams}
-        live = {s: b for s, b in plan.items() if b >= small or (self.streams[s].rate < 1.0 and s not in locked)}
-        rates = {s: self.streams[s].held_rate() for s in live}
+        live, rates = scaling(self.streams, u, small, set(locked))
         fixed = u.total - sum(live.values())
         demands = [
             Demand(r.limits.weight, r.streams, min(1.0, r.limits.min_precision / _static_recall(r.static)))

@@ -35,6 +35,7 @@ Precision(fp=0.0, fn=0.75)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -227,6 +228,7 @@ def base_streams(plan: L.LogicalNode) -> list[str]:
 
 
 _Est = Callable[[L.LogicalNode], "Precision | None"]
+Joint = Callable[[list[str], list[float]], "float | None"]  # (stream reads, their windows) → fraction kept
 
 
 def horizons(plan: L.LogicalNode) -> dict[str, float]:
@@ -295,14 +297,21 @@ def _sample(node: L.LogicalNode, kept: Mapping[str, float], est: _Est) -> Precis
     return p.join(Precision(0.0, 1.0 - node.fraction / node.most))
 
 
-def _correlated(node: L.Join, p: Precision, joint: Callable[[list[str]], float | None]) -> Precision:
+def _correlated(node: L.Join, p: Precision, joint: Joint) -> Precision:
     """A join's precision with its recall corrected for drops that depend on time: its inputs'
     recalls multiplied assume each element kept independently of when it came; the combinations
-    kept bucket by bucket (``joint``) over the product of each side's own — which telescopes, a
-    join over joins, to the whole tree's combinations kept.  Unchanged where ``joint`` cannot say.
+    kept bucket by bucket (``joint``, each read with the window over it in this join) over the
+    product of each side's own — which telescopes, a join over joins, to the whole tree's
+    combinations kept.  Unchanged where ``joint`` cannot say, and over a UNION or other set
+    operation (its elements are alternatives, not a combination: the ratio meant nothing).
     """
-    left, right = (base_streams(c) for c in node.inputs())
-    both, a, b = joint(left + right), joint(left), joint(right)
+    sides = node.inputs()
+    if any(isinstance(n, L.SetOp) for c in sides for n in L.walk_plan(c)):
+        return p
+    reads = [base_streams(c) for c in sides]
+    spans = [[horizons(c).get(s, math.inf) for s in r] for c, r in zip(sides, reads, strict=True)]
+    both = joint(reads[0] + reads[1], spans[0] + spans[1])
+    a, b = joint(reads[0], spans[0]), joint(reads[1], spans[1])
     if both is None or a is None or b is None or a * b <= 0:
         return p
     return Precision(p.fp, min(max(1.0 - (1.0 - p.fn) * both / (a * b), 0.0), 1.0))
@@ -327,7 +336,7 @@ def estimate(
     kept: Mapping[str, float],
     windows: Mapping[object, float] | None = None,
     distinct: Mapping[str, Bloom] | None = None,
-    joint: Callable[[list[str]], float | None] | None = None,
+    joint: Joint | None = None,
 ) -> Precision | None:
     """The plan's expected (FP, FN) when base stream ``s`` keeps the fraction ``kept[s]`` of its
     elements (missing: 1) and a shrunk window (``windows[window_key(w)]``) holds that fraction of

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from sluice.approx.limits import QueryLimits, parse_latency, parse_size
 from sluice.approx.manager import ResourceManager
@@ -462,15 +463,22 @@ class EmbeddedEngine:
         """
         n = batch.num_rows
         first, step = (n, n) if self.limits is None or src.relation else self.limits.slice_rows(src.name, batch)
-        i = 0
-        while True:
-            size = first if i == 0 else step
-            src.push(batch.slice(i, size) if i or size < n else batch)
-            self.qos.pushed(src.max_seen)
-            i += max(size, 1)
-            if i >= n:
-                return
-            self.run()
+        if first < n and self.registry.ctx.start is None:
+            # (the runs between slices may fix the first instant: at the earliest of the whole push,
+            # or its later slices' earlier elements were rejected as before it — 30 of 230 lost)
+            self.registry.pushing_from = int(pc.min(batch.column(0)).as_py()) * src.scale
+        try:
+            i = 0
+            while True:
+                size = first if i == 0 else step
+                src.push(batch.slice(i, size) if i or size < n else batch)
+                self.qos.pushed(src.max_seen)
+                i += max(size, 1)
+                if i >= n:
+                    return
+                self.run()
+        finally:
+            self.registry.pushing_from = None
 
     def push_batch(self, name: str, batch: pa.Table) -> None:
         """Push an already-typed batch (``__ts``, ``__sign``, ``c0…``): the fast path, through

@@ -41,6 +41,7 @@ class QueryRegistry:
     ) -> None:
         self.ctx = ctx
         self.slack = slack
+        self.pushing_from: int | None = None  # the earliest element (ticks) of a push admitted in slices
         self.sources: dict[str, Source] = {}
         self.planner = Planner(
             self.sources, ctx, sharing=sharing, shared_join=shared_join, intermediates=join_intermediates
@@ -219,5 +220,7 @@ class QueryRegistry:
         """
         if self.ctx.start is None:
             srcs = self.sources.values()
-            waiting = ((lo, s.complete_upto(False)) for s in srcs if (lo := s.pending_from()) is not None)
+            waiting = [(lo, s.complete_upto(False)) for s in srcs if (lo := s.pending_from()) is not None]
+            if self.pushing_from is not None and waiting:  # (the rest of a push in slices: waiting too)
+                waiting.append((self.pushing_from, NEG_INF))
             self.ctx.start = first_instant(waiting, (s.complete_upto(False) for s in srcs))

@@ -1,7 +1,8 @@
 """The embedded engine's memory, as the resource manager reads it (``sluice.approx.manager``):
 every queue's and every operator's state bytes (sources' buffered input included), and the part
-attributable to each base stream — what the operators it feeds hold, shared equally among the
-streams that feed them.
+attributable to each base stream — what the operators it feeds hold: a join's synopses to the
+stream feeding each (``Operator.state_by_input``), the rest shared equally among the streams that
+feed the operator.
 """
 
 from __future__ import annotations
