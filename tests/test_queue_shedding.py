@@ -257,3 +257,21 @@ def test_no_probe_where_the_backlog_could_not_reach_the_limit() -> None:
         eng.push("T", [(i * 10 + j, j % 7) for j in range(100)])  # (100 rows: more than FEW)
     assert runs[0] == 0
     assert eng.limits is not None and eng.limits.measure is not None and eng.limits.measure().queued["s"][0] > 64
+
+
+def test_a_row_rejected_in_a_push_admitted_in_slices_does_not_move_the_first_instant() -> None:
+    """The first instant a sliced push holds back is that of what its source accepts: a row out
+    of order beyond the slack, rejected either way, moved it 990 instants early — as many
+    answers of count 0 for an exact-only query (a review)."""
+
+    def run(limit: str | None) -> tuple[int | None, int, list[Any]]:
+        eng = EmbeddedEngine(memory_limit=limit, slack=100, time_unit="millisecond")
+        eng.execute("register stream S (K integer)")
+        q = eng.register_query("Rstream(select count(*) as n from S [Range 100])", "q", min_precision=1.0)
+        eng.push("S", [(t, t % 7) for t in range(1000, 1100)] + [(10, 1)] + [(t, t % 7) for t in range(1100, 3000)])
+        eng.close()
+        rows = q.arrow().to_pylist()
+        return eng.registry.ctx.start, len(rows), rows[:2]
+
+    assert run("20KB") == run(None)
+    assert run(None)[:2] == (1000, 2000)

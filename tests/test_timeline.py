@@ -85,3 +85,16 @@ def test_more_than_two_reads_or_timelines_far_apart_are_left_to_the_product() ->
     s.add(np.arange(0, 60_000), np.ones(60_000, bool))
     t.add(np.arange(0, 60_000) + 86_400_000, np.ones(60_000, bool))
     assert joint([s, t], {}, spans=(1001, 1001)) is None
+
+
+def test_past_its_cap_a_timeline_folds_its_oldest_buckets_rather_than_widen() -> None:
+    """Buckets no wider than ``2^cap`` ticks: one element a day before 50 s of data made them
+    262 s wide, and a backlog in the last seconds looked admitted at a 15th of its rate (28% of
+    a join's pairs lost, a review); the day-old element is counted before the buckets kept."""
+    line = Timeline(cap=7)
+    line.add(np.array([0]), np.array([True]))
+    ts = np.arange(86_400_000, 86_450_000)
+    line.add(ts, ts % 2 == 0)
+    assert line.shift == 7 and len(line.offered) <= MAX and line.old[0] + line.offered.sum() == len(ts) + 1
+    assert line.old[0] >= 1 and line.offered_since(86_449_000) == pytest.approx(1000, abs=128)
+    assert joint([line], {}) == pytest.approx(0.5, abs=0.01)

@@ -115,6 +115,9 @@ class StreamShedding:
         """Elements stamped ``ts`` offered, those where ``keep`` kept, in the timeline."""
         if self._timeline is None:
             self._timeline = Timeline()
+        # (buckets no wider than a quarter of its largest window: older ones folded, not widened)
+        h = self.horizon
+        self._timeline.cap = max(0, math.floor(math.log2(max(h, 4.0) / 4))) if math.isfinite(h) else None
         self._timeline.add(ts, keep)
 
     def unkeep(self, m: int, ts: np.ndarray | None = None) -> None:

@@ -68,14 +68,7 @@ class Admission(Part):
             # in time order and after every complete instant: none is late (the usual batch)
             self.max_seen = max(self.max_seen, int(ts[-1]))
             return batch
-        # each element against what was complete when it arrived — the elements before it in this
-        # batch count as seen — so the answer does not depend on how the input was batched
-        seen = np.maximum.accumulate(np.concatenate(([self.max_seen], ts[:-1])))
-        wide = self.slack >= 2**62  # seen − slack − 1 may not fit 64 bits: Python integers
-        lag = seen.astype(object) if wide else np.where(seen > NEG_INF, seen, 0)
-        auto = np.where(seen > NEG_INF, lag - (self.slack + 1), NEG_INF)
-        done = np.maximum(auto, self.heartbeat_ts)
-        late = ts <= done
+        late, done = self._late(ts)
         if late.any():
             idx = np.flatnonzero(late)
             for i in idx[:5]:
@@ -92,6 +85,27 @@ class Admission(Part):
         if batch.num_rows:
             self.max_seen = max(self.max_seen, int(ts.max()))
         return batch
+
+    def _late(self, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Which of the timestamps (ticks, in arrival order) are late, and the instant complete
+        when each arrived: each against what was complete then — the elements before it in its
+        batch count as seen — so the answer does not depend on how the input was batched.
+        """
+        seen = np.maximum.accumulate(np.concatenate(([self.max_seen], ts[:-1])))
+        wide = self.slack >= 2**62  # seen − slack − 1 may not fit 64 bits: Python integers
+        lag = seen.astype(object) if wide else np.where(seen > NEG_INF, seen, 0)
+        auto = np.where(seen > NEG_INF, lag - (self.slack + 1), NEG_INF)
+        done = np.maximum(auto, self.heartbeat_ts)
+        return ts <= done, done
+
+    def earliest_kept(self, ts: np.ndarray) -> int | None:
+        """The earliest of the timestamps (ticks, in arrival order) that ``admit`` would not
+        reject as late, judged now (nothing counted); None: all late.
+        """
+        if not len(ts):
+            return None
+        kept = ts[~self._late(ts)[0]]
+        return int(kept.min()) if len(kept) else None
 
     def from_start(self, batch: pa.Table, start: int | None, relation: bool, where: str = "") -> pa.Table:
         """Admitted elements (ticks) against the engine's first instant: once it is fixed, a stream
