@@ -98,3 +98,35 @@ def test_past_its_cap_a_timeline_folds_its_oldest_buckets_rather_than_widen() ->
     assert line.shift == 7 and len(line.offered) <= MAX and line.old[0] + line.offered.sum() == len(ts) + 1
     assert line.old[0] >= 1 and line.offered_since(86_449_000) == pytest.approx(1000, abs=128)
     assert joint([line], {}) == pytest.approx(0.5, abs=0.01)
+
+
+def test_a_joins_correction_reads_its_own_windows_and_skips_unions_and_derived_streams() -> None:
+    """``estimate`` asks ``joint`` for each read with the window over it in this join — not the
+    stream's largest in any query (4.6x the truth when another query read S over 100 s) — and
+    leaves a join over a UNION or a derived stream to the product (a union's elements are
+    alternatives; a Dstream stamps its elements a window after they came: both reviews' cases)."""
+    from sluice.approx.precision import estimate
+    from sluice.catalog import Catalog
+    from sluice.plan import bind_query
+
+    cat = Catalog()
+    for s in ("S", "T", "U"):
+        cat.register_stream(s, [("K", "integer")])
+    asked: list[tuple[list[str], list[float]]] = []
+
+    def halving(reads: list[str], spans: list[float]) -> float:
+        asked.append((reads, spans))
+        return 0.5 ** max(len(reads) - 1, 0)  # (pairs kept: half of the product)
+
+    def fn(text: str) -> float:
+        p = estimate(bind_query(cat, text).plan, {"s": 0.5, "t": 0.5, "u": 0.5}, joint=halving)
+        assert p is not None
+        return p.fn
+
+    asked.clear()
+    assert fn("select * from S [Range 10], T [Range 1000] where S.K = T.K") == pytest.approx(1 - 0.25 * 0.5)
+    assert (["s", "t"], [11.0, 1001.0]) in asked  # ([Range N]: N + 1 ticks)
+    union = "select * from (select K from S [Range 10] union all select K from T [Range 10]) as X, U [Range 10] where X.K = U.K"
+    assert fn(union) == pytest.approx(1 - 0.25)  # (the product: 0.5 worse of the union, 0.5 of U)
+    derived = "select * from (Dstream(select K from S [Range 5])) as X [Now], T [Now] where X.K = T.K"
+    assert fn(derived) == pytest.approx(1 - 0.25)
