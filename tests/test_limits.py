@@ -22,6 +22,7 @@ from sluice.errors import SluiceError
 from sluice.plan import bind_query
 from sluice.reference import evaluate
 from sluice.reference.compare import diff_outputs
+from tests.test_timeline import formed_pairs
 
 DDL = "REGISTER STREAM A (K integer, V integer); REGISTER STREAM B (K integer, V integer); REGISTER RELATION R (K integer)"
 
@@ -894,9 +895,7 @@ def test_a_join_fed_one_streams_backlog_before_the_other_stays_under_its_limit(
     # once), not the kept fractions multiplied: S is kept early and T late (157 KB whole: 0.0495
     # reported where they form 0.0174 — design 021, "Drops that depend on time")
     ks, kt = (~np.isin(ts, np.fromiter(gone[s], np.int64, len(gone[s]))) for s in ("S", "T"))
-    ct, ca = np.concatenate([[0], np.cumsum(kt)]), np.arange(n + 1)
-    lo, hi = np.clip(ts - ranges[1], 0, n), np.clip(ts + ranges[0] + 1, 0, n)  # (T within S's windows)
-    formed = float((ks * (ct[hi] - ct[lo])).sum() / (ca[hi] - ca[lo]).sum())
+    formed = formed_pairs(ts, ks, kt, ranges[1], ranges[0])  # (T within S's windows)
     precision = q.approximation.precision
     assert precision is not None
     assert abs(1 - precision.fn - formed) <= 0.05 * formed + 0.002, (1 - precision.fn, formed)

@@ -275,3 +275,18 @@ def test_a_row_rejected_in_a_push_admitted_in_slices_does_not_move_the_first_ins
 
     assert run("20KB") == run(None)
     assert run(None)[:2] == (1000, 2000)
+
+
+def test_a_sources_earliest_waiting_element_is_the_first_of_its_waiting_timestamps() -> None:
+    """``earliest_waiting`` (what ``backlog_rate`` asks, at every adjustment) is ``waiting_ts()[0]``
+    without gathering and sorting every waiting timestamp: from the queue, the buffer, or both."""
+    eng = EmbeddedEngine(start=0, slack=5)
+    eng.execute("register stream S (A integer); register stream T (A integer)")
+    eng.register_query("select * from S [Range 5], T [Range 5] where S.A = T.A", retain=0)
+    src = eng.registry.source("S")
+    assert src.earliest_waiting() is None
+    eng.push("S", [(t, t) for t in (3, 1, 2)])  # (buffered only, out of order within the slack)
+    assert src.earliest_waiting() == src.waiting_ts()[0] == 1
+    eng.push("S", [(t, t) for t in range(4, 20)])
+    eng.run()  # (released into the queue, where the join waits for T; the last ones buffered)
+    assert src.waiting_ts()[0] == 1 and src.earliest_waiting() == 1

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from sluice.approx.timeline import MAX, Timeline, joint
 
 
-def _pairs(ts: np.ndarray, ks: np.ndarray, kt: np.ndarray, before: int, after: int) -> float:
+def formed_pairs(ts: np.ndarray, ks: np.ndarray, kt: np.ndarray, before: int, after: int) -> float:
     """Brute force: kept pairs over all pairs (s at x, t at y, ``-before <= y - x <= after``),
     one element of each stream at every tick of ``ts`` (0..n-1)."""
     n = len(ts)
@@ -43,7 +43,7 @@ def test_a_joins_recall_is_the_pairs_its_kept_elements_form(
     s, t = Timeline(), Timeline()
     s.add(ts, ks)
     t.add(ts, kt)
-    want = _pairs(ts, ks, kt, horizon, horizon)
+    want = formed_pairs(ts, ks, kt, horizon, horizon)
     got = joint([s, t], {}, spans=(horizon + 1, horizon + 1))  # ([Range horizon] each)
     assert got is not None
     assert abs(got - want) <= max(0.03 * want, 0.005), (got, want, ks.mean() * kt.mean())

@@ -311,7 +311,7 @@ def _correlated(node: L.Join, p: Precision, joint: Joint) -> Precision:
     if any(isinstance(n, L.SetOp | L.StreamOp) for c in sides for n in L.walk_plan(c)):
         return p  # (and over a derived stream: its elements' times are not its inputs' — a review)
     reads = [base_streams(c) for c in sides]
-    spans = [[horizons(c).get(s, math.inf) for s in r] for c, r in zip(sides, reads, strict=True)]
+    spans = [[h.get(s, math.inf) for s in r] for h, r in zip(map(horizons, sides), reads, strict=True)]
     both = joint(reads[0] + reads[1], spans[0] + spans[1])
     a, b = joint(reads[0], spans[0]), joint(reads[1], spans[1])
     if both is None or a is None or b is None or a * b <= 0:

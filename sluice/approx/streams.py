@@ -276,6 +276,6 @@ def backlog_rate(st: StreamShedding, src: Waiting | None, n: int) -> float:
     """
     if src is None or n <= FEW or st._timeline is None:
         return st.rate
-    ts = src.waiting_ts()
-    offered = st._timeline.offered_since(int(ts[0])) if len(ts) else 0
+    first = src.earliest_waiting()
+    offered = st._timeline.offered_since(first) if first is not None else 0
     return min(1.0, n / offered) if offered else st.rate

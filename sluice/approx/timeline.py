@@ -6,9 +6,10 @@ time").
 element were kept independently of when it came.  Load shedding is not: a join fed all of one
 stream before the other keeps S while T has not come and sheds T's batches while S's backlog
 drains, and its pairs — each an S and a T within one window of each other — survive far less
-often than the whole-run fractions multiplied (157 KB pushed whole: 0.0507 reported, 0.0184
-measured).  So each stream also counts what it was offered and kept per bucket of ``2^shift``
-ticks (as fine as ``MAX`` buckets over what it has seen allow), and a join's recall is the pairs
+often than the whole-run fractions multiplied (157 KB pushed whole: 0.0495 reported where the
+kept elements formed 0.0174 of the pairs).  So each stream also counts what it was offered and
+kept per bucket of ``2^shift`` ticks (as fine as ``MAX`` buckets over what it has seen allow, up
+to a quarter of its largest window), and a join's recall is the pairs
 kept over the pairs offered, each pair of buckets weighted by the chance that one element of each
 is in both windows at one instant (elements spread evenly in a bucket) — pairs in proportion to
 the product of the streams' elements: an equi-join of evenly spread keys.  A join of more than
@@ -31,7 +32,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-MAX = 512  # buckets a timeline keeps; past it, each two are merged into one (bounded state)
+MAX = 512  # buckets a timeline keeps: past it each two are merged into one, up to ``cap``, then the oldest folded
 
 
 class Timeline:

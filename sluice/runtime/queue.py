@@ -199,6 +199,10 @@ class Queue:
         furthest = max((r.cursor for r in self._readers), default=self._end)
         return min(max(furthest, self.pinned), self._end)
 
+    def first_ts(self) -> int | None:
+        """The timestamp of the first element held (None: none held)."""
+        return int(ts_of(self._table(self._base, 1))[0]) if self.length else None
+
     def unread_count(self) -> int:
         """How many elements no reader has read yet."""
         return self._end - self.unread_start()

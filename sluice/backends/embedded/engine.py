@@ -463,10 +463,10 @@ class EmbeddedEngine:
         n = batch.num_rows
         first, step = (n, n) if self.limits is None or src.relation else self.limits.slice_rows(src.name, batch)
         if first < n and self.registry.ctx.start is None:
-            # (the runs between slices may fix the first instant: at the earliest of the whole push,
-            # or its later slices' earlier elements were rejected as before it — 30 of 230 lost)
-            # (of what its source will take: a row it rejects as late moved the first instant before
-            # every accepted one, 990 instants of count 0 for an exact-only query — a review)
+            # (the runs between slices may fix the first instant: at the earliest element of the push
+            # its source will take — of the first slice, the later slices' earlier elements were
+            # rejected as before it, 30 of 230 lost; of every row, one it rejects as late moved it
+            # 990 instants early, as many answers of count 0 for an exact-only query)
             self.registry.pushing_from = src.admission.earliest_kept(ts_of(batch) * src.scale)
         try:
             i = 0

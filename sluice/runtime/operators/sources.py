@@ -310,6 +310,14 @@ class Source(Operator):
         """
         return self._buffered + sum(q.unread_count() for q in self.outputs)
 
+    def earliest_waiting(self) -> int | None:
+        """The smallest timestamp of the elements ``waiting`` counts (``waiting_ts()[0]``) without
+        gathering and sorting them all (None: none wait).
+        """
+        firsts = [t for q in self.outputs if (t := q.first_ts()) is not None]
+        firsts += [int(ts_of(b).min()) for b in self._pending if b.num_rows]
+        return min(firsts, default=None)
+
     def waiting_ts(self) -> np.ndarray:
         """The timestamps of the elements ``waiting`` counts, sorted (those released, in order,
         before those buffered: every buffered one is after what was released).
