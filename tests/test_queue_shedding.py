@@ -89,6 +89,15 @@ def test_entering_counts_what_the_windows_will_hold_at_once() -> None:
     assert entering(ts, 1001.0, 1001) <= 2  # a full one: each entering pushes an older one out
     assert entering(ts, float("inf"), 50) == 3000  # no window: every one stays
     assert entering(np.empty(0, np.int64), 1001.0, 0) == 0
+    # 500 held, all stamped in the last half of the horizon (shedding emptied its first half):
+    # none leaves while the next 500 enter — taken as spread over the horizon, half looked gone
+    late = np.arange(2000, 2500, dtype=np.int64)
+    assert entering(late, 1001.0, 500) <= 260
+    stamps = (np.array([999, 1200, 1999]), np.array([0, 20, 480]))  # each batch's latest stamp, kept
+    assert entering(late, 1001.0, 500, stamps) == 480
+    assert entering(late, 1001.0, 500, (np.array([1999]), np.array([500]))) == 500
+    # held ones a horizon older than the backlog are gone before it comes: only its own density
+    assert entering(late, 1001.0, 500, (np.array([999]), np.array([500]))) == 0
 
 
 def test_a_queue_is_never_cut_before_a_position_an_operator_remembers() -> None:

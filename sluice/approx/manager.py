@@ -409,7 +409,8 @@ class ResourceManager:
         its synopses held was measured), the first slice is ``FEW`` rows: it lets that backlog
         in for its span, measured before the rest is judged — a join fed all of one stream
         before the other, its backlog priced at ``PER_HELD``, took in a second of both at once
-        and passed a 250 KB limit by 5.3% (its elements held 73 B each, not 57).
+        and passed a 250 KB limit by 5.3% (its elements held 73 B each, not 57).  So is the
+        batch's own stream's, its first elements priced at a guess (``guessed``).
         """
         if batch.num_rows <= 1:
             return 1, 1  # (never sliced: no need to measure the holders, at every one-row push)
@@ -417,7 +418,8 @@ class ResourceManager:
         per_row = nbytes(batch) / batch.num_rows
         per_row *= 1 + usage.holders.get(stream.lower(), 0)
         step = max(1, int(self.limit * SLICE / max(per_row, 1.0)))
-        probe = guessed(self.streams, stream.lower(), usage, self.limit * RAISE - usage.total)
+        room = self.limit * RAISE - usage.total
+        probe = guessed(self.streams, stream.lower(), usage, room, (batch.num_rows, nbytes(batch)))
         return (min(step, FEW) if probe else step), step
 
     @staticmethod
@@ -451,7 +453,7 @@ class ResourceManager:
                 if ts is None:
                     more = n if st.filling() else 0
                 else:
-                    more = entering(ts, st.horizon, max(held, 0), st.arrival_first)
+                    more = entering(ts, st.horizon, max(held, 0), st.held_stamps(int(ts[0])))
                 out[s] = (b, b + more * max(cost - row, 0.0))
         return out
 

@@ -64,15 +64,18 @@ def held_cost(row_bytes: float, holders: int, live: float, held: float) -> float
     return row_bytes * holders + PER_HELD
 
 
-def entering(ts: np.ndarray, horizon: float, held: int, since: float | None = None) -> int:
+def entering(
+    ts: np.ndarray, horizon: float, held: int, stamps: tuple[np.ndarray, np.ndarray] | None = None
+) -> int:
     """How many elements more than the ``held`` its windows hold now a stream's windows will hold
     at once after its waiting elements (timestamps ``ts``, sorted) enter them: the most of them
-    within one horizon, or — while the held ones still leave (taken as spread evenly over the
-    horizon before the first waiting one, or from ``since``, the stream's first element, if
-    later: entering elements push them out at the rate they came; spread over the whole horizon
-    where they came in its last half, half of them looked gone before they were, 1.02× a 120 KB
-    limit) — those entered so far beside the held ones left.  All of them when no window bounds
-    the stream (``inf``).
+    within one horizon, or — while the held ones still leave, each a horizon after its stamp —
+    those entered so far beside the held ones left.  ``stamps``: the held ones' batches, each
+    one's latest stamp and its elements (``StreamShedding.held_stamps``; a batch's elements
+    leave by its latest stamp's horizon at the latest); without, they are taken as spread evenly
+    over the horizon before the first waiting one.  (Spread so, where shedding had left them in
+    its last half, half of them looked gone before they were: 1.012× a 120 KB limit, a join
+    fed 500 ms of each stream in turn.)  All of them when no window bounds the stream (``inf``).
     """
     n = len(ts)
     if not n:
@@ -83,8 +86,14 @@ def entering(ts: np.ndarray, horizon: float, held: int, since: float | None = No
     peak = float((ends - np.arange(n)).max())  # the densest horizon of the backlog
     first = int(ends[0])
     if held and first:
-        spread = horizon if since is None else min(horizon, max(float(ts[0]) - since, 1.0))
-        left = held * np.clip(1.0 - (ts[:first] - ts[0] - (horizon - spread)) / spread, 0.0, 1.0)
+        if stamps is None:
+            left = held * np.clip(1.0 - (ts[:first] - ts[0]) / horizon, 0.0, 1.0)
+        else:
+            order = np.argsort(stamps[0], kind="stable")
+            last, counts = stamps[0][order], np.cumsum(stamps[1][order])
+            # (those stamped after t − horizon are still in the window at t)
+            gone = np.searchsorted(last, ts[:first] - horizon, side="right")
+            left = counts[-1] - np.where(gone > 0, counts[np.maximum(gone - 1, 0)], 0)
         peak = max(peak, float((left + np.arange(1, first + 1)).max()))
     return max(math.ceil(peak - held), 0)
 
