@@ -324,3 +324,39 @@ def test_the_ranking_claim_is_na_when_the_model_separates_no_strategies() -> Non
     claims = on_engine_claims.engine_agreement("chain-four-ops", rows, d["chain_whole_queue_turns"]["chain-four-ops"])
     (ranking,) = [c for c in claims if "ranks the strategies" in c["claim"]]
     assert ranking["agrees"] is None and ranking["measured"]["opposed"] == []
+
+
+def test_jiang_claims_are_judged_again_on_other_draws_and_a_longer_run() -> None:
+    rob = jiang.robustness(400, 1, 3, longer=2)
+    assert rob["draws"] + len(rob["not_run"]) == 2 and rob["long_slots"] == 800
+    assert len(rob["claims"]) == 4 and len(rob["verdicts"]) == rob["draws"] == len(rob["leaf_load_peak"])
+    for i, c in enumerate(rob["claims"]):
+        assert c["holds_in"] == sum(1 for v in rob["verdicts"] if v[i]) and c["long_run"] in (True, False)
+
+
+def test_the_output_latency_turn_is_told_apart_from_each_runs_costs() -> None:
+    """``latency_why``: the models on each run's own measured costs rank Chain lowest; on one set
+    of costs for every strategy (the static estimates) path capacity's lowest — the costs, not
+    the plan; ranked as on their own costs — not separated."""
+    own = {"path-capacity": 4.8, "simplified-segment": 3.6, "chain": 2.5, "threshold": 2.8}
+
+    def rows(same: dict[str, float]) -> dict[str, dict[str, float]]:
+        return {
+            s: {
+                "model_output_latency": v,
+                "ordered_model_output_latency": v + 1,
+                "estimates_model_output_latency": same[s],
+            }
+            for s, v in own.items()
+        }
+
+    costs = on_engine_claims.latency_why(
+        rows({"path-capacity": 2.7, "simplified-segment": 2.8, "chain": 2.9, "threshold": 2.6}), 1.3
+    )
+    assert "the turn is not the plan's but the costs each run measured" in costs and "×1.3" in costs
+    plan = on_engine_claims.latency_why(rows(own), 1.3)
+    assert "ranked so on one set of costs too" in plan
+    mixed = on_engine_claims.latency_why(
+        rows({"path-capacity": 3.0, "simplified-segment": 2.8, "chain": 2.9, "threshold": 2.6}), 1.3
+    )
+    assert "neither order" in mixed

@@ -365,8 +365,16 @@ def run(out: FsPath, slots: int = 1200, seed: int = 1, progress: bool = True, sl
         rows[s]["replay_spread_over_passes_model"] = ratio(spread_q, statistics.fmean(own.memory))
         rows[s]["cost_scale_to_match"] = cost_to_match(e["paths"], model_arr, model, slots, target)
         rows[s]["ordered_model_mean_queue"] = round(statistics.fmean(exact.memory), 3)
+        # the same, every strategy on one set of costs: the static estimates (each run measures its own)
+        same = simulate(
+            _estimated(e["paths"], estimates, slot), model_arr, model(), slots, preemptive=False, whole=True
+        )
         # output tuples' mean latency over the run (what the engine times), each model's
-        for key, result in (("model_output_latency", sim), ("ordered_model_output_latency", exact)):
+        for key, result in (
+            ("model_output_latency", sim),
+            ("ordered_model_output_latency", exact),
+            ("estimates_model_output_latency", same),
+        ):
             mean = result.output_latency()
             rows[s][key] = None if mean is None else round(mean, 3)
         rows[s]["queue_ratio_to_ordered_model"] = ratio(target, statistics.fmean(exact.memory))
@@ -614,7 +622,7 @@ def agreement(rows: dict[str, Any], realised: list[float], spread: float | None 
                 + str({s: r.get("model_output_latency") for s, r in rows.items()})
                 + "; the model with the engine's order (a join waits for its instant) "
                 + str({s: r.get("ordered_model_output_latency") for s, r in rows.items()})
-                + latency_why(rows)
+                + latency_why(rows, spread)
                 if any(r.get("ordered_model_output_latency") for r in rows.values())
                 else ""
             ),

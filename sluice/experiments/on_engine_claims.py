@@ -244,26 +244,42 @@ def _where(rows: dict[str, Any], s: str) -> str:
     )
 
 
-def latency_why(rows: dict[str, Any]) -> str:
+def latency_why(rows: dict[str, Any], spread: float | None = None) -> str:
     """Whether the models rank output latency as the engine does (jiang-on-engine's rows: each
-    strategy's ``model_output_latency`` and ``ordered_model_output_latency``).
+    strategy's ``model_output_latency`` and ``ordered_model_output_latency``, on the costs its own
+    run measured, and ``estimates_model_output_latency``, every strategy on the static estimates;
+    ``spread``: the experiment's ``cost_spread``).
     """
-    lower = [
-        key
-        for key in ("model_output_latency", "ordered_model_output_latency")
-        if all(r.get(key) is not None for r in rows.values())
-        and rows["chain"][key] < rows["simplified-segment"][key] < rows["path-capacity"][key]
-    ]
+
+    def reverses(key: str) -> bool:
+        v = {s: r.get(key) for s, r in rows.items()}
+        return all(x is not None for x in v.values()) and v["chain"] < v["simplified-segment"] < v["path-capacity"]
+
+    lower = [key for key in ("model_output_latency", "ordered_model_output_latency") if reverses(key)]
     if len(lower) < 2:
         return " — whether the order explains the ranking is read there."
-    return (
+    text = (
         ". Both models rank the output latency Chain, simplified segment, path capacity too: on this plan, with "
         "its measured costs, in whole tuples without preemption, the engine's ranking is the model's — not an "
         "effect of how the engine executes. On jiang-compare's own workload whole tuples alone reverse Jiang's "
         "tuple latency (its whole_tuples: a tuple a selective leaf drops is done there, and Chain runs the leaves "
         "first), though not the output tuples' latency there, nor with its joins waiting for their instants "
-        "(whole_tuples' output_latency_joins_waiting: the gap narrows); here the output tuples' latency turns "
-        "too — the plan's measured costs or its sharing, not separated further."
+        "(whole_tuples' output_latency_joins_waiting: the gap narrows)."
+    )
+    same = {s: r.get("estimates_model_output_latency") for s, r in rows.items()}
+    if any(x is None for x in same.values()):
+        return text
+    text += f" The same model with every strategy on one set of costs (the static estimates): {same}"
+    if reverses("estimates_model_output_latency"):
+        return text + " — ranked so on one set of costs too: the plan and its measured costs, not separated further."
+    pc = same["path-capacity"] or 0.0
+    if not pc < min(same["simplified-segment"] or 0.0, same["chain"] or 0.0):
+        return text + " — neither order: not separated further."
+    return (
+        text + " — path capacity's the lowest of the three, as Jiang's: the turn is not the plan's but the costs "
+        f"each run measured, which differ "
+        f"between the runs by up to ×{spread} (cost_spread); at the loads the engine could not carry, a small "
+        "difference in work grows into a large one in queue and in the latency of what leaves it."
     )
 
 

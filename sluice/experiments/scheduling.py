@@ -503,7 +503,7 @@ def run(
     if name in CHAIN_SETUPS:
         return run_chain_experiment(name, o, slots or 2000, seed, progress, seeds)
     if name == "jiang-compare":
-        return jiang.run(o, slots or 8000, seed, progress=progress)
+        return jiang.run(o, slots or 8000, seed, progress=progress, seeds=seeds)
     if name == "chain-lp-excess":
         return run_lp_excess(o, slots or 120, seed, progress=progress)
     raise ValueError(f"unknown experiment {name!r}; known: {', '.join(EXPERIMENTS)}")
