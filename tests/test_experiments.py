@@ -337,12 +337,15 @@ def test_jiang_claims_are_judged_again_on_other_draws_and_a_longer_run() -> None
 def test_the_output_latency_turn_is_told_apart_from_each_runs_costs() -> None:
     """``latency_why``: the models on each run's own measured costs rank Chain lowest; on one set
     of costs for every strategy (the static estimates) path capacity's lowest — the costs, not
-    the plan; ranked as on their own costs — not separated."""
+    the plan; ranked as on their own costs — not separated; the engine's figures within the
+    run-to-run noise are not ranked."""
     own = {"path-capacity": 4.8, "simplified-segment": 3.6, "chain": 2.5, "threshold": 2.8}
+    engine = {"path-capacity": 5.4, "simplified-segment": 5.0, "chain": 5.5, "threshold": 5.4}
 
     def rows(same: dict[str, float]) -> dict[str, dict[str, float]]:
         return {
             s: {
+                "engine_mean_latency": engine[s],
                 "model_output_latency": v,
                 "ordered_model_output_latency": v + 1,
                 "estimates_model_output_latency": same[s],
@@ -350,13 +353,10 @@ def test_the_output_latency_turn_is_told_apart_from_each_runs_costs() -> None:
             for s, v in own.items()
         }
 
-    costs = on_engine_claims.latency_why(
-        rows({"path-capacity": 2.7, "simplified-segment": 2.8, "chain": 2.9, "threshold": 2.6}), 1.3
-    )
-    assert "the turn is not the plan's but the costs each run measured" in costs and "×1.3" in costs
-    plan = on_engine_claims.latency_why(rows(own), 1.3)
-    assert "ranked so on one set of costs too" in plan
-    mixed = on_engine_claims.latency_why(
-        rows({"path-capacity": 3.0, "simplified-segment": 2.8, "chain": 2.9, "threshold": 2.6}), 1.3
-    )
-    assert "neither order" in mixed
+    why = on_engine_claims.latency_why
+    costs = why(rows({"path-capacity": 2.7, "simplified-segment": 2.8, "chain": 2.9, "threshold": 2.6}), 1.3, 0.17)
+    assert "the turn is the measurement's, not the plan's" in costs and "×1.3" in costs
+    assert "the engine ['simplified-segment', 'path-capacity', 'chain']" in costs and "not ranked" in costs
+    assert "not separated" in why(rows(own), 1.3)
+    mixed = why(rows({"path-capacity": 3.0, "simplified-segment": 2.8, "chain": 2.9, "threshold": 2.6}), 1.3, 0.05)
+    assert "turn" not in mixed and "not ranked" not in mixed and "not separated" not in mixed

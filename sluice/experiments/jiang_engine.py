@@ -622,7 +622,7 @@ def agreement(rows: dict[str, Any], realised: list[float], spread: float | None 
                 + str({s: r.get("model_output_latency") for s, r in rows.items()})
                 + "; the model with the engine's order (a join waits for its instant) "
                 + str({s: r.get("ordered_model_output_latency") for s, r in rows.items()})
-                + latency_why(rows, spread)
+                + latency_why(rows, spread, RUN_TO_RUN)
                 if any(r.get("ordered_model_output_latency") for r in rows.values())
                 else ""
             ),

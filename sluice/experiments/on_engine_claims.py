@@ -244,43 +244,46 @@ def _where(rows: dict[str, Any], s: str) -> str:
     )
 
 
-def latency_why(rows: dict[str, Any], spread: float | None = None) -> str:
-    """Whether the models rank output latency as the engine does (jiang-on-engine's rows: each
-    strategy's ``model_output_latency`` and ``ordered_model_output_latency``, on the costs its own
-    run measured, and ``estimates_model_output_latency``, every strategy on the static estimates;
-    ``spread``: the experiment's ``cost_spread``).
+def latency_why(rows: dict[str, Any], spread: float | None = None, noise: float = 0.0) -> str:
+    """What ranks the output latency (jiang-on-engine's rows: per strategy the engine's
+    ``engine_mean_latency``, and the model's ``model_output_latency`` and
+    ``ordered_model_output_latency`` on the costs its own run measured and
+    ``estimates_model_output_latency`` with every strategy on the static estimates; ``spread``:
+    the experiment's ``cost_spread``; ``noise``: the run-to-run difference below which two
+    strategies' figures are not ranked).
     """
+    three = ("path-capacity", "simplified-segment", "chain")
 
-    def reverses(key: str) -> bool:
-        v = {s: r.get(key) for s, r in rows.items()}
-        return all(x is not None for x in v.values()) and v["chain"] < v["simplified-segment"] < v["path-capacity"]
+    def ranked(key: str) -> list[str] | None:
+        v = {s: rows[s].get(key) for s in three if s in rows}
+        return sorted(v, key=lambda s: v[s]) if len(v) == 3 and all(x is not None for x in v.values()) else None
 
-    lower = [key for key in ("model_output_latency", "ordered_model_output_latency") if reverses(key)]
-    if len(lower) < 2:
-        return " — whether the order explains the ranking is read there."
-    text = (
-        ". Both models rank the output latency Chain, simplified segment, path capacity too: on this plan, with "
-        "its measured costs, in whole tuples without preemption, the engine's ranking is the model's — not an "
-        "effect of how the engine executes. On jiang-compare's own workload whole tuples alone reverse Jiang's "
-        "tuple latency (its whole_tuples: a tuple a selective leaf drops is done there, and Chain runs the leaves "
-        "first), though not the output tuples' latency there, nor with its joins waiting for their instants "
-        "(whole_tuples' output_latency_joins_waiting: the gap narrows)."
-    )
-    same = {s: r.get("estimates_model_output_latency") for s, r in rows.items()}
-    if any(x is None for x in same.values()):
-        return text
-    text += f" The same model with every strategy on one set of costs (the static estimates): {same}"
-    if reverses("estimates_model_output_latency"):
-        return text + " — ranked so on one set of costs too: the plan and its measured costs, not separated further."
-    pc = same["path-capacity"] or 0.0
-    if not pc < min(same["simplified-segment"] or 0.0, same["chain"] or 0.0):
-        return text + " — neither order: not separated further."
-    return (
-        text + " — path capacity's the lowest of the three, as Jiang's: the turn is not the plan's but the costs "
-        f"each run measured, which differ "
-        f"between the runs by up to ×{spread} (cost_spread); at the loads the engine could not carry, a small "
-        "difference in work grows into a large one in queue and in the latency of what leaves it."
-    )
+    keys = {
+        "the engine": "engine_mean_latency",
+        "the model on each run's own measured costs": "model_output_latency",
+        "the same, each join waiting for its instant": "ordered_model_output_latency",
+        "the model with every strategy on one set of costs (the static estimates)": "estimates_model_output_latency",
+    }
+    orders = {what: ranked(key) for what, key in keys.items()}
+    if any(o is None for o in orders.values()):
+        return ""
+    text = ". Output latency over the run, lowest first: " + "; ".join(f"{w} {o}" for w, o in orders.items())
+    eng = {s: rows[s]["engine_mean_latency"] for s in three}
+    if max(eng.values()) <= min(eng.values()) * (1 + noise):
+        text += f" — the engine's within {int(noise * 100)}% of each other, not ranked"
+    reversed_ = list(reversed(three))
+    own = [orders[w] for w in list(keys)[1:3]]
+    same = orders[list(keys)[3]]
+    if all(o == reversed_ for o in own) and same is not None and same[0] == "path-capacity":
+        return text + (
+            ". The models turn Jiang's ranking only on each run's own costs: on one set of costs path capacity's "
+            f"the lowest, as Jiang's. The costs each run measured differ between the runs by up to ×{spread} "
+            "(cost_spread), and at the loads the engine could not carry a small difference in work grows into a "
+            "large one in queue and in the latency of what leaves it: the turn is the measurement's, not the plan's."
+        )
+    if all(o == reversed_ for o in own) and same == reversed_:
+        return text + ". Ranked so on one set of costs too: the plan and its costs, not separated further."
+    return text + "."
 
 
 def engine_agreement(name: str, rows: dict[str, Any], whole: dict[str, Any]) -> list[dict[str, Any]]:
