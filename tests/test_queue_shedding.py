@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sluice import EmbeddedEngine
+from sluice.approx.streams import StreamShedding
 from sluice.approx.waiting import entering
 from sluice.datatypes import INTEGER
 from sluice.runtime.batch import from_rows
@@ -93,11 +94,38 @@ def test_entering_counts_what_the_windows_will_hold_at_once() -> None:
     # none leaves while the next 500 enter — taken as spread over the horizon, half looked gone
     late = np.arange(2000, 2500, dtype=np.int64)
     assert entering(late, 1001.0, 500) <= 260
-    stamps = (np.array([999, 1200, 1999]), np.array([0, 20, 480]))  # each batch's latest stamp, kept
-    assert entering(late, 1001.0, 500, stamps) == 480
-    assert entering(late, 1001.0, 500, (np.array([1999]), np.array([500]))) == 500
+
+    def batches(*rows: tuple[int, int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return tuple(np.array(c, dtype=np.float64) for c in zip(*rows, strict=True))  # type: ignore[return-value]
+
+    assert entering(late, 1001.0, 500, batches((1500, 1999, 500))) == 500
+    assert entering(late, 1001.0, 500, batches((1100, 1200, 20), (1500, 1999, 480))) == 480
     # held ones a horizon older than the backlog are gone before it comes: only its own density
-    assert entering(late, 1001.0, 500, (np.array([999]), np.array([500]))) == 0
+    assert entering(late, 1001.0, 500, batches((0, 999, 500))) == 0
+    # a window filled by one batch (or ten) leaves as evenly as its stamps, not at its last one
+    # (a review: 1,000 more held, or 100, where one was)
+    full, after = np.arange(2000, 3000, dtype=np.int64), float(np.arange(1000, 2000).size)
+    truth = max(int((np.arange(1000, 2000) > t - 1001).sum() + (full <= t).sum()) for t in full) - 1000
+    assert entering(full, 1001.0, 1000, batches((1000, 1999, after))) <= truth + 1
+    ten = batches(*((a, a + 99, 100) for a in range(1000, 2000, 100)))
+    assert entering(full, 1001.0, 1000, ten) <= truth + 1
+
+
+def test_a_shed_element_leaves_the_batch_it_came_in() -> None:
+    """``unkeep`` with stamps: a uniform half of 3,000 elements shed from the queue is taken off
+    each batch it came in — not off the newest batches, which made the older ones' elements look
+    gone early (a review: 30 more held estimated where 533 were)."""
+    st = StreamShedding("T", horizon=3001.0)
+    for i in range(60):  # 3,000 elements in 60 batches of 50, one a tick
+        st.record(i * 50 + 49, 50, 50, i * 50)
+    gone = np.sort(np.random.default_rng(0).choice(3000, 1500, replace=False))
+    st.unkeep(1500, gone)
+    kept_ts = np.setdiff1d(np.arange(3000), gone)
+    assert [r[2] for r in st._recent] == [int(((kept_ts >= a) & (kept_ts < a + 50)).sum()) for a in range(0, 3000, 50)]
+    assert st.kept == 1500 and st.kept_before(3000) == 1500
+    late = np.sort(np.r_[np.arange(3000, 4500, 50), np.linspace(4500, 4999, 1500).astype(np.int64)])
+    truth = max(int((kept_ts > t - 3001).sum() + (late <= t).sum()) for t in late) - len(kept_ts)
+    assert abs(entering(late, 3001.0, 1500, st.held_stamps(3000)) - truth) <= 15
 
 
 def test_a_queue_is_never_cut_before_a_position_an_operator_remembers() -> None:
@@ -299,3 +327,22 @@ def test_a_sources_earliest_waiting_element_is_the_first_of_its_waiting_timestam
     eng.push("S", [(t, t) for t in range(4, 20)])
     eng.run()  # (released into the queue, where the join waits for T; the last ones buffered)
     assert src.waiting_ts()[0] == 1 and src.earliest_waiting() == 1
+
+
+def test_a_probe_only_where_a_guess_could_pass_the_limit() -> None:
+    """``guessed``: a stream none of whose elements was ever held, its batch large against the
+    room, is probed; not while some of it waits for another stream (its probe's run would enter
+    no synopsis), nor once its synopses held one (a short window that empties is measured)."""
+    from sluice.approx.streams import Usage, guessed
+
+    st = {"s": StreamShedding("S"), "t": StreamShedding("T")}
+    fresh = Usage(0, {}, {"s": 1, "t": 1}, queued={"s": (0, 0), "t": (0, 0)})
+    assert guessed(st, "s", fresh, 10_000.0, (1_000, 25_000.0))
+    assert not guessed(st, "s", fresh, 10_000_000.0, (1_000, 25_000.0))  # (room for twice the guess)
+    assert not guessed(st, "s", fresh, 10_000.0, (40, 1_000.0))  # (a few: never)
+    waits = Usage(25_000, {"s": 25_000.0}, {"s": 1, "t": 1}, queued={"s": (1_000, 25_000), "t": (0, 0)})
+    assert not guessed(st, "s", waits, 10_000.0, (1_000, 25_000.0))
+    assert guessed(st, "t", waits, 10_000.0, (10, 250.0))  # (S's backlog, priced at a guess, beside T's batch)
+    st["s"].held_once = True
+    assert not guessed(st, "t", waits, 10_000.0, (10, 250.0))
+    assert not guessed(st, "s", fresh, 10_000.0, (1_000, 25_000.0))

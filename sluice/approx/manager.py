@@ -46,9 +46,20 @@ from sluice.approx.report import Approximation, Event, Resizable, shrunk_windows
 from sluice.approx.resize import GROW, regrow, shrink
 from sluice.approx.shares import FairShares, water_fill
 from sluice.approx.static import StaticSample, choose, chosen_in
-from sluice.approx.streams import StreamShedding, Usage, cost_held, guessed, joint_of, new_cost, scaling, span_of
+from sluice.approx.streams import (
+    StreamShedding,
+    Usage,
+    at_once,
+    cost_held,
+    guessed,
+    joint_of,
+    new_cost,
+    observe,
+    scaling,
+    span_of,
+)
 from sluice.approx.synopses import candidates, compress, compressed, grow
-from sluice.approx.waiting import FEW, entering, held_cost, shed_waiting
+from sluice.approx.waiting import FEW, entering, held_cost, shed_waiting, waiting_totals
 from sluice.plan import logical as L
 from sluice.runtime.batch import nbytes
 
@@ -244,9 +255,10 @@ class ResourceManager:
         small = usage.by_stream.get(name, 0.0) < NEGLIGIBLE * self.limit
         row = nbytes(batch) / n
         cost = held_cost(row, usage.holders.get(name, 0), 0, 0) if small else new_cost(st, row, usage)
+        cost = at_once(st, batch.column(0).to_numpy()[keep], row, cost, usage)
         # elements waiting at their sources hold only their own bytes: counted at what they will cost
         per_stream = self._will(usage)
-        now, will = self._waiting(per_stream)
+        now, will = waiting_totals(per_stream)
         held = usage.total - now + will
         k = int(keep.sum())
         room = self._room(name, k, cost, held, usage)
@@ -275,7 +287,7 @@ class ResourceManager:
                 drops.append((shed, "shed"))
                 self._shed_since = True
                 self._shedding_begins(st.name, usage, "; ")
-        st.record(last, n, int(keep.sum()))
+        st.record(last, n, int(keep.sum()), first)
         st.count(batch.column(0).to_numpy(), keep)
         for mask, reason in drops:
             self._drop(st, batch, mask, reason)
@@ -345,7 +357,7 @@ class ResourceManager:
         # batches were shed instead and the backlog entered the windows anyway, 1.07× a 100 KB
         # limit)
         read = {s for r in self.readers.values() for s in r.streams}
-        now, will_all = self._waiting(per_stream)
+        now, will_all = waiting_totals(per_stream)
         free = self.limit * CAP - (usage.total - now + will_all)  # (under the cap beside the plan and what waits)
         # (past the cap with none of the batch: every backlog, within its share or not — a join's
         # T past its share holds its 5 s window however its batches are shed, and S's backlog,
@@ -422,13 +434,6 @@ class ResourceManager:
         probe = guessed(self.streams, stream.lower(), usage, room, (batch.num_rows, nbytes(batch)))
         return (min(step, FEW) if probe else step), step
 
-    @staticmethod
-    def _waiting(will: Will) -> tuple[float, float]:
-        """The elements waiting at the sources: the bytes they take now, and what they will add
-        once past them (``_will``, summed).
-        """
-        return sum(b for b, _ in will.values()), sum(w for _, w in will.values())
-
     def _will(self, usage: Usage) -> Will:
         """Per stream with elements waiting at its source: the bytes they take now, and what they
         will hold once past it — their own bytes, and for as many as its windows will hold at once
@@ -496,6 +501,7 @@ class ResourceManager:
         assert self.measure is not None, "the engine sets measure"
         u = self.measure()
         self.peak = max(self.peak, u.total)
+        observe(self.streams, u)
         return u
 
     def _event(self, action: str, detail: str) -> None:
@@ -517,7 +523,7 @@ class ResourceManager:
         if self._transient is not None:
             self._recent.append(self._transient)
         self._transient = None
-        now, will = self._waiting(self._will(u))
+        now, will = waiting_totals(self._will(u))
         transient = max(max(self._recent, default=0.0), will)
         base = u.total - now  # the plan's state
         self._bases.append(base)

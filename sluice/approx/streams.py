@@ -20,7 +20,7 @@ from sluice.approx.report import Resizable
 from sluice.approx.synopses import Found
 from sluice.approx.timeline import Timeline
 from sluice.approx.timeline import joint as joint_recall
-from sluice.approx.waiting import FEW, Waiting, held_cost
+from sluice.approx.waiting import FEW, Waiting, entering, held_cost
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +50,12 @@ class StreamShedding:
     sampled_out: int = 0  # dropped by dynamic sampling
     shed: int = 0  # dropped by load shedding (the limit reached)
     horizon: float = 0.0  # ticks its elements stay in the largest window over it (inf: for ever)
-    _recent: deque[tuple[int, int, int]] = field(default_factory=deque, repr=False)  # (last ts, offered, kept)
+    # its synopses (or queues past its source) held some of its elements once: its cost was measured,
+    # no probe for it (``guessed``) — a 10 ms window emptied between bursts was probed at every push
+    held_once: bool = False
+    waiting_from: int | None = None  # the first of its elements waiting at its source (as last measured)
+    # per admitted batch: (last ts, offered, kept, first ts) — a checkpoint's may lack the first
+    _recent: deque[tuple[int, ...]] = field(default_factory=deque, repr=False)
     _out: int = field(default=0, repr=False)  # the first of them past the horizon (in no ``_in_horizon``)
 
     @property
@@ -76,7 +81,7 @@ class StreamShedding:
             self.arrival_first = first_ts
         self.arrival_last = last_ts if self.arrival_last is None else max(self.arrival_last, last_ts)
 
-    def record(self, last_ts: int, offered: int, kept: int) -> None:
+    def record(self, last_ts: int, offered: int, kept: int, first_ts: int | None = None) -> None:
         if self.first_ts is None:
             self.first_ts = last_ts
         self.last_ts = last_ts if self.last_ts is None else max(self.last_ts, last_ts)
@@ -84,39 +89,48 @@ class StreamShedding:
         self.kept += kept
         if math.isfinite(self.horizon):
             recent = self._recent
-            recent.append((last_ts, offered, kept))
+            recent.append((last_ts, offered, kept, last_ts if first_ts is None else first_ts))
             self._in_horizon[0] += offered
             self._in_horizon[1] += kept
             while self._out < len(recent) and recent[self._out][0] < last_ts - self.horizon:
-                _, o, k = recent[self._out]
-                self._in_horizon[0] -= o
-                self._in_horizon[1] -= k
+                self._in_horizon[0] -= recent[self._out][1]
+                self._in_horizon[1] -= recent[self._out][2]
                 self._out += 1
-            # (kept a second horizon: what its windows hold while a slack's worth waits, ``kept_before``)
-            while self._out and recent[0][0] < last_ts - 2 * self.horizon:
+            # (kept a second horizon before what waits: what its windows hold while a backlog waits,
+            # ``kept_before`` — before the last admitted, a backlog 3 s ahead of its 1 s windows left
+            # none of what they held, and each held element looked unmeasured)
+            ref = last_ts if self.waiting_from is None else min(last_ts, self.waiting_from)
+            while self._out and recent[0][0] < ref - 2 * self.horizon:
                 recent.popleft()
                 self._out -= 1
 
     def kept_before(self, t: int) -> int:
-        """Kept elements admitted in batches stamped up to ``t`` (exclusive) and within the
-        horizon before it — about what its windows hold while the elements from ``t`` on wait.
+        """Kept elements stamped before ``t`` and within the horizon before it — about what its
+        windows hold while the elements from ``t`` on wait (a batch's kept elements taken as
+        spread evenly over its stamps: a slice straddling ``t`` is held in part — counted whole
+        or not at all, a backlog's held elements were 64 of 1,000 and each looked 16x its cost).
         """
         if not math.isfinite(self.horizon):
             return self.kept
-        n = 0
-        for last, _, k in reversed(self._recent):
-            if last <= t - self.horizon:
-                break
-            if last < t:
-                n += k
-        return n
+        return round(float(self.held_stamps(t)[2].sum()))
 
-    def held_stamps(self, t: int) -> tuple[np.ndarray, np.ndarray]:
-        """The batches ``kept_before(t)`` counts: each one's latest stamp and its kept elements
-        (``waiting.entering``: when they leave the windows).
+    def held_stamps(self, t: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What ``kept_before(t)`` counts, batch by batch: the first and last stamp of each
+        batch's part within the horizon before ``t``, and its kept elements there (``waiting.
+        entering``: when they leave the windows).
         """
-        rows = [(last, k) for last, _, k in self._recent if t - self.horizon < last < t and k]
-        return np.array([r[0] for r in rows], np.int64), np.array([r[1] for r in rows], np.int64)
+        rows: list[tuple[float, float, float]] = []
+        if not math.isfinite(self.horizon):  # (no batches kept: nothing leaves)
+            return np.empty(0), np.empty(0), np.empty(0)
+        lo, hi = math.floor(t - self.horizon) + 1, t - 1  # (stamps in [lo, hi]: in the windows at t)
+        for r in self._recent:
+            last, k = r[0], r[2]
+            first = r[3] if len(r) > 3 else last
+            a, b = max(first, lo), min(last, hi)
+            if k and a <= b:
+                rows.append((a, b, k * (b - a + 1) / (last - first + 1)))
+        out = np.array(rows, dtype=np.float64).reshape(-1, 3)
+        return out[:, 0], out[:, 1], out[:, 2]
 
     def count(self, ts: np.ndarray, keep: np.ndarray) -> None:
         """Elements stamped ``ts`` offered, those where ``keep`` kept, in the timeline."""
@@ -128,23 +142,38 @@ class StreamShedding:
         self._timeline.add(ts, keep)
 
     def unkeep(self, m: int, ts: np.ndarray | None = None) -> None:
-        """``m`` elements kept were shed since, waiting at the source (the newest admissions'),
-        stamped ``ts``.
+        """``m`` elements kept were shed since, waiting at the source, stamped ``ts``: each taken
+        off the batch its stamp came in (``held_stamps`` reads when each batch's elements leave:
+        taken off the newest batches, a uniform shed made older batches' elements look gone —
+        30 estimated where 533 were held), the rest (no stamps) off the newest.
         """
         if self._timeline is not None and ts is not None:
             self._timeline.unkeep(ts)
         m = min(m, self.kept)  # (never below what was counted)
         self.kept -= m
         self.shed += m
-        for i in range(len(self._recent) - 1, -1, -1):
+        recent = self._recent
+        want = np.zeros(len(recent), dtype=np.int64)
+        if ts is not None and len(ts) and recent:
+            lasts = np.fromiter((r[0] for r in recent), np.int64, len(recent))
+            at = np.minimum(np.searchsorted(lasts, ts, side="left"), len(recent) - 1)
+            want = np.bincount(at, minlength=len(recent))
+        for i in range(len(recent)):  # (each batch's own first)
+            m -= self._take(i, min(int(want[i]), m))
+        for i in range(len(recent) - 1, -1, -1):  # (what its batch could not give: the newest)
             if m <= 0:
                 break
-            last, o, k = self._recent[i]
-            d = min(k, m)
-            self._recent[i] = (last, o, k - d)
+            m -= self._take(i, m)
+
+    def _take(self, i: int, m: int) -> int:
+        """Up to ``m`` of batch ``i``'s kept elements counted shed; how many."""
+        r = self._recent[i]
+        d = min(r[2], max(m, 0))
+        if d:
+            self._recent[i] = (r[0], r[1], r[2] - d, *r[3:])
             if i >= self._out:
                 self._in_horizon[1] -= d
-            m -= d
+        return d
 
     def filling(self) -> bool:
         """Whether its largest window has not yet spanned its range since its first kept element
@@ -157,8 +186,21 @@ class StreamShedding:
         return self.first_ts is None or self.last_ts is None or self.last_ts - self.first_ts < self.horizon
 
     def live(self) -> int:
-        """Kept elements that may still be held (within the horizon)."""
-        return self._in_horizon[1] if math.isfinite(self.horizon) else self.kept
+        """Kept elements that may still be held (within the horizon) — of the oldest batch in it,
+        only its part stamped within (its kept elements taken as spread evenly over its stamps:
+        counted whole, a batch of 391 of which the window held 2 made a join's elements look to
+        cost 42 B where they held 73, 1.018x a 140 KB limit).
+        """
+        if not math.isfinite(self.horizon):
+            return self.kept
+        n = float(self._in_horizon[1])
+        if self._out < len(self._recent) and self.last_ts is not None:
+            r = self._recent[self._out]
+            first, last = (r[3] if len(r) > 3 else r[0]), r[0]
+            lo = math.floor(self.last_ts - self.horizon) + 1  # (stamped from lo on: within)
+            if first < lo:
+                n -= r[2] * (min(lo, last + 1) - first) / (last - first + 1)
+        return max(round(n), 0)
 
     def wanted(self) -> float:
         """Elements offered within its (finite) horizon, kept or not — while its windows fill,
@@ -188,46 +230,91 @@ def span_of(batch: pa.Table) -> tuple[int, int]:
     return int(mm["max"].as_py()), int(mm["min"].as_py())
 
 
-def new_cost(st: StreamShedding, row_bytes: float, usage: Usage) -> float:
-    """Bytes one more kept element (``row_bytes`` its own) will hold: its own bytes once per
-    synopsis holding it, or what each held element costs now (measured: indexes, masks,
-    groups), whichever is more — twice the first before anything was measured.  (Over every
-    element within the horizon, those still waiting at the source included: counting only
-    those past it, a join's A while a 2 s batch of it waited looked 1.5× its cost — its window
-    holds the 6 s before the batch, the horizon counts the 6 s up to its end.)
+def observe(streams: Mapping[str, StreamShedding], u: Usage) -> None:
+    """What each stream's manager learns from a measure: whether its synopses held one of its
+    elements (``held_once``: ``guessed``) and the first of it waiting (``waiting_from``: ``record``).
+    """
+    for s, st in streams.items():
+        n, b = u.queued.get(s, (0, 0))
+        st.held_once = st.held_once or u.by_stream.get(s, 0.0) - b > 0
+        src = u.sources.get(s)
+        st.waiting_from = src.earliest_waiting() if n and src is not None else None
+
+
+def held_now(st: StreamShedding, usage: Usage) -> tuple[float, float]:
+    """The elements of ``st`` its synopses hold now, and their bytes: those waiting at its
+    source left out, the kept ones within the horizon before the first of them (``kept_before``:
+    what a window lagging its admissions by what waits holds — not the horizon before the last
+    admitted, which a backlog run ahead of its join moves past what the windows hold: 123-173 B
+    an element measured where they held 73, and a join fed 5 s of each stream in turn under
+    400 KB kept 0.80 of its pairs, never past 0.62 of the limit).
     """
     name = st.name.lower()
-    static = row_bytes * (1 + usage.holders.get(name, 0))
-    live, held = st.live(), usage.by_stream.get(name, 0.0)
-    return max(static, 1.1 * held / live) if live and held else 2 * static
+    n, b = usage.queued.get(name, (0, 0))
+    src = usage.sources.get(name)
+    t = src.earliest_waiting() if n and src is not None else None
+    count = st.kept_before(t) if t is not None else st.live() - n
+    return float(count), usage.by_stream.get(name, 0.0) - b
+
+
+def new_cost(st: StreamShedding, row_bytes: float, usage: Usage) -> float:
+    """Bytes one more kept element (``row_bytes`` its own) will hold: its own bytes once per
+    synopsis holding it and once at its source, or what each held element costs now (measured:
+    indexes, masks, groups; ``held_now``), whichever is more — twice the first before anything
+    was measured.
+    """
+    static = row_bytes * (1 + usage.holders.get(st.name.lower(), 0))
+    count, held = held_now(st, usage)
+    return max(static, 1.1 * held / count) if count > 0 and held > 0 else 2 * static
+
+
+def at_once(st: StreamShedding, ts: np.ndarray, row_bytes: float, cost: float, usage: Usage) -> float:
+    """What one of a batch's elements (stamped ``ts``) costs, counting only those held at once:
+    each waits at its source at its own bytes, and only as many as the stream's windows hold at
+    once (``entering``, as for a backlog) cost ``cost`` — a batch of 4 s into a window of 1 s
+    holds a second of it.  (Counted whole, a join fed 5 s of each stream in turn under 400 KB
+    kept 0.80 of its pairs, memory never past 0.62 of the limit, once an element's cost was
+    measured over what its windows hold.)  ``cost`` itself while more than a few of the stream
+    wait (the backlog enters first: ``_will``), for a few, or where no window bounds the stream.
+    """
+    n = len(ts)
+    waiting = usage.queued.get(st.name.lower(), (0, 0))[0]
+    if n <= FEW or cost <= row_bytes or not math.isfinite(st.horizon) or waiting > FEW:
+        return cost
+    ts = np.sort(ts)
+    t = int(ts[0])
+    more = min(entering(ts, st.horizon, st.kept_before(t), st.held_stamps(t)), n)
+    return row_bytes + more / n * (cost - row_bytes)
 
 
 def cost_held(st: StreamShedding, row_bytes: float, usage: Usage) -> float:
     """What an element of ``st`` holds once past its source (``waiting.held_cost``), from
-    what each element its synopses hold costs now (those waiting left out).
+    what each element its synopses hold costs now (``held_now``).
     """
-    name = st.name.lower()
-    waiting, waiting_bytes = usage.queued.get(name, (0, 0))
-    live, held = st.live() - waiting, usage.by_stream.get(name, 0.0) - waiting_bytes
-    return held_cost(row_bytes, usage.holders.get(name, 0), live, held)
+    return held_cost(row_bytes, usage.holders.get(st.name.lower(), 0), *held_now(st, usage))
 
 
 def guessed(
     streams: dict[str, StreamShedding], stream: str, usage: Usage, room: float, batch: tuple[int, float] = (0, 0.0)
 ) -> bool:
     """Whether more than ``FEW`` elements whose held cost is a guess (``held_cost`` before
-    anything was measured: their stream's synopses hold none of its elements) could not all be
-    held at that guess's double within ``room`` bytes: those waiting at another stream's source,
-    or ``batch`` (rows, bytes) of ``stream`` itself — a join's U, its first 480 beside T's
-    backlog, held 73 B an element where 57 were guessed: 1.026× a 120 KB limit.  (Otherwise no
-    probe: a push's extra run for nothing, 2.13 s against 1.37 s for 300 pushes under a limit 1%
-    used.)
+    anything was measured: their stream's synopses never held one) could not all be held at that
+    guess's double within ``room`` bytes: those waiting at another stream's source, or ``batch``
+    (rows, bytes) of ``stream`` itself while none of it waits — a join's U, its first 480
+    beside T's backlog, held 73 B an element where 57 were guessed: 1.026× a 120 KB limit.
+    (Otherwise no probe: a push's extra run for nothing, 2.13 s against 1.37 s for 300 pushes
+    under a limit 1% used; a stream whose elements wait for another's enters no synopsis in a
+    probe's run — probed at every push, 10 → 244 runs for 300.)
     """
-    own = (stream, (batch[0], batch[1] + usage.queued.get(stream, (0, 0))[1]))
-    for s, (n, b) in [*((s, q) for s, q in usage.queued.items() if s != stream), own]:
+    candidates: list[tuple[str, tuple[int, float]]] = [(s, q) for s, q in usage.queued.items() if s != stream]
+    if not usage.queued.get(stream, (0, 0))[0]:
+        candidates.append((stream, batch))
+    for s, (n, b) in candidates:
         st = streams.get(s)
         holders = usage.holders.get(s, 0)
-        if st is None or n <= FEW or not holders or usage.by_stream.get(s, 0.0) - usage.queued.get(s, (0, 0))[1] > 0:
+        if st is None or st.held_once or n <= FEW or not holders:
+            continue
+        if usage.by_stream.get(s, 0.0) - usage.queued.get(s, (0, 0))[1] > 0:
             continue
         if n * 2 * held_cost(b / n, holders, 0, 0) > room:
             return True

@@ -65,17 +65,22 @@ def held_cost(row_bytes: float, holders: int, live: float, held: float) -> float
 
 
 def entering(
-    ts: np.ndarray, horizon: float, held: int, stamps: tuple[np.ndarray, np.ndarray] | None = None
+    ts: np.ndarray,
+    horizon: float,
+    held: int,
+    stamps: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> int:
     """How many elements more than the ``held`` its windows hold now a stream's windows will hold
     at once after its waiting elements (timestamps ``ts``, sorted) enter them: the most of them
     within one horizon, or — while the held ones still leave, each a horizon after its stamp —
     those entered so far beside the held ones left.  ``stamps``: the held ones' batches, each
-    one's latest stamp and its elements (``StreamShedding.held_stamps``; a batch's elements
-    leave by its latest stamp's horizon at the latest); without, they are taken as spread evenly
-    over the horizon before the first waiting one.  (Spread so, where shedding had left them in
-    its last half, half of them looked gone before they were: 1.012× a 120 KB limit, a join
-    fed 500 ms of each stream in turn.)  All of them when no window bounds the stream (``inf``).
+    one's first and last stamp and its elements, taken as spread evenly between them
+    (``StreamShedding.held_stamps``); without, they are taken as spread evenly over the horizon
+    before the first waiting one.  (Spread so, where shedding had left them in its last half,
+    half of them looked gone before they were: 1.012× a 120 KB limit, a join fed 500 ms of each
+    stream in turn.  Each batch's leaving at its last stamp, a window filled by one batch looked
+    full until the backlog's end: a thousand more held where one was.)  All of them when no
+    window bounds the stream (``inf``).
     """
     n = len(ts)
     if not n:
@@ -86,16 +91,43 @@ def entering(
     peak = float((ends - np.arange(n)).max())  # the densest horizon of the backlog
     first = int(ends[0])
     if held and first:
+        x = ts[:first] - horizon  # (at ts[i], those stamped after x are still in the windows)
         if stamps is None:
             left = held * np.clip(1.0 - (ts[:first] - ts[0]) / horizon, 0.0, 1.0)
         else:
-            order = np.argsort(stamps[0], kind="stable")
-            last, counts = stamps[0][order], np.cumsum(stamps[1][order])
-            # (those stamped after t − horizon are still in the window at t)
-            gone = np.searchsorted(last, ts[:first] - horizon, side="right")
-            left = counts[-1] - np.where(gone > 0, counts[np.maximum(gone - 1, 0)], 0)
+            left = _left(x.astype(np.float64), *stamps)
         peak = max(peak, float((left + np.arange(1, first + 1)).max()))
     return max(math.ceil(peak - held), 0)
+
+
+def _left(x: np.ndarray, first: np.ndarray, last: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """At each ``x``, how many of the batches' elements are stamped after it: ``count[r]`` spread
+    evenly over the integer stamps ``first[r]..last[r]``, so batch r has all of them after
+    ``x ≤ first − 1``, none after ``x ≥ last`` and ``(last − x) / (last − first + 1)`` of them
+    between — summed over the batches with prefix sums (sorted by each end), not batch by batch.
+    """
+    a = first - 1.0
+    w = last - a
+    out = np.full(len(x), float(count.sum()))
+    for ends, sign in ((a, -1.0), (last, 1.0)):
+        # past ``a``: minus all of the batch, plus its linear part; past ``last``: minus that part
+        order = np.argsort(ends, kind="stable")
+        e, c, cl, cw = ends[order], count[order], (count * last / w)[order], (count / w)[order]
+        k = np.searchsorted(e, x, side="right")
+        pre = [np.concatenate([[0.0], np.cumsum(v)]) for v in (c, cl, cw)]
+        if sign < 0:
+            out -= pre[0][k]
+            out += pre[1][k] - x * pre[2][k]
+        else:
+            out -= pre[1][k] - x * pre[2][k]
+    return out
+
+
+def waiting_totals(will: dict[str, tuple[float, float]]) -> tuple[float, float]:
+    """The elements waiting at the sources: the bytes they take now, and what they will add
+    once past them (``ResourceManager._will``, summed).
+    """
+    return sum(b for b, _ in will.values()), sum(w for _, w in will.values())
 
 
 def shed_waiting(sources: dict[str, Waiting], share: dict[str, float], rng: np.random.Generator) -> dict[str, pa.Table]:
