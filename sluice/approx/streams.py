@@ -274,14 +274,19 @@ def at_once(st: StreamShedding, ts: np.ndarray, row_bytes: float, cost: float, u
     once (``entering``, as for a backlog) cost ``cost`` — a batch of 4 s into a window of 1 s
     holds a second of it.  (Counted whole, a join fed 5 s of each stream in turn under 400 KB
     kept 0.80 of its pairs, memory never past 0.62 of the limit, once an element's cost was
-    measured over what its windows hold.)  ``cost`` itself while more than a few of the stream
-    wait (the backlog enters first: ``_will``), for a few, or where no window bounds the stream.
+    measured over what its windows hold.)  ``cost`` itself for a batch within one horizon (what a
+    held element costs is measured per element; a group's is not: discounted as each entering
+    element pushing an older one out, a join beside a GROUP BY passed its limit by 2.4%), while
+    more than a few of the stream wait (the backlog enters first: ``_will``), for a few, or where
+    no window bounds the stream.
     """
     n = len(ts)
     waiting = usage.queued.get(st.name.lower(), (0, 0))[0]
     if n <= FEW or cost <= row_bytes or not math.isfinite(st.horizon) or waiting > FEW:
         return cost
     ts = np.sort(ts)
+    if ts[-1] - ts[0] < st.horizon:
+        return cost
     t = int(ts[0])
     more = min(entering(ts, st.horizon, st.kept_before(t), st.held_stamps(t)), n)
     return row_bytes + more / n * (cost - row_bytes)
