@@ -346,3 +346,27 @@ def test_a_probe_only_where_a_guess_could_pass_the_limit() -> None:
     st["s"].held_once = True
     assert not guessed(st, "t", waits, 10_000.0, (10, 250.0))
     assert not guessed(st, "s", fresh, 10_000.0, (1_000, 25_000.0))
+
+
+def test_what_the_windows_hold_is_counted_before_what_waits_or_over_all_it_holds() -> None:
+    """``held_now``: the elements the synopses hold are the kept ones before the first waiting
+    (a backlog run ahead of its join); where none are, yet the synopses hold bytes (an aggregate
+    took the waiting ones in beside a join waiting for its other input), all it holds over all
+    it kept within the horizon — counted 0, each looked unmeasured and the join's other input
+    was sampled to 1% with the limit far off (a review)."""
+    from sluice.approx.streams import Usage, held_now
+
+    class Src:
+        def __init__(self, first: int) -> None:
+            self.first = first
+
+        def earliest_waiting(self) -> int:
+            return self.first
+
+    st = StreamShedding("S", horizon=1001.0)
+    st.record(999, 1000, 1000, 0)
+    st.record(1999, 1000, 1000, 1000)  # (waiting from 1000 on)
+    ahead = Usage(75_000, {"s": 75_000.0}, {"s": 1}, queued={"s": (1000, 25_000)}, sources={"s": Src(1000)})
+    assert held_now(st, ahead) == (1000.0, 50_000.0)  # (the first batch's, at 50 B each)
+    taken = Usage(40_000, {"s": 40_000.0}, {"s": 2}, queued={"s": (1000, 25_000)}, sources={"s": Src(0)})
+    assert held_now(st, taken) == (float(st.live()), 40_000.0)

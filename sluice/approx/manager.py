@@ -51,6 +51,7 @@ from sluice.approx.streams import (
     Usage,
     at_once,
     cost_held,
+    frontier,
     guessed,
     joint_of,
     new_cost,
@@ -107,8 +108,7 @@ class ResourceManager:
 
     def __post_init__(self) -> None:
         self.rng = np.random.default_rng(self.seed)
-        # (query, bytes, until tick): what a query given a rate at registration will hold once
-        # its window has filled (``sample_at_registration``: the next one's free memory)
+        # (query, bytes, until tick): what a query sampled at registration holds once its window fills
         self._reserved: list[tuple[str, float, float]] = []
         self._shedding = False  # inside a shedding episode (one event per episode)
         self._shed_since = False  # elements shed since the last adjustment (an episode goes on)
@@ -255,7 +255,8 @@ class ResourceManager:
         small = usage.by_stream.get(name, 0.0) < NEGLIGIBLE * self.limit
         row = nbytes(batch) / n
         cost = held_cost(row, usage.holders.get(name, 0), 0, 0) if small else new_cost(st, row, usage)
-        cost = at_once(st, batch.column(0).to_numpy()[keep], row, cost, usage)
+        until = frontier(self.streams, [r.streams for r in self.readers.values()], name)  # (``at_once``)
+        cost = at_once(st, batch.column(0).to_numpy()[keep], row, cost, usage, until)
         # elements waiting at their sources hold only their own bytes: counted at what they will cost
         per_stream = self._will(usage)
         now, will = waiting_totals(per_stream)
