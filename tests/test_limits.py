@@ -910,6 +910,27 @@ def test_a_join_of_unequal_windows_fed_one_streams_backlog_first_stays_under_its
     test_a_join_fed_one_streams_backlog_before_the_other_stays_under_its_limit(60_000, 5_000, query, (1000, 5000))
 
 
+def _fed(limit: int, queries: list[str], n: int, chunk: int, order: str, keys: int = 100_000) -> Any:
+    """The statistics of an engine under ``limit`` running ``queries`` over streams ``order``
+    (``I``, ``K``: K random in ``keys``, one element a millisecond each), fed ``chunk`` of each
+    in turn with a run between."""
+    import numpy as np
+
+    rng = np.random.default_rng(11)
+    ts = np.arange(n, dtype=np.int64)
+    eng = EmbeddedEngine(time_unit="millisecond", memory_limit=limit)
+    eng.execute("; ".join(f"register stream {s} (I integer, K integer)" for s in sorted(order)))
+    for q in queries:
+        eng.register_query(q, retain=0)
+    data = {s: pa.table({"ts": ts, "I": ts, "K": rng.integers(0, keys, n)}) for s in sorted(order)}
+    for lo in range(0, n, chunk):
+        for s in order:
+            eng.push(s, data[s].slice(lo, chunk))
+        eng.run()
+    eng.close()
+    return eng.statistics()
+
+
 @pytest.mark.parametrize("limit", [100_000, 120_000, 140_000])
 def test_two_joins_sharing_a_stream_stay_under_the_limit(limit: int) -> None:
     """``S [1 s] ⋈ T [1 s]`` beside ``T [3 s] ⋈ U [500 ms]``, 500 ms of S, T and U in turn: U's
@@ -917,30 +938,14 @@ def test_two_joins_sharing_a_stream_stay_under_the_limit(limit: int) -> None:
     each — 1.015x, 1.026x and 1.041x these limits until its own first slice was a probe of
     ``FEW`` rows (``streams.guessed``).  Nothing lost: what was offered was kept or counted dropped.
     """
-    import numpy as np
-
-    n, chunk = 3_000, 500
-    rng = np.random.default_rng(11)
-    ts = np.arange(n, dtype=np.int64)
-    eng = EmbeddedEngine(time_unit="millisecond", memory_limit=limit)
-    eng.execute("; ".join(f"register stream {s} (I integer, K integer)" for s in "STU"))
     queries = [
         "Istream(select S.K, T.I from S [Range 1 Second], T [Range 1 Second] where S.K = T.K)",
         "Istream(select T.K, U.I from T [Range 3 Seconds], U [Range 500 Milliseconds] where T.K = U.K)",
     ]
-    for q in queries:
-        eng.register_query(q, retain=0)
-    data = {s: pa.table({"ts": ts, "I": ts, "K": rng.integers(0, 100_000, n)}) for s in "STU"}
-    for lo in range(0, n, chunk):
-        for s in "STU":
-            eng.push(s, data[s].slice(lo, chunk))
-        eng.run()
-    eng.close()
-    st = eng.statistics()
+    st = _fed(limit, queries, 3_000, 500, "STU")
     assert st.peak_memory <= limit, st.peak_memory / limit
-    by = {x.name: x for x in st.shedding}
-    assert sum(x.dropped for x in by.values()) > 0  # (the limit binds)
-    assert all(x.offered == n == x.kept + x.dropped for x in by.values())
+    assert sum(x.dropped for x in st.shedding) > 0  # (the limit binds)
+    assert all(x.offered == 3_000 == x.kept + x.dropped for x in st.shedding)
 
 
 def test_a_budget_that_suffices_drops_nothing_from_batches_longer_than_the_windows() -> None:
@@ -950,23 +955,9 @@ def test_a_budget_that_suffices_drops_nothing_from_batches_longer_than_the_windo
     once each element's cost was measured over what the windows really hold (``held_now``),
     10,199 (0.80 of the pairs kept, memory never past 0.62 of the limit).
     """
-    import numpy as np
-
-    n, chunk = 50_000, 5_000
-    rng = np.random.default_rng(11)
-    ts = np.arange(n, dtype=np.int64)
-    eng = EmbeddedEngine(time_unit="millisecond", memory_limit=400_000)
-    eng.execute("register stream S (I integer, K integer); register stream T (I integer, K integer)")
-    eng.register_query(BACKLOG_JOIN, retain=0)
-    data = {s: pa.table({"ts": ts, "I": ts, "K": rng.integers(0, 100_000, n)}) for s in ("S", "T")}
-    for lo in range(0, n, chunk):
-        for s in ("S", "T"):
-            eng.push(s, data[s].slice(lo, chunk))
-        eng.run()
-    eng.close()
-    st = eng.statistics()
+    st = _fed(400_000, [BACKLOG_JOIN], 50_000, 5_000, "ST")
     assert st.peak_memory <= 400_000
-    assert {x.name: (x.offered, x.kept) for x in st.shedding} == {"S": (n, n), "T": (n, n)}
+    assert {x.name: (x.offered, x.kept) for x in st.shedding} == {"S": (50_000, 50_000), "T": (50_000, 50_000)}
 
 
 @pytest.mark.parametrize(
@@ -978,23 +969,10 @@ def test_an_aggregate_beside_a_join_waiting_for_its_other_input_stays_under_the_
     """A GROUP BY over S takes S's elements in at once while a join of S waits for T: S's held
     elements do not leave with S's own time, so a batch longer than S's windows is priced whole
     (``streams.frontier``) — discounted, 1.081x, 1.022x and 1.011x these limits (a review)."""
-    import numpy as np
-
-    n = 6_000
-    rng = np.random.default_rng(11)
-    ts = np.arange(n, dtype=np.int64)
-    eng = EmbeddedEngine(time_unit="millisecond", memory_limit=limit)
-    eng.execute("register stream S (I integer, K integer); register stream T (I integer, K integer)")
-    eng.register_query("Istream(select K, count(*) from S [Range 500 Milliseconds] group by K)", retain=0)
-    eng.register_query(
-        "Istream(select S.K, T.I from S [Range 2 Seconds], T [Range 1 Second] where S.K = T.K)", retain=0
-    )
-    data = {s: pa.table({"ts": ts, "I": ts, "K": rng.integers(0, 200, n)}) for s in "ST"}
-    for lo in range(0, n, chunk):
-        for s in order:
-            eng.push(s, data[s].slice(lo, chunk))
-        eng.run()
-    eng.close()
-    st = eng.statistics()
+    queries = [
+        "Istream(select K, count(*) from S [Range 500 Milliseconds] group by K)",
+        "Istream(select S.K, T.I from S [Range 2 Seconds], T [Range 1 Second] where S.K = T.K)",
+    ]
+    st = _fed(limit, queries, 6_000, chunk, order, keys=200)
     assert st.peak_memory <= limit, st.peak_memory / limit
-    assert all(x.offered == n == x.kept + x.dropped for x in st.shedding)
+    assert all(x.offered == 6_000 == x.kept + x.dropped for x in st.shedding)
