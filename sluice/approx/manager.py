@@ -452,14 +452,14 @@ class ResourceManager:
                 # (a few waiting, or no timestamps to go by: all of them while its windows fill —
                 # a backlog's timestamps read at each one-row push under a limit doubled its cost)
                 ts = src.waiting_ts() if src is not None and n > FEW and not self._far(st, n, b, usage) else None
-                # what its windows hold: its kept elements admitted within the horizon before the
-                # first one waiting (a window lags its latest admissions by what waits)
-                held = st.live() - n if ts is None or not len(ts) else st.kept_before(int(ts[0]))
+                # what its windows hold: kept within the horizon before the first waiting (they lag by it)
+                stamps = st.held_stamps(int(ts[0])) if ts is not None and len(ts) else None
+                held = st.live() - n if stamps is None else round(float(stamps[2].sum()))  # (``kept_before``)
                 cost = held_cost(row, usage.holders.get(s, 0), held, usage.by_stream.get(s, 0.0) - b)
-                if ts is None:
+                if ts is None or stamps is None:
                     more = n if st.filling() else 0
                 else:
-                    more = entering(ts, st.horizon, max(held, 0), st.held_stamps(int(ts[0])))
+                    more = entering(ts, st.horizon, max(held, 0), stamps)
                 out[s] = (b, b + more * max(cost - row, 0.0))
         return out
 

@@ -143,8 +143,7 @@ class StreamShedding:
             end += 1
         for i in range(start, end):
             r = recent[i]
-            last, k = r[0], r[2]
-            first = r[3] if len(r) > 3 else last
+            first, last, k = _first(r), _last(r), r[2]
             a, b = max(first, lo), min(last, hi)
             if k and a <= b:
                 rows.append((a, b, k * (b - a + 1) / (last - first + 1)))
@@ -177,7 +176,7 @@ class StreamShedding:
             lasts = np.fromiter((r[0] for r in recent), np.int64, len(recent))
             at = np.minimum(np.searchsorted(lasts, ts, side="left"), len(recent) - 1)
             want = np.bincount(at, minlength=len(recent))
-        for i in range(len(recent)):  # (each batch's own first)
+        for i in np.flatnonzero(want).tolist():  # (each batch's own first)
             m -= self._take(i, min(int(want[i]), m))
         for i in range(len(recent) - 1, -1, -1):  # (what its batch could not give: the newest)
             if m <= 0:
@@ -215,7 +214,7 @@ class StreamShedding:
         n = float(self._in_horizon[1])
         if self._out < len(self._recent) and self.last_ts is not None:
             r = self._recent[self._out]
-            first, last = (r[3] if len(r) > 3 else r[0]), r[0]
+            first, last = _first(r), _last(r)
             lo = math.floor(self.last_ts - self.horizon) + 1  # (stamped from lo on: within)
             if first < lo:
                 n -= r[2] * (min(lo, last + 1) - first) / (last - first + 1)
@@ -325,8 +324,8 @@ def at_once(
         # where they are: none of them leaves while the batch waits, and a reader that does not
         # wait takes it in; discounted, an aggregate beside such a join passed its limit by 8%)
         return cost
-    t = int(ts[0])
-    more = min(entering(ts, st.horizon, st.kept_before(t), st.held_stamps(t)), n)
+    stamps = st.held_stamps(int(ts[0]))
+    more = min(entering(ts, st.horizon, round(float(stamps[2].sum())), stamps), n)  # (``kept_before``)
     return row_bytes + more / n * (cost - row_bytes)
 
 
@@ -355,9 +354,7 @@ def guessed(
     for s, (n, b) in candidates:
         st = streams.get(s)
         holders = usage.holders.get(s, 0)
-        if st is None or st.held_once or n <= FEW or not holders:
-            continue
-        if usage.by_stream.get(s, 0.0) - usage.queued.get(s, (0, 0))[1] > 0:
+        if st is None or st.held_once or n <= FEW or not holders:  # (``held_once``: ``observe``d)
             continue
         if n * 2 * held_cost(b / n, holders, 0, 0) > room:
             return True

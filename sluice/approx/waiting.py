@@ -91,11 +91,10 @@ def entering(
     peak = float((ends - np.arange(n)).max())  # the densest horizon of the backlog
     first = int(ends[0])
     if held and first:
-        x = ts[:first] - horizon  # (at ts[i], those stamped after x are still in the windows)
         if stamps is None:
             left = held * np.clip(1.0 - (ts[:first] - ts[0]) / horizon, 0.0, 1.0)
-        else:
-            left = _left(x.astype(np.float64), *stamps)
+        else:  # (at ts[i], those stamped after ts[i] − horizon are still in the windows)
+            left = _left((ts[:first] - horizon).astype(np.float64), *stamps)
         peak = max(peak, float((left + np.arange(1, first + 1)).max()))
     return max(math.ceil(peak - held), 0)
 
@@ -108,19 +107,17 @@ def _left(x: np.ndarray, first: np.ndarray, last: np.ndarray, count: np.ndarray)
     """
     a = first - 1.0
     w = last - a
-    out = np.full(len(x), float(count.sum()))
-    for ends, sign in ((a, -1.0), (last, 1.0)):
-        # past ``a``: minus all of the batch, plus its linear part; past ``last``: minus that part
+
+    def past(ends: np.ndarray, v: np.ndarray) -> np.ndarray:  # Σ v over the batches whose ``ends`` ≤ x
         order = np.argsort(ends, kind="stable")
-        e, c, cl, cw = ends[order], count[order], (count * last / w)[order], (count / w)[order]
-        k = np.searchsorted(e, x, side="right")
-        pre = [np.concatenate([[0.0], np.cumsum(v)]) for v in (c, cl, cw)]
-        if sign < 0:
-            out -= pre[0][k]
-            out += pre[1][k] - x * pre[2][k]
-        else:
-            out -= pre[1][k] - x * pre[2][k]
-    return out
+        pre = np.concatenate([[0.0], np.cumsum(v[order])])
+        return pre[np.searchsorted(ends[order], x, side="right")]
+
+    def linear(ends: np.ndarray) -> np.ndarray:  # Σ count · (last − x) / w over those batches
+        return past(ends, count * last / w) - x * past(ends, count / w)
+
+    # all of each batch, less all of those past ``a``, plus their linear part until past ``last``
+    return float(count.sum()) - past(a, count) + linear(a) - linear(last)
 
 
 def waiting_totals(will: dict[str, tuple[float, float]]) -> tuple[float, float]:

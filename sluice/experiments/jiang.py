@@ -37,6 +37,7 @@ FLOWS = 64
 STREAM_WEIGHTS = (1.0, 1.6, 0.7, 1.3, 0.9)  # "5 such self-similar input data streams with different mean input rates"
 PHASES = (0.6, 0.75, 0.9, 0.97)  # mean utilisation of each phase, rising
 TUPLE_WORK = 5.0  # time units all paths spend on one tuple of each stream (weighted by the stream's rate)
+THRESHOLD_SHARE = 0.6  # threshold's M: this share of path capacity's peak, a memory it must stay well under
 WINDOW = 50  # slots per output-rate window (Fig. 3 plots the output per second)
 # streams per query: 6 single-stream queries, the rest joins, one over all 5 streams (4 joins)
 SHAPE = (1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 4, 4, 5)
@@ -171,16 +172,27 @@ def phase_figures(
     return out
 
 
+def _runs(w: Workload, arr: dict[str, list[float]], slots: int, step: Any = None) -> dict[str, SimResult]:
+    """The four strategies, preemptive, as the claims are judged (threshold's M:
+    ``THRESHOLD_SHARE`` of path capacity's peak); ``step(name)`` after each.
+    """
+    runs = {"path-capacity": simulate(w.paths, arr, make("path-capacity"), slots)}
+    limit = THRESHOLD_SHARE * runs["path-capacity"].peak
+    for name in ("path-capacity", "simplified-segment", "chain", "threshold"):
+        if name not in runs:
+            s = make(name, memory=limit) if name == "threshold" else make(name)
+            runs[name] = simulate(w.paths, arr, s, slots)
+        if step:
+            step(name)
+    return runs
+
+
 def _verdicts(w: Workload, slots: int, seed: int) -> tuple[list[bool | None], float]:
     """The four claims' verdicts (``agreement``) on workload ``w`` and the arrivals of ``seed``
-    (preemptive, as the claims are judged; threshold's M as in ``run``), and the leaves' peak
-    load (``leaf_load_peak``).
+    (``_runs``), and the leaves' peak load (``leaf_load_peak``).
     """
     arr, _ = arrivals(w, slots, seed)
-    runs = {"path-capacity": simulate(w.paths, arr, make("path-capacity"), slots)}
-    strategies = {"simplified-segment": {}, "chain": {}, "threshold": {"memory": 0.6 * runs["path-capacity"].peak}}
-    for name, kw in strategies.items():
-        runs[name] = simulate(w.paths, arr, make(name, **kw), slots)
+    runs = _runs(w, arr, slots)
     phases = {k: phase_metrics(r, slots) for k, r in runs.items()}
     lat = {k: r.mean_latency() for k, r in runs.items()}
     leaf = leaf_load_peak(w, arr, slots)
@@ -225,20 +237,9 @@ def run(out: FsPath, slots: int = 8000, seed: int = 1, progress: bool = True, se
 
     w = queries()
     arr, load = arrivals(w, slots, seed)
-    pc = simulate(w.paths, arr, make("path-capacity"), slots)
-    limit = 0.6 * pc.peak  # threshold's M: a memory it must stay well under, below path capacity's peak
     bar = Progress(4, "jiang-compare") if progress else None
-    runs = {"path-capacity": pc}
-    if bar:
-        bar.step("path-capacity")
-    for name, s in (
-        ("simplified-segment", make("simplified-segment")),
-        ("chain", make("chain")),
-        ("threshold", make("threshold", memory=limit)),
-    ):
-        runs[name] = simulate(w.paths, arr, s, slots)
-        if bar:
-            bar.step(name)
+    runs = _runs(w, arr, slots, bar.step if bar else None)
+    limit = THRESHOLD_SHARE * runs["path-capacity"].peak  # (threshold's M, as ``_runs`` gave it)
     phases = {k: phase_metrics(r, slots) for k, r in runs.items()}
     leaf = leaf_load_peak(w, arr, slots)
     # the same, in whole tuples and without preemption (as an engine runs): which ranking is the mode's

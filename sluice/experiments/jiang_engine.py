@@ -64,7 +64,7 @@ WARM = 100  # warm-up rows per stream before slot 0, passing the leaves: they fi
 # the share of decisions ranked otherwise below which the model's strategy is said to make the
 # engine's decisions (an estimate may tie two units that the engine then orders by arrival)
 SAME_DECISIONS = 0.02
-THRESHOLD_SHARE = 0.6  # threshold's M: this share of path capacity's peak queue bytes (as in jiang-compare)
+THRESHOLD_SHARE = jiang.THRESHOLD_SHARE  # threshold's M: this share of path capacity's peak queue bytes
 
 
 def _tree(w: jiang.Workload) -> dict[int, list[tuple[int, list[Op]]]]:
