@@ -453,7 +453,7 @@ def _experiment(args: argparse.Namespace) -> int:
             raise SluiceError("the sweep runs on Spark: add --on-spark")
         from sluice.experiments.sweep import sweep
 
-        df = sweep(args.out, seeds=args.seeds, slots=args.slots or 2000, master=args.master)
+        df = sweep(args.out, seeds=args.seeds or 4, slots=args.slots or 2000, master=args.master)
         print(df.groupby(["workload", "strategy"])["peak_memory"].mean().unstack("strategy").round(3).to_string())
         print(f"sweep: {len(df)} runs -> {args.out}/sweep.parquet, sweep.json, sweep.png", file=sys.stderr)
         return 0
@@ -622,7 +622,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="hammad-*, overload: the small test size (seconds per run); all: the page too",
     )
     p.add_argument("--on-spark", action="store_true", help="fan the strategy × workload × seed grid out on Spark")
-    p.add_argument("--seeds", type=int, default=4, help="seeds per cell of the Spark sweep")
+    p.add_argument(
+        "--seeds",
+        type=int,
+        default=None,
+        help="draws per chain-* experiment and jiang-compare (default 5); per cell of the Spark sweep (default 4)",
+    )
     p.add_argument("--master", default="local[2]")
     p.set_defaults(fn=_experiment)
     p = sub.add_parser("gen", help="generate a workload (nexmark, requests, datacenter, trace) as Parquet files")

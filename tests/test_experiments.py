@@ -360,3 +360,11 @@ def test_the_output_latency_turn_is_told_apart_from_each_runs_costs() -> None:
     assert "not separated" in why(rows(own), 1.3)
     mixed = why(rows({"path-capacity": 3.0, "simplified-segment": 2.8, "chain": 2.9, "threshold": 2.6}), 1.3, 0.05)
     assert "turn" not in mixed and "not ranked" not in mixed and "not separated" not in mixed
+
+
+def test_the_cli_seeds_option_sets_jiang_compares_draws(tmp_path) -> None:
+    from sluice.cli import main
+
+    assert main(["experiment", "jiang-compare", "--slots", "300", "--seeds", "2", "--out", str(tmp_path)]) == 0
+    rob = json.loads((tmp_path / "jiang-compare.json").read_text())["robustness"]
+    assert rob["draws"] + len(rob["not_run"]) == 1 and rob["long_slots"] == 1200

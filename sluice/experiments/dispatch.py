@@ -40,8 +40,8 @@ def run_one(n: str, args: argparse.Namespace, say: Any) -> tuple[dict[str, Any],
 
         summary = jiang_engine.run(out, args.slots or (400 if args.quick else 1200), args.seed)
     else:
-        from sluice.experiments.scheduling import run
+        from sluice.experiments.scheduling import SEEDS, run
 
-        summary = run(n, args.out, args.slots, args.seed)
+        summary = run(n, args.out, args.slots, args.seed, seeds=args.seeds or SEEDS)
         return summary, {c["claim"]: c["agrees"] for c in summary.get("agreement", [])} or summary
     return summary, {c["claim"]: c["agrees"] for c in summary["agreement"]}
