@@ -370,3 +370,28 @@ def test_what_the_windows_hold_is_counted_before_what_waits_or_over_all_it_holds
     assert held_now(st, ahead) == (1000.0, 50_000.0)  # (the first batch's, at 50 B each)
     taken = Usage(40_000, {"s": 40_000.0}, {"s": 2}, queued={"s": (1000, 25_000)}, sources={"s": Src(0)})
     assert held_now(st, taken) == (float(st.live()), 40_000.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 50), max_size=6), min_size=1, max_size=8))
+def test_a_source_keeps_the_stamps_waiting_sorted_as_batches_come(batches: list[list[int]]) -> None:
+    """The stamps buffered at a source, kept sorted as each push comes (``Source._pending_ts``,
+    read at every admission under a limit: recomputed per batch, 20,000 one-row pushes ran at 110
+    a second) — equal to sorting them all, whatever the order within the slack; and after a run
+    released some, gathered again from what is left."""
+    eng = EmbeddedEngine(slack=100, memory_limit="50MB")
+    eng.execute("register stream S (A integer)")
+    eng.register_query("select * from S", retain=0)
+    src = eng.registry.source("S")
+    pushed: list[int] = []
+    for b in batches:
+        eng.push("S", [(t + 100, t) for t in b])
+        pushed += [t + 100 for t in b]
+        assert src.waiting_ts().tolist() == sorted(pushed)
+        assert src.earliest_waiting() == (min(pushed) if pushed else None)
+    eng.heartbeat(130, "S")
+    eng.run()
+    done = src.complete_upto()
+    assert 0 < done <= 130
+    assert src.waiting_ts().tolist() == sorted(t for t in pushed if t > done)
+    assert eng.statistics().sources[0].accepted == len(pushed)
