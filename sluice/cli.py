@@ -356,8 +356,9 @@ def _run(args: argparse.Namespace) -> int:
             for name, q in stats["queries"].items():
                 dropped = sum(s.dropped for s in q["shedding"])
                 print(
-                    f"{name}: key memory limit {stats['key_memory_limit']} B: peak {q['peak_key_memory']} B on one "
-                    f"of {q['keys']} key(s), {dropped} stream elements dropped; {q['approximation'].describe()}",
+                    f"{name}: key memory limit {stats['key_memory_limit']} B: peak {q['peak_key_memory']} B between "
+                    f"runs ({q['peak_key_memory_in_runs']} B within them) on one of {q['keys']} key(s), {dropped} "
+                    f"stream elements dropped; {q['approximation'].describe()}",
                     file=sys.stderr,
                 )
     else:
@@ -372,8 +373,8 @@ def _run(args: argparse.Namespace) -> int:
         limited = eng.statistics()
         if limited.memory_limit is not None:  # what the limit did, said whether or not it did anything
             print(
-                f"memory limit {limited.memory_limit} B: peak {limited.peak_memory} B, "
-                f"{limited.shed} stream elements dropped",
+                f"memory limit {limited.memory_limit} B: peak {limited.peak_memory} B between runs "
+                f"({limited.peak_memory_in_runs} B within them), {limited.shed} stream elements dropped",
                 file=sys.stderr,
             )
             for name, a in limited.approximations:

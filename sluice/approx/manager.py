@@ -101,7 +101,8 @@ class ResourceManager:
     streams: dict[str, StreamShedding] = field(default_factory=dict)
     readers: dict[str, _Reader] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
-    peak: int = 0
+    peak: int = 0  # measured between runs: at admissions, and when a run starts and ends
+    peak_in_runs: int = 0  # the same and after every step of a run: the most the engine held
     last: int = 0  # memory at the last adjustment
     adjustments: int = 0
     on_shed: list[Callable[[str, pa.Table, str], None]] = field(default_factory=list)
@@ -121,9 +122,8 @@ class ResourceManager:
         # push's last small slice, do not make the windows forget the batches that come)
         self._transient: float | None = None
         self._recent: deque[float] = deque(maxlen=RECENT)
-        # the plan's state at the last RECENT adjustments: a window grows only if the batches would
-        # fit beside the most of them (measured between one stream's slice and the next, a join's
-        # state is lowest; grown there, it was cut again a few runs later: 33 cuts, 33 growths)
+        # the plan's state at the last RECENT adjustments: a window grows only if the batches fit beside the
+        # most of them (between one stream's slice and the next, a join's state is lowest: 33 cuts, 33 growths)
         self._bases: deque[float] = deque(maxlen=RECENT)
         self._fair = FairShares()  # each stream's share of the limit (``shares``: drops aimed at the culprit)
 

@@ -558,14 +558,27 @@ class EmbeddedEngine:
 
     def run(self, max_steps: int | None = None) -> int:
         """Run until no operator has work; returns the number of scheduling decisions."""
-        steps = self.loop.run(max_steps)
-        if self.limits is not None:
+        if self.limits is None:
+            steps = self.loop.run(max_steps)
+        else:  # the peak: also what a push left waiting for the run, and what the run's steps hold
+            self._note_peak()
+            steps = self.loop.run(max_steps, self._note_in_run)
             self.limits.adjust()
         at_risk = self.limits is not None and self.limits.at_risk()
         want = self.qos.choose(self.loop.strategy.name, at_risk)
         if want is not None:
             self.loop.set_scheduler(want)
         return steps
+
+    def _note_peak(self) -> None:
+        assert self.limits is not None
+        self.limits.peak = max(self.limits.peak, self.meter.total())
+        self._note_in_run(self.limits.peak)
+
+    def _note_in_run(self, total: int | None = None) -> None:
+        m = self.limits
+        assert m is not None
+        m.peak_in_runs = max(getattr(m, "peak_in_runs", 0), m.peak, self.meter.total() if total is None else total)
 
     def on_shed(self, fn: Callable[[str, pa.Table, str], None]) -> None:
         """Call ``fn(stream, elements, reason)`` with every batch of stream elements the memory

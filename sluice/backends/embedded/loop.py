@@ -10,7 +10,7 @@ once, Jiang §2.1); the strategy picks among the other units — operators, segm
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sluice.backends.embedded.registry import QueryRegistry
@@ -214,8 +214,14 @@ class SchedulerLoop:
                         todo.append(j)
         return True
 
-    def run(self, max_steps: int | None = None) -> int:
-        """Run until no operator has work; returns the number of scheduling decisions."""
+    def run(
+        self,
+        max_steps: int | None = None,
+        on_step: Callable[[], None] | None = None,
+    ) -> int:
+        """Run until no operator has work; returns the number of scheduling decisions.
+        ``on_step`` is called after each (the memory limit's ``peak_in_runs`` is measured there).
+        """
         reg = self.registry
         reg.fix_start()
         sources = list(reg.sources.values())
@@ -280,6 +286,8 @@ class SchedulerLoop:
                 self.strategy.charge(u, max(done, 1) / per_unit, self.view)
                 self._since_prepare += 1
                 steps += 1
+                if on_step is not None:
+                    on_step()
             done_out = False
             for o in outputs:
                 if o.has_work():

@@ -43,6 +43,7 @@ class EngineStats:
     # what the manager did when
     memory_limit: int | None = None
     peak_memory: int = 0
+    peak_memory_in_runs: int = 0  # also after every step of a run (design 021, "Memory within a run")
     shedding: tuple[StreamShedding, ...] = ()
     approximations: tuple[tuple[str, Approximation], ...] = ()
     approx_events: tuple[Event, ...] = ()

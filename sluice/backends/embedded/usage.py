@@ -28,6 +28,7 @@ class UsageMeter:
         self._holding: list[tuple[Operator, frozenset[str]]] = []  # stateful operators, the streams they read
         self._windows: tuple[tuple[TimeWindow | RowsWindow, tuple[str, ...]], ...] = ()
         self._blooms: tuple[tuple[Filtered, tuple[str, ...]], ...] = ()  # synopses that may be Bloom filters
+        self.last_total = 0  # bytes at the last ``total``
 
     def _lineage(self) -> None:
         reg = self.registry
@@ -69,6 +70,15 @@ class UsageMeter:
         if self._version != self.registry.version:
             self._lineage()
         return self._windows
+
+    def total(self) -> int:
+        """Every queue's and operator's bytes, without their split by stream: the engine's peak,
+        measured before a run and after each of its steps (``EmbeddedEngine.run``).
+        """
+        if self._version != self.registry.version:
+            self._lineage()
+        self.last_total = sum(op.state_bytes() + sum(q.nbytes for q in op.outputs) for op, _ in self._feeds)
+        return self.last_total
 
     def __call__(self) -> Usage:
         if self._version != self.registry.version:

@@ -55,6 +55,7 @@ def report(
     precision: dict[str, Est] | None = None,
     out: dict[str, int] | None = None,
     synopses: dict[str, dict[str, dict[str, float]]] | None = None,
+    peak_in_runs: int = 0,
 ) -> str:
     """The note one key writes after a turn (see the module docstring)."""
     r = {
@@ -68,6 +69,7 @@ def report(
         "precision": precision or {},
         "out": out or {},
         "synopses": synopses or {},
+        "peak_in_runs": max(peak, peak_in_runs),
     }
     return PREFIX + json.dumps(r, separators=(",", ":"))
 
@@ -100,7 +102,8 @@ def key_report(eng: Any, key: str, before: dict[str, Counts]) -> str | None:
     events = [(e.action, e.detail) for e in m.events]
     m.events = []
     rates = {n: s.rate for n, s in m.streams.items()}
-    return report(key, m.adjustments, delta, rates, m.peak, windows, events, precision, out, synopses)
+    in_runs = getattr(m, "peak_in_runs", 0)
+    return report(key, m.adjustments, delta, rates, m.peak, windows, events, precision, out, synopses, in_runs)
 
 
 def is_report(note: str | None) -> bool:
@@ -129,6 +132,7 @@ class Tally:
 
     streams: dict[str, StreamShedding] = field(default_factory=dict)
     peak: int = 0
+    peak_in_runs: int = 0  # the most one key held at any step of its runs (design 021, "Memory within a run")
     events: list[str] = field(default_factory=list)
     by_key: dict[str, _Key] = field(default_factory=dict)
 
@@ -140,6 +144,7 @@ class Tally:
     def add(self, note: str) -> None:
         r = json.loads(note[len(PREFIX) :])
         self.peak = max(self.peak, int(r["peak"]))
+        self.peak_in_runs = max(self.peak_in_runs, self.peak, int(r.get("peak_in_runs", 0)))
         for name, c in r["streams"].items():
             o, k, d, s = c[:4]  # (a report of 1b350d3 also carried the rate here)
             st = self.streams.setdefault(name, StreamShedding(name))

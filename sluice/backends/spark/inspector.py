@@ -134,6 +134,7 @@ class Inspector:
         return {
             "shedding": tuple(b.streams.values()),
             "peak_key_memory": b.peak,
+            "peak_key_memory_in_runs": b.peak_in_runs,
             "keys": b.keys,
             "approx_events": tuple(b.events) + tuple(self.engine.deliveries.failures.get(q.label, ())),
             "approximation": b.approximation(q.bound.plan, q.limits, self._in_processor(q)),
