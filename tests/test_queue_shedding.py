@@ -376,7 +376,7 @@ def test_what_the_windows_hold_is_counted_before_what_waits_or_over_all_it_holds
 @given(st.lists(st.lists(st.integers(0, 50), max_size=6), min_size=1, max_size=8))
 def test_a_source_keeps_the_stamps_waiting_sorted_as_batches_come(batches: list[list[int]]) -> None:
     """The stamps buffered at a source, kept sorted as each push comes (``Source._pending_ts``,
-    read at every admission under a limit: recomputed per batch, 20,000 one-row pushes ran at 110
+    read at every admission under a limit: recomputed per batch, 6,000 one-row pushes to each of three streams ran at 110
     a second) — equal to sorting them all, whatever the order within the slack; and after a run
     released some, gathered again from what is left."""
     eng = EmbeddedEngine(slack=100, memory_limit="50MB")

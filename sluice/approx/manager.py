@@ -137,6 +137,7 @@ class ResourceManager:
             "_fair": FairShares(),
             "_shed_since": False,
             "_culprit_said": False,
+            "peak_in_runs": 0,
         }
 
     def __setstate__(self, state: dict[str, object]) -> None:
@@ -149,21 +150,9 @@ class ResourceManager:
 
     # -- what a key holds (the Spark processor: one manager, each key's counters restored into it)
     _KEY_STATE = (
-        "streams",
-        "events",
-        "peak",
-        "last",
-        "adjustments",
-        "_reserved",
-        "_shedding",
-        "_shed_since",
-        "_culprit_said",
-        "_over",
-        "_transient",
-        "_recent",
-        "_bases",
-        "_fair",
-    )
+        "streams", "events", "peak", "peak_in_runs", "last", "adjustments", "_reserved", "_shedding", "_shed_since",
+        "_culprit_said", "_over", "_transient", "_recent", "_bases", "_fair",
+    )  # fmt: skip
 
     def snapshot(self) -> dict[str, Any]:
         """What changes as elements arrive — each stream's rate and counters, the memory measured,

@@ -53,6 +53,7 @@ from sluice.runtime.operators.shared_join_spec import SharedJoinOptions, shared_
 from sluice.runtime.operators.sources import Source
 from sluice.runtime.planner import Planner
 from sluice.runtime.queue import Queue
+from sluice.runtime.units import EngineUnit
 from sluice.scheduling.strategies import Strategy
 
 # EmbeddedEngine.snapshot_state's layout: 2 since a source's lateness state is its Admission's; 3 since
@@ -573,12 +574,12 @@ class EmbeddedEngine:
     def _note_peak(self) -> None:
         assert self.limits is not None
         self.limits.peak = max(self.limits.peak, self.meter.total())
-        self._note_in_run(self.limits.peak)
+        self.limits.peak_in_runs = max(self.limits.peak_in_runs, self.limits.peak)
 
-    def _note_in_run(self, total: int | None = None) -> None:
+    def _note_in_run(self, u: EngineUnit) -> None:
         m = self.limits
         assert m is not None
-        m.peak_in_runs = max(getattr(m, "peak_in_runs", 0), m.peak, self.meter.total() if total is None else total)
+        m.peak_in_runs = max(m.peak_in_runs, m.peak, self.meter.after_step(u.ops))
 
     def on_shed(self, fn: Callable[[str, pa.Table, str], None]) -> None:
         """Call ``fn(stream, elements, reason)`` with every batch of stream elements the memory

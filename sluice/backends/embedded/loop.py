@@ -217,7 +217,7 @@ class SchedulerLoop:
     def run(
         self,
         max_steps: int | None = None,
-        on_step: Callable[[], None] | None = None,
+        on_step: Callable[[EngineUnit], None] | None = None,
     ) -> int:
         """Run until no operator has work; returns the number of scheduling decisions.
         ``on_step`` is called after each (the memory limit's ``peak_in_runs`` is measured there).
@@ -287,7 +287,7 @@ class SchedulerLoop:
                 self._since_prepare += 1
                 steps += 1
                 if on_step is not None:
-                    on_step()
+                    on_step(u)
             done_out = False
             for o in outputs:
                 if o.has_work():

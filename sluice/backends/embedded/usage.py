@@ -7,12 +7,18 @@ feed the operator.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sluice.approx.streams import Usage
 from sluice.approx.waiting import Waiting
 from sluice.backends.embedded.registry import QueryRegistry
 from sluice.runtime.bloom import Filtered
 from sluice.runtime.operators.base import Operator
 from sluice.runtime.operators.windows import RowsWindow, TimeWindow
+
+
+def _bytes(op: Operator) -> int:
+    return op.state_bytes() + sum(q.nbytes for q in op.outputs)
 
 
 class UsageMeter:
@@ -28,7 +34,10 @@ class UsageMeter:
         self._holding: list[tuple[Operator, frozenset[str]]] = []  # stateful operators, the streams they read
         self._windows: tuple[tuple[TimeWindow | RowsWindow, tuple[str, ...]], ...] = ()
         self._blooms: tuple[tuple[Filtered, tuple[str, ...]], ...] = ()  # synopses that may be Bloom filters
-        self.last_total = 0  # bytes at the last ``total``
+        self.last_total = 0  # bytes at the last ``total`` / ``after_step``
+        self._bytes: dict[int, int] = {}  # operator → its bytes (state and output queues) then
+        self._upstream: dict[int, list[Operator]] = {}  # operator → the producers of the queues it reads
+        self._always: list[Operator] = []  # the sources, and the producers of what the outputs read
 
     def _lineage(self) -> None:
         reg = self.registry
@@ -55,6 +64,12 @@ class UsageMeter:
             if op.stateful:
                 holding.append((op, mine))
         self._feeds, self._holding, self._sides, self._version = feeds, holding, sides, reg.version
+        self._upstream = {
+            id(op): [p for q in op.inputs() if (p := producer.get(id(q))) is not None] for op in reg.operators
+        }
+        outs = [p for o in reg.outputs() for p in self._upstream.get(id(o), [])]
+        self._always = list(reg.sources.values()) + outs
+        self._bytes = {}
         self._windows = tuple((op, s) for op, s in feeds if isinstance(op, TimeWindow | RowsWindow) and op.shrinkable)
         # (each with the streams its filter holds: an EXCEPT's, its right side's)
         self._blooms = tuple(
@@ -77,7 +92,25 @@ class UsageMeter:
         """
         if self._version != self.registry.version:
             self._lineage()
-        self.last_total = sum(op.state_bytes() + sum(q.nbytes for q in op.outputs) for op, _ in self._feeds)
+        self._bytes = {id(op): _bytes(op) for op, _ in self._feeds}
+        self.last_total = sum(self._bytes.values())
+        return self.last_total
+
+    def after_step(self, ops: Sequence[Operator]) -> int:
+        """``total`` after a step of ``ops``, measuring again only what a step can change: its
+        operators, the producers of the queues they read, the sources (released between steps) and
+        the producers of what the outputs read (they run between steps).  Every other operator's
+        state and queue is as the last measure found it (in full at every run's start and end:
+        ``total`` after every step, a GROUP BY of 20,000 groups ran 60% slower under a limit).
+        """
+        if self._version != self.registry.version or not self._bytes:
+            return self.total()
+        touched = {id(o): o for o in ops} | {id(p): p for o in ops for p in self._upstream.get(id(o), [])}
+        touched |= {id(o): o for o in self._always}
+        for key, op in touched.items():
+            new = _bytes(op)
+            self.last_total += new - self._bytes.get(key, 0)
+            self._bytes[key] = new
         return self.last_total
 
     def __call__(self) -> Usage:
