@@ -54,6 +54,7 @@ from sluice.approx.streams import (
     frontier,
     guessed,
     joint_of,
+    kept_in,
     new_cost,
     observe,
     scaling,
@@ -142,6 +143,7 @@ class ResourceManager:
 
     def __setstate__(self, state: dict[str, object]) -> None:
         self.__dict__.update(self._later_fields() | state)
+        self.note_peak(self.peak)  # (a checkpoint before ``peak_in_runs``)
 
     def __getstate__(self) -> dict[str, object]:
         state = dict(self.__dict__)
@@ -167,6 +169,7 @@ class ResourceManager:
         fresh = self._later_fields()
         for k in self._KEY_STATE:
             setattr(self, k, state[k] if k in state else fresh[k])
+        self.note_peak(self.peak)
         self.rng.bit_generator.state = state["rng"]
 
     # -- queries -------------------------------------------------------------------------
@@ -443,7 +446,7 @@ class ResourceManager:
                 ts = src.waiting_ts() if src is not None and n > FEW and not self._far(st, n, b, usage) else None
                 # what its windows hold: kept within the horizon before the first waiting (they lag by it)
                 stamps = st.held_stamps(int(ts[0])) if ts is not None and len(ts) else None
-                held = st.live() - n if stamps is None else round(float(stamps[2].sum()))  # (``kept_before``)
+                held = st.live() - n if stamps is None else kept_in(stamps)
                 cost = held_cost(row, usage.holders.get(s, 0), held, usage.by_stream.get(s, 0.0) - b)
                 if ts is None or stamps is None:
                     more = n if st.filling() else 0
@@ -490,9 +493,15 @@ class ResourceManager:
     def _usage(self) -> Usage:
         assert self.measure is not None, "the engine sets measure"
         u = self.measure()
-        self.peak = max(self.peak, u.total)
+        self.note_peak(u.total)
         observe(self.streams, u)
         return u
+
+    def note_peak(self, total: int, in_run: bool = False) -> None:
+        """Memory measured (``in_run``: after a step of a run): ``peak`` and ``peak_in_runs``."""
+        if not in_run:
+            self.peak = max(self.peak, total)
+        self.peak_in_runs = max(self.peak_in_runs, self.peak, total)
 
     def _event(self, action: str, detail: str) -> None:
         self.events.append(Event(self.adjustments, action, detail))

@@ -121,7 +121,7 @@ class StreamShedding:
         """
         if not math.isfinite(self.horizon):
             return self.kept
-        return round(float(self.held_stamps(t)[2].sum()))
+        return kept_in(self.held_stamps(t))
 
     def held_stamps(self, t: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """What ``kept_before(t)`` counts, batch by batch: the first and last stamp of each
@@ -242,6 +242,11 @@ class StreamShedding:
         return kept / offered if offered else self.rate
 
 
+def kept_in(stamps: tuple[np.ndarray, np.ndarray, np.ndarray]) -> int:
+    """The kept elements ``held_stamps`` found (``kept_before``, where its batches are needed too)."""
+    return round(float(stamps[2].sum()))
+
+
 def span_of(batch: pa.Table) -> tuple[int, int]:
     """A batch's last and first timestamps."""
     mm = pc.min_max(batch.column(0))
@@ -325,7 +330,7 @@ def at_once(
         # wait takes it in; discounted, an aggregate beside such a join passed its limit by 8%)
         return cost
     stamps = st.held_stamps(int(ts[0]))
-    more = min(entering(ts, st.horizon, round(float(stamps[2].sum())), stamps), n)  # (``kept_before``)
+    more = min(entering(ts, st.horizon, kept_in(stamps), stamps), n)
     return row_bytes + more / n * (cost - row_bytes)
 
 

@@ -573,13 +573,11 @@ class EmbeddedEngine:
 
     def _note_peak(self) -> None:
         assert self.limits is not None
-        self.limits.peak = max(self.limits.peak, self.meter.total())
-        self.limits.peak_in_runs = max(self.limits.peak_in_runs, self.limits.peak)
+        self.limits.note_peak(self.meter.total())
 
     def _note_in_run(self, u: EngineUnit) -> None:
-        m = self.limits
-        assert m is not None
-        m.peak_in_runs = max(m.peak_in_runs, m.peak, self.meter.after_step(u.ops))
+        assert self.limits is not None
+        self.limits.note_peak(self.meter.after_step(u.ops), in_run=True)
 
     def on_shed(self, fn: Callable[[str, pa.Table, str], None]) -> None:
         """Call ``fn(stream, elements, reason)`` with every batch of stream elements the memory

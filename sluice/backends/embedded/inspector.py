@@ -60,7 +60,7 @@ class Inspector:
         return out | {
             "memory_limit": m.limit,
             "peak_memory": m.peak,
-            "peak_memory_in_runs": max(getattr(m, "peak_in_runs", 0), m.peak),
+            "peak_memory_in_runs": m.peak_in_runs,
             "shedding": tuple(replace(s) for s in m.streams.values()),
             "approximations": tuple((n, m.approximation(n)) for n in self.registry.queries if n in m.readers),
             "approx_events": tuple(sorted([*m.events, *out.get("approx_events", ())], key=lambda e: e.seq)),

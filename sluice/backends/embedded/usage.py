@@ -119,7 +119,7 @@ class UsageMeter:
         total = 0
         by_stream: dict[str, float] = {}
         for op, streams in self._feeds:
-            b = op.state_bytes() + sum(q.nbytes for q in op.outputs)
+            b = _bytes(op)
             total += b
             split = op.state_by_input()  # (what each input's rows hold, where the operator knows)
             parts = (

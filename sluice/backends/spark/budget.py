@@ -55,7 +55,7 @@ def report(
     precision: dict[str, Est] | None = None,
     out: dict[str, int] | None = None,
     synopses: dict[str, dict[str, dict[str, float]]] | None = None,
-    peak_in_runs: int = 0,
+    peak_in_runs: int | None = None,
 ) -> str:
     """The note one key writes after a turn (see the module docstring)."""
     r = {
@@ -69,7 +69,7 @@ def report(
         "precision": precision or {},
         "out": out or {},
         "synopses": synopses or {},
-        "peak_in_runs": max(peak, peak_in_runs),
+        "peak_in_runs": peak if peak_in_runs is None else peak_in_runs,
     }
     return PREFIX + json.dumps(r, separators=(",", ":"))
 
@@ -102,8 +102,7 @@ def key_report(eng: Any, key: str, before: dict[str, Counts]) -> str | None:
     events = [(e.action, e.detail) for e in m.events]
     m.events = []
     rates = {n: s.rate for n, s in m.streams.items()}
-    in_runs = getattr(m, "peak_in_runs", 0)
-    return report(key, m.adjustments, delta, rates, m.peak, windows, events, precision, out, synopses, in_runs)
+    return report(key, m.adjustments, delta, rates, m.peak, windows, events, precision, out, synopses, m.peak_in_runs)
 
 
 def is_report(note: str | None) -> bool:
@@ -144,7 +143,7 @@ class Tally:
     def add(self, note: str) -> None:
         r = json.loads(note[len(PREFIX) :])
         self.peak = max(self.peak, int(r["peak"]))
-        self.peak_in_runs = max(self.peak_in_runs, self.peak, int(r.get("peak_in_runs", 0)))
+        self.peak_in_runs = max(self.peak_in_runs, int(r.get("peak_in_runs", r["peak"])))
         for name, c in r["streams"].items():
             o, k, d, s = c[:4]  # (a report of 1b350d3 also carried the rate here)
             st = self.streams.setdefault(name, StreamShedding(name))

@@ -322,8 +322,9 @@ class Source(Operator):
         gathering and sorting them all (None: none wait).
         """
         firsts = [t for q in self.outputs if (t := q.first_ts()) is not None]
-        first = self.earliest_pending()
-        return min(firsts if first is None else [*firsts, first], default=None)
+        if (first := self.earliest_pending()) is not None:
+            firsts.append(first)
+        return min(firsts, default=None)
 
     def _sorted_pending(self) -> np.ndarray:
         """The stamps of the elements buffered here, sorted (``_pending_ts``)."""
