@@ -63,6 +63,8 @@ bench: venv java
 	$(PY) benchmarks/window_compression.py
 	$(PY) benchmarks/memory_limit_cases.py
 	$(PY) benchmarks/join_backlog.py
+	$(PY) benchmarks/limit_sweep.py
+	$(PY) benchmarks/limit_overhead.py
 	$(PY) benchmarks/bloom_distinct.py
 	$(PY) benchmarks/time_moves.py
 	$(PY) benchmarks/join_order.py
