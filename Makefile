@@ -65,6 +65,7 @@ bench: venv java
 	$(PY) benchmarks/join_backlog.py
 	$(PY) benchmarks/limit_sweep.py
 	$(PY) benchmarks/limit_overhead.py
+	$(PY) benchmarks/limit_in_runs.py
 	$(PY) benchmarks/bloom_distinct.py
 	$(PY) benchmarks/time_moves.py
 	$(PY) benchmarks/join_order.py

@@ -191,6 +191,36 @@ def test_the_peak_counts_what_a_push_left_waiting_and_what_a_run_holds_between_s
     assert not st.shed
 
 
+@pytest.mark.parametrize("scheduler", [None, "fifo", "chain", "path-capacity", "round-robin"])
+def test_under_a_limit_a_join_reads_in_pieces_and_its_pairs_go_on_before_it_reads_more(scheduler) -> None:
+    """100 elements of B meet A's 100 of one key: 10,000 pairs.  Under an ample limit the join's
+    turn forms them all before anything reads them: 414,777 B held at once (257,961 B under
+    path capacity, whose unit is the whole path).  Under 64 KB (the windows need 13 KB) the turn
+    runs in pieces (``sluice.backends.embedded.pacing``), the operators below the join read its
+    pairs whenever the engine is past the limit, and the shared join splits its queued pairing
+    into units of about a piece's work: 161,500 B measured with every strategy — lower, not
+    under the limit (its units are sized by the matches it found so far: design 021).  Same
+    answers, nothing dropped.
+    """
+
+    def run(limit: str | int) -> tuple[Any, list[Any], Any]:
+        eng = EmbeddedEngine(memory_limit=limit, start=0, **({"scheduler": scheduler} if scheduler else {}))
+        eng.execute(DDL)
+        q = eng.register_query("Istream(select A.V, B.V from A [Range 1000], B [Range 1000] where A.K = B.K)")
+        for s in "AB":
+            eng.push(s, [(t, 1, t) for t in range(100)])
+            eng.run()
+        eng.close()
+        return eng.statistics(), q.results(), eng.pacer
+
+    ample, want, _ = run("1GB")
+    st, got, pacer = run(64_000)
+    assert not diff_outputs(want, got) and len(got) == 10_000
+    assert st.shed == 0 and st.peak_memory <= 64_000
+    assert pacer is not None and pacer.pieces > 1 and pacer.drains > 0
+    assert st.peak_memory_in_runs < ample.peak_memory_in_runs
+
+
 def test_the_peak_within_runs_is_a_keys_own_state() -> None:
     """A Spark processor restores each key's state into one engine: the peak within runs goes
     with it, as the peak does (left out, a key of two elements reported another key's 414,777 B)."""

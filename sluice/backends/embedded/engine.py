@@ -30,6 +30,7 @@ from sluice.approx.qos import QoS
 from sluice.approx.static import StaticSample
 from sluice.backends.embedded.inspector import Inspector
 from sluice.backends.embedded.loop import SchedulerLoop
+from sluice.backends.embedded.pacing import Pacer
 from sluice.backends.embedded.query import EngineStats, Query
 from sluice.backends.embedded.registry import QueryRegistry
 from sluice.backends.embedded.usage import UsageMeter
@@ -53,7 +54,6 @@ from sluice.runtime.operators.shared_join_spec import SharedJoinOptions, shared_
 from sluice.runtime.operators.sources import Source
 from sluice.runtime.planner import Planner
 from sluice.runtime.queue import Queue
-from sluice.runtime.units import EngineUnit
 from sluice.scheduling.strategies import Strategy
 
 # EmbeddedEngine.snapshot_state's layout: 2 since a source's lateness state is its Admission's; 3 since
@@ -123,6 +123,8 @@ class EmbeddedEngine:
     whatever the memory.
     """
 
+    pacer: Pacer | None = None  # (also what an engine checkpointed before pacing restores with)
+
     def __init__(
         self,
         catalog: Catalog | None = None,
@@ -160,8 +162,11 @@ class EmbeddedEngine:
         self.registry.on_remove.append(self.qos.forget)
         self.limits: ResourceManager | None = None
         self.meter = UsageMeter(self.registry)
+        self.pacer = None  # under a limit: steps in pieces that fit it
         if memory_limit is not None:
             self.limits = ResourceManager(parse_size(memory_limit), seed, self.meter)
+            self.registry.ctx.paced = True
+            self.pacer = Pacer(self.meter, self.limits)
             self.registry.on_remove.append(self.limits.forget_query)
         self.inspector = Inspector(self.registry, self.loop, self.limits, self.qos)
         for d in self.catalog.sources:
@@ -563,7 +568,9 @@ class EmbeddedEngine:
             steps = self.loop.run(max_steps)
         else:  # the peak: also what a push left waiting for the run, and what the run's steps hold
             self._note_peak()
-            steps = self.loop.run(max_steps, self._note_in_run)
+            if self.pacer is None:  # (an engine restored from a checkpoint of before pacing)
+                self.pacer, self.registry.ctx.paced = Pacer(self.meter, self.limits), True
+            steps = self.loop.run(max_steps, self.pacer)
             self.limits.adjust()
         at_risk = self.limits is not None and self.limits.at_risk()
         want = self.qos.choose(self.loop.strategy.name, at_risk)
@@ -574,10 +581,6 @@ class EmbeddedEngine:
     def _note_peak(self) -> None:
         assert self.limits is not None
         self.limits.note_peak(self.meter.total())
-
-    def _note_in_run(self, u: EngineUnit) -> None:
-        assert self.limits is not None
-        self.limits.note_peak(self.meter.after_step(u.ops), in_run=True)
 
     def on_shed(self, fn: Callable[[str, pa.Table, str], None]) -> None:
         """Call ``fn(stream, elements, reason)`` with every batch of stream elements the memory

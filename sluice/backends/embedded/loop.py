@@ -10,9 +10,10 @@ once, Jiang §2.1); the strategy picks among the other units — operators, segm
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from sluice.backends.embedded.pacing import Pacer
 from sluice.backends.embedded.registry import QueryRegistry
 from sluice.errors import SluiceError
 from sluice.runtime.operators.base import OperatorFailure
@@ -217,10 +218,11 @@ class SchedulerLoop:
     def run(
         self,
         max_steps: int | None = None,
-        on_step: Callable[[EngineUnit], None] | None = None,
+        pacer: Pacer | None = None,
     ) -> int:
         """Run until no operator has work; returns the number of scheduling decisions.
-        ``on_step`` is called after each (the memory limit's ``peak_in_runs`` is measured there).
+        ``pacer`` (under a memory limit) runs each decision's unit in pieces that fit the limit,
+        the readers of what it emitted between them (``sluice.backends.embedded.pacing``).
         """
         reg = self.registry
         reg.fix_start()
@@ -277,17 +279,18 @@ class SchedulerLoop:
                     budget = max(1, round(per_unit * quantum))
                 dirty.update(affects[pos])
                 try:
-                    done = u.run(budget)
+                    done = u.run(budget) if pacer is None else pacer.step(u, budget)
                 except OperatorFailure as f:
                     reg.fail(f)
                     outputs = self._current_outputs()  # (the failed query's output is gone)
                     continue
                 self.last = u
+                if pacer is not None and pacer.drained:  # (it ran operators of other units too)
+                    pacer.drained = False
+                    self._work_for = None
                 self.strategy.charge(u, max(done, 1) / per_unit, self.view)
                 self._since_prepare += 1
                 steps += 1
-                if on_step is not None:
-                    on_step(u)
             done_out = False
             for o in outputs:
                 if o.has_work():

@@ -104,6 +104,9 @@ class ExecContext:
     # each stream's punctuations (its source's ``PunctuationLog``), by lower-case name: what a
     # join or aggregate over a ``PUNCTUATED BY`` attribute reads
     punctuations: dict[str, Any] = field(default_factory=dict)
+    # under a memory limit (``sluice.backends.embedded.pacing``): an operator that queues work of
+    # its own splits it so that a step's work stays near its budget (the shared join's units)
+    paced: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,6 +304,13 @@ class Operator(Part):
         element costs counts each holder): a stateful operator does, unless it says otherwise.
         """
         return self.stateful
+
+    def most_bytes_per_element(self) -> float:
+        """At most the bytes one element it reads next adds to what it holds and emits, where
+        that is bounded by its state (a join: the element's pairs with the other input's whole
+        synopsis); 0: not known (the memory limit's pacing measures instead).
+        """
+        return 0.0
 
     def synopses(self) -> list[Any]:
         """The synopses this operator keeps (seed §3)."""

@@ -311,12 +311,31 @@ class Join(Operator):
     def synopses(self) -> list[Any]:
         return [self.left, self.right]
 
+    def most_bytes_per_element(self) -> float:
+        # an element pairs at most with every copy the other input holds or has waiting
+        held = [(s.copies(), len(s), s.nbytes) for s in (self.left, self.right)]
+        return most_per_element(self, held, 1)
+
     def state_bytes(self) -> int:
         return sum(self.state_by_input())
 
     def state_by_input(self) -> list[int]:
         promises = (self.left_promise, self.right_promise)
         return [s.nbytes + (p.nbytes() if p is not None else 0) for s, p in zip(self.synopses(), promises, strict=True)]
+
+
+def most_per_element(op: Operator, held: Sequence[tuple[int, int, int]], ports: int) -> float:
+    """At most the bytes an element read next adds to a join ``op`` whose inputs hold ``held``
+    (per input: copies, rows, bytes): its pairs with all the other input holds or has waiting
+    (a pair about the bytes of a row of each, on each of ``ports`` outputs) and itself held.
+    """
+    partners, rows = [], []
+    for (copies, n, b), r in zip(held, op.readers, strict=True):
+        waiting, q = r.available(), r.queue
+        partners.append(copies + waiting)
+        rows.append(b / n if n else q.nbytes / q.length if q.length else 0.0)
+    pair = sum(rows) * ports
+    return max(partners[1] * pair + rows[0], partners[0] * pair + rows[1])
 
 
 def net_small(delta: pa.Table, types: Sequence[DataType]) -> pa.Table:

@@ -59,6 +59,7 @@ from sluice.runtime.batch import META, NEG_INF, POS_INF, SIGN, arrow_type, conca
 from sluice.runtime.key_index import codable
 from sluice.runtime.keys import comparable, key_pairs
 from sluice.runtime.operators.base import Operator, PortHandle, new_port, port_line
+from sluice.runtime.operators.join import most_per_element
 from sluice.runtime.operators.join_buffer import Family, JoinBuffer, extent, family
 from sluice.runtime.operators.shared_join_queues import Unit, UnitView, next_band, pick
 from sluice.runtime.operators.shared_join_spec import (
@@ -240,7 +241,7 @@ class SharedWindowJoin(Operator):
             if b.num_rows:
                 lo = self._buf(s).end
                 self._append(s, b, starts[s])
-                new += self._make_units(s, lo, self._buf(s).end)
+                new += self._make_units(s, lo, self._buf(s).end, budget)
         new.sort(key=lambda u: (u.first_ts, u.side))
         for u in new:
             u.order = self._order
@@ -309,10 +310,12 @@ class SharedWindowJoin(Operator):
             finally:
                 self.queries = saved
 
-    def _make_units(self, s: int, lo: int, hi: int) -> list[Unit]:
+    def _make_units(self, s: int, lo: int, hi: int, budget: int) -> list[Unit]:
         if hi <= lo:  # (every element read was one no port selects)
             return []
         size = self.spec.options.unit or (hi - lo)
+        if self.ctx.paced and self._probes:  # a unit's scans find about ``budget`` pairs (as measured)
+            size = min(size, max(1, int(budget * self._probes / max(self._found, 1))))
         ts = self._buf(s).ts
         base = self._buf(s).base
         return [Unit(s, a, min(a + size, hi), int(ts[a - base]), 0) for a in range(lo, hi, size)]
@@ -701,6 +704,11 @@ class SharedWindowJoin(Operator):
 
     def synopses(self) -> list[Any]:
         return [self.left, self.right]
+
+    def most_bytes_per_element(self) -> float:
+        # an element pairs at most with all the other input holds or has waiting, for every active port
+        held = [(len(b), len(b), b.nbytes) for b in (self.left, self.right)]
+        return most_per_element(self, held, len(self.active_ports()))
 
     def state_bytes(self) -> int:
         return self.left.nbytes + self.right.nbytes + sum(nbytes(b) for h in self._held for b in h)

@@ -1,0 +1,154 @@
+"""Steps in pieces under a memory limit: what a step adds must fit the room the limit leaves.
+
+The limit is governed at admission (``sluice.approx.manager``): what a batch will hold once its
+run is over.  Within a run a step holds more for a while — a join's pairs in its output queue
+until the next operator reads them — and one step of a join could add more than the whole limit
+(design 021, "Memory within a run": 16 KB of pairs from a step reading 60 elements under
+27.7 KB).  So under a limit a strategy's turn is run in pieces: each reads as many elements as
+the room left allows at the most bytes an element read has added to what the engine holds in
+this unit's recent pieces, and the turn ends once the room is used, leaving the rest of its
+input queued (already counted) for a later turn — after the operators reading its output have
+read it (Chain, which the engine switches to when memory is at risk, runs them first: their
+priority is the higher, §4).  This is the "emit its pairs in pieces the next operator reads in
+turn" the session-40 notes asked for, at the level of the scheduler: it changes when a step's
+elements are read, never what they produce (the budget of a turn is already any number ≥ 1).
+
+A piece reads at least one element: a single element's pairs (its matches in the other window)
+may still pass the limit; what is held then is reported (``peak_memory_in_runs``), not hidden.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from sluice.approx.manager import ResourceManager
+from sluice.backends.embedded.usage import UsageMeter
+from sluice.runtime.operators.base import Operator
+from sluice.runtime.units import EngineUnit
+
+RECENT = 8  # pieces of a unit whose bytes per element read bound the next piece
+FIRST = 4  # elements of a turn's first piece where the room is tight
+GROWTH = 4  # how much larger a piece may be than the one before, where pieces are held back
+TIGHT = 0.5  # the share of the limit left below which the room is tight
+DRAIN_BUDGET = 1 << 30  # a drained operator reads all it can (what waits for it is already held)
+
+
+class Pacer:
+    """Runs a unit's turn in pieces that fit the memory limit's room (module docstring)."""
+
+    def __init__(self, meter: UsageMeter, limits: ResourceManager) -> None:
+        self.meter = meter
+        self.limits = limits
+        self._per: dict[tuple[str, ...], deque[float]] = {}  # unit (its operators) → bytes per element read
+        self._readers: tuple[int, dict[int, list[Operator]]] = (-1, {})  # (DAG version, queue → readers)
+        # False: each turn is run whole, measured after it (as before pacing: a benchmark's
+        # comparison, ``benchmarks/limit_in_runs.py``)
+        self.enabled = True
+        self.drained = False  # whether the last step ran operators outside its unit (the loop asks anew)
+        self.pieces = 0  # pieces run, turns cut short, operators drained: what pacing did
+        self.cut = 0
+        self.drains = 0
+
+    def __getstate__(self) -> dict[str, Any]:
+        return dict(self.__dict__, _readers=(-1, {}))  # (keyed by ids: found anew)
+
+    def step(self, u: EngineUnit, budget: int) -> int:
+        """Run ``u`` for up to ``budget`` elements, in pieces; returns the elements read."""
+        if not self.enabled:
+            got = u.run(budget)
+            self._measure(u.ops)
+            return got
+        key = tuple(op.name for op in u.ops)
+        seen = self._per.get(key)
+        if seen is None:
+            seen = self._per[key] = deque(maxlen=RECENT)
+        limit, meter = self.limits.limit, self.meter
+        # A unit that pairs (a join) bounds what an element adds by all the partners it could
+        # meet (``Operator.most_bytes_per_element``): a turn's first piece is sized by that, and
+        # where that bound does not show a piece fits, pieces grow at most ``GROWTH`` times from
+        # one to the next, each sized by what the last one measured — what a backlog adds once
+        # it meets its partner's first batch is not what the elements before it added.
+        pairs = any(len(op.inputs()) > 1 for op in u.ops)
+        most = sum(op.most_bytes_per_element() for op in u.ops) if pairs else 0.0
+        done, cap, last = 0, FIRST, None
+        while done < budget:
+            before = meter.last_total
+            room, left = limit - before, budget - done
+            per = last if last is not None else max(seen, default=None)
+            if done == 0 and most > 0:
+                per = max(per or 0.0, most)
+            if per is None:  # nothing known of this unit yet: a one-element probe
+                piece = 1
+            elif per <= 0:  # its elements have not added to what is held
+                piece = left
+            else:
+                piece = max(1, min(left, int(room // per)))
+            if done and pairs:  # (what it could meet grows as it reads)
+                most = sum(op.most_bytes_per_element() for op in u.ops)
+            if (pairs and piece * most > room) or (room < limit * TIGHT and (per is None or per > 0)):
+                # pairing beyond what surely fits, or little room: pieces grow by at most GROWTH
+                # (one's bytes are not the next's)
+                piece = min(piece, cap)
+            cap = max(cap, piece) * GROWTH
+            got = u.run(piece)
+            after = self._measure(u.ops)
+            self.pieces += 1
+            done += got
+            if got > 0:
+                last = (after - before) / got
+                seen.append(last)
+            if after >= limit:  # what it emitted goes on before it reads more
+                self._drain(u)
+                if meter.last_total >= limit:
+                    self.cut += 0 < got and done < budget
+                    break
+            if got < piece:  # (read all it could: a join's own queued work may remain, another turn's)
+                break
+        return done
+
+    def _measure(self, ops: tuple[Operator, ...]) -> int:
+        after = self.meter.after_step(ops)
+        self.limits.note_peak(after, in_run=True)
+        return after
+
+    def _drain(self, u: EngineUnit) -> None:
+        """Over the limit: the operators reading what waits in queues — ``u``'s output first,
+        then the fullest queues' — and below them to the queries' outputs, each run while it
+        lowers what the engine holds (a projection, an aggregate, an Istream, the output itself:
+        the pairs a join emitted leave; not a join, whose turn pairs what it reads), until the
+        engine is under the limit: "the next operator reads in turn".  Any order of turns gives
+        the same answers; the loop asks every unit anew after this.
+        """
+        readers = self._reader_map()
+        mine = {id(op) for op in u.ops}
+        waiting = sorted(
+            ((sum(q.nbytes for q in op.outputs), i, op) for i, op in enumerate(self.meter.registry.all_operators())),
+            key=lambda t: (t[0], -t[1]),
+            reverse=True,
+        )
+        first = list(u.ops) + [op for b, _, op in waiting if b > 0 and id(op) not in mine]
+        todo = [r for op in first for q in op.outputs for r in readers.get(id(q), [])]  # (its own too: a path's)
+        seen: set[int] = set()
+        limit = self.limits.limit
+        while todo and self.meter.last_total >= limit:
+            op = todo.pop(0)
+            if id(op) in seen or len(op.inputs()) != 1 or not op.has_work():  # (not a join: it pairs)
+                continue
+            seen.add(id(op))
+            before = self.meter.last_total
+            op.run(DRAIN_BUDGET)
+            self.drained = True
+            self.drains += 1
+            if self._measure((op,)) <= before:  # it freed what it read: on below it
+                todo[:0] = [r for q in op.outputs for r in readers.get(id(q), [])]
+
+    def _reader_map(self) -> dict[int, list[Operator]]:
+        reg = self.meter.registry
+        if self._readers[0] != reg.version:
+            readers: dict[int, list[Operator]] = {}
+            for op in reg.all_operators():
+                for q in op.inputs():
+                    readers.setdefault(id(q), []).append(op)
+            self._readers = (reg.version, readers)
+        return self._readers[1]
