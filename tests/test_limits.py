@@ -191,6 +191,9 @@ def test_the_peak_counts_what_a_push_left_waiting_and_what_a_run_holds_between_s
     assert not st.shed
 
 
+ONE_KEY_JOIN = "Istream(select A.V, B.V from A [Range 1000], B [Range 1000] where A.K = B.K)"
+
+
 @pytest.mark.parametrize("scheduler", [None, "fifo", "chain", "path-capacity", "round-robin"])
 def test_under_a_limit_a_join_reads_in_pieces_and_its_pairs_go_on_before_it_reads_more(scheduler) -> None:
     """100 elements of B meet A's 100 of one key: 10,000 pairs.  Under an ample limit the join's
@@ -198,15 +201,14 @@ def test_under_a_limit_a_join_reads_in_pieces_and_its_pairs_go_on_before_it_read
     path capacity, whose unit is the whole path).  Under 64 KB (the windows need 13 KB) the turn
     runs in pieces (``sluice.backends.embedded.pacing``), the operators below the join read its
     pairs whenever the engine is past the limit, and the shared join splits its queued pairing
-    into units of about a piece's work: 161,500 B measured with every strategy — lower, not
-    under the limit (its units are sized by the matches it found so far: design 021).  Same
-    answers, nothing dropped.
+    into units of about a piece's work: 68,400 B measured (109,129 B under path capacity) —
+    lower, near the limit (design 021, "Steps in pieces").  Same answers, nothing dropped.
     """
 
     def run(limit: str | int) -> tuple[Any, list[Any], Any]:
         eng = EmbeddedEngine(memory_limit=limit, start=0, **({"scheduler": scheduler} if scheduler else {}))
         eng.execute(DDL)
-        q = eng.register_query("Istream(select A.V, B.V from A [Range 1000], B [Range 1000] where A.K = B.K)")
+        q = eng.register_query(ONE_KEY_JOIN)
         for s in "AB":
             eng.push(s, [(t, 1, t) for t in range(100)])
             eng.run()
@@ -219,6 +221,41 @@ def test_under_a_limit_a_join_reads_in_pieces_and_its_pairs_go_on_before_it_read
     assert st.shed == 0 and st.peak_memory <= 64_000
     assert pacer is not None and pacer.pieces > 1 and pacer.drains > 0
     assert st.peak_memory_in_runs < ample.peak_memory_in_runs
+
+
+def test_a_subscriber_that_runs_the_engine_while_a_step_is_paced_does_not_nest_without_end() -> None:
+    """An output run within a paced step (drained, or by the loop) calls its subscriber, which may
+    run the engine: that nested run takes whole turns (paced too, every delivery nested another
+    run — to Python's recursion limit, failing the query, in a review's case).  Same answer as
+    whole turns."""
+    depth, most = [0], [0]
+
+    def answer(paced: bool) -> list[Any]:
+        eng = EmbeddedEngine(memory_limit=400_000, start=0)
+        assert eng.pacer is not None
+        eng.pacer.enabled = eng.registry.ctx.paced = paced
+        eng.execute(DDL)
+        q = eng.register_query(ONE_KEY_JOIN)
+
+        def nested(_: Any) -> None:
+            depth[0] += 1
+            most[0] = max(most[0], depth[0])
+            try:
+                eng.run()
+            finally:
+                depth[0] -= 1
+
+        q.subscribe(nested)
+        for s in "AB":
+            eng.push(s, [(t, t % 20, t) for t in range(2000)])
+            eng.run()
+        eng.close()
+        assert q.error is None and not eng.statistics().shed
+        return q.results()
+
+    whole = answer(False)
+    assert not diff_outputs(whole, answer(True)) and len(whole) > 100_000
+    assert most[0] < 10  # (5 measured; paced nested runs, 15 here and 99 with a RecursionError elsewhere)
 
 
 def test_the_peak_within_runs_is_a_keys_own_state() -> None:

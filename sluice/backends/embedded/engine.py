@@ -683,6 +683,8 @@ class EmbeddedEngine:
         if self.limits is not None and state.get("limits") is not None:  # (none: taken without a limit)
             self.limits.restore(state["limits"])
         self.loop.forget_measurements()
+        if self.pacer is not None:
+            self.pacer.forget()
 
     # -- inspection ----------------------------------------------------------------------
     def results(self, query: str | Query) -> list[Element]:

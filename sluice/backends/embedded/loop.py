@@ -234,6 +234,8 @@ class SchedulerLoop:
         asked_all = False  # whether every unit was asked in this call (the kept answers may be stale)
         self.last = None
         self.moved = {}  # operators this call ran only to move time on (``_move_time``), by id
+        if pacer is not None and pacer.drained:  # (nested in a drain: queues changed under the kept answers)
+            self._work_for = None
         dirty = self._dirty
         while max_steps is None or steps < max_steps:
             if entered != self._entered:  # a run nested in a callback (a push from a subscriber)

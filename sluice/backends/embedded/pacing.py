@@ -4,17 +4,17 @@ The limit is governed at admission (``sluice.approx.manager``): what a batch wil
 run is over.  Within a run a step holds more for a while — a join's pairs in its output queue
 until the next operator reads them — and one step of a join could add more than the whole limit
 (design 021, "Memory within a run": 16 KB of pairs from a step reading 60 elements under
-27.7 KB).  So under a limit a strategy's turn is run in pieces: each reads as many elements as
-the room left allows at the most bytes an element read has added to what the engine holds in
-this unit's recent pieces, and the turn ends once the room is used, leaving the rest of its
-input queued (already counted) for a later turn — after the operators reading its output have
-read it (Chain, which the engine switches to when memory is at risk, runs them first: their
-priority is the higher, §4).  This is the "emit its pairs in pieces the next operator reads in
-turn" the session-40 notes asked for, at the level of the scheduler: it changes when a step's
-elements are read, never what they produce (the budget of a turn is already any number ≥ 1).
+27.7 KB).  So under a limit a strategy's turn is run in pieces (``Pacer.step``), each reading
+what the room left allows at the bytes an element read has been adding (a join's first piece:
+at its bound, ``Operator.most_bytes_per_element``), held back to a few times the last piece where
+it might not fit; and when a piece leaves the engine past the limit, the operators reading what
+waits in queues run before the unit reads more (``Pacer._drain``).  This is the "emit its pairs
+in pieces the next operator reads in turn" the session-40 notes asked for, at the level of the
+scheduler: it changes when a step's elements are read, never what they produce (the budget of
+a turn is already any number ≥ 1).  Design 021, "Steps in pieces", has the rules and figures.
 
-A piece reads at least one element: a single element's pairs (its matches in the other window)
-may still pass the limit; what is held then is reported (``peak_memory_in_runs``), not hidden.
+What a join itself holds (its synopses, a shared join's held-back pairs) may still pass the
+limit; what is held then is reported (``peak_memory_in_runs``), not hidden.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ from sluice.runtime.operators.base import Operator
 from sluice.runtime.units import EngineUnit
 
 RECENT = 8  # pieces of a unit whose bytes per element read bound the next piece
+IDLE = 64  # pieces in a row a turn may read nothing in (a shared join's owed pairing)
+LEAST = 16  # elements a measured piece reads at the least: each piece repeats a turn's fixed work
 FIRST = 4  # elements of a turn's first piece where the room is tight
 GROWTH = 4  # how much larger a piece may be than the one before, where pieces are held back
 TIGHT = 0.5  # the share of the limit left below which the room is tight
@@ -45,20 +47,32 @@ class Pacer:
         # False: each turn is run whole, measured after it (as before pacing: a benchmark's
         # comparison, ``benchmarks/limit_in_runs.py``)
         self.enabled = True
+        self._stepping = False  # inside ``step`` (an output's subscriber may run the engine)
         self.drained = False  # whether the last step ran operators outside its unit (the loop asks anew)
         self.pieces = 0  # pieces run, turns cut short, operators drained: what pacing did
         self.cut = 0
         self.drains = 0
 
+    def forget(self) -> None:
+        """Another state was restored (a Spark key's): its units' bytes per element are not these."""
+        self._per.clear()
+
     def __getstate__(self) -> dict[str, Any]:
-        return dict(self.__dict__, _readers=(-1, {}))  # (keyed by ids: found anew)
+        return dict(self.__dict__, _readers=(-1, {}), _stepping=False)  # (keyed by ids: found anew)
 
     def step(self, u: EngineUnit, budget: int) -> int:
         """Run ``u`` for up to ``budget`` elements, in pieces; returns the elements read."""
-        if not self.enabled:
-            got = u.run(budget)
-            self._measure(u.ops)
+        if not self.enabled or self._stepping:  # (a run nested in a step, by a subscriber: whole
+            got = u.run(budget)  # turns — paced, each delivery nested another run, to Python's
+            self._measure(u.ops)  # recursion limit: a review)
             return got
+        self._stepping = True
+        try:
+            return self._pieces(u, budget)
+        finally:
+            self._stepping = False
+
+    def _pieces(self, u: EngineUnit, budget: int) -> int:
         key = tuple(op.name for op in u.ops)
         seen = self._per.get(key)
         if seen is None:
@@ -71,7 +85,8 @@ class Pacer:
         # it meets its partner's first batch is not what the elements before it added.
         pairs = any(len(op.inputs()) > 1 for op in u.ops)
         most = sum(op.most_bytes_per_element() for op in u.ops) if pairs else 0.0
-        done, cap, last = 0, FIRST, None
+        done, cap, last, idle = 0, FIRST, None, 0
+        grown, read = 0, 0  # bytes added since the last piece that read, and how many it read
         while done < budget:
             before = meter.last_total
             room, left = limit - before, budget - done
@@ -83,27 +98,34 @@ class Pacer:
             elif per <= 0:  # its elements have not added to what is held
                 piece = left
             else:
-                piece = max(1, min(left, int(room // per)))
+                piece = max(min(LEAST, left), min(left, int(room // per)))
             if done and pairs:  # (what it could meet grows as it reads)
                 most = sum(op.most_bytes_per_element() for op in u.ops)
             if (pairs and piece * most > room) or (room < limit * TIGHT and (per is None or per > 0)):
                 # pairing beyond what surely fits, or little room: pieces grow by at most GROWTH
                 # (one's bytes are not the next's)
                 piece = min(piece, cap)
-            cap = max(cap, piece) * GROWTH
             got = u.run(piece)
             after = self._measure(u.ops)
             self.pieces += 1
             done += got
-            if got > 0:
-                last = (after - before) / got
+            if got > 0:  # (a shared join's pairs of what it read come in the pieces after)
+                cap = max(FIRST, got) * GROWTH  # (the next may read GROWTH times what this one did)
+                grown, read = after - before, got
+                last = grown / read
                 seen.append(last)
+            elif read:  # what the elements it last read paired into, counted to them
+                grown += after - before
+                last = seen[-1] = max(seen[-1], grown / read)
             if after >= limit:  # what it emitted goes on before it reads more
                 self._drain(u)
                 if meter.last_total >= limit:
                     self.cut += 0 < got and done < budget
                     break
-            if got < piece:  # (read all it could: a join's own queued work may remain, another turn's)
+            # read all it could; a shared join working off the pairing it owes reads nothing but
+            # goes on in the turn while that changes what is held (at most IDLE such pieces)
+            idle = idle + 1 if got == 0 else 0
+            if got < piece and not (got == 0 and after != before and idle <= IDLE and u.has_work()):
                 break
         return done
 
@@ -120,6 +142,7 @@ class Pacer:
         engine is under the limit: "the next operator reads in turn".  Any order of turns gives
         the same answers; the loop asks every unit anew after this.
         """
+        self.drained = True  # (set first: a run nested in it asks every unit)
         readers = self._reader_map()
         mine = {id(op) for op in u.ops}
         waiting = sorted(
@@ -138,7 +161,6 @@ class Pacer:
             seen.add(id(op))
             before = self.meter.last_total
             op.run(DRAIN_BUDGET)
-            self.drained = True
             self.drains += 1
             if self._measure((op,)) <= before:  # it freed what it read: on below it
                 todo[:0] = [r for q in op.outputs for r in readers.get(id(q), [])]

@@ -235,7 +235,11 @@ class SharedWindowJoin(Operator):
     def _run(self, budget: int) -> int:
         bound = self._arrival_bound()
         starts = [r.cursor for r in self.readers]
-        batches = self.read_aligned(budget)
+        work = 0
+        if self.ctx.paced:  # under a memory limit: the pairing it owes before it reads more (its
+            while self._units and work < budget:  # pairs leave before more come; a backlog of
+                work += self._step()  # units made every turn slow with what each cost: a review)
+        batches = [] if self.ctx.paced and self._units else self.read_aligned(budget)
         new: list[Unit] = []
         for s, b in enumerate(batches):
             if b.num_rows:
@@ -247,7 +251,6 @@ class SharedWindowJoin(Operator):
             u.order = self._order
             self._order += 1
         self._units += new
-        work = 0
         while self._units and (work == 0 or work < budget):
             work += self._step()
         self._work += work
