@@ -52,7 +52,7 @@ ONE_KEY = "Istream(select A.V, B.V from A [Range 1000], B [Range 1000] where A.K
 def engine(limit: int | str, paced: bool, **kw: Any) -> EmbeddedEngine:
     eng = EmbeddedEngine(memory_limit=limit, **kw)
     assert eng.pacer is not None
-    eng.pacer.enabled = eng.registry.ctx.paced = paced
+    eng.pacer.enabled = paced
     return eng
 
 
@@ -87,26 +87,20 @@ def beside(limit: int, paced: bool) -> tuple[EmbeddedEngine, list[Any]]:
     return eng, qs
 
 
-def one_key(limit: int, paced: bool) -> tuple[EmbeddedEngine, list[Any]]:
-    eng = engine(limit, paced, start=0)
-    eng.execute("REGISTER STREAM A (K integer, V integer); REGISTER STREAM B (K integer, V integer)")
-    q = eng.register_query(ONE_KEY)
-    for s in "AB":
-        eng.push(s, [(t, 1, t) for t in range(100)])
-        eng.run()
-    eng.close()
-    return eng, [q]
+def one_join(n: int, keys: int) -> Callable[[int, bool], tuple[EmbeddedEngine, list[Any]]]:
+    """``ONE_KEY``'s join over ``keys`` keys, ``n`` elements of A and then ``n`` of B."""
 
+    def case(limit: int, paced: bool) -> tuple[EmbeddedEngine, list[Any]]:
+        eng = engine(limit, paced, start=0)
+        eng.execute("REGISTER STREAM A (K integer, V integer); REGISTER STREAM B (K integer, V integer)")
+        q = eng.register_query(ONE_KEY)
+        for s in "AB":
+            eng.push(s, [(t, t % keys, t) for t in range(n)])
+            eng.run()
+        eng.close()
+        return eng, [q]
 
-def backlog(limit: int, paced: bool) -> tuple[EmbeddedEngine, list[Any]]:
-    eng = engine(limit, paced, start=0)
-    eng.execute("REGISTER STREAM A (K integer, V integer); REGISTER STREAM B (K integer, V integer)")
-    q = eng.register_query(ONE_KEY)
-    for s in "AB":
-        eng.push(s, [(t, t % 40, t) for t in range(4_000)])
-        eng.run()
-    eng.close()
-    return eng, [q]
+    return case
 
 
 def measure(case: Callable[[Any, bool], tuple[EmbeddedEngine, list[Any]]], limit: int) -> dict[str, Any]:
@@ -144,8 +138,8 @@ def main() -> None:
     rows = {
         "four queries": measure(four, exact.statistics().peak_memory // 3),
         "group-by beside a join": measure(beside, 160_000),
-        "one key": measure(one_key, 64_000),
-        "a backlog meeting its partner": measure(backlog, 800_000),
+        "one key": measure(one_join(100, 1), 64_000),
+        "a backlog meeting its partner": measure(one_join(4_000, 40), 800_000),
     }
     for name, r in rows.items():
         print(f"{name:30} limit {r['limit_bytes']:>7} B  whole turns {r['whole_turns']}  paced {r['paced']}")

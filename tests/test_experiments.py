@@ -126,7 +126,7 @@ def test_static_estimates_and_switching_scheduler_at_run_time() -> None:
         eng.set_scheduler("lottery")
 
 
-@pytest.mark.slow  # (~110 s on 2 cores: four strategies over 240 slots; the plays themselves are tested fast below)
+@pytest.mark.slow  # (~110 s on 2 cores: four strategies over 240 slots; ``on_engine.play`` is tested fast in this file)
 def test_jiang_on_engine_runs_the_116_operators_as_cql(tmp_path, monkeypatch) -> None:
     from sluice.experiments import jiang_engine
 

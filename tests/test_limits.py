@@ -233,7 +233,7 @@ def test_a_subscriber_that_runs_the_engine_while_a_step_is_paced_does_not_nest_w
     def answer(paced: bool) -> list[Any]:
         eng = EmbeddedEngine(memory_limit=400_000, start=0)
         assert eng.pacer is not None
-        eng.pacer.enabled = eng.registry.ctx.paced = paced
+        eng.pacer.enabled = paced
         eng.execute(DDL)
         q = eng.register_query(ONE_KEY_JOIN)
 

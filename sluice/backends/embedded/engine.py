@@ -162,11 +162,9 @@ class EmbeddedEngine:
         self.registry.on_remove.append(self.qos.forget)
         self.limits: ResourceManager | None = None
         self.meter = UsageMeter(self.registry)
-        self.pacer = None  # under a limit: steps in pieces that fit it
         if memory_limit is not None:
             self.limits = ResourceManager(parse_size(memory_limit), seed, self.meter)
-            self.registry.ctx.paced = True
-            self.pacer = Pacer(self.meter, self.limits)
+            self.pacer = Pacer(self.meter, self.limits)  # (it marks the context paced)
             self.registry.on_remove.append(self.limits.forget_query)
         self.inspector = Inspector(self.registry, self.loop, self.limits, self.qos)
         for d in self.catalog.sources:
@@ -569,7 +567,7 @@ class EmbeddedEngine:
         else:  # the peak: also what a push left waiting for the run, and what the run's steps hold
             self._note_peak()
             if self.pacer is None:  # (an engine restored from a checkpoint of before pacing)
-                self.pacer, self.registry.ctx.paced = Pacer(self.meter, self.limits), True
+                self.pacer = Pacer(self.meter, self.limits)
             steps = self.loop.run(max_steps, self.pacer)
             self.limits.adjust()
         at_risk = self.limits is not None and self.limits.at_risk()

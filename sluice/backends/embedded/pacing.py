@@ -41,26 +41,36 @@ class Pacer:
 
     _stepping = False  # inside ``step`` (an output's subscriber may run the engine); (a class
     # default: a pacer checkpointed before it existed restores without it — a review)
+    _enabled = True  # (likewise: a pacer checkpointed before ``enabled`` was a property)
 
     def __init__(self, meter: UsageMeter, limits: ResourceManager) -> None:
         self.meter = meter
         self.limits = limits
         self._per: dict[tuple[str, ...], deque[float]] = {}  # unit (its operators) → bytes per element read
-        self._readers: tuple[int, dict[int, list[Operator]]] = (-1, {})  # (DAG version, queue → readers)
-        # False: each turn is run whole, measured after it (as before pacing: a benchmark's
-        # comparison, ``benchmarks/limit_in_runs.py``)
         self.enabled = True
         self.drained = False  # whether the last step ran operators outside its unit (the loop asks anew)
         self.pieces = 0  # pieces run, turns cut short, operators drained: what pacing did
         self.cut = 0
         self.drains = 0
 
+    @property
+    def enabled(self) -> bool:
+        """False: each turn is run whole and measured after it, and a shared join queues its
+        pairing as unpaced (``ExecContext.paced``) — as before pacing: a benchmark's comparison,
+        ``benchmarks/limit_in_runs.py``.  Queries registered later read the context as it is then.
+        """
+        return self._enabled
+
+    @enabled.setter
+    def enabled(self, on: bool) -> None:
+        self._enabled = self.meter.registry.ctx.paced = on
+
     def forget(self) -> None:
         """Another state was restored (a Spark key's): its units' bytes per element are not these."""
         self._per.clear()
 
     def __getstate__(self) -> dict[str, Any]:
-        return dict(self.__dict__, _readers=(-1, {}), _stepping=False)  # (keyed by ids: found anew)
+        return dict(self.__dict__, _stepping=False)
 
     def step(self, u: EngineUnit, budget: int) -> int:
         """Run ``u`` for up to ``budget`` elements, in pieces; returns the elements read."""
@@ -101,8 +111,8 @@ class Pacer:
                 piece = left
             else:
                 piece = max(min(LEAST, left), min(left, int(room // per)))
-            if done and pairs:  # (what it could meet grows as it reads)
-                most = sum(op.most_bytes_per_element() for op in u.ops)
+            if done and pairs and piece > cap:  # (what it could meet grows as it reads; asked
+                most = sum(op.most_bytes_per_element() for op in u.ops)  # only where it may cut)
             if (pairs and piece * most > room) or (room < limit * TIGHT and (per is None or per > 0)):
                 # pairing beyond what surely fits, or little room: pieces grow by at most GROWTH
                 # (one's bytes are not the next's)
@@ -145,15 +155,12 @@ class Pacer:
         the same answers; the loop asks every unit anew after this.
         """
         self.drained = True  # (set first: a run nested in it asks every unit)
-        readers = self._reader_map()
+        meter = self.meter
         mine = {id(op) for op in u.ops}
-        waiting = sorted(
-            ((sum(q.nbytes for q in op.outputs), i, op) for i, op in enumerate(self.meter.registry.all_operators())),
-            key=lambda t: (t[0], -t[1]),
-            reverse=True,
-        )
-        first = list(u.ops) + [op for b, _, op in waiting if b > 0 and id(op) not in mine]
-        todo = [r for op in first for q in op.outputs for r in readers.get(id(q), [])]  # (its own too: a path's)
+        queued = {id(op): sum(q.nbytes for q in op.outputs) for op in meter.registry.all_operators()}
+        fullest = sorted((op for op in meter.registry.all_operators() if queued[id(op)] > 0 and id(op) not in mine),
+                         key=lambda op: -queued[id(op)])  # fmt: skip
+        todo = [r for op in [*u.ops, *fullest] for r in meter.readers(op)]  # (its own too: a path's)
         seen: set[int] = set()
         limit = self.limits.limit
         while todo and self.meter.last_total >= limit:
@@ -165,14 +172,4 @@ class Pacer:
             op.run(DRAIN_BUDGET)
             self.drains += 1
             if self._measure((op,)) <= before:  # it freed what it read: on below it
-                todo[:0] = [r for q in op.outputs for r in readers.get(id(q), [])]
-
-    def _reader_map(self) -> dict[int, list[Operator]]:
-        reg = self.meter.registry
-        if self._readers[0] != reg.version:
-            readers: dict[int, list[Operator]] = {}
-            for op in reg.all_operators():
-                for q in op.inputs():
-                    readers.setdefault(id(q), []).append(op)
-            self._readers = (reg.version, readers)
-        return self._readers[1]
+                todo[:0] = meter.readers(op)

@@ -37,13 +37,14 @@ class UsageMeter:
         self.last_total = 0  # bytes at the last ``total`` / ``after_step``
         self._bytes: dict[int, int] = {}  # operator → its bytes (state and output queues) then
         self._upstream: dict[int, list[Operator]] = {}  # operator → the producers of the queues it reads
+        self._downstream: dict[int, list[Operator]] = {}  # operator → the operators reading its queues
         self._always: list[Operator] = []  # the sources, and the producers of what the outputs read
 
     def __getstate__(self) -> dict[str, object]:
         # the maps keyed by operators' ids are found anew: restored, every id is another (kept,
         # a restored engine under a limit measured a join's upstream never again and gave its
         # state to no stream — it shed other elements than the engine it was saved from: a review)
-        return dict(self.__dict__, _version=-1, _bytes={}, _upstream={}, _sides={})
+        return dict(self.__dict__, _version=-1, _bytes={}, _upstream={}, _downstream={}, _sides={})
 
     def _lineage(self) -> None:
         reg = self.registry
@@ -73,6 +74,10 @@ class UsageMeter:
         self._upstream = {
             id(op): [p for q in op.inputs() if (p := producer.get(id(q))) is not None] for op in reg.operators
         }
+        self._downstream = {}
+        for op in reg.operators:
+            for p in self._upstream[id(op)]:
+                self._downstream.setdefault(id(p), []).append(op)
         outs = [p for o in reg.outputs() for p in self._upstream.get(id(o), [])]
         self._always = list(reg.sources.values()) + outs
         self._bytes = {}
@@ -83,6 +88,12 @@ class UsageMeter:
             for op, s in feeds
             if isinstance(op, Filtered) and op.bloomable and s
         )
+
+    def readers(self, op: Operator) -> list[Operator]:
+        """The operators reading ``op``'s output queues (the memory limit's pacing drains them)."""
+        if self._version != self.registry.version:
+            self._lineage()
+        return self._downstream.get(id(op), [])
 
     def windows(self) -> tuple[tuple[TimeWindow | RowsWindow, tuple[str, ...]], ...]:
         """The windows that may shrink (``[Range T At Least t]``, ``[Rows N At Least m]``), each
