@@ -6,7 +6,10 @@ Two exact ways, chosen per query by its aggregates:
   in insertion order) run vectorised across every instant of a batch
   (:class:`~sluice.runtime.operators.counting.Counting`, its own module): a few array passes per
   batch, not a Python step per instant — the regime of millisecond timestamps.
-* **Value-level aggregates** (the rest: DISTINCT aggregates, MIN/MAX over joins or relations)
+* **COUNT/SUM/AVG of DISTINCT values** beside counting aggregates run vectorised too, as two
+  counting passes: the (group, value) pairs present, then the groups over their changes
+  (:class:`~sluice.runtime.operators.distinct_counting.DistinctCounting`).
+* **Value-level aggregates** (the rest: MIN/MAX over joins or relations)
   group each run by (instant, group) with one Arrow group-by and fold the per-instant deltas into
   per-group accumulators (``sluice.plan.accumulators``) — per (instant, group), not per tuple.
 
@@ -40,6 +43,7 @@ from sluice.runtime.constraints import Constraints
 from sluice.runtime.keys import first_rows, row_codes
 from sluice.runtime.operators.base import Operator, OperatorSpec, Unary
 from sluice.runtime.operators.counting import INT64_SAFE, Counting
+from sluice.runtime.operators.distinct_counting import DistinctCounting, two_passes
 from sluice.runtime.vexpr import compile_expr, evaluate_rows
 
 
@@ -123,9 +127,11 @@ class Aggregate(_WholeInstants):
         self.groups: dict[tuple[Any, ...], _Group] = {}
         self._sized: int | None = 0
         self._started = False
-        self._counting = (
-            Counting(aggs, self.nkeys, self.spec.insertions) if all(counting(a, fifo) for a in aggs) else None
-        )
+        self._counting: Counting | DistinctCounting | None = None
+        if all(counting(a, fifo) for a in aggs):
+            self._counting = Counting(aggs, self.nkeys, self.spec.insertions)
+        elif two_passes(aggs, fifo):
+            self._counting = DistinctCounting(aggs, self.nkeys, list(self.types[: self.nkeys]), self.spec.insertions)
         guards = [(g.constraint, g.column) for g in self.spec.guards]
         logs = [self.ctx.punctuations.get(g.stream.lower()) for g in self.spec.guards]
         self.promise = Constraints(self.name, guards, logs) if guards else None
@@ -318,6 +324,8 @@ class Aggregate(_WholeInstants):
         return tracked + self._sized
 
     def restore(self, state: dict[str, Any]) -> None:
+        if state.get("part:_counting") is None and isinstance(self._counting, DistinctCounting):
+            self._counting = None  # (saved before DISTINCT aggregates were counted: its groups, as then)
         super().restore(state)
         self._sized = None
 

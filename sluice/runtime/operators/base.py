@@ -47,8 +47,8 @@ class Part:
     """
 
     STATE: ClassVar[tuple[str, ...]] = ()
-    # attributes holding a helper with state of its own (a Part, or None): its ``snapshot()`` is
-    # saved, never the helper itself (it may hold compiled plans or user functions)
+    # attributes holding a helper with state of its own (a Part, a list of Parts, or None): its
+    # ``snapshot()`` is saved, never the helper itself (it may hold compiled plans or user functions)
     PARTS: ClassVar[tuple[str, ...]] = ()
     # ``STATE`` names added since snapshots were first taken, with the value one that predates them
     # means (immutable: a checkpoint written by an earlier version restores with these)
@@ -69,7 +69,10 @@ class Part:
         out = {n: getattr(self, n) for n in self.state_names()}
         for p in self.PARTS:
             part = getattr(self, p)
-            out[f"part:{p}"] = None if part is None else part.snapshot()
+            saved = (
+                None if part is None else [x.snapshot() for x in part] if isinstance(part, list) else part.snapshot()
+            )
+            out[f"part:{p}"] = saved
         return out
 
     def restore(self, state: dict[str, Any]) -> None:
@@ -85,7 +88,12 @@ class Part:
             part, saved = getattr(self, p), state[f"part:{p}"]
             if (part is None) != (saved is None):
                 raise InternalError(f"{self}: the snapshot's {p} does not match this one's")
-            if part is not None:
+            if isinstance(part, list):
+                if len(part) != len(saved):
+                    raise InternalError(f"{self}: the snapshot's {p} does not match this one's")
+                for x, y in zip(part, saved, strict=True):
+                    x.restore(y)
+            elif part is not None:
                 part.restore(saved)
 
     def __str__(self) -> str:
