@@ -2,12 +2,17 @@
 
 1,000,000 events, 10 keys, millisecond timestamps (about 680,000 distinct instants), pushed as
 typed Arrow batches of 100, 1,000 and 10,000 events with a heartbeat after each (the heartbeat
-says the instants before the next batch's first timestamp are complete). Five queries:
+says the instants before the next batch's first timestamp are complete). Seven queries:
 
   filter    Istream(select A, B from S [Range Unbounded] where B > 50)
   tumbling  Istream(select A, count(*) from S [Range 1 Second Slide 1 Second] group by A)
   sliding   Istream(select A, count(*) from S [Range 1 Second] group by A)
   distinct-tumbling, distinct-sliding   the two windows with count(distinct B) (B in 0..99)
+  max-sliding     Istream(select A, max(B) from S [Range 1 Second] group by A)
+  mixed-sliding   Istream(select A, count(*), count(distinct B) from S [Range 1 Second] group by A)
+
+``--keys`` sets how many values A takes (10 by default; MIN/MAX keep a queue per group and a
+DISTINCT beside other aggregates a count per (group, value) pair: many groups is their test).
 
 Beside each, in the same process and on the same data:
   python    a hand-written plain-Python program computing the *same answer* (a list
@@ -64,7 +69,10 @@ QUERIES = {
     "sliding": "Istream(select A, count(*) from S [Range 1 Second] group by A)",
     "distinct-tumbling": "Istream(select A, count(distinct B) from S [Range 1 Second Slide 1 Second] group by A)",
     "distinct-sliding": "Istream(select A, count(distinct B) from S [Range 1 Second] group by A)",
+    "max-sliding": "Istream(select A, max(B) from S [Range 1 Second] group by A)",
+    "mixed-sliding": "Istream(select A, count(*), count(distinct B) from S [Range 1 Second] group by A)",
 }
+_OVER = "over (partition by A order by ts range between 1000 preceding and current row)"
 
 DUCKDB = {
     "filter": "select ts, A, B from S where B > 50",
@@ -74,14 +82,16 @@ DUCKDB = {
     "distinct-tumbling": "select (ts + 999) // 1000 as w, A, count(distinct B) from S group by w, A",
     "distinct-sliding": "select ts, A, count(distinct B) over (partition by A order by ts range between 1000 preceding "
     "and current row) from S",
+    "max-sliding": f"select ts, A, max(B) {_OVER} from S",
+    "mixed-sliding": f"select ts, A, count(*) {_OVER}, count(distinct B) {_OVER} from S",
 }
 
 
-def generate(n: int, seed: int = 7) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Sorted millisecond stamps over 1.2·n ms (≈ 0.68·n distinct instants), 10 keys, B in 0..99."""
+def generate(n: int, seed: int = 7, keys: int = 10) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sorted millisecond stamps over 1.2·n ms (≈ 0.68·n distinct instants), ``keys`` keys, B in 0..99."""
     rng = np.random.default_rng(seed)
     ts = np.sort(rng.integers(0, int(n * 1.2), n)).astype(np.int64)
-    return ts, rng.integers(0, 10, n).astype(np.int64), rng.integers(0, 100, n).astype(np.int64)
+    return ts, rng.integers(0, keys, n).astype(np.int64), rng.integers(0, 100, n).astype(np.int64)
 
 
 # -- hand-written plain Python: the same answers -------------------------------------------------
@@ -171,12 +181,75 @@ def py_distinct_sliding(ts: list[int], a: list[int], b: list[int], last: int) ->
     return out
 
 
-BASELINES: dict[str, Callable[..., list[tuple[int, int, int]]]] = {
+def py_max_sliding(ts: list[int], a: list[int], b: list[int], last: int) -> list[tuple[int, int, int]]:
+    per_key: dict[int, list[tuple[int, int]]] = {}
+    for t, x, y in zip(ts, a, b, strict=True):
+        per_key.setdefault(x, []).append((t, y))
+    out = []
+    inf = 1 << 62
+    for x, arrivals in per_key.items():
+        alive: deque[int] = deque()  # the window's arrival times
+        best: deque[tuple[int, int]] = deque()  # (t, B) no later arrival beats: B decreasing
+        i, n, shown = 0, len(arrivals), None
+        while i < n or alive:
+            t = min(arrivals[i][0] if i < n else inf, alive[0] + WINDOW + 1 if alive else inf)
+            if t > last:
+                break
+            while alive and alive[0] + WINDOW + 1 <= t:
+                alive.popleft()
+            while best and best[0][0] + WINDOW + 1 <= t:
+                best.popleft()
+            while i < n and arrivals[i][0] == t:
+                while best and best[-1][1] <= arrivals[i][1]:
+                    best.pop()
+                best.append(arrivals[i])
+                alive.append(t)
+                i += 1
+            m = best[0][1] if alive else None
+            if m is not None and m != shown:  # Istream: the group's row (A, max) is new
+                out.append((t, x, m))
+            shown = m
+    return out
+
+
+def py_mixed_sliding(ts: list[int], a: list[int], b: list[int], last: int) -> list[tuple[int, ...]]:
+    per_key: dict[int, list[tuple[int, int]]] = {}
+    for t, x, y in zip(ts, a, b, strict=True):
+        per_key.setdefault(x, []).append((t, y))
+    out: list[tuple[int, ...]] = []
+    inf = 1 << 62
+    for x, arrivals in per_key.items():
+        window: deque[tuple[int, int]] = deque()
+        counts: dict[int, int] = {}
+        i, n, shown = 0, len(arrivals), (0, 0)
+        while i < n or window:
+            t = min(arrivals[i][0] if i < n else inf, window[0][0] + WINDOW + 1 if window else inf)
+            if t > last:
+                break
+            while window and window[0][0] + WINDOW + 1 <= t:
+                _, y = window.popleft()
+                counts[y] -= 1
+                if not counts[y]:
+                    del counts[y]
+            while i < n and arrivals[i][0] == t:
+                window.append(arrivals[i])
+                counts[arrivals[i][1]] = counts.get(arrivals[i][1], 0) + 1
+                i += 1
+            now = (len(window), len(counts))
+            if now != shown and window:  # Istream: the group's row (A, count, distinct) is new
+                out.append((t, x, *now))
+            shown = now
+    return out
+
+
+BASELINES: dict[str, Callable[..., list[tuple[int, ...]]]] = {
     "filter": py_filter,
     "tumbling": py_tumbling,
     "sliding": py_sliding,
     "distinct-tumbling": py_distinct_tumbling,
     "distinct-sliding": py_distinct_sliding,
+    "max-sliding": py_max_sliding,
+    "mixed-sliding": py_mixed_sliding,
 }
 
 
@@ -276,17 +349,18 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--batches", default="100,1000,10000")
     ap.add_argument("--only", choices=list(QUERIES), action="append")
+    ap.add_argument("--keys", type=int, default=10, help="values of the grouping key A")
     ap.add_argument("--out", default="benchmarks/results/fine_time.json")
     ap.add_argument("--rss", default="2000000,20000000", help="events of the two memory runs ('' to skip)")
     args = ap.parse_args()
     sizes = [int(x) for x in args.batches.split(",")]
-    ts, a, b = generate(args.events)
+    ts, a, b = generate(args.events, keys=args.keys)
     last = int(ts[-1])
     lists = ts.tolist(), a.tolist(), b.tolist()
     con = duckdb.connect()
     con.execute("set threads = 1")
     con.register("S", pa.table({"ts": ts, "A": a, "B": b}))
-    print(f"{args.events:,} events, {len(np.unique(ts)):,} distinct millisecond instants, 10 keys")
+    print(f"{args.events:,} events, {len(np.unique(ts)):,} distinct millisecond instants, {args.keys:,} keys")
     results: dict[str, Any] = {}
     for name in args.only or list(QUERIES):
         _settle()
@@ -310,7 +384,8 @@ def main() -> None:
             _settle()
             r = run_engine(QUERIES[name], ts, a, b, size)
             out = r["out"]
-            got = sorted(zip(*(out.column(i).to_pylist() for i in (0, 2, 3)), strict=True))
+            cols = [0, *range(2, out.num_columns)]  # (all but the sign)
+            got = sorted(zip(*(out.column(i).to_pylist() for i in cols), strict=True))
             assert set(out.column(1).to_pylist()) <= {1}, f"{name}: Istream emitted a deletion"
             assert got == expected, f"{name}: the engine's answer differs from the plain-Python program's"
             lat_ms = r["lat"] * 1000
@@ -331,7 +406,9 @@ def main() -> None:
             )
         results[name] = row
     memory = rss(*(int(x) for x in args.rss.split(","))) if args.rss else None
-    write_results(args.out, "fine_time", events=args.events, batches=sizes, results=results, memory=memory)
+    write_results(
+        args.out, "fine_time", events=args.events, keys=args.keys, batches=sizes, results=results, memory=memory
+    )
     print(f"wrote {args.out}")
     gc.unfreeze()  # (what was frozen is freed at exit as usual)
 

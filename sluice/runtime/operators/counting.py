@@ -56,7 +56,7 @@ class Counting(Part):
         # MIN/MAX over a FIFO input (a window): per aggregate, per group, the positions and values of
         # the alive values that no later value beats (a monotonic queue; the rest can never be
         # the extreme again, since they leave first)
-        self.ext: dict[int, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
+        self.ext: dict[int, Queues] = {}
         shared: dict[tuple[str, str], int] = {}
         rows = 1
         for i, a in enumerate(aggs):
@@ -78,7 +78,7 @@ class Counting(Part):
             self.ins_row.append(rows if extreme else -1)
             rows += extreme
             if extreme:
-                self.ext[i] = {}
+                self.ext[i] = Queues()
             self.sum_row.append(rows if summing else -1)
             rows += summing
             fl = summing and a.arg is not None and a.arg.type.kind is TypeKind.FLOAT
@@ -109,6 +109,7 @@ class Counting(Part):
         """Drop these groups' state (no element of theirs comes again: ``Aggregate._forget_closed``);
         their ids are free for new groups.
         """
+        gone: list[int] = []
         for key in keys:
             g = self.gid.pop(key, None)
             if g is None:
@@ -117,15 +118,22 @@ class Counting(Part):
             self.state[g] = 0
             self.limbs[g] = 0
             self.free.append(g)
-            for queues in self.ext.values():
-                queues.pop(g, None)
+            gone.append(g)
+        for queues in self.ext.values():
+            queues.drop(np.array(gone, np.int64))
+
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
+        for i, q in self.ext.items():
+            if isinstance(q, dict):  # (saved when each group's queue was an entry of a dict)
+                self.ext[i] = Queues.of(q)
 
     def reject_rows(self, op: Operator) -> None:
         op.reject_rows(self.rejects)
         self.rejects = []
 
     def state_bytes(self) -> int:
-        queued = sum(len(p) for groups in self.ext.values() for p, _ in groups.values())
+        queued = sum(len(q) for q in self.ext.values())
         return len(self.gid) * (64 + 8 * (self.state.shape[1] + self.limbs.shape[1])) + 16 * queued
 
     def _parts(self) -> tuple[np.ndarray, np.ndarray]:
@@ -317,8 +325,9 @@ class Counting(Part):
                 del self.gid[key]
                 self.keys[gid] = None
                 self.free.append(gid)
+            if freed:
                 for queues in self.ext.values():
-                    queues.pop(gid, None)
+                    queues.drop(np.fromiter(freed, np.int64, len(freed)))
         # each end row's old state is the previous end row's new one, but for a group's first
         # (its state before the batch): values are computed once per end row, not twice
         vis_n, vals_n = self._values(new_e, ext_n)
@@ -423,21 +432,23 @@ class Counting(Part):
         bgi = np.searchsorted(groups, g[valid])
         nb = np.bincount(bgi, minlength=len(groups))
         bstart = np.concatenate(([0], np.cumsum(nb)))
+        # per touched group: its queue, then the batch's insertions (one concatenation, by group)
         queues = self.ext[i]
-        pieces_v: list[np.ndarray] = []
-        pieces_p: list[np.ndarray] = []
-        nd = np.zeros(len(groups), dtype=np.int64)
-        for k, gid in enumerate(groups.tolist()):  # once per touched group
-            q = queues.get(gid)
-            if q is not None:
-                pieces_p.append(q[0])
-                pieces_v.append(q[1])
-                nd[k] = len(q[0])
-            pieces_v.append(bvals[bstart[k] : bstart[k + 1]])
-            pieces_p.append(base[k] + np.arange(nb[k], dtype=np.int64))
-        vals = np.concatenate(pieces_v) if pieces_v else bvals
-        pos = np.concatenate(pieces_p) if pieces_p else np.zeros(0, dtype=np.int64)
+        at, nd = queues.find(groups)
+        qidx = _ranges(at, nd)
+        nq, nbt = len(qidx), len(bvals)
         seg_off = np.concatenate(([0], np.cumsum(nd + nb)))
+        bpos = np.repeat(base, nb) + (np.arange(nbt) - np.repeat(bstart[:-1], nb))
+        if nq:
+            place = np.empty(nq + nbt, dtype=np.int64)  # where each queued, then each batch value goes
+            place[:nq] = np.repeat(seg_off[:-1], nd) + (np.arange(nq) - np.repeat(np.cumsum(nd) - nd, nd))
+            place[nq:] = np.repeat(seg_off[:-1] + nd, nb) + (np.arange(nbt) - np.repeat(bstart[:-1], nb))
+            perm = np.empty_like(place)
+            perm[place] = np.arange(nq + nbt)
+            vals = np.concatenate([queues.v[qidx], bvals])[perm]
+            pos = np.concatenate([queues.p[qidx], bpos])[perm]
+        else:
+            vals, pos = bvals, bpos
         seg = np.repeat(np.arange(len(groups)), nd + nb)
         n_e = len(ge)
         if len(vals) == 0:  # nothing alive anywhere: every value NULL
@@ -469,13 +480,7 @@ class Counting(Part):
         later = _segment_suffix_max(rank, seg, len(groups))
         keep = (rank > later) & (pos >= lo_final[seg])
         kept = np.flatnonzero(keep)
-        cut = np.searchsorted(seg[kept], np.arange(len(groups) + 1))
-        for k, gid in enumerate(groups.tolist()):
-            sel = kept[cut[k] : cut[k + 1]]
-            if len(sel):
-                queues[gid] = (pos[sel], vals[sel])
-            else:
-                queues.pop(gid, None)
+        queues.replace(qidx, groups[seg[kept]], pos[kept], vals[kept])
         return (out_new, null), (out_old, ~had)
 
     def _values(
@@ -607,3 +612,72 @@ def _float_values(
         sums = np.where(p | q, inf, sums)
         means = None if means is None else np.where(p | q, inf, means)
     return null, sums, means
+
+
+class Queues:
+    """One MIN/MAX's monotonic queues of every group, as three arrays sorted by group: the group
+    ids ``g``, the values' positions ``p`` in their group's sequence of insertions (ascending
+    within a group) and the values ``v``.  A batch finds the touched groups' entries by binary
+    search and replaces them in one merge — array passes, not a Python step per group (a dict of
+    per-group arrays cost ~5 µs a touched group: ``max(V)`` by 20,000 groups at millisecond
+    stamps ran at 85,000 events a second).
+    """
+
+    __slots__ = ("g", "p", "v")
+
+    def __init__(self) -> None:
+        self.g = np.zeros(0, np.int64)
+        self.p = np.zeros(0, np.int64)
+        self.v: np.ndarray = np.zeros(0, np.int64)
+
+    @classmethod
+    def of(cls, groups: dict[int, tuple[np.ndarray, np.ndarray]]) -> Queues:
+        """From a dict of each group's (positions, values)."""
+        q = cls()
+        if groups:
+            ids = sorted(groups)
+            q.g = np.repeat(np.array(ids, np.int64), [len(groups[k][0]) for k in ids])
+            q.p = np.concatenate([np.asarray(groups[k][0], np.int64) for k in ids])
+            q.v = np.concatenate([groups[k][1] for k in ids])
+        return q
+
+    def __len__(self) -> int:
+        return len(self.g)
+
+    def __getstate__(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return self.g, self.p, self.v
+
+    def __setstate__(self, state: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+        self.g, self.p, self.v = state
+
+    def find(self, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each of ``groups`` (ascending): where its entries start, and how many there are."""
+        at = np.searchsorted(self.g, groups, "left")
+        return at, np.searchsorted(self.g, groups, "right") - at
+
+    def replace(self, old: np.ndarray, g: np.ndarray, p: np.ndarray, v: np.ndarray) -> None:
+        """Entries ``old`` (those of the groups a batch touched) out, the new ones (by group) in."""
+        keep = np.ones(len(self.g), dtype=bool)
+        keep[old] = False
+        if not len(self.v):
+            self.v = v[:0]
+        gs = np.concatenate([self.g[keep], g])
+        merge = np.argsort(gs, kind="stable")  # (two sorted runs, no group in both)
+        self.g = gs[merge]
+        self.p = np.concatenate([self.p[keep], p])[merge]
+        self.v = np.concatenate([self.v[keep], v])[merge]
+
+    def drop(self, groups: np.ndarray) -> None:
+        """Every entry of ``groups`` out (groups gone)."""
+        if len(groups) and len(self.g):
+            keep = ~np.isin(self.g, groups)
+            self.g, self.p, self.v = self.g[keep], self.p[keep], self.v[keep]
+
+
+def _ranges(start: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """The indices [start[k], start[k] + count[k]) for every k, concatenated."""
+    total = int(count.sum())
+    if not total:
+        return np.zeros(0, np.int64)
+    ends = np.cumsum(count)
+    return np.repeat(start - (ends - count), count) + np.arange(total)
