@@ -117,7 +117,7 @@ class Aggregate(_WholeInstants):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        keys, aggs, fifo = self.spec.keys, self.spec.aggs, self.spec.fifo
+        keys, aggs = self.spec.keys, self.spec.aggs
         self.stateful = True
         self.nkeys = len(keys)
         self.key_fns = [compile_expr(k) for k in keys]
@@ -127,11 +127,7 @@ class Aggregate(_WholeInstants):
         self.groups: dict[tuple[Any, ...], _Group] = {}
         self._sized: int | None = 0
         self._started = False
-        self._counting: Counting | DistinctCounting | None = None
-        if all(counting(a, fifo) for a in aggs):
-            self._counting = Counting(aggs, self.nkeys, self.spec.insertions)
-        elif two_passes(aggs, fifo):
-            self._counting = DistinctCounting(aggs, self.nkeys, list(self.types[: self.nkeys]), self.spec.insertions)
+        self._counting = self._vectorised()
         guards = [(g.constraint, g.column) for g in self.spec.guards]
         logs = [self.ctx.punctuations.get(g.stream.lower()) for g in self.spec.guards]
         self.promise = Constraints(self.name, guards, logs) if guards else None
@@ -144,6 +140,15 @@ class Aggregate(_WholeInstants):
         # deletion and one insertion of different rows: the output is pure.
         self.pure = True
         self.insert_only = self.spec.insertions
+
+    def _vectorised(self) -> Counting | DistinctCounting | None:
+        """The counting path its calls take (None: the accumulators, per (instant, group))."""
+        aggs, fifo = self.spec.aggs, self.spec.fifo
+        if all(counting(a, fifo) for a in aggs):
+            return Counting(aggs, self.nkeys, self.spec.insertions)
+        if two_passes(aggs, fifo):
+            return DistinctCounting(aggs, self.nkeys, list(self.types[: self.nkeys]), self.spec.insertions)
+        return None
 
     def _new(self) -> _Group:
         return _Group(0, [None if a.arg is None else accumulator(a) for a in self.spec.aggs])
@@ -324,8 +329,14 @@ class Aggregate(_WholeInstants):
         return tracked + self._sized
 
     def restore(self, state: dict[str, Any]) -> None:
-        if state.get("part:_counting") is None and isinstance(self._counting, DistinctCounting):
-            self._counting = None  # (saved before DISTINCT aggregates were counted: its groups, as then)
+        # the path of the state restored, decided at every restore (a Spark processor restores each
+        # key's state into one engine in turn: a key saved before DISTINCT aggregates were counted
+        # keeps its groups and the accumulators, the next key the counting passes — a review)
+        saved = state.get("part:_counting")
+        if saved is None:
+            self._counting = None
+        elif self._counting is None:
+            self._counting = self._vectorised()
         super().restore(state)
         self._sized = None
 

@@ -124,6 +124,13 @@ class Counting(Part):
 
     def restore(self, state: dict[str, Any]) -> None:
         super().restore(state)
+        self._queues_as_arrays()
+
+    def __setstate__(self, state: dict[str, Any]) -> None:  # (the whole engine pickled: a checkpoint)
+        self.__dict__.update(state)
+        self._queues_as_arrays()
+
+    def _queues_as_arrays(self) -> None:
         for i, q in self.ext.items():
             if isinstance(q, dict):  # (saved when each group's queue was an entry of a dict)
                 self.ext[i] = Queues.of(q)
@@ -133,8 +140,8 @@ class Counting(Part):
         self.rejects = []
 
     def state_bytes(self) -> int:
-        queued = sum(len(q) for q in self.ext.values())
-        return len(self.gid) * (64 + 8 * (self.state.shape[1] + self.limbs.shape[1])) + 16 * queued
+        queued = sum(len(q) for q in self.ext.values())  # (group id, position, value: 8 B each)
+        return len(self.gid) * (64 + 8 * (self.state.shape[1] + self.limbs.shape[1])) + 24 * queued
 
     def _parts(self) -> tuple[np.ndarray, np.ndarray]:
         return self.state, self.limbs
