@@ -703,7 +703,7 @@ def test_a_chosen_scheduler_is_kept_and_memory_pressure_picks_chain() -> None:
         eng.register_query("select * from A", max_latency="soon")
 
 
-def test_latency_in_cql_and_spark_refusal() -> None:
+def test_latency_in_cql() -> None:
     from sluice.cql.errors import ParseError
     from sluice.cql.parser import parse_script
     from sluice.cql.printer import to_cql
@@ -716,11 +716,6 @@ def test_latency_in_cql_and_spark_refusal() -> None:
     assert to_cql(parse_script(text)[0]) == text
     with pytest.raises(ParseError, match="time unit after the LATENCY"):
         eng.execute("REGISTER QUERY f LATENCY 2 parsecs AS select * from A")
-    from sluice.backends.spark.engine import SparkEngine
-
-    spark = SparkEngine.__new__(SparkEngine)  # the check comes before any Spark work
-    with pytest.raises(SluiceError, match="max_latency is not available on the Spark backend"):
-        SparkEngine.register_query(spark, "select * from A", max_latency="1s")
 
 
 # -- review regressions (session 11) ----------------------------------------------------------

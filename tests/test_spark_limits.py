@@ -340,3 +340,41 @@ def test_on_shed_registered_while_running_starts_shipping_from_the_checkpoint(sp
     again.run()
     assert not more  # (the same files, read by a new engine: what was handed over is saved)
     again.stop()
+
+
+def test_latency_targets_on_spark_are_measured_and_reported_as_on_the_embedded_engine(spark, tmp_path) -> None:
+    """``max_latency`` on Spark (refused before): the same calls as on the embedded engine, the
+    latency measured from the push that reached an answer's instant to the run that delivered it
+    — a target no micro-batch can meet is missed and an event says so (nothing switched: a
+    micro-batch's answers leave together), a generous one is met — in ``statistics()``,
+    ``explain`` and ``Query.latency``; in CQL too; and the answers are the embedded engine's.
+    """
+    rows, t = _feed(600)
+    answers = {}
+    for backend in ("embedded", "spark"):
+        eng = EmbeddedEngine() if backend == "embedded" else SparkEngine(spark=spark, workdir=tmp_path)
+        eng.execute(DDL)
+        tight = eng.register_query(
+            "select K, count(*) from A [Range 20] group by K", name="tight", max_latency="0.001ms"
+        )
+        (easy,) = eng.execute("REGISTER QUERY easy LATENCY 1 hours AS " + JOIN)
+        for lo in range(0, len(rows["A"]), 200):  # (three runs: a latency measured at each)
+            eng.push("A", rows["A"][lo : lo + 200])
+            eng.push("B", rows["B"][lo : lo + 200])
+            eng.run()
+        eng.close(t + 1)
+        stats = eng.statistics()
+        latency = dict(stats["latency"] if backend == "spark" else stats.latency)
+        assert latency["tight"].target == 1e-6 and latency["tight"].count >= 2, backend
+        assert latency["tight"].missed == latency["tight"].count, backend
+        assert latency["easy"].target == 3600 and latency["easy"].count >= 2 and not latency["easy"].missed
+        assert tight.latency.missed and not easy.latency.missed  # type: ignore[union-attr]
+        assert "target 0.001 ms missed" in eng.explain(tight.name)  # type: ignore[union-attr]
+        assert "target 3.6e+06 ms met" in eng.explain(easy.name)  # type: ignore[union-attr]
+        events = stats["latency_events"] if backend == "spark" else stats.approx_events
+        late = [e.detail for e in events if e.action == "late" or "latency over target" in e.detail]
+        assert late and all("tight" in d and "easy" not in d for d in late), (backend, late)
+        answers[backend] = {q.name: q.results() for q in (tight, easy)}  # type: ignore[union-attr]
+    for name in ("tight", "easy"):
+        assert answers["spark"][name] and not diff_outputs(answers["embedded"][name], answers["spark"][name])
+    assert any("Spark: a micro-batch's answers leave together" in d for d in late)

@@ -64,6 +64,7 @@ class QoS:
 
     pinned: bool  # the user chose the scheduler: measure and report, never switch
     clock: Callable[[], float] = time.perf_counter
+    kept: str = "scheduler chosen by the user: kept"  # why a late query switches nothing (pinned)
     default: str = "round-robin"
     _ts: deque[int] = field(default_factory=deque)  # the highest timestamp pushed so far, per push
     _wall: deque[float] = field(default_factory=deque)  # … and when
@@ -89,11 +90,15 @@ class QoS:
         self.queries.pop(name, None)
 
     def delivered(self, name: str, batch: pa.Table) -> None:
+        if batch.num_rows:
+            self.answered(name, int(np.max(batch.column(0).to_numpy())))
+
+    def answered(self, name: str, tau: int) -> None:
+        """Query ``name`` delivered its answer through instant ``tau`` now: one latency measured."""
         st = self.queries.get(name)
-        if st is None or batch.num_rows == 0 or not self._ts:
+        if st is None or not self._ts:
             return
         now = self.clock()
-        tau = int(np.max(batch.column(0).to_numpy()))
         i = bisect_left(self._ts, tau)  # the first push reaching τ
         arrived = self._wall[min(i, len(self._wall) - 1)]
         lat = max(0.0, now - arrived)
@@ -120,7 +125,7 @@ class QoS:
                     Event(
                         self.checks,
                         "late",
-                        f"latency over target: {', '.join(late)} (scheduler chosen by the user: kept)",
+                        f"latency over target: {', '.join(late)} ({self.kept})",
                     )
                 )
             return None

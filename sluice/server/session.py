@@ -199,7 +199,7 @@ class ServerSession:
                 h = self.engine.register_query(  # type: ignore[call-arg]
                     text, name, retain=keep, weight=weight, min_precision=min_precision, max_latency=latency
                 )
-            else:  # (max_latency: refused by the Spark backend with its message)
+            else:  # (max_latency: measured and reported by the Spark backend, nothing switched)
                 h = self.engine.register_query(
                     text, name, weight=weight, min_precision=min_precision, max_latency=max_latency
                 )

@@ -5,6 +5,7 @@ rejections and late elements, and EXPLAIN of how Spark runs each query.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -124,6 +125,9 @@ class Inspector:
                 for n, q in eng.queries.items()
             },
             "key_memory_limit": eng.key_memory_limit,
+            # each query's output latency (as the embedded engine's), and its targets missed
+            "latency": tuple((n, replace(st)) for n, st in eng.qos.queries.items()),
+            "latency_events": tuple(eng.qos.events),
         }
 
     def _limited(self, q: SparkQuery) -> dict[str, Any]:
@@ -162,5 +166,7 @@ class Inspector:
                 "(one shared window join serves those joining on the same predicate); Spark selects nothing "
                 "for a group before its processor"
             )
+        if q.limits.max_latency is not None:
+            lines.append("  " + q.latency.describe())
         lines.append(explain_plan(q.plan))
         return "\n".join(lines)

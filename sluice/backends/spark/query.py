@@ -5,7 +5,7 @@ keys, pre-aggregated) and its streaming query once started.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sluice.approx.limits import QueryLimits
+from sluice.approx.qos import LatencyStats
 from sluice.approx.report import Approximation
 from sluice.backends.spark.budget import is_report
 from sluice.backends.spark.compile import NativePlan, Partitioning, unsplittable
@@ -121,6 +122,12 @@ class SparkQuery:
     @property
     def kind(self) -> Kind:
         return self.bound.kind
+
+    @property
+    def latency(self) -> LatencyStats:
+        """Its output latency so far against its ``max_latency`` (seconds; as on an embedded ``Query``)."""
+        st = self.engine.qos.queries.get(self.name)
+        return replace(st) if st is not None else LatencyStats(self.limits.max_latency)
 
     @property
     def approximation(self) -> Approximation:
