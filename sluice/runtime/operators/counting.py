@@ -281,7 +281,7 @@ class Counting(Part):
         n = len(ts)
         if n == 0:
             return None
-        keycols = [c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c for c in keycols]
+        keycols = combined(keycols)
         gids = self.group_ids(keycols, n)
         deltas = self._deltas(sign, args, n)
         # by group, time order kept within a group (a radix sort when ids fit 16 bits)
@@ -679,6 +679,11 @@ class Queues:
         if len(groups) and len(self.g):
             keep = ~np.isin(self.g, groups)
             self.g, self.p, self.v = self.g[keep], self.p[keep], self.v[keep]
+
+
+def combined(cols: list[Any]) -> list[Any]:
+    """Columns as one Arrow array each (a chunked array's chunks combined; None stays None)."""
+    return [c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c for c in cols]
 
 
 def _ranges(start: np.ndarray, count: np.ndarray) -> np.ndarray:

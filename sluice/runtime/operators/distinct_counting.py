@@ -37,7 +37,7 @@ from sluice.datatypes import BIGINT, DataType, arrow_type
 from sluice.plan.accumulators import counting
 from sluice.plan.expr import AggCall, AggKind, ColRef
 from sluice.runtime.operators.base import Part
-from sluice.runtime.operators.counting import Counting
+from sluice.runtime.operators.counting import Counting, combined
 
 SETS = (AggKind.COUNT, AggKind.SUM, AggKind.AVG)  # (MIN/MAX of DISTINCT values are MIN/MAX)
 
@@ -109,11 +109,9 @@ class DistinctCounting(Part):
         self, ts: np.ndarray, sign: np.ndarray, keycols: list[Any], args: list[Any], types: list[Any]
     ) -> pa.Table | None:
         """The signed output rows for every (instant, group) the batch changes, in time order."""
-        n = len(ts)
-        if n == 0:
+        if len(ts) == 0:
             return None
-        keycols = [c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c for c in keycols]
-        args = [a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in args]
+        n, keycols, args = len(ts), combined(keycols), combined(args)
         # 1. each argument's pairs: where a group's set of values changed
         changes: list[pa.Table | None] = []
         for j, first in enumerate(self.first):
