@@ -93,16 +93,24 @@ def run(
     dt = time.perf_counter() - t0
     if embedded:
         st = eng.statistics()
+        # (queues fill within a run and are empty after it: the live lines show 0; each queue's peak
+        # is its own, at its own moment: their sum is no moment's memory — the limit's peaks are)
+        limit = (
+            f"; memory limit {st.memory_limit:,} B: peak {st.peak_memory:,} B between runs, "
+            f"{st.peak_memory_in_runs:,} B within them"
+            if st.memory_limit
+            else ""
+        )
         print(
             f"  all input processed in {dt:.2f} s; {st.steps} scheduler steps ({st.scheduler}); "
-            f"peak queue memory {st.peak_queue_bytes:,} B\n"
+            f"queues' peaks {st.peak_queue_bytes:,} B summed (each within a run; empty after it){limit}\n"
         )
     else:
         print(f"  all input processed in {dt:.2f} s\n")
     for title, q in handles:
         out = eng.results(q)
         signs = Counter(e.sign for e in out)
-        print(f"── {title}")
+        print(f"── {q.name}: {title}")
         print(f"   {' '.join(q.bound.text.split())}")
         print(f"   a {q.kind.value}: {len(out)} elements ({signs['+']} +, {signs['-']} -)", end="")
         approx = q.approximation

@@ -104,3 +104,13 @@ def test_register_requires_lengths() -> None:
         parse_statement("register stream S (a char)")
     with pytest.raises(ParseError, match="integer takes no length"):
         parse_statement("register stream S (a integer(3))")
+
+
+def test_a_number_run_into_its_unit_is_refused_with_the_two_words() -> None:
+    """``LATENCY 200ms`` (as ``max_latency="200ms"`` is written in Python) is not CQL: the error
+    says to write the number and its unit apart; other run-ons get no such hint.
+    """
+    with pytest.raises(ParseError, match=r"malformed number '200ms' \(a number and its unit are two words: 200 ms\)"):
+        parse_script("REGISTER QUERY f LATENCY 200ms AS select * from A")
+    with pytest.raises(ParseError, match=r"malformed number '12abc'\n"):
+        parse_script("select * from A [Range 12abc]")

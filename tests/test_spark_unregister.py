@@ -79,3 +79,29 @@ def test_unregister_queries_and_sources(spark, tmp_path) -> None:
     eng.run()
     assert rows(eng, "r") == [(7, "x")]
     eng.stop()
+
+
+def test_with_closes_the_input_and_stops_the_streaming_queries_on_both_backends(spark, tmp_path) -> None:
+    """``with engine:`` on both backends: leaving closes the input (every answer delivered), and
+    on Spark the streaming queries stop (left running, they keep polling their sources); leaving
+    on an error runs nothing more, and Spark's queries stop all the same.
+    """
+    from sluice.backends.embedded import EmbeddedEngine
+
+    answers = []
+    for make in (EmbeddedEngine, lambda: SparkEngine(spark=spark, workdir=tmp_path / "a")):
+        with make() as eng:
+            eng.execute("register stream S (A integer)")
+            q = eng.register_query("select count(*) from S [Range 2]", name="c")
+            eng.push("S", [(1, 5), (2, 6)])
+        answers.append([(e.ts, e.sign, e.row) for e in q.results()])
+    assert answers[0] == answers[1] == [(1, "+", (1,)), (2, "-", (1,)), (2, "+", (2,))]
+    assert not spark.streams.active  # (the fixture stops what a test leaves: none from here)
+    with pytest.raises(ZeroDivisionError), SparkEngine(spark=spark, workdir=tmp_path / "b") as eng:
+        eng.execute("register stream S (A integer)")
+        eng.register_query("select * from S", name="e")
+        eng.push("S", [(1, 5)])
+        eng.close()  # (the first instant fixed: the query starts)
+        assert eng.queries["e"].stream.id in {s.id for s in spark.streams.active}
+        raise ZeroDivisionError
+    assert not spark.streams.active

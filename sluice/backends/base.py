@@ -119,6 +119,14 @@ class Engine(Protocol):
         """Call ``fn(stream, elements, reason)`` with the elements a memory limit dropped."""
         ...
 
+    def __enter__(self) -> Any: ...
+
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        """``with engine:`` — on leaving without an error, ``close()`` (the end of input); on
+        Spark the streaming queries then stop (their checkpoints stay).
+        """
+        ...
+
 
 if TYPE_CHECKING:  # mypy checks both backends against the contract here
 

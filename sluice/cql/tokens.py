@@ -166,7 +166,10 @@ def _scan_number(source: str, i: int, toks: list[Token]) -> int:
         end = i
         while end < n and (source[end].isalnum() or source[end] == "_"):
             end += 1
-        raise ParseError(f"malformed number {source[start:end]!r}", Span.at(source, start, end), source)
+        text = source[start:end]
+        unit = source[i:end]
+        hint = f" (a number and its unit are two words: {source[start:i]} {unit})" if _is_unit(unit) else ""
+        raise ParseError(f"malformed number {text!r}{hint}", Span.at(source, start, end), source)
     kind = T.FLOAT if is_float else T.INTEGER
     toks.append(Token(kind, source[start:i], Span.at(source, start, i)))
     return i
@@ -197,3 +200,14 @@ def _scan_string(source: str, i: int, toks: list[Token]) -> int:
         i += 1
     toks.append(Token(T.STRING, "".join(out), Span.at(source, start, i)))
     return i
+
+
+def _is_unit(word: str) -> bool:
+    """Whether ``word`` names a time unit (``200ms`` written for ``200 ms``: the error says so)."""
+    from sluice.cql.ast import TimeUnit
+
+    try:
+        TimeUnit.of(word)
+    except ValueError:
+        return False
+    return True

@@ -531,6 +531,16 @@ class EmbeddedEngine:
         src.punctuate(column, tick, vals, bound)
         return int(ts)
 
+    def __enter__(self) -> EmbeddedEngine:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        """``with EmbeddedEngine() as eng:`` — leaving without an error closes the input (``close()``);
+        with one, nothing is run (the error goes on).
+        """
+        if kind is None:
+            self.close()
+
     def close(self, until: int | None = None) -> None:
         """End of input: complete every instant up to ``until`` (default: the last timestamp pushed)."""
         last = max((s.max_seen for s in self.sources.values()), default=NEG_INF)
