@@ -358,6 +358,19 @@ def test_latency_targets_on_spark_are_measured_and_reported_as_on_the_embedded_e
             "select K, count(*) from A [Range 20] group by K", name="tight", max_latency="0.001ms"
         )
         (easy,) = eng.execute("REGISTER QUERY easy LATENCY 1 hours AS " + JOIN)
+        # a join of the same streams on the same key: on Spark in one processor with ``easy``; no
+        # output, so no latency (measured on its own rows, not its group's: a review)
+        empty = eng.register_query(
+            JOIN.replace("A.K = B.K", "A.K = B.K and A.V < 0"), name="empty", max_latency="0.001ms"
+        )
+        if backend == "spark":  # a file sink: the wait of the first element pushed since the run before
+            on_file = eng.register_query(
+                "select * from A where V >= 0", name="file", sink="parquet", max_latency="0.001ms"
+            )
+            eng.execute("register stream C (K integer)")
+            eng.attach_directory("C", tmp_path / "c", "csv")
+            with pytest.raises(SluiceError, match="C is read by Spark itself"):
+                eng.register_query("select * from C", name="attached", max_latency="1s")
         for lo in range(0, len(rows["A"]), 200):  # (three runs: a latency measured at each)
             eng.push("A", rows["A"][lo : lo + 200])
             eng.push("B", rows["B"][lo : lo + 200])
@@ -368,6 +381,11 @@ def test_latency_targets_on_spark_are_measured_and_reported_as_on_the_embedded_e
         assert latency["tight"].target == 1e-6 and latency["tight"].count >= 2, backend
         assert latency["tight"].missed == latency["tight"].count, backend
         assert latency["easy"].target == 3600 and latency["easy"].count >= 2 and not latency["easy"].missed
+        assert latency["empty"].count == 0 and not empty.results(), backend  # type: ignore[union-attr]
+        if backend == "spark":
+            assert set(eng.queries["empty"].group) == {"easy", "empty"}  # (one processor: grouped at start)
+            assert latency["file"].count >= 2 and latency["file"].missed == latency["file"].count
+            assert on_file.results()  # type: ignore[union-attr]
         assert tight.latency.missed and not easy.latency.missed  # type: ignore[union-attr]
         assert "target 0.001 ms missed" in eng.explain(tight.name)  # type: ignore[union-attr]
         assert "target 3.6e+06 ms met" in eng.explain(easy.name)  # type: ignore[union-attr]

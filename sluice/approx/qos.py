@@ -100,8 +100,13 @@ class QoS:
             return
         now = self.clock()
         i = bisect_left(self._ts, tau)  # the first push reaching τ
-        arrived = self._wall[min(i, len(self._wall) - 1)]
-        lat = max(0.0, now - arrived)
+        self.waited(name, max(0.0, now - self._wall[min(i, len(self._wall) - 1)]))
+
+    def waited(self, name: str, lat: float) -> None:
+        """One latency of query ``name`` measured: ``lat`` seconds."""
+        st = self.queries.get(name)
+        if st is None:
+            return
         st.count += 1
         st.total += lat
         st.max = max(st.max, lat)

@@ -309,10 +309,9 @@ class Parser:
             value = float(num.text)
             if key == "LATENCY":
                 unit = self.tok
-                try:
-                    value = value * ast.TimeUnit.of(unit.text).millis / 1000 if unit.type is T.IDENT else -1.0
-                except ValueError:
-                    value = -1.0
+                # (the windows' unit words: ``2 mins``, ``2 hrs`` and ``2 msec`` as in ``[Range 2 mins]``)
+                known = unit.type is T.IDENT and unit.upper in _UNITS
+                value = value * _UNITS[unit.upper].millis / 1000 if known else -1.0
                 if value < 0:
                     self.fail(
                         "expected a time unit after the LATENCY number", hint="e.g. LATENCY 200 ms, LATENCY 2 seconds"

@@ -168,7 +168,8 @@ def _scan_number(source: str, i: int, toks: list[Token]) -> int:
             end += 1
         text = source[start:end]
         unit = source[i:end]
-        hint = f" (a number and its unit are two words: {source[start:i]} {unit})" if _is_unit(unit) else ""
+        apart = not is_float and _is_unit(unit)  # (a fraction takes no unit: no hint leading to that error)
+        hint = f" (a number and its unit are two words: {source[start:i]} {unit})" if apart else ""
         raise ParseError(f"malformed number {text!r}{hint}", Span.at(source, start, end), source)
     kind = T.FLOAT if is_float else T.INTEGER
     toks.append(Token(kind, source[start:i], Span.at(source, start, i)))
@@ -203,11 +204,9 @@ def _scan_string(source: str, i: int, toks: list[Token]) -> int:
 
 
 def _is_unit(word: str) -> bool:
-    """Whether ``word`` names a time unit (``200ms`` written for ``200 ms``: the error says so)."""
-    from sluice.cql.ast import TimeUnit
+    """Whether ``word`` is one of the parser's time unit words (``200ms`` written for ``200 ms``:
+    the error says so).
+    """
+    from sluice.cql.parser import _UNITS
 
-    try:
-        TimeUnit.of(word)
-    except ValueError:
-        return False
-    return True
+    return word.upper() in _UNITS

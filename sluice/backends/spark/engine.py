@@ -23,6 +23,7 @@ embedded engine's own operators (``docs/design/007``).  The DataFrames themselve
 from __future__ import annotations
 
 import tempfile
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -141,6 +142,7 @@ class SparkEngine:
         # processor's strategy orders work inside a micro-batch, whose answers leave together
         self.qos = QoS(pinned=True, kept=SPARK_KEEPS)
         self._answered: dict[str, int] = {}  # per query: the last memory-sink batch measured (−1: none)
+        self._first_push: float | None = None  # when the first push since the last run came (qos clock)
         self.runner = Runner(self)
         self.inspector = Inspector(self)
 
@@ -289,6 +291,12 @@ class SparkEngine:
             engine=self,
             limits=limits,
         )
+        attached = [s for s in sources if s.lower() in self.inbox.external]
+        if limits.max_latency is not None and attached:
+            raise SluiceError(
+                f"max_latency of {name}: latency is measured from the pushes that reach an instant, and "
+                f"{', '.join(attached)} is read by Spark itself (attached): the driver never sees its rows arrive"
+            )
         q.since = self.inbox.since()  # (registered while running: from after what was released)
         self.queries[name] = q
         self.qos.add(name, limits.max_latency)
@@ -481,6 +489,8 @@ class SparkEngine:
     def _pushed(self) -> None:
         if self.inbox.last_ts is not None:  # (when the latest instant pushed was reached: latency)
             self.qos.pushed(self.inbox.last_ts)
+        if self._first_push is None:
+            self._first_push = self.qos.clock()
 
     def reject(self, name: str, messages: Sequence[str]) -> None:
         """Count rows rejected before they reached the engine (a reader's bad lines), as malformed."""
@@ -509,26 +519,29 @@ class SparkEngine:
     # -- running -------------------------------------------------------------------------
     def run(self) -> None:
         """Hand Spark every event pushed so far and wait until each query has processed them."""
-        reached = self.inbox.last_ts
+        pushed, self._first_push = self._first_push, None
         self.runner.run()
-        self._latencies(reached)
+        self._latencies(pushed)
 
-    def _latencies(self, reached: int | None) -> None:
-        """After a run, each query's latency (``sluice.approx.qos``): a memory sink's new
-        micro-batches, each as one delivery of the instants it answers; a file or console sink,
-        whose rows the driver does not read, as answered through the latest instant pushed before
-        the run (every such element is processed when ``run`` returns: never under-stated).
+    def _latencies(self, pushed: float | None) -> None:
+        """After a run, each query's latency (``sluice.approx.qos``).  A memory sink's new
+        micro-batches count as deliveries of the instants they answer (a group's member: its own
+        rows).  A file or console sink's rows are never read back by the driver, so its latency is
+        the wait of the first element pushed since the last run: every one of them has been
+        processed when ``run`` returns, so this is never under-stated.  A run with no push since
+        the last is not measured there.
         """
         for name, q in self.queries.items():
+            if name not in self.qos.queries:
+                continue
             if q.collected is not None:
-                done = self._answered.get(name, -1)
-                for b in sorted(x for x in list(q.collected.parts) if x > done):
-                    t = q.collected.parts[b]
+                for b, t in q.collected.after(self._answered.get(name, -1)):
+                    if len(q.group) > 1:
+                        t = t.filter(pc.fill_null(pc.equal(t.column("query"), name), False))
                     self.qos.delivered(name, t.filter(pc.not_equal(t.column("sign"), 0)).select(["ts"]))
                     self._answered[name] = b
-            elif q.stream is not None and reached is not None and self._answered.get(name, -1) < reached:
-                self.qos.answered(name, reached)
-                self._answered[name] = reached
+            elif q.stream is not None and pushed is not None:
+                self.qos.waited(name, self.qos.clock() - pushed)
         self.qos.choose("spark", False)
 
     def on_shed(self, fn: Callable[[str, pa.Table, str], None]) -> None:
@@ -552,11 +565,23 @@ class SparkEngine:
         left running keeps polling its sources (22 left by a test suite kept Spark's JVM at 113% of
         a core).
         """
+        failed = kind is not None
         try:
-            if kind is None:
+            if not failed:
                 self.close()
+        except BaseException:
+            failed = True
+            raise
         finally:
-            self.stop()
+            try:
+                self.stop()
+            except Exception as e:
+                if not failed:
+                    raise
+                # (the error already on its way is the one to see; this one is said, not lost)
+                warnings.warn(
+                    f"stop() after an error in the with block failed too: {e!r}", RuntimeWarning, stacklevel=2
+                )
 
     def stop(self) -> None:
         """Stop the streaming queries (their checkpoints stay; a new engine on the same workdir

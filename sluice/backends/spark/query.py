@@ -61,10 +61,16 @@ class Collected:
                     self.shed[batch_id] = shed
                 else:
                     self.shed.pop(batch_id, None)
-        if t.num_rows:
-            self.parts[batch_id] = t
-        else:
-            self.parts.pop(batch_id, None)
+        with self._lock:  # (the driver reads the parts meanwhile: ``after``)
+            if t.num_rows:
+                self.parts[batch_id] = t
+            else:
+                self.parts.pop(batch_id, None)
+
+    def after(self, done: int) -> list[tuple[int, pa.Table]]:
+        """The batches numbered above ``done`` held now, in order (Spark's thread may be adding one)."""
+        with self._lock:
+            return sorted((b, t) for b, t in self.parts.items() if b > done)
 
     def undelivered(self) -> list[str]:
         """The shed notes not delivered yet, in batch order; from now on, delivered."""
