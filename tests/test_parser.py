@@ -114,3 +114,10 @@ def test_a_number_run_into_its_unit_is_refused_with_the_two_words() -> None:
         parse_script("REGISTER QUERY f LATENCY 200ms AS select * from A")
     with pytest.raises(ParseError, match=r"malformed number '12abc'\n"):
         parse_script("select * from A [Range 12abc]")
+    with pytest.raises(ParseError, match=r"malformed number '1.5s'\n"):  # (no unit after a fraction)
+        parse_script("select * from A [Range 1.5s]")
+    # LATENCY takes the windows' unit words
+    latency = [
+        parse_script(f"REGISTER QUERY f LATENCY {d} AS select * from A")[0].latency for d in ("2 mins", "2 msec")
+    ]
+    assert latency == [120.0, 0.002]
