@@ -100,6 +100,35 @@ def _pairs(items: Sequence[str], what: str) -> dict[str, list[str]]:
     return out
 
 
+def _read_rows(path: str, schema: Any, relation: bool, name: str) -> tuple[list[Any], list[str]]:
+    """A source file's rows for the reference evaluator, ``(ts, row)`` (relations ``(ts, sign,
+    row)``), and messages for its bad rows: CSV line by line, JSON lines and Parquet through the
+    reader ``sluice run`` uses (a Parquet file read as CSV had every row rejected as not UTF-8).
+    """
+    if Path(path).suffix.lower() in (".csv", ".txt", ".dat"):
+        return read_csv(path, schema, relation)
+    from sluice.io.feed import read_chunks
+    from sluice.runtime.batch import sign_of, ts_of
+
+    rows: list[Any] = []
+    errors: list[str] = []
+    try:
+        chunks = list(read_chunks(path, schema, relation, name))
+    except ValueError as e:
+        raise SluiceError(str(e)) from None
+    for b, errs, _ in chunks:
+        errors += errs
+        vals = list(zip(*(c.to_pylist() for c in b.columns[2:]), strict=True)) or [()] * b.num_rows
+        if relation:
+            rows += [
+                (t, "+" if g > 0 else "-", v)
+                for t, g, v in zip(ts_of(b).tolist(), sign_of(b).tolist(), vals, strict=True)
+            ]
+        else:
+            rows += list(zip(ts_of(b).tolist(), vals, strict=True))
+    return rows, errors
+
+
 def _reference(args: argparse.Namespace) -> int:
     from sluice.compat.stream_script import format_element
     from sluice.reference import evaluate
@@ -118,7 +147,7 @@ def _reference(args: argparse.Namespace) -> int:
                 raise SluiceError(f"--{what} {name}: {name} is not a registered {what}")
             rows, errors = [], []
             for path in paths:
-                got, errs = read_csv(path, d.schema, what == "relation")
+                got, errs = _read_rows(path, d.schema, what == "relation", d.name)
                 rows += got
                 errors += errs
             rows.sort(key=lambda r: r[0])  # files of one source merged by timestamp (stable)

@@ -258,3 +258,30 @@ def test_a_byte_order_mark_is_not_data(tmp_path, capsys, name, text) -> None:
         ddl(cat, "REGISTER STREAM S (A integer)")
         rows, errors = read_csv(tmp_path / name, cat.lookup("S").schema, False)
         assert rows == [(1, (1,)), (2, (2,))] and not errors
+
+
+def test_sluice_reference_reads_parquet_and_json_lines_as_sluice_run_does(tmp_path, capsys) -> None:
+    """``sluice reference`` on the files ``sluice run`` takes: Parquet and JSON lines read by the
+    same reader (a Parquet file read as CSV had every row rejected as not UTF-8), the same answer.
+    """
+    import json as js
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "q.cql").write_text(
+        "REGISTER STREAM S (K integer, V integer); REGISTER RELATION R (K integer, N varchar(4));\n"
+        "Select R.N, Count(*) From S [Range 3], R Where S.K = R.K Group By R.N;\n"
+    )
+    pq.write_table(
+        pa.table({"ts": [1, 2, 2, 5, 9], "K": [1, 2, 1, 1, 2], "V": [3, 4, 5, 6, 7]}), tmp_path / "s.parquet"
+    )
+    rel = [{"ts": 0, "sign": "+", "K": 1, "N": "a"}, {"ts": 0, "sign": "+", "K": 2, "N": "b"}]
+    (tmp_path / "r.jsonl").write_text("\n".join(js.dumps(r) for r in rel) + "\n")
+    src = [f"S={tmp_path / 's.parquet'}", f"R={tmp_path / 'r.jsonl'}"]
+    assert main(["run", str(tmp_path / "q.cql"), "--source", src[0], "--source", src[1]]) == 0
+    ran = [line for line in capsys.readouterr().out.splitlines() if not line.startswith("#")]
+    assert main(["reference", str(tmp_path / "q.cql"), "--stream", src[0], "--relation", src[1]]) == 0
+    out = capsys.readouterr()
+    assert "rejected" not in out.err
+    assert ran and sorted(line for line in out.out.splitlines() if not line.startswith("#")) == sorted(ran)
