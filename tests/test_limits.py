@@ -1142,3 +1142,33 @@ def test_an_aggregates_bytes_kept_as_its_groups_change_equal_summing_them() -> N
     eng.run()
     eng.restore_state(snap)
     assert agg in eng.operators and agg.state_bytes() == sum(_group_bytes(g) for g in agg.groups.values())
+
+
+def test_a_target_missed_run_after_run_is_one_late_episode_not_an_event_per_run() -> None:
+    """With nothing to switch (a chosen scheduler; Spark), a query late at every run is one
+    ``late`` event until a measured run meets its target (``on-target``) — not an event per run,
+    which a pipeline late all day would pile up; its misses are counted all the same.
+    """
+    from sluice.approx.qos import QoS
+
+    clock = Clock()
+    qos = QoS(pinned=True, clock=clock)
+    qos.add("slow", 0.1)
+    qos.add("quiet", 0.1)
+    for i in range(50):  # late at every run
+        qos.pushed(i)
+        clock.now += 1.0
+        qos.answered("slow", i)
+        qos.choose("fifo", False)
+    assert [e.action for e in qos.events] == ["late"] and "slow" in qos.events[0].detail
+    qos.choose("fifo", False)  # a run that measured nothing: still late
+    assert len(qos.events) == 1 and qos.queries["slow"].missed == 50
+    qos.pushed(60)
+    qos.answered("slow", 60)  # on time
+    qos.choose("fifo", False)
+    assert [e.action for e in qos.events] == ["late", "on-target"] and "slow" in qos.events[1].detail
+    qos.pushed(61)
+    clock.now += 1.0
+    qos.answered("slow", 61)
+    qos.choose("fifo", False)
+    assert [e.action for e in qos.events] == ["late", "on-target", "late"]

@@ -70,6 +70,8 @@ class QoS:
     _wall: deque[float] = field(default_factory=deque)  # … and when
     queries: dict[str, LatencyStats] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
+    _late: set[str] = field(default_factory=set)  # pinned: the queries in a late episode
+    _counted: dict[str, int] = field(default_factory=dict)  # per query: its measurements at the last check
     checks: int = 0
     _calm: int = 0  # consecutive checks without a reason to leave the default
 
@@ -114,25 +116,37 @@ class QoS:
         if st.target is not None and lat > st.target:
             st.missed += 1
 
+    def _episodes(self, over: dict[str, str], measured: set[str]) -> None:
+        """Late queries with nothing to switch, as episodes: a ``late`` event when a query first
+        misses its target, an ``on-target`` one when a measured run meets it again — not one per
+        run (a pipeline late at every run of a day would keep an event for each).  The misses
+        themselves are counted per query (``LatencyStats.missed``).
+        """
+        was: set[str] = getattr(self, "_late", set())
+        new = [text for n, text in over.items() if n not in was]
+        if new:
+            self.events.append(Event(self.checks, "late", f"latency over target: {', '.join(new)} ({self.kept})"))
+        again = sorted(n for n in was if n not in over and n in measured and n in self.queries)
+        if again:
+            self.events.append(Event(self.checks, "on-target", f"latency within target again: {', '.join(again)}"))
+        self._late = (was | set(over)) - set(again) - {n for n in was if n not in self.queries}
+
     def choose(self, current: str, memory_at_risk: bool) -> str | None:
         """After a run: the strategy to switch to (None: keep ``current``)."""
         self.checks += 1
-        late = [
-            f"{n} (max {s.recent_max * 1000:.3g} ms > {s.target * 1000:g} ms)"
+        over = {
+            n: f"{n} (max {s.recent_max * 1000:.3g} ms > {s.target * 1000:g} ms)"
             for n, s in self.queries.items()
             if s.target is not None and s.recent_max > s.target
-        ]
+        }
+        late = list(over.values())
+        counted = getattr(self, "_counted", {})  # (absent in a meter pickled before episodes)
+        measured = {n for n, s in self.queries.items() if s.count > counted.get(n, 0)}
+        self._counted = {n: s.count for n, s in self.queries.items()}
         for s in self.queries.values():
             s.recent_max = 0.0
         if self.pinned:
-            if late:
-                self.events.append(
-                    Event(
-                        self.checks,
-                        "late",
-                        f"latency over target: {', '.join(late)} ({self.kept})",
-                    )
-                )
+            self._episodes(over, measured)
             return None
         self._calm = 0 if late or memory_at_risk else self._calm + 1
         if late:
