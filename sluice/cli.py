@@ -100,7 +100,7 @@ def _pairs(items: Sequence[str], what: str) -> dict[str, list[str]]:
     return out
 
 
-def _read_rows(path: str, schema: Any, relation: bool, name: str) -> tuple[list[Any], list[str]]:
+def _read_rows(path: str, schema: Any, relation: bool, name: str, tick_ns: int) -> tuple[list[Any], list[str]]:
     """A source file's rows for the reference evaluator, ``(ts, row)`` (relations ``(ts, sign,
     row)``), and messages for its bad rows: CSV line by line, JSON lines and Parquet through the
     reader ``sluice run`` uses (a Parquet file read as CSV had every row rejected as not UTF-8).
@@ -112,10 +112,10 @@ def _read_rows(path: str, schema: Any, relation: bool, name: str) -> tuple[list[
 
     rows: list[Any] = []
     errors: list[str] = []
-    try:
-        chunks = list(read_chunks(path, schema, relation, name))
+    try:  # (datetimes in ``ts`` as ticks of the query file's unit, as ``sluice run`` reads them)
+        chunks = list(read_chunks(path, schema, relation, name, tick_ns))
     except ValueError as e:
-        raise SluiceError(str(e)) from None
+        raise SluiceError(f"{name}={path}: {e}") from None
     for b, errs, _ in chunks:
         errors += errs
         vals = list(zip(*(c.to_pylist() for c in b.columns[2:]), strict=True)) or [()] * b.num_rows
@@ -147,7 +147,7 @@ def _reference(args: argparse.Namespace) -> int:
                 raise SluiceError(f"--{what} {name}: {name} is not a registered {what}")
             rows, errors = [], []
             for path in paths:
-                got, errs = _read_rows(path, d.schema, what == "relation", d.name)
+                got, errs = _read_rows(path, d.schema, what == "relation", d.name, cat.time_unit.millis * 1_000_000)
                 rows += got
                 errors += errs
             rows.sort(key=lambda r: r[0])  # files of one source merged by timestamp (stable)
@@ -628,8 +628,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.set_defaults(fn=_check)
     p = sub.add_parser("reference", help="answer a file's queries with the reference evaluator")
     p.add_argument("file")
-    p.add_argument("--stream", action="append", default=[], metavar="NAME=CSV", help="ts,v1,v2,... rows")
-    p.add_argument("--relation", action="append", default=[], metavar="NAME=CSV", help="ts,+|-,v1,... rows")
+    p.add_argument(
+        "--stream",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help=".csv (ts,v1,v2,... rows), .jsonl or .parquet",
+    )
+    p.add_argument(
+        "--relation",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help=".csv (ts,+|-,v1,... rows), .jsonl or .parquet",
+    )
     p.add_argument("--start", type=int, default=None)
     p.add_argument("--until", type=int, default=None)
     p.add_argument("--seed", type=int, default=0, help="seed of Sample()")

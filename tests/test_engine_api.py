@@ -285,3 +285,14 @@ def test_sluice_reference_reads_parquet_and_json_lines_as_sluice_run_does(tmp_pa
     out = capsys.readouterr()
     assert "rejected" not in out.err
     assert ran and sorted(line for line in out.out.splitlines() if not line.startswith("#")) == sorted(ran)
+    # datetimes in ``ts``: ticks of the file's unit (seconds here), as run reads them (a review)
+    when = pa.array([1, 2, 2, 5, 9], pa.timestamp("s"))
+    pq.write_table(pq.read_table(tmp_path / "s.parquet").set_column(0, "ts", when), tmp_path / "t.parquet")
+    assert (
+        main(["reference", str(tmp_path / "q.cql"), "--stream", f"S={tmp_path / 't.parquet'}", "--relation", src[1]])
+        == 0
+    )
+    assert sorted(line for line in capsys.readouterr().out.splitlines() if not line.startswith("#")) == sorted(ran)
+    (tmp_path / "e.parquet").write_bytes(b"")  # an empty file: said, with its source
+    assert main(["reference", str(tmp_path / "q.cql"), "--stream", f"S={tmp_path / 'e.parquet'}"]) != 0
+    assert "e.parquet: cannot be read as Parquet" in capsys.readouterr().err

@@ -1172,3 +1172,15 @@ def test_a_target_missed_run_after_run_is_one_late_episode_not_an_event_per_run(
     qos.answered("slow", 61)
     qos.choose("fifo", False)
     assert [e.action for e in qos.events] == ["late", "on-target", "late"]
+    # removed and added again before the next run (unregister and register, deactivate and
+    # activate): a fresh query, its first on-time run no episode's end (a review)
+    qos.forget("slow")
+    qos.add("slow", 0.1)
+    qos.pushed(62)
+    qos.answered("slow", 62)
+    qos.choose("fifo", False)
+    assert len(qos.events) == 3 and qos.queries["slow"].count == 1 and not qos.queries["slow"].missed
+    clock.now += 1.0
+    qos.answered("slow", 62)
+    qos.choose("fifo", False)
+    assert [e.action for e in qos.events][-1] == "late"

@@ -87,9 +87,18 @@ class QoS:
 
     def add(self, name: str, target: float | None) -> None:
         self.queries[name] = LatencyStats(target)
+        self._fresh(name)
 
     def forget(self, name: str) -> None:
         self.queries.pop(name, None)
+        self._fresh(name)
+
+    def _fresh(self, name: str) -> None:
+        """No episode or count carried over to a query of the same name (a review: one removed and
+        added again before the next run kept its late episode, and its next on-time run went unseen).
+        """
+        getattr(self, "_late", set()).discard(name)
+        getattr(self, "_counted", {}).pop(name, None)
 
     def delivered(self, name: str, batch: pa.Table) -> None:
         if batch.num_rows:

@@ -91,7 +91,11 @@ def read_chunks(
         import pyarrow.parquet as pq
 
         skip, done = at or (0, 0)
-        for k, rb in enumerate(pq.ParquetFile(p).iter_batches(batch_size=chunk)):
+        try:
+            pf = pq.ParquetFile(p)
+        except (pa.ArrowInvalid, OSError) as e:  # (an empty or broken file: said, not a traceback)
+            raise SluiceError(f"{p}: cannot be read as Parquet: {e}") from None
+        for k, rb in enumerate(pf.iter_batches(batch_size=chunk)):
             if k < skip:
                 continue
             t = pa.Table.from_batches([rb])
