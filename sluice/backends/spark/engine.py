@@ -507,7 +507,10 @@ class SparkEngine:
         self.inbox.complete("h", ts, self.start)
 
     def close(self, until: int | None = None) -> None:
-        """End of input: complete every instant up to ``until`` (default: the last timestamp pushed)."""
+        """End of input: complete every instant up to ``until`` (default: the last timestamp pushed).
+        The streaming queries keep running (more may be pushed, as on the embedded engine):
+        ``stop()``, or leaving a ``with`` block, ends them.
+        """
         inbox = self.inbox
         idle = inbox.last_ts is None and inbox.completed is None and not inbox.static and not inbox.external
         if until is None and idle and inbox.fresh:
