@@ -108,7 +108,7 @@ def _read_rows(path: str, schema: Any, relation: bool, name: str, tick_ns: int) 
     if Path(path).suffix.lower() in (".csv", ".txt", ".dat"):
         return read_csv(path, schema, relation)
     from sluice.io.feed import read_chunks
-    from sluice.runtime.batch import sign_of, ts_of
+    from sluice.runtime.batch import to_elements
 
     rows: list[Any] = []
     errors: list[str] = []
@@ -118,14 +118,8 @@ def _read_rows(path: str, schema: Any, relation: bool, name: str, tick_ns: int) 
         raise SluiceError(f"{name}={path}: {e}") from None
     for b, errs, _ in chunks:
         errors += errs
-        vals = list(zip(*(c.to_pylist() for c in b.columns[2:]), strict=True)) or [()] * b.num_rows
-        if relation:
-            rows += [
-                (t, "+" if g > 0 else "-", v)
-                for t, g, v in zip(ts_of(b).tolist(), sign_of(b).tolist(), vals, strict=True)
-            ]
-        else:
-            rows += list(zip(ts_of(b).tolist(), vals, strict=True))
+        elements = to_elements(b)
+        rows += elements if relation else [(t, row) for t, _, row in elements]
     return rows, errors
 
 

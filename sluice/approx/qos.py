@@ -23,6 +23,7 @@ from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -93,12 +94,15 @@ class QoS:
         self.queries.pop(name, None)
         self._fresh(name)
 
+    def __setstate__(self, state: dict[str, Any]) -> None:  # (a meter pickled before episodes lacks them)
+        self.__dict__.update({"_late": set(), "_counted": {}} | state)
+
     def _fresh(self, name: str) -> None:
         """No episode or count carried over to a query of the same name (a review: one removed and
         added again before the next run kept its late episode, and its next on-time run went unseen).
         """
-        getattr(self, "_late", set()).discard(name)
-        getattr(self, "_counted", {}).pop(name, None)
+        self._late.discard(name)
+        self._counted.pop(name, None)
 
     def delivered(self, name: str, batch: pa.Table) -> None:
         if batch.num_rows:
@@ -131,7 +135,7 @@ class QoS:
         run (a pipeline late at every run of a day would keep an event for each).  The misses
         themselves are counted per query (``LatencyStats.missed``).
         """
-        was: set[str] = getattr(self, "_late", set())
+        was = self._late
         new = [text for n, text in over.items() if n not in was]
         if new:
             self.events.append(Event(self.checks, "late", f"latency over target: {', '.join(new)} ({self.kept})"))
@@ -149,8 +153,7 @@ class QoS:
             if s.target is not None and s.recent_max > s.target
         }
         late = list(over.values())
-        counted = getattr(self, "_counted", {})  # (absent in a meter pickled before episodes)
-        measured = {n for n, s in self.queries.items() if s.count > counted.get(n, 0)}
+        measured = {n for n, s in self.queries.items() if s.count > self._counted.get(n, 0)}
         self._counted = {n: s.count for n, s in self.queries.items()}
         for s in self.queries.values():
             s.recent_max = 0.0

@@ -157,9 +157,8 @@ class Pacer:
         self.drained = True  # (set first: a run nested in it asks every unit)
         meter = self.meter
         mine = {id(op) for op in u.ops}
-        queued = {id(op): sum(q.nbytes for q in op.outputs) for op in meter.registry.all_operators()}
-        fullest = sorted((op for op in meter.registry.all_operators() if queued[id(op)] > 0 and id(op) not in mine),
-                         key=lambda op: -queued[id(op)])  # fmt: skip
+        queued = [(sum(q.nbytes for q in op.outputs), op) for op in meter.registry.all_operators()]
+        fullest = [op for b, op in sorted(queued, key=lambda t: -t[0]) if b > 0 and id(op) not in mine]
         todo = [r for op in [*u.ops, *fullest] for r in meter.readers(op)]  # (its own too: a path's)
         seen: set[int] = set()
         limit = self.limits.limit

@@ -275,6 +275,12 @@ class SparkEngine:
         for n in L.walk_plan(bq.plan):
             if isinstance(n, L.Scan) and n.name.lower() not in {s.lower() for s in sources}:
                 sources.append(self._source(n.name).name)
+        attached = [s for s in sources if s.lower() in self.inbox.external]
+        if limits.max_latency is not None and attached:
+            raise SluiceError(
+                f"max_latency of {name}: latency is measured from the pushes that reach an instant, and "
+                f"{', '.join(attached)} is read by Spark itself (attached): the driver never sees its rows arrive"
+            )
         # As on the embedded engine: what was pushed but not yet run is a new query's input too
         rw = rewrite(bq.plan, rules_for(self.sharing))  # (the rules of the processors' engines)
         part = partitioning(rw.plan)
@@ -291,12 +297,6 @@ class SparkEngine:
             engine=self,
             limits=limits,
         )
-        attached = [s for s in sources if s.lower() in self.inbox.external]
-        if limits.max_latency is not None and attached:
-            raise SluiceError(
-                f"max_latency of {name}: latency is measured from the pushes that reach an instant, and "
-                f"{', '.join(attached)} is read by Spark itself (attached): the driver never sees its rows arrive"
-            )
         q.since = self.inbox.since()  # (registered while running: from after what was released)
         self.queries[name] = q
         self.qos.add(name, limits.max_latency)
@@ -538,10 +538,13 @@ class SparkEngine:
             if name not in self.qos.queries:
                 continue
             if q.collected is not None:
+                grouped = len(q.group) > 1
                 for b, t in q.collected.after(self._answered.get(name, -1)):
-                    if len(q.group) > 1:
-                        t = t.filter(pc.fill_null(pc.equal(t.column("query"), name), False))
-                    self.qos.delivered(name, t.filter(pc.not_equal(t.column("sign"), 0)).select(["ts"]))
+                    t = t.select(["ts", "sign", "query"] if grouped else ["ts", "sign"])  # (not every column)
+                    mine = pc.not_equal(t.column("sign"), 0)  # (a group's member: its own rows)
+                    if grouped:
+                        mine = pc.and_(mine, pc.fill_null(pc.equal(t.column("query"), name), False))
+                    self.qos.delivered(name, t.filter(mine))
                     self._answered[name] = b
             elif q.stream is not None and pushed is not None:
                 self.qos.waited(name, self.qos.clock() - pushed)

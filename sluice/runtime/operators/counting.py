@@ -438,18 +438,16 @@ class Counting(Part):
         bvals = col.take(pa.array(rows)).to_numpy(zero_copy_only=False)
         bgi = np.searchsorted(groups, g[valid])
         nb = np.bincount(bgi, minlength=len(groups))
-        bstart = np.concatenate(([0], np.cumsum(nb)))
         # per touched group: its queue, then the batch's insertions (one concatenation, by group)
         queues = self.ext[i]
         at, nd = queues.find(groups)
         qidx = _ranges(at, nd)
         nq, nbt = len(qidx), len(bvals)
         seg_off = np.concatenate(([0], np.cumsum(nd + nb)))
-        bpos = np.repeat(base, nb) + (np.arange(nbt) - np.repeat(bstart[:-1], nb))
+        bpos = _ranges(base, nb)  # the batch's insertions' positions, group by group
         if nq:
-            place = np.empty(nq + nbt, dtype=np.int64)  # where each queued, then each batch value goes
-            place[:nq] = np.repeat(seg_off[:-1], nd) + (np.arange(nq) - np.repeat(np.cumsum(nd) - nd, nd))
-            place[nq:] = np.repeat(seg_off[:-1] + nd, nb) + (np.arange(nbt) - np.repeat(bstart[:-1], nb))
+            # where each queued, then each batch value goes: a group's queue, then its insertions
+            place = np.concatenate([_ranges(seg_off[:-1], nd), _ranges(seg_off[:-1] + nd, nb)])
             perm = np.empty_like(place)
             perm[place] = np.arange(nq + nbt)
             vals = np.concatenate([queues.v[qidx], bvals])[perm]

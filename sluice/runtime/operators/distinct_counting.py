@@ -76,8 +76,7 @@ class DistinctCounting(Part):
             else:
                 self.set_of.append(None)
                 calls.append(AggCall(a.fn, ColRef(-1 - len(aggs), BIGINT), False, a.type) if a.arg is None else a)
-        self.sets = len(args)
-        self.pairs = [Counting((), nkeys + 1) for _ in range(self.sets)]
+        self.pairs = [Counting((), nkeys + 1) for _ in self.first]
         self.key_types = key_types
         self.groups = Counting(tuple(calls), nkeys, insertions)
 
@@ -134,11 +133,7 @@ class DistinctCounting(Part):
             pa.concat_arrays([keycols[k]] + [c.column(2 + k).combine_chunks() for c in found])
             for k in range(self.nkeys)
         ]
-        at: list[int] = []  # where each pair pass's changes start
-        offset = n
-        for c in changes:
-            at.append(offset)
-            offset += 0 if c is None else c.num_rows
+        at = n + np.cumsum([0] + [0 if c is None else c.num_rows for c in changes])  # where each pass's start
         all_args: list[Any] = []
         for i, d in enumerate(self.set_of):
             if d is None:
@@ -146,7 +141,7 @@ class DistinctCounting(Part):
             else:
                 c, ty = changes[d], arrow_type(self.arg_types[d])
                 col = pa.nulls(0, ty) if c is None else c.column(2 + self.nkeys).combine_chunks()
-                all_args.append(_placed(col, at[d], total, ty))
+                all_args.append(_placed(col, int(at[d]), total, ty))
         order = np.argsort(all_ts, kind="stable")
         take = pa.array(order)
         return self.groups.apply(
