@@ -96,3 +96,20 @@ def run_engine(
     if engines is not None:
         engines.append(eng)
     return q.results()
+
+
+def reference_diffs(
+    catalog: Any, query: str, streams: dict[str, list[Any]], relations: dict[str, list[Any]], **options: Any
+) -> list[str]:
+    """Where the engine's output for ``query`` differs from the reference evaluator's, both over
+    the span of the inputs' timestamps (``options``: ``run_engine``'s feeding and engine options).
+    """
+    from sluice.plan import bind_query
+    from sluice.reference import evaluate
+    from sluice.reference.compare import diff_outputs
+
+    stamps = [t for rows in streams.values() for t, _ in rows] + [t for ups in relations.values() for t, _, _ in ups]
+    start, until = (min(stamps), max(stamps)) if stamps else (0, 0)
+    expected = evaluate(bind_query(catalog, query), streams, relations, start=start, until=until)
+    got = run_engine(catalog, query, streams, relations, start=start, until=until, **options)
+    return diff_outputs(expected, got)

@@ -255,6 +255,17 @@ class TimeUnit(enum.Enum):
         raise ValueError(f"unknown time unit {unit!r}: use one of {names} (or ms, s, min, h)")
 
 
+# the words CQL takes for a unit after a number (windows, LATENCY), upper case: the parser reads
+# them, the tokenizer names them in its error for ``200ms``
+UNIT_WORDS = {
+    **dict.fromkeys(("MILLISECOND", "MILLISECONDS", "MS", "MSEC", "MSECS"), TimeUnit.MILLISECOND),
+    **dict.fromkeys(("SECOND", "SECONDS", "SEC", "SECS", "S"), TimeUnit.SECOND),
+    **dict.fromkeys(("MINUTE", "MINUTES", "MIN", "MINS"), TimeUnit.MINUTE),
+    **dict.fromkeys(("HOUR", "HOURS", "HR", "HRS", "H"), TimeUnit.HOUR),
+    **dict.fromkeys(("DAY", "DAYS"), TimeUnit.DAY),
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Duration(Node):
     """``4 seconds``; or, with ``unit`` None, a bare ``4`` — STREAM's ``time_spec: T_INT``: four

@@ -28,13 +28,7 @@ _NodeT = TypeVar("_NodeT")
 
 STREAM_OPS = ("ISTREAM", "DSTREAM", "RSTREAM")
 _COMPARE = {T.EQ: "=", T.NE: "<>", T.LT: "<", T.LE: "<=", T.GT: ">", T.GE: ">="}
-_UNITS = {
-    **dict.fromkeys(("MILLISECOND", "MILLISECONDS", "MS", "MSEC", "MSECS"), ast.TimeUnit.MILLISECOND),
-    **dict.fromkeys(("SECOND", "SECONDS", "SEC", "SECS", "S"), ast.TimeUnit.SECOND),
-    **dict.fromkeys(("MINUTE", "MINUTES", "MIN", "MINS"), ast.TimeUnit.MINUTE),
-    **dict.fromkeys(("HOUR", "HOURS", "HR", "HRS", "H"), ast.TimeUnit.HOUR),
-    **dict.fromkeys(("DAY", "DAYS"), ast.TimeUnit.DAY),
-}
+_UNITS = ast.UNIT_WORDS
 # words that may follow a unitless duration inside a window (``[Range 4 Slide 2]``, ``[Range 4 At Least 2]``)
 _AFTER_DURATION = frozenset({"SLIDE", "AT", "PRECEDING"})
 _UNSUPPORTED = {

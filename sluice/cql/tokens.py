@@ -13,6 +13,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from sluice.cql.ast import UNIT_WORDS
 from sluice.cql.errors import ParseError, Span
 
 
@@ -168,7 +169,7 @@ def _scan_number(source: str, i: int, toks: list[Token]) -> int:
             end += 1
         text = source[start:end]
         unit = source[i:end]
-        apart = not is_float and _is_unit(unit)  # (a fraction takes no unit: no hint leading to that error)
+        apart = not is_float and unit.upper() in UNIT_WORDS  # (a fraction takes no unit: no hint to that error)
         hint = f" (a number and its unit are two words: {source[start:i]} {unit})" if apart else ""
         raise ParseError(f"malformed number {text!r}{hint}", Span.at(source, start, end), source)
     kind = T.FLOAT if is_float else T.INTEGER
@@ -201,12 +202,3 @@ def _scan_string(source: str, i: int, toks: list[Token]) -> int:
         i += 1
     toks.append(Token(T.STRING, "".join(out), Span.at(source, start, i)))
     return i
-
-
-def _is_unit(word: str) -> bool:
-    """Whether ``word`` is one of the parser's time unit words (``200ms`` written for ``200 ms``:
-    the error says so).
-    """
-    from sluice.cql.parser import _UNITS
-
-    return word.upper() in _UNITS
