@@ -19,7 +19,7 @@ from typing import Any
 
 from sluice.backends.rows import admit_rows
 from sluice.catalog import Catalog, Kind, SourceDef
-from sluice.cli_engine import add_engine_options, build_engine, engine_key, engine_opts
+from sluice.cli_engine import UNITS, add_engine_options, build_engine, engine_key, engine_opts
 from sluice.cql import CQLError
 from sluice.errors import SluiceError
 from sluice.io.csv_input import read_csv
@@ -28,8 +28,8 @@ from sluice.plan.explain import explain
 from sluice.progress import progress, say
 
 
-def _load(files: Sequence[str]) -> tuple[Catalog, list[BoundQuery | str | None]]:
-    cat = Catalog()
+def _load(files: Sequence[str], time_unit: str = "second") -> tuple[Catalog, list[BoundQuery | str | None]]:
+    cat = Catalog(time_unit=time_unit)
     results: list[BoundQuery | str | None] = []
     for f in files:
         text = read_cql(f)
@@ -127,7 +127,7 @@ def _reference(args: argparse.Namespace) -> int:
     from sluice.compat.stream_script import format_element
     from sluice.reference import evaluate
 
-    cat, results = _load([args.file])
+    cat, results = _load([args.file], args.time_unit)  # (one tick as ``run --time-unit`` makes it)
     streams: dict[str, Any] = {}
     relations: dict[str, Any] = {}
     bad = 0
@@ -639,6 +639,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--start", type=int, default=None)
     p.add_argument("--until", type=int, default=None)
     p.add_argument("--seed", type=int, default=0, help="seed of Sample()")
+    p.add_argument("--time-unit", default="second", choices=UNITS, help="what one tick is, as for run")
     p.set_defaults(fn=_reference)
     p = sub.add_parser("experiment", help="reproduce a scheduling paper's experiment (CSV, PNG, JSON)")
     p.add_argument("name", help="an experiment name, 'all', or 'list'")

@@ -296,3 +296,17 @@ def test_sluice_reference_reads_parquet_and_json_lines_as_sluice_run_does(tmp_pa
     (tmp_path / "e.parquet").write_bytes(b"")  # an empty file: said, with its source
     assert main(["reference", str(tmp_path / "q.cql"), "--stream", f"S={tmp_path / 'e.parquet'}"]) != 0
     assert "e.parquet: cannot be read as Parquet" in capsys.readouterr().err
+
+
+def test_sluice_reference_takes_runs_time_unit(tmp_path, capsys) -> None:
+    """``--time-unit`` on ``reference`` as on ``run``: a window of seconds over millisecond stamps
+    gives both the same answer (without it, ``reference`` read 10 Seconds as 10 ticks of seconds).
+    """
+    (tmp_path / "q.cql").write_text("REGISTER STREAM S (K integer); Select Count(*) From S [Range 1 Second];\n")
+    (tmp_path / "s.csv").write_text("ts,K\n0,1\n400,2\n900,3\n1500,4\n2600,5\n")
+    out = {}
+    for cmd, flag in (("run", "--source"), ("reference", "--stream")):
+        args = [cmd, str(tmp_path / "q.cql"), flag, f"S={tmp_path / 's.csv'}", "--time-unit", "millisecond"]
+        assert main(args) == 0
+        out[cmd] = sorted(line for line in capsys.readouterr().out.splitlines() if not line.startswith("#"))
+    assert out["run"] and out["run"] == out["reference"]
